@@ -1,0 +1,2 @@
+"""tsdp: differentially private release of time series."""
+__version__ = "0.1.0"

@@ -1,0 +1,110 @@
+"""``PrivacyClaim``: the one currency between mechanisms, the accountant and the report.
+
+A claim states what is protected (the unit), under which definition, with which parameters, and
+which theorem proves it. It also carries machine-readable mechanism events from which the
+accountant can rebuild a dominating privacy-loss distribution, so that reports compose tightly.
+Every epsilon in a claim is an upper bound unless ``bound == "lower"``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+DEFINITIONS = ("approx-dp", "pure-dp", "lip")
+EVENT_KINDS = ("gaussian", "laplace")
+
+
+@dataclass(frozen=True)
+class PrivacyUnit:
+    """What one neighbouring step changes, stated as data.
+
+    ``relation`` is ``add-remove`` or ``substitute``; ``neighbouring`` says the same in words.
+    ``enforced`` tells whether tsdp enforced the contribution bounds itself (event layout) or
+    trusted the declared ones (pre-aggregated series).
+    """
+
+    level: str
+    relation: str
+    neighbouring: str
+    max_per_step: float
+    max_steps: int | None = None
+    w: int | None = None
+    series_per_unit: int | None = None
+    id_column: str | None = None
+    enforced: bool = False
+
+
+@dataclass(frozen=True)
+class MechanismEvent:
+    """One additive-noise mechanism, repeated ``count`` times on independent coordinates.
+
+    ``gaussian``: noise N(0, noise^2) on a vector of L2 sensitivity ``sensitivity``.
+    ``laplace``: Laplace noise of scale ``noise`` on ``count`` coordinates, each of which a
+    neighbour changes by at most ``sensitivity``; the ``count``-fold composition of the 1-D pair
+    Laplace(0, b) vs Laplace(sensitivity, b) dominates the release.
+    """
+
+    kind: str
+    sensitivity: float
+    noise: float
+    count: int = 1
+
+    def __post_init__(self) -> None:
+        if self.kind not in EVENT_KINDS:
+            raise ValueError(f"unknown mechanism event kind {self.kind!r}")
+        if not (self.sensitivity > 0 and self.noise > 0 and self.count >= 1):
+            raise ValueError("mechanism event needs positive sensitivity, noise and count")
+
+
+@dataclass(frozen=True)
+class PrivacyClaim:
+    """A privacy guarantee and the evidence for it."""
+
+    definition: str
+    unit: PrivacyUnit
+    epsilon: float | None
+    delta: float | None
+    mechanism: str
+    theorem: str
+    events: tuple[MechanismEvent, ...] = ()
+    parameters: dict[str, Any] = field(default_factory=dict)
+    bound: str = "upper"
+
+    def __post_init__(self) -> None:
+        if self.definition not in DEFINITIONS:
+            raise ValueError(f"unknown privacy definition {self.definition!r}")
+        if self.definition == "lip":
+            if self.epsilon is not None or self.delta is not None:
+                raise ValueError("a LIP claim carries no epsilon or delta")
+            return
+        if self.epsilon is None or not (self.epsilon >= 0 and math.isfinite(self.epsilon)):
+            raise ValueError(f"claim epsilon must be finite and >= 0, got {self.epsilon}")
+        if self.definition == "pure-dp" and self.delta not in (None, 0, 0.0):
+            raise ValueError("a pure-dp claim has delta 0")
+        if self.definition == "approx-dp" and not (self.delta is not None and 0 <= self.delta < 1):
+            raise ValueError(f"claim delta must be in [0, 1), got {self.delta}")
+        if self.bound not in ("upper", "lower"):
+            raise ValueError(f"claim bound must be 'upper' or 'lower', got {self.bound!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["events"] = [asdict(e) for e in self.events]
+        if self.definition == "pure-dp":
+            out["delta"] = 0.0
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "PrivacyClaim":
+        return cls(
+            definition=data["definition"],
+            unit=PrivacyUnit(**data["unit"]),
+            epsilon=data.get("epsilon"),
+            delta=data.get("delta"),
+            mechanism=data["mechanism"],
+            theorem=data["theorem"],
+            events=tuple(MechanismEvent(**e) for e in data.get("events", ())),
+            parameters=dict(data.get("parameters", {})),
+            bound=data.get("bound", "upper"),
+        )

@@ -1,0 +1,112 @@
+"""Sensitivity of a released panel of series, derived from the declared privacy unit.
+
+A panel is S series x T steps. The privacy unit (DESIGN.md section 2) says how much one protected
+entity can change it:
+
+* ``event``: one event changes one cell (one series, one step) by at most M;
+* ``w-event``: the events of one entity inside any window of ``w`` consecutive steps, at most M
+  per step, in at most ``series_per_unit`` series;
+* ``user``: everything one user contributes, at most M per step, in at most I steps of each series
+  and in at most ``series_per_unit`` series.
+
+Under add/remove neighbours the difference of the two panels has at most ``cells`` non-zero
+entries, each of magnitude at most M, so
+
+    L1 = cells * M,    L2 = sqrt(cells) * M.
+
+Under substitution one entity is replaced by another whose cells may be disjoint from the first:
+the number of cells doubles. (Koga et al. 2022, Section 3.1 and spec pitfalls 11-12.)
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from tsdp.errors import UsageError
+
+LEVELS = ("event", "w-event", "user")
+NEIGHBOURING = {
+    "add-remove": "add or remove one {what}",
+    "substitute": "replace one {what} by another",
+}
+
+
+@dataclass(frozen=True)
+class ContributionBounds:
+    """The declared (or enforced) contribution bounds of one privacy unit."""
+
+    level: str
+    max_per_step: float
+    max_steps: int | None = None
+    w: int | None = None
+    series_per_unit: int = 1
+    neighbouring: str = "add-remove"
+
+    def __post_init__(self) -> None:
+        if self.level not in LEVELS:
+            raise UsageError(f"--unit must be one of {', '.join(LEVELS)}, got {self.level!r}")
+        if not (self.max_per_step > 0 and math.isfinite(self.max_per_step)):
+            raise UsageError(f"--max-per-step must be positive and finite, got {self.max_per_step}")
+        if self.level == "user" and (self.max_steps is None or self.max_steps < 1):
+            raise UsageError(
+                f"--max-steps must be an integer >= 1 for --unit user, got {self.max_steps}"
+            )
+        if self.level == "w-event" and (self.w is None or self.w < 1):
+            raise UsageError(f"--w must be an integer >= 1 for --unit w-event, got {self.w}")
+        if self.series_per_unit < 1:
+            raise UsageError(f"--series-per-user must be >= 1, got {self.series_per_unit}")
+        if self.neighbouring not in NEIGHBOURING:
+            raise UsageError(
+                f"--neighbouring must be one of {', '.join(NEIGHBOURING)}, got {self.neighbouring!r}"
+            )
+
+    def steps_per_series(self, n_steps: int) -> int:
+        """Steps of one series a unit can touch, capped by the series length."""
+        if self.level == "event":
+            return 1
+        if self.level == "w-event":
+            return min(self.w, n_steps)
+        return min(self.max_steps, n_steps)
+
+    def series_touched(self, n_series: int) -> int:
+        """Series of the panel one unit can touch."""
+        return 1 if self.level == "event" else min(self.series_per_unit, n_series)
+
+    def cells(self, n_series: int, n_steps: int) -> int:
+        """Largest number of panel cells in which two neighbouring datasets differ."""
+        factor = 2 if self.neighbouring == "substitute" else 1
+        return factor * self.series_touched(n_series) * self.steps_per_series(n_steps)
+
+    def l1(self, n_series: int, n_steps: int) -> float:
+        return self.cells(n_series, n_steps) * self.max_per_step
+
+    def l2(self, n_series: int, n_steps: int) -> float:
+        return math.sqrt(self.cells(n_series, n_steps)) * self.max_per_step
+
+    def describe(self, id_column: str | None = None) -> str:
+        """The neighbouring relation in words, for the report."""
+        who = f"user (identified by column {id_column!r})" if id_column else "user"
+        what = {
+            "event": "event",
+            "w-event": f"user's events within any window of {self.w} consecutive steps",
+            "user": f"{who} with all of their contributions",
+        }[self.level]
+        return NEIGHBOURING[self.neighbouring].format(what=what)
+
+
+def privacy_unit(bounds: ContributionBounds, id_column: str | None, enforced: bool):
+    """The report's :class:`~tsdp.accounting.claim.PrivacyUnit` for these bounds."""
+    from tsdp.accounting.claim import PrivacyUnit
+
+    return PrivacyUnit(
+        level=bounds.level,
+        relation=bounds.neighbouring,
+        neighbouring=bounds.describe(id_column),
+        max_per_step=bounds.max_per_step,
+        max_steps=bounds.max_steps if bounds.level == "user" else None,
+        w=bounds.w if bounds.level == "w-event" else None,
+        series_per_unit=1 if bounds.level == "event" else bounds.series_per_unit,
+        id_column=id_column,
+        enforced=enforced,
+    )

@@ -1,0 +1,37 @@
+"""Error types shared by every layer, each carrying the exit code of DESIGN.md section 4.
+
+Core packages raise these with a message that names the offending option or column and its
+value; the CLI prints ``error: <message>`` and exits with ``exit_code``.
+"""
+
+from __future__ import annotations
+
+
+class TsdpError(Exception):
+    """Base class: an expected failure with a one-line, user-facing message."""
+
+    exit_code = 1
+
+
+class UsageError(TsdpError):
+    """A bad option or option value (exit 2)."""
+
+    exit_code = 2
+
+
+class BudgetError(TsdpError):
+    """A privacy budget would be exceeded, or a verification failed (exit 3)."""
+
+    exit_code = 3
+
+
+class DataError(TsdpError):
+    """Bad input data: missing column, NaN, out-of-range value, unparseable file (exit 4)."""
+
+    exit_code = 4
+
+
+class NumericalError(TsdpError):
+    """A solver did not converge or a computation would be too large (exit 5)."""
+
+    exit_code = 5

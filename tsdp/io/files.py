@@ -1,0 +1,146 @@
+"""Reading and writing tables: CSV and Parquet chosen by extension, ``-`` for stdin/stdout.
+
+Writes are atomic: every output is first written to a temporary file in its target directory and
+renamed into place only when all outputs of a command are complete (:class:`AtomicOutputs`).
+An existing output is never replaced without ``force``, and an input is never an output.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+import polars as pl
+
+from tsdp.errors import DataError, UsageError
+
+FORMATS = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet", ".json": "json"}
+STDIO = "-"
+
+
+def table_format(path: str | Path, option: str = "INPUT", allowed=("csv", "parquet")) -> str:
+    """``csv`` or ``parquet`` from the file extension (``-`` means CSV on stdin/stdout)."""
+    if str(path) == STDIO:
+        return "csv"
+    fmt = FORMATS.get(Path(path).suffix.lower())
+    if fmt not in allowed:
+        exts = ", ".join(e for e, f in FORMATS.items() if f in allowed)
+        raise UsageError(f"{option}: unknown file extension in {str(path)!r}; use one of {exts}")
+    return fmt
+
+
+def read_table(path: str | Path) -> pl.DataFrame:
+    """Read a CSV or Parquet file (or CSV from stdin for ``-``) into a polars DataFrame."""
+    fmt = table_format(path)
+    if str(path) != STDIO:
+        p = Path(path)
+        if not p.exists():
+            raise UsageError(f"INPUT: file {str(path)!r} does not exist")
+        if p.is_dir():
+            raise UsageError(f"INPUT: {str(path)!r} is a directory, not a file")
+    try:
+        if fmt == "parquet":
+            return pl.read_parquet(path)
+        source = io.BytesIO(sys.stdin.buffer.read()) if str(path) == STDIO else path
+        return pl.read_csv(source, infer_schema_length=None)
+    except (pl.exceptions.PolarsError, OSError, ValueError) as exc:
+        first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise DataError(f"INPUT: cannot parse {str(path)!r} as {fmt}: {first_line}") from None
+
+
+def serialise_table(df: pl.DataFrame, fmt: str) -> bytes:
+    """The bytes of ``df`` in ``fmt`` (used for stdout, where no file can be renamed)."""
+    buf = io.BytesIO()
+    if fmt == "parquet":
+        df.write_parquet(buf)
+    else:
+        df.write_csv(buf)
+    return buf.getvalue()
+
+
+def sha256_file(path: str | Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def check_output_path(path: str | Path, force: bool, inputs: tuple = (), option: str = "--output") -> None:
+    """Refuse an output that exists (without ``force``), is a directory, or is an input."""
+    if str(path) == STDIO:
+        return
+    p = Path(path)
+    for src in inputs:
+        if str(src) != STDIO and Path(src).exists() and p.exists() and p.resolve() == Path(src).resolve():
+            raise UsageError(f"{option}: {str(path)!r} is the input file; tsdp never modifies its input")
+    if p.is_dir():
+        raise UsageError(f"{option}: {str(path)!r} is a directory; give a file name")
+    if p.exists() and not force:
+        raise UsageError(f"{option}: {str(path)!r} already exists; pass --force to overwrite it")
+    if not p.parent.exists():
+        raise UsageError(f"{option}: directory {str(p.parent)!r} does not exist")
+
+
+class AtomicOutputs:
+    """Stage several output files and publish them together.
+
+    ``stage_table``/``stage_bytes`` write to a hidden temporary file beside the target and return
+    its sha256. ``commit()`` renames every staged file into place; leaving the ``with`` block
+    without committing (an exception) deletes the temporaries, so no half-written output remains.
+    """
+
+    def __init__(self) -> None:
+        self._staged: list[tuple[Path, Path]] = []
+        self.stdout_payload: bytes | None = None
+
+    def __enter__(self) -> "AtomicOutputs":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        for tmp, _ in self._staged:
+            tmp.unlink(missing_ok=True)
+        self._staged.clear()
+
+    def _temp_beside(self, target: Path) -> Path:
+        fd, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent or ".")
+        os.close(fd)
+        tmp = Path(name)
+        self._staged.append((tmp, target))
+        return tmp
+
+    def stage_table(self, df: pl.DataFrame, path: str | Path) -> str:
+        """Stage ``df`` for ``path`` (format by extension); return the sha256 of its bytes."""
+        fmt = table_format(path, "--output")
+        if str(path) == STDIO:
+            self.stdout_payload = serialise_table(df, fmt)
+            return hashlib.sha256(self.stdout_payload).hexdigest()
+        tmp = self._temp_beside(Path(path))
+        if fmt == "parquet":
+            df.write_parquet(tmp)
+        else:
+            df.write_csv(tmp)
+        return sha256_file(tmp)
+
+    def stage_bytes(self, data: bytes, path: str | Path) -> str:
+        if str(path) == STDIO:
+            self.stdout_payload = data
+        else:
+            tmp = self._temp_beside(Path(path))
+            tmp.write_bytes(data)
+        return hashlib.sha256(data).hexdigest()
+
+    def commit(self) -> None:
+        umask = os.umask(0)
+        os.umask(umask)
+        for tmp, target in self._staged:
+            os.chmod(tmp, 0o666 & ~umask)
+            os.replace(tmp, target)
+        self._staged.clear()
+        if self.stdout_payload is not None:
+            sys.stdout.buffer.write(self.stdout_payload)
+            sys.stdout.buffer.flush()

@@ -1,0 +1,228 @@
+"""Series layouts: long (series id?, time, value) and wide (time + one column per series).
+
+Loading checks the schema and the values, puts every series on one regular time grid and
+returns a :class:`SeriesTable` whose frame is complete (one value per series and step). The frame
+keeps the input's row order when nothing had to be filled, so a mechanism that treats cells
+independently can work on the flat value column without sorting.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+
+from tsdp.errors import DataError, UsageError
+from tsdp.io.timegrid import TimeGrid, build_grid, parse_time_column
+
+LAYOUTS = ("long", "wide", "events")
+
+
+def require_columns(df: pl.DataFrame, columns: dict[str, str | None]) -> None:
+    """DataError naming the option and the missing column, listing the columns that exist."""
+    for option, name in columns.items():
+        if name is not None and name not in df.columns:
+            raise DataError(
+                f"{option}: column {name!r} not found; the input has columns: {', '.join(df.columns)}"
+            )
+
+
+def numeric_values(df: pl.DataFrame, column: str, allow_negative: bool, allow_null: bool) -> pl.Series:
+    """The column as Float64 after checking it is numeric, finite and (by default) non-negative.
+
+    Nulls are returned as nulls when ``allow_null`` (they are then filled as missing steps);
+    otherwise they are an error, as are NaN, infinities, text and negative values.
+    """
+    raw = df[column]
+    if raw.dtype == pl.String:
+        values = raw.str.strip_chars().cast(pl.Float64, strict=False)
+        bad = values.is_null() & raw.is_not_null() & (raw.str.strip_chars() != "")
+        if bad.any():
+            row = int(bad.arg_true()[0])
+            raise DataError(f"column {column!r}: non-numeric value {raw[row]!r} at row {row + 1}")
+    elif raw.dtype.is_numeric():
+        values = raw.cast(pl.Float64)
+    elif raw.dtype == pl.Null:
+        values = raw.cast(pl.Float64)
+    else:
+        raise DataError(f"column {column!r} has type {raw.dtype}; a numeric column is required")
+    nulls = values.is_null()
+    if not allow_null and nulls.any():
+        row = int(nulls.arg_true()[0])
+        raise DataError(
+            f"column {column!r}: missing value at row {row + 1}; fix the input or pass "
+            "--fill-missing zero to treat missing values as 0"
+        )
+    finite = values.is_finite().fill_null(True)
+    if not finite.all():
+        row = int((~finite).arg_true()[0])
+        raise DataError(f"column {column!r}: non-finite value {values[row]} at row {row + 1}")
+    if not allow_negative:
+        negative = (values < 0).fill_null(False)
+        if negative.any():
+            row = int(negative.arg_true()[0])
+            raise DataError(
+                f"column {column!r}: negative value {values[row]:g} at row {row + 1}; counts must be "
+                ">= 0 (pass --allow-negative for series that may be negative)"
+            )
+    return values
+
+
+@dataclass
+class SeriesTable:
+    """A complete panel: ``frame`` holds every (series, step) exactly once."""
+
+    frame: pl.DataFrame
+    layout: str
+    time_col: str
+    value_cols: list[str]
+    series_col: str | None
+    series_names: list[str]
+    grid: TimeGrid
+    filled_cells: int = 0
+
+    @property
+    def n_series(self) -> int:
+        return len(self.series_names)
+
+    @property
+    def n_steps(self) -> int:
+        return self.grid.n_steps
+
+    def values_flat(self) -> np.ndarray:
+        """All cell values as one float64 array, in the frame's own order."""
+        if self.layout == "long":
+            return self.frame[self.value_cols[0]].to_numpy().astype(np.float64, copy=False)
+        return self.frame.select(self.value_cols).to_numpy().astype(np.float64).ravel()
+
+    def with_values_flat(self, values: np.ndarray) -> pl.DataFrame:
+        """The frame with its values replaced by ``values`` (same order as :meth:`values_flat`)."""
+        if self.layout == "long":
+            return self.frame.with_columns(pl.Series(self.value_cols[0], values, dtype=pl.Float64))
+        matrix = values.reshape(self.frame.height, len(self.value_cols))
+        return self.frame.with_columns(
+            [pl.Series(name, matrix[:, j]) for j, name in enumerate(self.value_cols)]
+        )
+
+    def values_matrix(self) -> np.ndarray:
+        """Values as an (n_series, n_steps) array in grid order."""
+        rows, cols = self._cell_index()
+        out = np.empty((self.n_series, self.n_steps))
+        if self.layout == "wide":
+            out[:, cols] = self.frame.select(self.value_cols).to_numpy().T
+        else:
+            out[rows, cols] = self.values_flat()
+        return out
+
+    def with_values_matrix(self, matrix: np.ndarray) -> pl.DataFrame:
+        rows, cols = self._cell_index()
+        if self.layout == "wide":
+            return self.frame.with_columns(
+                [pl.Series(name, matrix[j, cols]) for j, name in enumerate(self.value_cols)]
+            )
+        return self.with_values_flat(matrix[rows, cols])
+
+    def _cell_index(self) -> tuple[np.ndarray, np.ndarray]:
+        cols = self.grid.positions(self.frame[self.time_col])
+        if self.layout == "wide" or self.series_col is None:
+            return np.zeros(len(cols), dtype=np.int64), cols
+        lookup = pl.DataFrame({"_k": self.series_names, "_i": np.arange(self.n_series)},
+                              schema_overrides={"_k": self.frame.schema[self.series_col]})
+        rows = self.frame.select(pl.col(self.series_col).alias("_k")).join(
+            lookup, on="_k", how="left", maintain_order="left")["_i"].to_numpy()
+        return rows, cols
+
+
+def load_long(
+    df: pl.DataFrame,
+    time_col: str,
+    value_col: str,
+    series_col: str | None = None,
+    freq: str | None = None,
+    fill_missing: bool = False,
+    allow_negative: bool = False,
+) -> SeriesTable:
+    """Check and complete a long-layout table (one row per series id, time, value)."""
+    require_columns(df, {"--time-col": time_col, "--value-col": value_col, "--series-col": series_col})
+    df = df.select([c for c in (series_col, time_col, value_col) if c is not None])
+    if series_col is not None and df[series_col].null_count():
+        row = int(df[series_col].is_null().arg_true()[0])
+        raise DataError(f"column {series_col!r}: missing series id at row {row + 1}")
+    df = parse_time_column(df, time_col)
+    df = df.with_columns(numeric_values(df, value_col, allow_negative, allow_null=fill_missing))
+    grid = build_grid(df[time_col], time_col, freq, fill_missing)
+    keys = [series_col] if series_col else []
+    _check_duplicates(df, keys, time_col)
+    if series_col is None:
+        names = [value_col]
+        complete = df.height == grid.n_steps
+    else:
+        counts = df.group_by(series_col).len()
+        names = counts[series_col].sort().to_list()
+        short = counts.filter(pl.col("len") < grid.n_steps)
+        complete = short.height == 0
+        if not complete and not fill_missing:
+            first = short.sort(series_col).row(0)
+            present = df.filter(pl.col(series_col) == first[0])[time_col]
+            raise DataError(
+                f"column {time_col!r}: series {first[0]!r} has {grid.n_steps - first[1]} missing "
+                f"step(s) (first missing: {_first_missing(grid, present)}); pass --fill-missing "
+                "zero to fill them with 0"
+            )
+    nulls = df[value_col].null_count()
+    if complete and not nulls:
+        return SeriesTable(df, "long", time_col, [value_col], series_col, names, grid)
+    full = pl.DataFrame({time_col: grid.points})
+    if series_col is not None:
+        full = pl.DataFrame({series_col: pl.Series(names, dtype=df.schema[series_col])}).join(full, how="cross")
+    filled = full.join(df, on=keys + [time_col], how="left", maintain_order="left")
+    n_filled = filled[value_col].null_count()
+    filled = filled.with_columns(pl.col(value_col).fill_null(0.0))
+    return SeriesTable(filled, "long", time_col, [value_col], series_col, names, grid, n_filled)
+
+
+def load_wide(
+    df: pl.DataFrame,
+    time_col: str,
+    series_cols: list[str] | None = None,
+    freq: str | None = None,
+    fill_missing: bool = False,
+    allow_negative: bool = False,
+) -> SeriesTable:
+    """Check and complete a wide-layout table (time column + one column per series)."""
+    require_columns(df, {"--time-col": time_col})
+    if series_cols:
+        for c in series_cols:
+            require_columns(df, {"--series-cols": c})
+    else:
+        series_cols = [c for c in df.columns if c != time_col]
+        if not series_cols:
+            raise DataError(f"the input has no series columns besides the time column {time_col!r}")
+    if time_col in series_cols:
+        raise UsageError(f"--series-cols: the time column {time_col!r} cannot also be a series")
+    df = parse_time_column(df.select([time_col] + series_cols), time_col)
+    df = df.with_columns([numeric_values(df, c, allow_negative, fill_missing) for c in series_cols])
+    _check_duplicates(df, [], time_col)
+    grid = build_grid(df[time_col], time_col, freq, fill_missing)
+    null_cells = int(sum(df[c].null_count() for c in series_cols))
+    if df.height == grid.n_steps and not null_cells:
+        return SeriesTable(df, "wide", time_col, series_cols, None, series_cols, grid)
+    filled = pl.DataFrame({time_col: grid.points}).join(df, on=time_col, how="left", maintain_order="left")
+    n_filled = int(sum(filled[c].null_count() for c in series_cols))
+    filled = filled.with_columns([pl.col(c).fill_null(0.0) for c in series_cols])
+    return SeriesTable(filled, "wide", time_col, series_cols, None, series_cols, grid, n_filled)
+
+
+def _check_duplicates(df: pl.DataFrame, keys: list[str], time_col: str) -> None:
+    dup = df.select(pl.struct(keys + [time_col]).is_duplicated()).to_series() if keys else df[time_col].is_duplicated()
+    if dup.any():
+        row = int(dup.arg_true()[0])
+        where = f" for series {df[keys[0]][row]!r}" if keys else ""
+        raise DataError(f"column {time_col!r}: duplicate timestamp {df[time_col][row]}{where} (row {row + 1})")
+
+
+def _first_missing(grid: TimeGrid, present: pl.Series):
+    mask = np.ones(grid.n_steps, dtype=bool)
+    mask[grid.positions(present)] = False
+    return grid.points[int(np.flatnonzero(mask)[0])]
