@@ -19,6 +19,7 @@ import math
 import numpy as np
 from scipy import optimize, special
 
+from tsdp.accounting.budget import check_delta, check_epsilon
 from tsdp.errors import NumericalError, UsageError
 
 ANALYTIC_THEOREM = "Balle and Wang 2018, Theorem 8 (exact Gaussian privacy profile)"
@@ -107,7 +108,5 @@ def _log_ratio(value: float, target: float) -> float:
 
 
 def _check_budget(epsilon: float, delta: float) -> None:
-    if not (math.isfinite(epsilon) and epsilon > 0):
-        raise UsageError(f"--epsilon must be finite and > 0, got {epsilon}")
-    if not (0 < delta < 1):
-        raise UsageError(f"--delta must be in (0, 1), got {delta}")
+    check_epsilon(epsilon)
+    check_delta(delta)

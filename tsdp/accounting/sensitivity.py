@@ -5,9 +5,9 @@ entity can change it:
 
 * ``event``: one event changes one cell (one series, one step) by at most M;
 * ``w-event``: the events of one entity inside any window of ``w`` consecutive steps, at most M
-  per step, in at most ``series_per_unit`` series;
+  per step, in at most ``series_per_unit`` series (default: all of them);
 * ``user``: everything one user contributes, at most M per step, in at most I steps of each series
-  and in at most ``series_per_unit`` series.
+  and in at most ``series_per_unit`` series (default: all of them).
 
 Under add/remove neighbours the difference of the two panels has at most ``cells`` non-zero
 entries, each of magnitude at most M, so
@@ -40,7 +40,7 @@ class ContributionBounds:
     max_per_step: float
     max_steps: int | None = None
     w: int | None = None
-    series_per_unit: int = 1
+    series_per_unit: int | None = None
     neighbouring: str = "add-remove"
 
     def __post_init__(self) -> None:
@@ -54,7 +54,7 @@ class ContributionBounds:
             )
         if self.level == "w-event" and (self.w is None or self.w < 1):
             raise UsageError(f"--w must be an integer >= 1 for --unit w-event, got {self.w}")
-        if self.series_per_unit < 1:
+        if self.series_per_unit is not None and self.series_per_unit < 1:
             raise UsageError(f"--series-per-user must be >= 1, got {self.series_per_unit}")
         if self.neighbouring not in NEIGHBOURING:
             raise UsageError(
@@ -70,8 +70,10 @@ class ContributionBounds:
         return min(self.max_steps, n_steps)
 
     def series_touched(self, n_series: int) -> int:
-        """Series of the panel one unit can touch."""
-        return 1 if self.level == "event" else min(self.series_per_unit, n_series)
+        """Series of the panel one unit can touch (``series_per_unit=None`` means all)."""
+        if self.level == "event":
+            return 1
+        return n_series if self.series_per_unit is None else min(self.series_per_unit, n_series)
 
     def cells(self, n_series: int, n_steps: int) -> int:
         """Largest number of panel cells in which two neighbouring datasets differ."""
@@ -95,7 +97,7 @@ class ContributionBounds:
         return NEIGHBOURING[self.neighbouring].format(what=what)
 
 
-def privacy_unit(bounds: ContributionBounds, id_column: str | None, enforced: bool):
+def privacy_unit(bounds: ContributionBounds, n_series: int, id_column: str | None, enforced: bool):
     """The report's :class:`~tsdp.accounting.claim.PrivacyUnit` for these bounds."""
     from tsdp.accounting.claim import PrivacyUnit
 
@@ -106,7 +108,7 @@ def privacy_unit(bounds: ContributionBounds, id_column: str | None, enforced: bo
         max_per_step=bounds.max_per_step,
         max_steps=bounds.max_steps if bounds.level == "user" else None,
         w=bounds.w if bounds.level == "w-event" else None,
-        series_per_unit=1 if bounds.level == "event" else bounds.series_per_unit,
+        series_per_unit=bounds.series_touched(n_series),
         id_column=id_column,
         enforced=enforced,
     )

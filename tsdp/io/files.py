@@ -20,6 +20,7 @@ from tsdp.errors import DataError, UsageError
 
 FORMATS = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet", ".json": "json"}
 STDIO = "-"
+CSV_DATETIME_FORMAT = "%Y-%m-%d %H:%M:%S%.f"  # fractional seconds only when present
 
 
 def table_format(path: str | Path, option: str = "INPUT", allowed=("csv", "parquet")) -> str:
@@ -58,7 +59,7 @@ def serialise_table(df: pl.DataFrame, fmt: str) -> bytes:
     if fmt == "parquet":
         df.write_parquet(buf)
     else:
-        df.write_csv(buf)
+        df.write_csv(buf, datetime_format=CSV_DATETIME_FORMAT)
     return buf.getvalue()
 
 
@@ -123,7 +124,7 @@ class AtomicOutputs:
         if fmt == "parquet":
             df.write_parquet(tmp)
         else:
-            df.write_csv(tmp)
+            df.write_csv(tmp, datetime_format=CSV_DATETIME_FORMAT)
         return sha256_file(tmp)
 
     def stage_bytes(self, data: bytes, path: str | Path) -> str:

@@ -234,3 +234,32 @@ def _infer_step(uniq: pl.Series, column: str, integer_time: bool) -> Step | None
         f"column {column!r}: irregular time steps: {_fmt(uniq[k])} to {_fmt(uniq[k + 1])} is not a "
         f"multiple of the smallest step between timestamps; pass --freq with the intended step"
     )
+
+
+def parse_instant(text: str, option: str, like: pl.DataType):
+    """Parse ``--start``/``--end`` into a value comparable with a time column of type ``like``."""
+    if like.is_integer():
+        try:
+            return int(text)
+        except ValueError:
+            raise UsageError(f"{option} must be an integer for an integer time column, got {text!r}") from None
+    parsed = pl.Series([str(text).strip()]).str.to_datetime(strict=False, time_unit="us")
+    if parsed.is_null().any():
+        raise UsageError(f"{option}: cannot parse {text!r}; use ISO 8601 such as 2024-03-04 or 2024-03-04 06:00:00")
+    if like == pl.Date:
+        return parsed.dt.date()[0]
+    return parsed.cast(like)[0]
+
+
+def fixed_grid(start, end, freq: str, column: str, like: pl.DataType) -> TimeGrid:
+    """The public grid ``start, start + freq, ...`` of all points strictly before ``end``."""
+    step = parse_freq(freq, like.is_integer())
+    if not end > start:
+        raise UsageError(f"--end ({end}) must be after --start ({start})")
+    if step.unit == "mo":
+        first = pl.Series([start])
+        if _within_month_offset(first)[0] != 0:
+            raise UsageError(f"--start {start} must be the first instant of a month for --freq {freq}")
+    points = _grid_points(start, end, step, like)
+    points = points.filter(points < end)
+    return TimeGrid(points.alias(column), step)

@@ -10,12 +10,12 @@ series, which is basic composition of the per-series budgets.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from tsdp.accounting import gaussian as gauss
+from tsdp.accounting.budget import check_epsilon
 from tsdp.accounting.claim import MechanismEvent, PrivacyClaim
 from tsdp.accounting.sensitivity import ContributionBounds, privacy_unit
 from tsdp.errors import UsageError
@@ -122,7 +122,7 @@ def release_gaussian(
         parameters["per_series_epsilon"] = gauss.epsilon_for_delta(delta, one_series_l2 / sigma)
     claim = PrivacyClaim(
         definition="approx-dp",
-        unit=privacy_unit(panel.bounds, panel.id_column, panel.enforced),
+        unit=privacy_unit(panel.bounds, panel.n_series, panel.id_column, panel.enforced),
         epsilon=float(epsilon),
         delta=float(delta),
         mechanism="gaussian",
@@ -138,14 +138,13 @@ def release_laplace(
     values: np.ndarray, panel: Panel, epsilon: float, rng: np.random.Generator
 ) -> Release:
     """Add Laplace(0, b) to every cell with ``b = L1 / epsilon`` (pure epsilon-DP)."""
-    if not (math.isfinite(epsilon) and epsilon > 0):
-        raise UsageError(f"--epsilon must be finite and > 0, got {epsilon}")
+    check_epsilon(epsilon)
     cells = panel.bounds.cells(panel.n_series, panel.n_steps)
     l1 = panel.bounds.l1(panel.n_series, panel.n_steps)
     scale = l1 / epsilon
     claim = PrivacyClaim(
         definition="pure-dp",
-        unit=privacy_unit(panel.bounds, panel.id_column, panel.enforced),
+        unit=privacy_unit(panel.bounds, panel.n_series, panel.id_column, panel.enforced),
         epsilon=float(epsilon),
         delta=0.0,
         mechanism="laplace",

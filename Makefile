@@ -1,0 +1,34 @@
+# tsdp: two commands do all the set-up on a fresh machine: `make demo` and `make test`.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed-stamp
+
+.PHONY: install demo test bench clean sample-data
+
+install: $(STAMP)
+
+# (Re)install into .venv whenever the project metadata changes.
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --upgrade pip
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[test]'
+	@touch $(STAMP)
+
+demo: $(STAMP)
+	@mkdir -p demo_output
+	$(BIN)/tsdp release --config configs/demo.toml --force
+	@echo "released series: demo_output/traffic_released.parquet"
+	@echo "privacy report:  demo_output/traffic_released.report.json"
+
+test: $(STAMP)
+	$(BIN)/python -m pytest
+
+bench: $(STAMP)
+	$(BIN)/python bench/release_throughput.py
+
+sample-data: $(STAMP)
+	$(BIN)/python sample_data/generate.py
+
+clean:
+	rm -rf $(VENV) demo_output .pytest_cache .hypothesis *.egg-info

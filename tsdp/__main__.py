@@ -1,0 +1,3 @@
+from tsdp.cli.app import run
+
+run()

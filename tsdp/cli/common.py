@@ -1,0 +1,161 @@
+"""Machinery shared by every subcommand: config files, output naming, progress and summaries.
+
+Every option can come from ``--config FILE.toml`` (DESIGN.md section 4). The file holds top-level
+``key = value`` pairs, or a table named after the command (``[release]``), with option names
+spelled as on the command line (``max-steps``) or with underscores. Command-line flags win because
+the file only supplies defaults. Relative paths in the file are relative to the file itself.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sys
+import tomllib
+from pathlib import Path
+from typing import Any, Iterator
+
+import typer
+
+from tsdp.errors import UsageError
+
+PATH_KEYS = {"input", "output", "report", "ledger", "secrets"}
+SUMMARY_ONLY = {"config"}
+
+
+def load_config(ctx: typer.Context, param: typer.CallbackParam, value: str | None) -> str | None:
+    """Eager ``--config`` callback: install the file's settings as the command's defaults."""
+    if not value:
+        return value
+    path = Path(value)
+    if not path.is_file():
+        raise typer.BadParameter(f"file {value!r} does not exist", ctx=ctx, param=param)
+    try:
+        data = tomllib.loads(path.read_text())
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise typer.BadParameter(f"{value!r} is not valid TOML: {exc}", ctx=ctx, param=param)
+    command = ctx.info_name or ""
+    section = data.get(command) if isinstance(data.get(command), dict) else None
+    settings = section if section is not None else data
+    names = {p.name: p for p in ctx.command.params}
+    defaults: dict[str, Any] = {}
+    for key, val in settings.items():
+        if isinstance(val, dict):
+            continue  # a table for another command
+        name = key.replace("-", "_")
+        if name not in names or name in SUMMARY_ONLY:
+            raise typer.BadParameter(
+                f"{value!r}: unknown setting {key!r} for 'tsdp {command}'", ctx=ctx, param=param
+            )
+        if name in PATH_KEYS and isinstance(val, str) and val != "-" and not Path(val).is_absolute():
+            val = str(path.parent / val)
+        if isinstance(val, list):
+            val = ",".join(str(v) for v in val)
+        defaults[name] = val
+    ctx.default_map = {**(ctx.default_map or {}), **defaults}
+    return value
+
+
+ConfigOption = typer.Option(
+    None, "--config", help="TOML file with option values (command-line flags win).",
+    is_eager=True, callback=load_config, metavar="FILE",
+)
+OutputOption = typer.Option(None, "-o", "--output", help="Output file (.csv/.parquet, or - for stdout).")
+ReportOption = typer.Option(None, "--report", help="Privacy report path [default: OUTPUT with .report.json].")
+SeedOption = typer.Option(None, "--seed", help="Fixed seed for tests and experiments; such output must not be published.", min=0)
+ForceOption = typer.Option(False, "--force", help="Overwrite existing output files.")
+JsonOption = typer.Option(False, "--json", help="Print a machine-readable summary on stdout.")
+QuietOption = typer.Option(False, "--quiet", "-q", help="No progress bar, warnings or human summary.")
+
+
+RUN_ONLY = {"config", "seed", "force", "json_summary", "quiet", "output", "report"}
+
+
+def public_parameters(arguments: dict[str, Any]) -> dict[str, Any]:
+    """The command's parameters that describe the release (not how this run was driven).
+
+    The seed is never among them: a published seed lets anyone remove the noise.
+    """
+    return {k: (v.value if hasattr(v, "value") else v) for k, v in arguments.items() if k not in RUN_ONLY}
+
+
+def split_list(text: str | None) -> list[str] | None:
+    """``a,b,c`` -> ``['a', 'b', 'c']`` (``None`` stays ``None``)."""
+    if text is None:
+        return None
+    items = [t.strip() for t in str(text).split(",") if t.strip()]
+    return items or None
+
+
+def default_output(input_path: str, suffix: str = ".released") -> str:
+    if input_path == "-":
+        return "-"
+    p = Path(input_path)
+    return str(Path(p.name).with_name(p.stem + suffix + p.suffix))
+
+
+def default_report(output_path: str) -> str:
+    if output_path == "-":
+        raise UsageError("--report is required when the output goes to stdout (-o -)")
+    p = Path(output_path)
+    return str(p.with_name(p.stem + ".report.json"))
+
+
+class Console:
+    """Where a command's human messages go: stderr, or nowhere under ``--quiet``."""
+
+    def __init__(self, quiet: bool, json_mode: bool, stdout_taken: bool) -> None:
+        self.quiet = quiet
+        self.json_mode = json_mode
+        self.stdout_taken = stdout_taken
+
+    def warn(self, message: str) -> None:
+        if not self.quiet:
+            print(f"warning: {message}", file=sys.stderr)
+
+    @contextlib.contextmanager
+    def progress(self, total: int) -> Iterator:
+        """A rich progress bar on stderr (only on a terminal and without --quiet).
+
+        Yields ``advance(description)``, to be called as each stage starts.
+        """
+        if self.quiet or not sys.stderr.isatty():
+            yield lambda description: None
+            return
+        from rich.console import Console as RichConsole
+        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+        bar = Progress(TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(),
+                       console=RichConsole(stderr=True), transient=True)
+        with bar:
+            task = bar.add_task("starting", total=total)
+            started = [False]
+
+            def advance(description: str) -> None:
+                if started[0]:
+                    bar.advance(task)
+                started[0] = True
+                bar.update(task, description=description)
+
+            yield advance
+
+    def summary(self, data: dict[str, Any], title: str) -> None:
+        """JSON on stdout with ``--json``; otherwise a table (stderr when stdout holds data)."""
+        if self.json_mode:
+            print(json.dumps(data, indent=2, default=str))
+            return
+        if self.quiet:
+            return
+        from rich.console import Console as RichConsole
+        from rich.table import Table
+
+        table = Table(title=title, show_header=False, title_justify="left")
+        table.add_column("field", style="bold")
+        table.add_column("value")
+        for key, val in data.items():
+            if isinstance(val, dict):
+                val = ", ".join(f"{k}={v}" for k, v in val.items())
+            elif isinstance(val, float):
+                val = f"{val:.6g}"
+            table.add_row(key.replace("_", " "), str(val))
+        RichConsole(stderr=self.stdout_taken, soft_wrap=True).print(table)

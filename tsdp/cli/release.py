@@ -1,0 +1,214 @@
+"""``tsdp release``: private release of aggregate series (thin: parse, load, call core, write)."""
+
+from __future__ import annotations
+
+from enum import Enum
+from pathlib import Path
+from typing import Optional
+
+import polars as pl
+import typer
+
+from tsdp.accounting.budget import check_delta, check_epsilon
+from tsdp.accounting.sensitivity import ContributionBounds
+from tsdp.cli import common
+from tsdp.errors import UsageError
+from tsdp.io.events import EventCaps, aggregate_events
+from tsdp.io.files import AtomicOutputs, check_output_path, read_table, table_format
+from tsdp.io.layouts import load_long, load_wide
+from tsdp.mechanisms import postprocess as post
+from tsdp.mechanisms.baseline import Panel, release_gaussian, release_laplace
+from tsdp.report import Report
+from tsdp.rng import SEEDED_WARNING, make_random_source
+
+
+class Mechanism(str, Enum):
+    gaussian = "gaussian"
+    laplace = "laplace"
+
+
+class Layout(str, Enum):
+    long = "long"
+    wide = "wide"
+    events = "events"
+
+
+class Unit(str, Enum):
+    event = "event"
+    w_event = "w-event"
+    user = "user"
+
+
+class Neighbouring(str, Enum):
+    add_remove = "add-remove"
+    substitute = "substitute"
+
+
+class Calibration(str, Enum):
+    analytic = "analytic"
+    classic = "classic"
+
+
+class FillMissing(str, Enum):
+    error = "error"
+    zero = "zero"
+
+
+def release(
+    input: str = typer.Argument(..., help="CSV or Parquet file (- for CSV on stdin)."),
+    mechanism: Mechanism = typer.Option(Mechanism.gaussian, help="Noise mechanism."),
+    epsilon: float = typer.Option(..., help="Privacy budget epsilon (> 0)."),
+    delta: Optional[float] = typer.Option(None, help="Privacy budget delta in (0, 1); Gaussian only."),
+    unit: Unit = typer.Option(..., help="What is protected: one event, a user's w-event window, or a whole user."),
+    max_per_step: float = typer.Option(1.0, help="M: largest contribution of one unit to one cell (events kept per user and bucket, for event input)."),
+    max_steps: Optional[int] = typer.Option(None, help="I: steps of a series in which one user may contribute (--unit user).", min=1),
+    w: Optional[int] = typer.Option(None, help="Window length for --unit w-event.", min=1),
+    series_per_user: Optional[int] = typer.Option(None, help="Series one user may contribute to [default: all].", min=1),
+    neighbouring: Neighbouring = typer.Option(Neighbouring.add_remove, help="Neighbouring relation."),
+    calibration: Calibration = typer.Option(Calibration.analytic, help="Gaussian calibration; classic only to reproduce papers."),
+    layout: Optional[Layout] = typer.Option(None, help="Input layout [default: events with --user-col, long with --value-col, else wide]."),
+    time_col: str = typer.Option("time", help="Time column."),
+    value_col: Optional[str] = typer.Option(None, help="Value column (long layout, or a value per event)."),
+    series_col: Optional[str] = typer.Option(None, help="Series id column (long or event layout)."),
+    series_cols: Optional[str] = typer.Option(None, help="Comma-separated series columns (wide layout) [default: all but time]."),
+    user_col: Optional[str] = typer.Option(None, help="User id column (event layout)."),
+    series_keys: Optional[str] = typer.Option(None, help="Comma-separated public series keys (event layout with --series-col)."),
+    start: Optional[str] = typer.Option(None, help="First bucket of the public grid (event layout)."),
+    end: Optional[str] = typer.Option(None, help="End of the public grid, exclusive (event layout)."),
+    freq: Optional[str] = typer.Option(None, help="Time step, e.g. 15min, 1h, 1d, 1mo, 1q [default: inferred]."),
+    fill_missing: FillMissing = typer.Option(FillMissing.error, help="Treat missing steps and values as an error or as 0."),
+    allow_negative: bool = typer.Option(False, help="Accept negative values in the input series."),
+    value_bound: Optional[float] = typer.Option(None, help="Clip each event's value to [0, V] (event layout with --value-col)."),
+    clip_min: Optional[float] = typer.Option(None, help="Post-process: clip released values below."),
+    clip_max: Optional[float] = typer.Option(None, help="Post-process: clip released values above."),
+    round_values: bool = typer.Option(False, "--round", help="Post-process: round released values to integers."),
+    output: Optional[str] = common.OutputOption,
+    report: Optional[str] = common.ReportOption,
+    seed: Optional[int] = common.SeedOption,
+    force: bool = common.ForceOption,
+    json_summary: bool = typer.Option(False, "--json", help="Print a machine-readable summary on stdout."),
+    quiet: bool = common.QuietOption,
+    config: Optional[str] = common.ConfigOption,
+) -> None:
+    """Release a series or a panel of series with calibrated Gaussian or Laplace noise."""
+    params = common.public_parameters(locals())
+    if mechanism is Mechanism.gaussian and delta is None:
+        raise UsageError("--delta is required for --mechanism gaussian")
+    if mechanism is Mechanism.laplace and delta is not None:
+        raise UsageError("--delta does not apply to --mechanism laplace (pure epsilon-DP); remove it")
+    bounds = ContributionBounds(
+        level=unit.value, max_per_step=max_per_step, max_steps=max_steps, w=w,
+        series_per_unit=series_per_user, neighbouring=neighbouring.value,
+    )
+    layout = layout or (Layout.events if user_col else Layout.long if value_col else Layout.wide)
+    output = output or common.default_output(input)
+    table_format(output, "--output")
+    report = report or common.default_report(output)
+    table_format(report, "--report", allowed=("json",))
+    for path, option in ((output, "--output"), (report, "--report")):
+        check_output_path(path, force, (input,), option)
+    if Path(output).resolve() == Path(report).resolve() and output != "-":
+        raise UsageError("--report must differ from --output")
+    console = common.Console(quiet, json_summary, stdout_taken=(output == "-"))
+    randomness = make_random_source(seed)
+    # Check the budget before touching the data.
+    release_fn = _mechanism(mechanism, epsilon, delta, calibration)
+
+    with console.progress(4) as stage:
+        stage("reading input")
+        df = read_table(input)
+        stage("checking and aggregating")
+        diagnostics: dict = {}
+        notes: list[str] = []
+        if layout is Layout.events:
+            if user_col is None:
+                raise UsageError("--user-col is required for --layout events")
+            missing = [o for o, v in (("--freq", freq), ("--start", start), ("--end", end)) if v is None]
+            if missing:
+                raise UsageError(f"{', '.join(missing)} required for event input: the time grid must be public")
+            caps = EventCaps(
+                max_per_step=int(max_per_step) if unit is not Unit.event else None,
+                max_steps=max_steps if unit is Unit.user else None,
+                series_per_user=series_per_user if unit is not Unit.event else None,
+                value_bound=value_bound,
+            )
+            if unit is not Unit.event and max_per_step != int(max_per_step):
+                raise UsageError(f"--max-per-step must be a whole number of events for event input, got {max_per_step}")
+            agg = aggregate_events(df, user_col, time_col, freq, start, end, caps, series_col,
+                                   common.split_list(series_keys), value_col)
+            table, diagnostics = agg.table, agg.diagnostics
+            per_event = value_bound if value_col else 1.0
+            bounds = ContributionBounds(
+                level=bounds.level, max_per_step=per_event * (1 if unit is Unit.event else max_per_step),
+                max_steps=bounds.max_steps, w=bounds.w, series_per_unit=bounds.series_per_unit,
+                neighbouring=bounds.neighbouring,
+            )
+            notes.append("contribution bounds enforced by tsdp on the raw events, choosing rows by time, never by value")
+        else:
+            if user_col is not None:
+                raise UsageError("--user-col needs --layout events")
+            fill = fill_missing is FillMissing.zero
+            if layout is Layout.long:
+                if value_col is None:
+                    raise UsageError("--value-col is required for --layout long")
+                table = load_long(df, time_col, value_col, series_col, freq, fill, allow_negative)
+            else:
+                table = load_wide(df, time_col, common.split_list(series_cols), freq, fill, allow_negative)
+            if table.filled_cells:
+                diagnostics["filled_cells"] = table.filled_cells
+            if unit is not Unit.event:
+                notes.append(
+                    "contribution bounds were declared by the data steward and not enforced: "
+                    "the input is pre-aggregated, so the guarantee holds only if they are true"
+                )
+            notes.append("the series names and the time grid of the input are treated as public")
+        panel = Panel(table.n_series, table.n_steps, bounds, user_col, enforced=layout is Layout.events)
+
+        stage("adding noise")
+        result = release_fn(table.values_flat(), panel, randomness.generator)
+        released = post.postprocess(result.values, clip_min, clip_max, round_values)
+        notes.extend(f"post-processing: {s}" for s in post.describe(clip_min, clip_max, round_values))
+
+        stage("writing output")
+        warnings = list(result.warnings) + ([SEEDED_WARNING] if randomness.seeded else [])
+        with AtomicOutputs() as outputs:
+            frame = table.with_values_flat(released)
+            digest = outputs.stage_table(frame, output)
+            out_name = "<stdout>" if output == "-" else Path(output).name
+            rep = Report(
+                command="release",
+                parameters={**params, "input": "<stdin>" if input == "-" else Path(input).name,
+                            "output": out_name, "layout": layout.value},
+                claim=result.claim,
+                output={"file": out_name, "sha256": digest, "format": table_format(output, "--output"),
+                        "layout": table.layout},
+                randomness=randomness.label,
+                grid={"n_series": table.n_series, "n_steps": table.n_steps, "freq": table.grid.freq,
+                      "start": table.grid.points[0], "end": table.grid.points[-1]},
+                notes=notes, warnings=warnings,
+            )
+            outputs.stage_bytes(rep.to_json(), report)
+            outputs.commit()
+
+    for message in warnings:
+        console.warn(message)
+    claim = result.claim
+    summary = {
+        "output": output, "report": report, "mechanism": claim.mechanism,
+        "epsilon": claim.epsilon, "delta": claim.delta,
+        "noise": {k: claim.parameters[k] for k in ("sigma", "scale") if k in claim.parameters},
+        "series": table.n_series, "steps": table.n_steps, "freq": table.grid.freq,
+        "unit": claim.unit.neighbouring, "theorem": claim.theorem,
+    }
+    if diagnostics:
+        summary["diagnostics (not private, do not publish)"] = diagnostics
+    console.summary(summary, "tsdp release")
+
+
+def _mechanism(mechanism: Mechanism, epsilon: float, delta: float | None, calibration: Calibration):
+    """Validate the budget up front and return ``f(values, panel, rng) -> Release``."""
+    check_epsilon(epsilon)
+    if mechanism is Mechanism.gaussian:
+        check_delta(delta)
+        return lambda values, panel, rng: release_gaussian(values, panel, epsilon, delta, rng, calibration.value)
+    return lambda values, panel, rng: release_laplace(values, panel, epsilon, rng)

@@ -1,0 +1,143 @@
+"""Event layout: one row per (user id, time[, series][, value]), aggregated by tsdp itself.
+
+Aggregating raw events lets tsdp *enforce* the contribution bounds that the guarantee assumes
+instead of trusting them. Rows are kept by rules that never look at values:
+
+1. a user keeps at most ``series_per_user`` series, the ones they appear in first;
+2. in each series a user keeps at most ``max_steps`` time buckets, the earliest ones;
+3. in each bucket a user keeps at most ``max_per_step`` events, the earliest ones;
+4. an event's value (if any) is clipped to [0, value_bound].
+
+The time grid (``start``, ``end``, ``freq``) and the series keys must be public: they are given as
+options, never read off the data. Events outside the grid or of undeclared series are dropped.
+The counts of dropped rows are returned as diagnostics for the operator; they are not private and
+never go into the report.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import polars as pl
+
+from tsdp.errors import DataError, UsageError
+from tsdp.io.layouts import SeriesTable, numeric_values, require_columns
+from tsdp.io.timegrid import fixed_grid, parse_instant, parse_time_column
+
+_POS, _SER = "__step", "__series"
+
+
+@dataclass(frozen=True)
+class EventCaps:
+    """Contribution caps to enforce (``None`` means no cap of that kind)."""
+
+    max_per_step: int | None = None
+    max_steps: int | None = None
+    series_per_user: int | None = None
+    value_bound: float | None = None
+
+
+@dataclass
+class EventAggregation:
+    table: SeriesTable
+    diagnostics: dict = field(default_factory=dict)
+
+
+def aggregate_events(
+    df: pl.DataFrame,
+    user_col: str,
+    time_col: str,
+    freq: str,
+    start: str,
+    end: str,
+    caps: EventCaps,
+    series_col: str | None = None,
+    series_keys: list[str] | None = None,
+    value_col: str | None = None,
+    output_col: str | None = None,
+) -> EventAggregation:
+    """Bucket events on the public grid, enforce ``caps`` and sum per (series, bucket)."""
+    require_columns(df, {"--user-col": user_col, "--time-col": time_col,
+                         "--series-col": series_col, "--value-col": value_col})
+    if series_col is not None and not series_keys:
+        raise UsageError(
+            "--series-keys is required with --series-col for event input: the set of released "
+            "series must be public, not read off the data"
+        )
+    if value_col is not None and caps.value_bound is None:
+        raise UsageError("--value-bound is required with --value-col for event input")
+    if caps.value_bound is not None and not caps.value_bound > 0:
+        raise UsageError(f"--value-bound must be > 0, got {caps.value_bound}")
+    if df[user_col].null_count():
+        row = int(df[user_col].is_null().arg_true()[0])
+        raise DataError(f"column {user_col!r}: missing user id at row {row + 1}")
+    df = parse_time_column(df, time_col)
+    like = df.schema[time_col]
+    grid = fixed_grid(parse_instant(start, "--start", like), parse_instant(end, "--end", like),
+                      freq, time_col, like)
+    out_col = output_col or (value_col if value_col else "count")
+    diag = {"rows_in": df.height}
+
+    cols = [pl.col(user_col), pl.col(time_col)]
+    cols.append(pl.col(series_col).cast(pl.String).alias(_SER) if series_col else pl.lit("all").alias(_SER))
+    if value_col:
+        values = numeric_values(df, value_col, allow_negative=True, allow_null=False)
+        clipped = values.clip(0.0, caps.value_bound)
+        diag["values_clipped"] = int((clipped != values).sum())
+        cols.append(clipped.alias(out_col))
+    else:
+        cols.append(pl.lit(1.0).alias(out_col))
+    work = df.select(cols).with_columns(pl.Series(_POS, grid.positions(df[time_col])))
+
+    inside = (pl.col(_POS) >= 0) & (pl.col(_POS) < grid.n_steps)
+    diag["dropped_outside_grid"] = work.height - work.filter(inside).height
+    work = work.filter(inside)
+    names = list(series_keys) if series_col else [out_col]
+    if series_col:
+        if len(set(names)) != len(names):
+            raise UsageError("--series-keys: duplicate keys")
+        known = pl.col(_SER).is_in(pl.Series(names, dtype=pl.String).implode())
+        diag["dropped_undeclared_series"] = work.height - work.filter(known).height
+        work = work.filter(known)
+    work = work.sort([user_col, time_col, _SER], maintain_order=True)
+
+    if caps.series_per_user is not None:
+        firsts = (work.group_by([user_col, _SER]).agg(pl.col(time_col).min().alias("__first"))
+                  .sort([user_col, "__first", _SER])
+                  .with_columns(pl.int_range(pl.len()).over(user_col).alias("__rank"))
+                  .filter(pl.col("__rank") < caps.series_per_user).select([user_col, _SER]))
+        before = work.height
+        work = work.join(firsts, on=[user_col, _SER], how="semi", maintain_order="left")
+        diag["dropped_series_cap"] = before - work.height
+    if caps.max_steps is not None:
+        kept = (work.select([user_col, _SER, _POS]).unique(maintain_order=True)
+                .with_columns(pl.int_range(pl.len()).over([user_col, _SER]).alias("__rank"))
+                .filter(pl.col("__rank") < caps.max_steps).drop("__rank"))
+        before = work.height
+        work = work.join(kept, on=[user_col, _SER, _POS], how="semi", maintain_order="left")
+        diag["dropped_step_cap"] = before - work.height
+    if caps.max_per_step is not None:
+        before = work.height
+        work = work.filter(pl.int_range(pl.len()).over([user_col, _SER, _POS]) < caps.max_per_step)
+        diag["dropped_per_step_cap"] = before - work.height
+
+    lookup = pl.DataFrame({_SER: names if series_col else ["all"], "__row": np.arange(len(names))},
+                          schema_overrides={_SER: pl.String})
+    sums = work.group_by([_SER, _POS]).agg(pl.col(out_col).sum()).join(lookup, on=_SER)
+    matrix = np.zeros((len(names), grid.n_steps))
+    matrix[sums["__row"].to_numpy(), sums[_POS].to_numpy()] = sums[out_col].to_numpy()
+    diag["rows_kept"] = work.height
+    frame = _long_frame(names, grid.points, matrix, series_col, time_col, out_col)
+    table = SeriesTable(frame, "long", time_col, [out_col], series_col, names, grid)
+    return EventAggregation(table, diag)
+
+
+def _long_frame(names, points, matrix, series_col, time_col, out_col) -> pl.DataFrame:
+    n_series, n_steps = matrix.shape
+    data = {}
+    if series_col:
+        data[series_col] = pl.Series(np.repeat(np.array(names, dtype=object), n_steps), dtype=pl.String)
+    data[time_col] = pl.concat([points] * n_series) if n_series > 1 else points
+    data[out_col] = matrix.ravel()
+    return pl.DataFrame(data)

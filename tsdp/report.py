@@ -1,0 +1,74 @@
+"""The privacy report: a versioned JSON document written next to every release.
+
+Layout (``"schema": "tsdp-report/1"``, validated by ``tsdp/schemas/report.schema.json``):
+tool name and version, creation time, the command and its public parameters, the privacy claim,
+the released grid, the output file's name, format and sha256, the randomness source, notes and
+warnings. It never holds the seed of a run, raw or true values, data-dependent statistics that
+were not privatised, or a hash of the private input (DESIGN.md section 2).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from importlib import resources
+from typing import Any
+
+from tsdp import __version__
+from tsdp.accounting.claim import PrivacyClaim
+
+SCHEMA_ID = "tsdp-report/1"
+FORBIDDEN_PARAMETERS = ("seed",)
+
+
+@dataclass
+class Report:
+    command: str
+    parameters: dict[str, Any]
+    claim: PrivacyClaim
+    output: dict[str, Any]
+    randomness: str
+    grid: dict[str, Any] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        params = {k: _plain(v) for k, v in self.parameters.items() if k not in FORBIDDEN_PARAMETERS}
+        return {
+            "schema": SCHEMA_ID,
+            "tool": {"name": "tsdp", "version": __version__},
+            "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "command": {"name": self.command, "parameters": params},
+            "claim": _plain(self.claim.to_dict()),
+            "grid": _plain(self.grid),
+            "output": _plain(self.output),
+            "randomness": self.randomness,
+            "notes": list(self.notes),
+            "warnings": list(self.warnings),
+        }
+
+    def to_json(self) -> bytes:
+        return (json.dumps(self.to_dict(), indent=2, allow_nan=False) + "\n").encode()
+
+
+def schema() -> dict[str, Any]:
+    """The JSON Schema that every tsdp report validates against."""
+    text = resources.files("tsdp").joinpath("schemas/report.schema.json").read_text()
+    return json.loads(text)
+
+
+def _plain(value: Any) -> Any:
+    """JSON-ready copy: tuples to lists, numpy scalars to Python, non-finite floats refused."""
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if hasattr(value, "item") and callable(value.item):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"non-finite number {value} cannot go into a report")
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    return str(value)
