@@ -78,10 +78,25 @@ def main(argv: list[str] | None = None) -> int:
 
 def _usage_message(exc: typer.TyperException) -> str:
     message = exc.format_message().replace("\n", " ")
+    value = _rejected_value(exc)
+    if value is not None and repr(value) not in message:
+        message += f" (got {value!r})"
     ctx = getattr(exc, "ctx", None)
     if exc.exit_code == 2 and ctx is not None:
         message += f" (see 'tsdp {ctx.info_name} --help')" if ctx.info_name != "tsdp" else " (see 'tsdp --help')"
     return message
+
+
+def _rejected_value(exc: BaseException):
+    """The raw value behind a Typer conversion error (its message from pydantic omits it)."""
+    errors = getattr(exc.__cause__, "errors", None)
+    if not callable(errors):
+        return None
+    try:
+        first = errors()[0]
+    except Exception:  # not a pydantic ValidationError after all
+        return None
+    return first.get("input") if isinstance(first, dict) else None
 
 
 def run() -> None:

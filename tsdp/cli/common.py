@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import sys
 import tomllib
 from pathlib import Path
@@ -37,23 +38,37 @@ def load_config(ctx: typer.Context, param: typer.CallbackParam, value: str | Non
     command = ctx.info_name or ""
     section = data.get(command) if isinstance(data.get(command), dict) else None
     settings = section if section is not None else data
-    names = {p.name: p for p in ctx.command.params}
+    names = _setting_names(ctx.command.params)
     defaults: dict[str, Any] = {}
     for key, val in settings.items():
         if isinstance(val, dict):
             continue  # a table for another command
-        name = key.replace("-", "_")
-        if name not in names or name in SUMMARY_ONLY:
+        name = names.get(key.replace("-", "_"))
+        if name is None or name in SUMMARY_ONLY:
             raise typer.BadParameter(
                 f"{value!r}: unknown setting {key!r} for 'tsdp {command}'", ctx=ctx, param=param
             )
         if name in PATH_KEYS and isinstance(val, str) and val != "-" and not Path(val).is_absolute():
-            val = str(path.parent / val)
+            val = os.path.normpath(path.parent / val)
         if isinstance(val, list):
             val = ",".join(str(v) for v in val)
         defaults[name] = val
     ctx.default_map = {**(ctx.default_map or {}), **defaults}
     return value
+
+
+def _setting_names(params) -> dict[str, str]:
+    """Config keys -> parameter names: the parameter's own name and its long option spellings.
+
+    ``--round`` is stored as ``round_values``, so both ``round`` and ``round_values`` are accepted.
+    """
+    names: dict[str, str] = {}
+    for p in params:
+        names[p.name] = p.name
+        for opt in getattr(p, "opts", []):
+            if opt.startswith("--"):
+                names.setdefault(opt[2:].replace("-", "_"), p.name)
+    return names
 
 
 ConfigOption = typer.Option(

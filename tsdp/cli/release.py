@@ -101,8 +101,12 @@ def release(
         series_per_unit=series_per_user, neighbouring=neighbouring.value,
     )
     layout = layout or (Layout.events if user_col else Layout.long if value_col else Layout.wide)
+    table_format(input, "INPUT")  # before the default output name is derived from it
     output = output or common.default_output(input)
     table_format(output, "--output")
+    if json_summary and output == "-":
+        raise UsageError("--json cannot be combined with -o -: stdout holds the released data; "
+                         "write the output to a file or drop --json")
     report = report or common.default_report(output)
     table_format(report, "--report", allowed=("json",))
     for path, option in ((output, "--output"), (report, "--report")):

@@ -74,15 +74,16 @@ def aggregate_events(
         raise DataError(f"column {user_col!r}: missing user id at row {row + 1}")
     df = parse_time_column(df, time_col)
     like = df.schema[time_col]
-    grid = fixed_grid(parse_instant(start, "--start", like), parse_instant(end, "--end", like),
-                      freq, time_col, like)
+    end_at = parse_instant(end, "--end", like)
+    grid = fixed_grid(parse_instant(start, "--start", like), end_at, freq, time_col, like)
     out_col = output_col or (value_col if value_col else "count")
     diag = {"rows_in": df.height}
 
     cols = [pl.col(user_col), pl.col(time_col)]
     cols.append(pl.col(series_col).cast(pl.String).alias(_SER) if series_col else pl.lit("all").alias(_SER))
     if value_col:
-        values = numeric_values(df, value_col, allow_negative=True, allow_null=False)
+        values = numeric_values(df, value_col, allow_negative=True, allow_null=False,
+                                null_hint="give every event a value or drop the event")
         clipped = values.clip(0.0, caps.value_bound)
         diag["values_clipped"] = int((clipped != values).sum())
         cols.append(clipped.alias(out_col))
@@ -90,7 +91,8 @@ def aggregate_events(
         cols.append(pl.lit(1.0).alias(out_col))
     work = df.select(cols).with_columns(pl.Series(_POS, grid.positions(df[time_col])))
 
-    inside = (pl.col(_POS) >= 0) & (pl.col(_POS) < grid.n_steps)
+    # [start, end): the last bucket may be cut short by an --end that is not on the grid.
+    inside = (pl.col(_POS) >= 0) & (pl.col(_POS) < grid.n_steps) & (pl.col(time_col) < end_at)
     diag["dropped_outside_grid"] = work.height - work.filter(inside).height
     work = work.filter(inside)
     names = list(series_keys) if series_col else [out_col]

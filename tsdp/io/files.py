@@ -85,6 +85,8 @@ def check_output_path(path: str | Path, force: bool, inputs: tuple = (), option:
         raise UsageError(f"{option}: {str(path)!r} already exists; pass --force to overwrite it")
     if not p.parent.exists():
         raise UsageError(f"{option}: directory {str(p.parent)!r} does not exist")
+    if not p.parent.is_dir():
+        raise UsageError(f"{option}: {str(p.parent)!r} is a file, not a directory")
 
 
 class AtomicOutputs:

@@ -14,7 +14,7 @@ import numpy as np
 import polars as pl
 
 from tsdp.errors import DataError, UsageError
-from tsdp.io.timegrid import TimeGrid, build_grid, parse_time_column
+from tsdp.io.timegrid import TimeGrid, block_grid, build_grid, parse_time_column
 
 LAYOUTS = ("long", "wide", "events")
 
@@ -28,11 +28,18 @@ def require_columns(df: pl.DataFrame, columns: dict[str, str | None]) -> None:
             )
 
 
-def numeric_values(df: pl.DataFrame, column: str, allow_negative: bool, allow_null: bool) -> pl.Series:
-    """The column as Float64 after checking it is numeric, finite and (by default) non-negative.
+FILL_HINT = "fix the input or pass --fill-missing zero to treat missing values as 0"
 
-    Nulls are returned as nulls when ``allow_null`` (they are then filled as missing steps);
-    otherwise they are an error, as are NaN, infinities, text and negative values.
+
+def numeric_values(df: pl.DataFrame, column: str, allow_negative: bool, allow_null: bool,
+                   null_hint: str = FILL_HINT) -> pl.Series:
+    """The column as numbers after checking it is numeric, finite and (by default) non-negative.
+
+    Integer columns keep their type (they cannot hold NaN); text is parsed as Float64. Nulls are
+    returned as nulls when ``allow_null`` (they are then filled as missing steps); otherwise they
+    are an error (whose message ends with ``null_hint``), as are NaN, infinities, text and
+    negative values. The checks are aggregations, so no per-row mask is built unless a problem
+    has to be located.
     """
     raw = df[column]
     if raw.dtype == pl.String:
@@ -41,31 +48,24 @@ def numeric_values(df: pl.DataFrame, column: str, allow_negative: bool, allow_nu
         if bad.any():
             row = int(bad.arg_true()[0])
             raise DataError(f"column {column!r}: non-numeric value {raw[row]!r} at row {row + 1}")
-    elif raw.dtype.is_numeric():
-        values = raw.cast(pl.Float64)
-    elif raw.dtype == pl.Null:
+    elif raw.dtype.is_integer() or raw.dtype.is_float():
+        values = raw
+    elif raw.dtype.is_numeric() or raw.dtype == pl.Null:
         values = raw.cast(pl.Float64)
     else:
         raise DataError(f"column {column!r} has type {raw.dtype}; a numeric column is required")
-    nulls = values.is_null()
-    if not allow_null and nulls.any():
-        row = int(nulls.arg_true()[0])
-        raise DataError(
-            f"column {column!r}: missing value at row {row + 1}; fix the input or pass "
-            "--fill-missing zero to treat missing values as 0"
-        )
-    finite = values.is_finite().fill_null(True)
-    if not finite.all():
-        row = int((~finite).arg_true()[0])
+    if values.null_count() and not allow_null:
+        row = int(values.is_null().arg_true()[0])
+        raise DataError(f"column {column!r}: missing value at row {row + 1}; {null_hint}")
+    if values.dtype.is_float() and (values.is_nan().any() or values.is_infinite().any()):
+        row = int((values.is_nan() | values.is_infinite()).arg_true()[0])
         raise DataError(f"column {column!r}: non-finite value {values[row]} at row {row + 1}")
-    if not allow_negative:
-        negative = (values < 0).fill_null(False)
-        if negative.any():
-            row = int(negative.arg_true()[0])
-            raise DataError(
-                f"column {column!r}: negative value {values[row]:g} at row {row + 1}; counts must be "
-                ">= 0 (pass --allow-negative for series that may be negative)"
-            )
+    if not allow_negative and values.len() > values.null_count() and values.min() < 0:
+        row = int((values < 0).fill_null(False).arg_true()[0])
+        raise DataError(
+            f"column {column!r}: negative value {values[row]:g} at row {row + 1}; counts must be "
+            ">= 0 (pass --allow-negative for series that may be negative)"
+        )
     return values
 
 
@@ -91,10 +91,10 @@ class SeriesTable:
         return self.grid.n_steps
 
     def values_flat(self) -> np.ndarray:
-        """All cell values as one float64 array, in the frame's own order."""
+        """All cell values as one numeric array (read-only, possibly integer), in the frame's order."""
         if self.layout == "long":
-            return self.frame[self.value_cols[0]].to_numpy().astype(np.float64, copy=False)
-        return self.frame.select(self.value_cols).to_numpy().astype(np.float64).ravel()
+            return self.frame[self.value_cols[0]].to_numpy()
+        return self.frame.select(self.value_cols).to_numpy().ravel()
 
     def with_values_flat(self, values: np.ndarray) -> pl.DataFrame:
         """The frame with its values replaced by ``values`` (same order as :meth:`values_flat`)."""
@@ -151,22 +151,30 @@ def load_long(
         raise DataError(f"column {series_col!r}: missing series id at row {row + 1}")
     df = parse_time_column(df, time_col)
     df = df.with_columns(numeric_values(df, value_col, allow_negative, allow_null=fill_missing))
+    if not df[value_col].null_count():
+        fast = _sorted_complete_panel(df, series_col, time_col, freq)
+        if fast is not None:
+            grid, names = fast
+            return SeriesTable(df, "long", time_col, [value_col], series_col, names or [value_col], grid)
     grid = build_grid(df[time_col], time_col, freq, fill_missing)
     keys = [series_col] if series_col else []
-    _check_duplicates(df, keys, time_col)
     if series_col is None:
         names = [value_col]
+        if df[time_col].n_unique() != df.height:
+            _raise_duplicate(df, keys, time_col)
         complete = df.height == grid.n_steps
     else:
-        counts = df.group_by(series_col).len()
+        counts = df.group_by(series_col).agg(pl.len().alias("n"), pl.col(time_col).n_unique().alias("nu"))
+        if (counts["n"] != counts["nu"]).any():
+            _raise_duplicate(df, keys, time_col)
         names = counts[series_col].sort().to_list()
-        short = counts.filter(pl.col("len") < grid.n_steps)
+        short = counts.filter(pl.col("nu") < grid.n_steps)
         complete = short.height == 0
         if not complete and not fill_missing:
             first = short.sort(series_col).row(0)
             present = df.filter(pl.col(series_col) == first[0])[time_col]
             raise DataError(
-                f"column {time_col!r}: series {first[0]!r} has {grid.n_steps - first[1]} missing "
+                f"column {time_col!r}: series {first[0]!r} has {grid.n_steps - first[2]} missing "
                 f"step(s) (first missing: {_first_missing(grid, present)}); pass --fill-missing "
                 "zero to fill them with 0"
             )
@@ -203,7 +211,8 @@ def load_wide(
         raise UsageError(f"--series-cols: the time column {time_col!r} cannot also be a series")
     df = parse_time_column(df.select([time_col] + series_cols), time_col)
     df = df.with_columns([numeric_values(df, c, allow_negative, fill_missing) for c in series_cols])
-    _check_duplicates(df, [], time_col)
+    if df[time_col].n_unique() != df.height:
+        _raise_duplicate(df, [], time_col)
     grid = build_grid(df[time_col], time_col, freq, fill_missing)
     null_cells = int(sum(df[c].null_count() for c in series_cols))
     if df.height == grid.n_steps and not null_cells:
@@ -214,12 +223,34 @@ def load_wide(
     return SeriesTable(filled, "wide", time_col, series_cols, None, series_cols, grid, n_filled)
 
 
-def _check_duplicates(df: pl.DataFrame, keys: list[str], time_col: str) -> None:
-    dup = df.select(pl.struct(keys + [time_col]).is_duplicated()).to_series() if keys else df[time_col].is_duplicated()
-    if dup.any():
-        row = int(dup.arg_true()[0])
-        where = f" for series {df[keys[0]][row]!r}" if keys else ""
-        raise DataError(f"column {time_col!r}: duplicate timestamp {df[time_col][row]}{where} (row {row + 1})")
+def _sorted_complete_panel(df, series_col, time_col, freq):
+    """Fast path for the canonical long layout, sorted by series and then time, with every series
+    exactly on one regular grid. Returns ``(grid, series names)``, or ``None`` for any other table,
+    which then goes through the general checks (any row order, gaps, duplicates)."""
+    n = df.height
+    block = n
+    if series_col is not None:
+        starts = df.select((pl.col(series_col) != pl.col(series_col).shift(1)).fill_null(True).arg_true()).to_series()
+        block = int(starts[1]) if starts.len() > 1 else n
+        if n % block or starts.len() != n // block or not (starts % block == 0).all():
+            return None
+    grid = block_grid(df[time_col], block, freq)
+    if grid is None:
+        return None
+    if series_col is None:
+        return grid, None
+    names = df[series_col].gather_every(block)
+    if names.n_unique() != names.len():
+        return None
+    return grid, names.to_list()
+
+
+def _raise_duplicate(df: pl.DataFrame, keys: list[str], time_col: str) -> None:
+    """DataError naming the first repeated (series, time); only called once a repeat is known."""
+    dup = df.select(pl.struct(keys + [time_col]).is_duplicated()).to_series()
+    row = int(dup.arg_true()[0])
+    where = f" for series {df[keys[0]][row]!r}" if keys else ""
+    raise DataError(f"column {time_col!r}: duplicate timestamp {df[time_col][row]}{where} (row {row + 1})")
 
 
 def _first_missing(grid: TimeGrid, present: pl.Series):

@@ -89,7 +89,7 @@ def parse_time_column(df: pl.DataFrame, column: str) -> pl.DataFrame:
         if as_date.null_count() == parsed.null_count():
             converted = as_date
         else:
-            converted = parsed.str.to_datetime(strict=False, time_unit="us")
+            converted = _to_datetime(parsed)
         bad = converted.is_null() & parsed.is_not_null()
         if bad.any():
             row = int(bad.arg_true()[0])
@@ -104,6 +104,14 @@ def parse_time_column(df: pl.DataFrame, column: str) -> pl.DataFrame:
     if nulls.any():
         raise DataError(f"column {column!r}: missing timestamp at row {int(nulls.arg_true()[0]) + 1}")
     return out
+
+
+def _to_datetime(texts: pl.Series) -> pl.Series:
+    """Parse strings as datetimes, null where unparseable (also when no value fits any format)."""
+    try:
+        return texts.str.to_datetime(strict=False, time_unit="us")
+    except pl.exceptions.ComputeError:  # polars found no format at all
+        return pl.Series(texts.name, [None] * texts.len(), dtype=pl.Datetime("us"))
 
 
 @dataclass(frozen=True)
@@ -149,7 +157,7 @@ def _month_index(times: pl.Series) -> np.ndarray:
 
 def _within_month_offset(times: pl.Series) -> np.ndarray:
     """Microseconds since the start of the month: equal for all points of a monthly grid."""
-    starts = times.dt.month_start()
+    starts = times.dt.truncate("1mo")  # midnight of the 1st (dt.month_start keeps the time of day)
     return _physical_us(times) - _physical_us(starts)
 
 
@@ -243,7 +251,7 @@ def parse_instant(text: str, option: str, like: pl.DataType):
             return int(text)
         except ValueError:
             raise UsageError(f"{option} must be an integer for an integer time column, got {text!r}") from None
-    parsed = pl.Series([str(text).strip()]).str.to_datetime(strict=False, time_unit="us")
+    parsed = _to_datetime(pl.Series([str(text).strip()]))
     if parsed.is_null().any():
         raise UsageError(f"{option}: cannot parse {text!r}; use ISO 8601 such as 2024-03-04 or 2024-03-04 06:00:00")
     if like == pl.Date:
@@ -263,3 +271,50 @@ def fixed_grid(start, end, freq: str, column: str, like: pl.DataType) -> TimeGri
     points = _grid_points(start, end, step, like)
     points = points.filter(points < end)
     return TimeGrid(points.alias(column), step)
+
+
+def block_grid(times: pl.Series, block: int, freq: str | None) -> TimeGrid | None:
+    """Fast check of the canonical layout: ``times`` is one regular grid repeated, ``block`` rows each.
+
+    Returns the grid when every block of ``block`` consecutive rows is exactly
+    ``times[0], times[0] + step, ...`` (step from ``freq``, or the first difference); ``None``
+    when the rows are in any other form, so that the caller falls back to the general checks.
+    Only fixed steps are tried here; calendar steps go the general way.
+    """
+    if block < 2 or times.len() % block:
+        return None
+    integer_time = times.dtype.is_integer()
+    phys = times.to_physical()
+    if freq:
+        step = parse_freq(freq, integer_time)
+        if step.unit == "mo":
+            return None
+    else:
+        first = _physical_us(times[:2])
+        step = Step(int(first[1] - first[0]), "int" if integer_time else "us")
+        if step.amount <= 0:
+            return None
+    native = _native_amount(step, times.dtype)
+    if native is None:
+        return None
+    # Every block must start at times[0] and end at times[0] + (block - 1) * step. The diffs across
+    # block boundaries are then <= 0, never equal to the step, so "all other diffs equal the step"
+    # is the same as "exactly n - n_blocks diffs equal the step".
+    n_blocks = times.len() // block
+    first, last = phys[0], phys[0] + (block - 1) * native
+    if not ((phys.gather_every(block) == first).all()
+            and (phys.gather_every(block, offset=block - 1) == last).all()):
+        return None
+    steps = pl.DataFrame({"p": phys}).select((pl.col("p").diff() == native).sum()).item()
+    if steps != times.len() - n_blocks:
+        return None
+    return TimeGrid(_grid_points(times[0], times[block - 1], step, times.dtype), step)
+
+
+def _native_amount(step: Step, dtype: pl.DataType) -> int | None:
+    """The step in the column's own physical unit, or ``None`` if it is not a whole number of them."""
+    if step.unit == "int":
+        return step.amount
+    per_unit = _FIXED_US["d"] if dtype == pl.Date else _PHYSICAL_US[dtype.time_unit]
+    native = step.amount / per_unit
+    return int(native) if native == int(native) and native > 0 else None

@@ -130,7 +130,8 @@ def release_gaussian(
         events=(MechanismEvent("gaussian", l2, sigma, 1),),
         parameters=parameters,
     )
-    noisy = values + gaussian_noise(rng, sigma, values.size).reshape(values.shape)
+    noisy = gaussian_noise(rng, sigma, values.size).reshape(values.shape)
+    noisy += values
     return Release(noisy, claim, tuple(warnings))
 
 
@@ -160,5 +161,6 @@ def release_laplace(
             "composition": panel.composition,
         },
     )
-    noisy = values + laplace_noise(rng, scale, values.size).reshape(values.shape)
+    noisy = laplace_noise(rng, scale, values.size).reshape(values.shape)
+    noisy += values
     return Release(noisy, claim)

@@ -1,0 +1,89 @@
+"""Sensitivity from the privacy unit, and that enforced event caps really bound it."""
+
+import math
+
+import numpy as np
+import polars as pl
+import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+from tsdp.accounting.sensitivity import ContributionBounds, privacy_unit
+from tsdp.errors import UsageError
+from tsdp.io.events import EventCaps, aggregate_events
+
+
+@pytest.mark.parametrize(
+    "bounds,n_series,n_steps,l1,l2",
+    [
+        (ContributionBounds("event", 1), 20, 2000, 1, 1),
+        (ContributionBounds("event", 3, series_per_unit=5), 20, 2000, 3, 3),  # an event is one cell
+        (ContributionBounds("user", 2, max_steps=9), 1, 100, 18, 6),  # M*I, M*sqrt(I)
+        (ContributionBounds("user", 1, max_steps=180), 1, 1800, 180, math.sqrt(180)),
+        (ContributionBounds("user", 1, max_steps=10), 20, 2000, 200, math.sqrt(200)),  # all series
+        (ContributionBounds("user", 1, max_steps=10, series_per_unit=1), 20, 2000, 10, math.sqrt(10)),
+        (ContributionBounds("user", 1, max_steps=500), 1, 100, 100, 10),  # I capped by T
+        (ContributionBounds("w-event", 2, w=4), 3, 100, 24, 2 * math.sqrt(12)),
+        (ContributionBounds("user", 1, max_steps=4, neighbouring="substitute"), 1, 100, 8, math.sqrt(8)),
+        (ContributionBounds("event", 1, neighbouring="substitute"), 5, 10, 2, math.sqrt(2)),
+    ],
+)
+def test_l1_l2(bounds, n_series, n_steps, l1, l2):
+    assert bounds.l1(n_series, n_steps) == pytest.approx(l1)
+    assert bounds.l2(n_series, n_steps) == pytest.approx(l2)
+
+
+@pytest.mark.parametrize("kwargs", [
+    dict(level="user", max_per_step=1), dict(level="user", max_per_step=1, max_steps=0),
+    dict(level="w-event", max_per_step=1), dict(level="bogus", max_per_step=1),
+    dict(level="event", max_per_step=0), dict(level="event", max_per_step=math.inf),
+    dict(level="event", max_per_step=1, neighbouring="swap"),
+    dict(level="user", max_per_step=1, max_steps=2, series_per_unit=0),
+])
+def test_invalid_bounds_are_usage_errors(kwargs):
+    with pytest.raises(UsageError):
+        ContributionBounds(**kwargs)
+
+
+def test_unit_describes_relation_and_column():
+    unit = privacy_unit(ContributionBounds("user", 1, max_steps=3), 4, "user_id", True)
+    assert "user_id" in unit.neighbouring and unit.neighbouring.startswith("add or remove")
+    assert unit.series_per_unit == 4 and unit.enforced
+
+
+# Few users, steps and series, so that a user's events collide in buckets and series often.
+events_strategy = st.lists(
+    st.tuples(st.integers(0, 2), st.integers(0, 5), st.integers(0, 2), st.floats(0, 10)),
+    min_size=1, max_size=60,
+)
+HEAVY_USER = [(0, t, s, 9.0) for t in range(6) for s in range(3) for _ in range(3)] + [(1, 2, 1, 4.0)]
+
+
+def _aggregate(rows, caps, with_values):
+    df = pl.DataFrame(
+        {"user": [f"u{u}" for u, *_ in rows], "t": [t * 60 for _, t, _, _ in rows],
+         "s": [f"s{s}" for *_, s, _ in rows], "v": [v for *_, v in rows]},
+        schema={"user": pl.String, "t": pl.Int64, "s": pl.String, "v": pl.Float64},
+    )
+    agg = aggregate_events(df, "user", "t", "60", "0", "720", caps, "s", ["s0", "s1", "s2"],
+                           "v" if with_values else None)
+    return agg.table.values_matrix()
+
+
+@settings(max_examples=150, deadline=None)
+@given(rows=events_strategy, m=st.integers(1, 3), i=st.integers(1, 4), k=st.integers(1, 3),
+       with_values=st.booleans(), victim=st.integers(0, 2))
+@example(rows=HEAVY_USER, m=1, i=1, k=1, with_values=False, victim=0)
+@example(rows=HEAVY_USER, m=2, i=3, k=2, with_values=True, victim=0)
+def test_enforced_caps_bound_the_change_from_removing_a_user(rows, m, i, k, with_values, victim):
+    """Removing any user changes the aggregated panel by at most the declared L1/L2 sensitivity."""
+    caps = EventCaps(max_per_step=m, max_steps=i, series_per_user=k, value_bound=2.5 if with_values else None)
+    full = _aggregate(rows, caps, with_values)
+    rest = [r for r in rows if r[0] != victim]
+    reduced = _aggregate(rest, caps, with_values) if rest else np.zeros_like(full)
+    per_event = 2.5 if with_values else 1.0
+    bounds = ContributionBounds("user", m * per_event, max_steps=i, series_per_unit=k)
+    diff = full - reduced
+    assert np.abs(diff).sum() <= bounds.l1(3, 12) + 1e-9
+    assert np.sqrt((diff ** 2).sum()) <= bounds.l2(3, 12) + 1e-9
+    assert np.abs(diff).max() <= m * per_event + 1e-9
