@@ -199,6 +199,17 @@ def test_stdin_to_stdout_end_to_end(tmp_path, long_frame):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r.json"]
 
 
+def test_report_to_stdout(tsdp_cli, tmp_path, long_frame):
+    save(long_frame, tmp_path / "in.csv")
+    run = tsdp_cli("release", "in.csv", *GAUSS, "--series-col", "sensor", "--value-col", "count",
+                   "-o", "out.csv", "--report", "-")
+    assert run.code == 0, run.err
+    report = json.loads(run.out)  # the report alone: the human summary went to stderr
+    assert report["output"]["sha256"] == sha256(tmp_path / "out.csv")
+    assert "tsdp release" in run.err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.csv", "out.csv"]
+
+
 def test_stdin_in_process(tsdp_cli, tmp_path, monkeypatch, long_frame):
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(long_frame.write_csv().encode())))
     run = tsdp_cli("release", "-", *GAUSS, "--series-col", "sensor", "--value-col", "count",

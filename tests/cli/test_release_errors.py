@@ -223,6 +223,13 @@ def test_json_summary_cannot_share_stdout_with_the_data(refuse, long_csv):
     refuse(args + ["--json"], 2, "--json", "-o -")
 
 
+def test_report_cannot_share_stdout(refuse, long_csv):
+    args = long_args("data.csv", "--report", "-")
+    refuse(args + ["--json"], 2, "--report -", "--json")
+    args[args.index("out.csv")] = "-"
+    refuse(args, 2, "--report -", "-o -")
+
+
 def test_unparseable_input_file(refuse, tmp_path):
     (tmp_path / "broken.parquet").write_bytes(b"this is not parquet")
     refuse(["release", "broken.parquet", *GAUSS, "--value-col", "count", "-o", "out.csv"], 4,
@@ -277,6 +284,25 @@ def test_missing_column_events(refuse, events_csv, option):
             "--value-bound", "1", "-o", "out.csv"]
     args += [option, "nothere"]
     refuse(args, 4, option, "'nothere'", "the input has columns: user, ts, station")
+
+
+@pytest.mark.parametrize("extra, first, second, column", [
+    (["--series-col", "count"], "--value-col", "--series-col", "count"),
+    (["--time-col", "count"], "--time-col", "--value-col", "count"),
+    (["--series-col", "time"], "--time-col", "--series-col", "time"),
+])
+def test_one_column_for_two_roles(refuse, long_csv, extra, first, second, column):
+    refuse(long_args("data.csv", *extra), 2, first, second, repr(column))
+
+
+def test_series_cols_listed_twice(refuse, wide_csv):
+    refuse(wide_args("wide.csv", "--series-cols", "a,b,a"), 2, "--series-cols", "'a'", "twice")
+
+
+def test_event_user_col_used_as_time_col(refuse, events_csv):
+    args = event_args()
+    args[args.index("--time-col") + 1] = "user"
+    refuse(args, 2, "--user-col", "--time-col", "'user'")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -520,6 +546,20 @@ def test_missing_required_option(refuse, long_csv):
             "--series-col", "sensor", "-o", "out.csv"], 2, "--epsilon")
 
 
+def test_missing_input_argument(refuse):
+    refuse(["release", *GAUSS], 2, "Missing argument", "input")
+
+
+def test_unknown_command(refuse):
+    refuse(["relase", "data.csv"], 2, "No such command", "'relase'")
+
+
+def test_bare_tsdp_shows_the_help_on_stderr(tsdp_cli):
+    run = tsdp_cli()
+    assert run.code == 2 and run.out == ""
+    assert run.err.startswith("Usage: tsdp") and "release" in run.err and "error:" not in run.err
+
+
 def test_unknown_option(refuse, long_csv):
     refuse(long_args("data.csv", "--epsilonn", "1"), 2, "--epsilonn")
 
@@ -596,6 +636,11 @@ def test_event_end_before_start(refuse, events_csv):
 
 def test_event_bad_freq(refuse, events_csv):
     refuse(event_args(drop=("--freq",)) + ["--freq", "fortnightly"], 2, "--freq", "'fortnightly'")
+
+
+def test_event_grid_too_large(refuse, events_csv):
+    args = event_args(drop=("--end", "--freq")) + ["--end", "2124-01-01", "--freq", "1s"]
+    refuse(args, 5, "--freq 1s", "2124-01-01", "steps")
 
 
 def test_event_max_per_step_must_be_whole(refuse, events_csv):

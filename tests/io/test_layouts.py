@@ -170,7 +170,9 @@ def test_nothing_to_fill_keeps_filled_cells_zero():
 
 def test_require_columns_lists_what_exists():
     df = pl.DataFrame({"x": [1], "y": [2]})
-    require_columns(df, {"--time-col": "x", "--series-col": None})
+    require_columns(df, {"--time-col": "x", "--series-col": None, "--value-col": None})
+    with pytest.raises(UsageError, match="--time-col and --value-col both name column 'x'"):
+        require_columns(df, {"--time-col": "x", "--value-col": "x"})
     with pytest.raises(DataError, match=r"--value-col: column 'z' not found; the input has columns: x, y"):
         require_columns(df, {"--time-col": "x", "--value-col": "z"})
 
@@ -213,6 +215,8 @@ def test_load_wide_errors():
         load_wide(wide_frame(), "t", ["a", "zz"])
     with pytest.raises(UsageError, match="--series-cols: the time column 't'"):
         load_wide(wide_frame(), "t", ["a", "t"])
+    with pytest.raises(UsageError, match="--series-cols: column 'a' is listed twice"):
+        load_wide(wide_frame(), "t", ["a", "b", "a"])
     with pytest.raises(DataError, match="no series columns"):
         load_wide(pl.DataFrame({"t": TIMES}), "t")
     with pytest.raises(DataError, match="duplicate timestamp 2024-01-01 00:00:00"):

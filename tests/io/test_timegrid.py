@@ -340,3 +340,18 @@ def test_fixed_grid_checks():
     grid = fixed_grid(date(2024, 1, 1), date(2025, 1, 1), "1q", "t", pl.Date)
     assert grid.points.to_list() == [date(2024, m, 1) for m in (1, 4, 7, 10)]
     assert fixed_grid(0, 10, "3", "t", pl.Int64).points.to_list() == [0, 3, 6, 9]
+
+
+def test_huge_grids_are_refused_before_they_are_built():
+    """A 1-second grid over a century would need gigabytes: exit 5 (NumericalError), at once."""
+    from tsdp.errors import NumericalError
+    from tsdp.io.timegrid import MAX_STEPS
+
+    far = pl.Series("t", [T0, datetime(2124, 1, 1)])
+    with pytest.raises(NumericalError, match=r"--freq 1s would have 3,155,673,601 steps"):
+        build_grid(far, "t", "1s", True)
+    with pytest.raises(NumericalError, match="more than"):
+        fixed_grid(T0, datetime(2124, 1, 1), "1s", "t", pl.Datetime("us"))
+    with pytest.raises(NumericalError):
+        build_grid(pl.Series("t", [0, 10 * MAX_STEPS]), "t", "1", True)
+    assert build_grid(pl.Series("t", [0, MAX_STEPS - 1]), "t", "1", True).n_steps == MAX_STEPS

@@ -61,7 +61,10 @@ def main(argv: list[str] | None = None) -> int:
     except typer.TyperException as exc:  # Typer's (vendored Click's) usage errors
         if debug:
             raise
-        print(f"error: {_usage_message(exc)}", file=sys.stderr)
+        if type(exc).__name__ == "NoArgsIsHelpError":  # bare `tsdp`: the help itself, on stderr
+            exc.show()
+        else:
+            print(f"error: {_usage_message(exc)}", file=sys.stderr)
         code = exc.exit_code
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)

@@ -108,12 +108,16 @@ def release(
         raise UsageError("--json cannot be combined with -o -: stdout holds the released data; "
                          "write the output to a file or drop --json")
     report = report or common.default_report(output)
+    if report == "-" and (output == "-" or json_summary):
+        raise UsageError("--report -: stdout already holds the "
+                         + ("released data (-o -)" if output == "-" else "--json summary")
+                         + "; write the report to a file")
     table_format(report, "--report", allowed=("json",))
     for path, option in ((output, "--output"), (report, "--report")):
         check_output_path(path, force, (input,), option)
     if Path(output).resolve() == Path(report).resolve() and output != "-":
         raise UsageError("--report must differ from --output")
-    console = common.Console(quiet, json_summary, stdout_taken=(output == "-"))
+    console = common.Console(quiet, json_summary, stdout_taken="-" in (output, report))
     randomness = make_random_source(seed)
     # Check the budget before touching the data.
     release_fn = _mechanism(mechanism, epsilon, delta, calibration)

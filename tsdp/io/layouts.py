@@ -20,7 +20,14 @@ LAYOUTS = ("long", "wide", "events")
 
 
 def require_columns(df: pl.DataFrame, columns: dict[str, str | None]) -> None:
-    """DataError naming the option and the missing column, listing the columns that exist."""
+    """DataError naming the option and the missing column, listing the columns that exist.
+
+    Two options naming the same column (``--series-col count --value-col count``) is a UsageError.
+    """
+    seen: dict[str, str] = {}
+    for option, name in columns.items():
+        if name is not None and seen.setdefault(name, option) != option:
+            raise UsageError(f"{seen[name]} and {option} both name column {name!r}; give each its own column")
     for option, name in columns.items():
         if name is not None and name not in df.columns:
             raise DataError(
@@ -209,6 +216,9 @@ def load_wide(
             raise DataError(f"the input has no series columns besides the time column {time_col!r}")
     if time_col in series_cols:
         raise UsageError(f"--series-cols: the time column {time_col!r} cannot also be a series")
+    repeated = [c for c in series_cols if series_cols.count(c) > 1]
+    if repeated:
+        raise UsageError(f"--series-cols: column {repeated[0]!r} is listed twice")
     df = parse_time_column(df.select([time_col] + series_cols), time_col)
     df = df.with_columns([numeric_values(df, c, allow_negative, fill_missing) for c in series_cols])
     if df[time_col].n_unique() != df.height:

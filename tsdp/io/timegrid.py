@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from tsdp.errors import DataError, UsageError
+from tsdp.errors import DataError, NumericalError, UsageError
 
 _UNIT_ALIASES = {
     "ns": "ns", "us": "us", "ms": "ms", "s": "s", "sec": "s", "second": "s", "seconds": "s",
@@ -28,6 +28,7 @@ _FIXED_US = {"ns": 1e-3, "us": 1, "ms": 1_000, "s": 1_000_000, "m": 60_000_000,
              "h": 3_600_000_000, "d": 86_400_000_000, "w": 604_800_000_000}
 _MONTHS = {"mo": 1, "q": 3, "y": 12}
 _PHYSICAL_US = {"ns": 1e-3, "us": 1, "ms": 1_000}
+MAX_STEPS = 10_000_000  # longer grids are refused (exit 5) instead of exhausting memory
 
 
 @dataclass(frozen=True)
@@ -208,17 +209,35 @@ def build_grid(times: pl.Series, column: str, freq: str | None, fill_missing: bo
 
 
 def _grid_points(start, end, step: Step, dtype) -> pl.Series:
+    if dtype == pl.Date and step.unit == "us" and step.amount % _FIXED_US["d"]:
+        raise UsageError(f"--freq {step.label} is finer than a day, but the time column holds dates")
+    n_steps = _count_steps(start, end, step)
+    if n_steps > MAX_STEPS:
+        raise NumericalError(
+            f"the time grid from {start} to {end} with --freq {step.label} would have {n_steps:,} "
+            f"steps, more than {MAX_STEPS:,}; use a coarser --freq or a shorter time range"
+        )
     if step.unit == "int":
         return pl.Series("time", np.arange(start, end + 1, step.amount, dtype=np.int64))
     interval = f"{step.amount}mo" if step.unit == "mo" else f"{step.amount}us"
     if dtype == pl.Date:
         if step.unit == "us":
-            if step.amount % _FIXED_US["d"]:
-                raise UsageError(f"--freq {step.label} is finer than a day, but the time column holds dates")
             interval = f"{step.amount // _FIXED_US['d']}d"
         return pl.date_range(start, end, interval=interval, eager=True)
     return pl.datetime_range(start, end, interval=interval, time_unit=dtype.time_unit,
                              time_zone=dtype.time_zone, eager=True)
+
+
+def _count_steps(start, end, step: Step) -> int:
+    """Points of the grid ``start, start + step, ...`` up to ``end`` (inclusive), by arithmetic."""
+    if step.unit == "int":
+        return (end - start) // step.amount + 1
+    bounds = pl.Series([start, end])
+    if step.unit == "mo":
+        months = _month_index(bounds)
+        return int(months[1] - months[0]) // step.amount + 1
+    phys = _physical_us(bounds)
+    return int(phys[1] - phys[0]) // step.amount + 1
 
 
 def _infer_step(uniq: pl.Series, column: str, integer_time: bool) -> Step | None:
