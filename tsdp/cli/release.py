@@ -18,6 +18,7 @@ from tsdp.io.files import AtomicOutputs, check_output_path, read_table, table_fo
 from tsdp.io.layouts import load_long, load_wide
 from tsdp.mechanisms import postprocess as post
 from tsdp.mechanisms.baseline import Panel, release_gaussian, release_laplace
+from tsdp.mechanisms.noise import PrefetchedNormals
 from tsdp.report import Report
 from tsdp.rng import SEEDED_WARNING, make_random_source
 
@@ -125,6 +126,9 @@ def release(
     with console.progress(4) as stage:
         stage("reading input")
         df = read_table(input)
+        # Noise draws do not depend on the data: start them while the data is checked.
+        prefetched = (PrefetchedNormals(randomness.generator, df.height)
+                      if mechanism is Mechanism.gaussian and layout is Layout.long else None)
         stage("checking and aggregating")
         diagnostics: dict = {}
         notes: list[str] = []
@@ -173,7 +177,7 @@ def release(
         panel = Panel(table.n_series, table.n_steps, bounds, user_col, enforced=layout is Layout.events)
 
         stage("adding noise")
-        result = release_fn(table.values_flat(), panel, randomness.generator)
+        result = release_fn(table.value_chunks(), panel, randomness.generator, prefetched)
         released = post.postprocess(result.values, clip_min, clip_max, round_values)
         notes.extend(f"post-processing: {s}" for s in post.describe(clip_min, clip_max, round_values))
 
@@ -218,5 +222,6 @@ def _mechanism(mechanism: Mechanism, epsilon: float, delta: float | None, calibr
     check_epsilon(epsilon)
     if mechanism is Mechanism.gaussian:
         check_delta(delta)
-        return lambda values, panel, rng: release_gaussian(values, panel, epsilon, delta, rng, calibration.value)
-    return lambda values, panel, rng: release_laplace(values, panel, epsilon, rng)
+        return lambda values, panel, rng, prefetched: release_gaussian(
+            values, panel, epsilon, delta, rng, calibration.value, prefetched)
+    return lambda values, panel, rng, prefetched: release_laplace(values, panel, epsilon, rng)

@@ -21,6 +21,9 @@ from tsdp.errors import DataError, UsageError
 FORMATS = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet", ".json": "json"}
 STDIO = "-"
 CSV_DATETIME_FORMAT = "%Y-%m-%d %H:%M:%S%.f"  # fractional seconds only when present
+# Snappy: readable by every Parquet implementation, and fast. Released values carry noise in
+# every digit, so stronger codecs (zstd) buy little size for clearly more time.
+PARQUET_COMPRESSION = "snappy"
 
 
 def table_format(path: str | Path, option: str = "INPUT", allowed=("csv", "parquet")) -> str:
@@ -57,7 +60,7 @@ def serialise_table(df: pl.DataFrame, fmt: str) -> bytes:
     """The bytes of ``df`` in ``fmt`` (used for stdout, where no file can be renamed)."""
     buf = io.BytesIO()
     if fmt == "parquet":
-        df.write_parquet(buf)
+        df.write_parquet(buf, compression=PARQUET_COMPRESSION)
     else:
         df.write_csv(buf, datetime_format=CSV_DATETIME_FORMAT)
     return buf.getvalue()
@@ -87,6 +90,22 @@ def check_output_path(path: str | Path, force: bool, inputs: tuple = (), option:
         raise UsageError(f"{option}: directory {str(p.parent)!r} does not exist")
     if not p.parent.is_dir():
         raise UsageError(f"{option}: {str(p.parent)!r} is a file, not a directory")
+
+
+class _HashingWriter(io.RawIOBase):
+    """A write-only file object that hashes what passes through it (sha256 while writing)."""
+
+    def __init__(self, fh) -> None:
+        super().__init__()
+        self._fh = fh
+        self.digest = hashlib.sha256()
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data) -> int:
+        self.digest.update(data)
+        return self._fh.write(data)
 
 
 class AtomicOutputs:
@@ -123,11 +142,13 @@ class AtomicOutputs:
             self.stdout_payload = serialise_table(df, fmt)
             return hashlib.sha256(self.stdout_payload).hexdigest()
         tmp = self._temp_beside(Path(path))
-        if fmt == "parquet":
-            df.write_parquet(tmp)
-        else:
-            df.write_csv(tmp, datetime_format=CSV_DATETIME_FORMAT)
-        return sha256_file(tmp)
+        with open(tmp, "wb") as fh:
+            sink = _HashingWriter(fh)
+            if fmt == "parquet":
+                df.write_parquet(sink, compression=PARQUET_COMPRESSION)
+            else:
+                df.write_csv(sink, datetime_format=CSV_DATETIME_FORMAT)
+        return sink.digest.hexdigest()
 
     def stage_bytes(self, data: bytes, path: str | Path) -> str:
         if str(path) == STDIO:

@@ -103,6 +103,12 @@ class SeriesTable:
             return self.frame[self.value_cols[0]].to_numpy()
         return self.frame.select(self.value_cols).to_numpy().ravel()
 
+    def value_chunks(self) -> list[np.ndarray]:
+        """The values of :meth:`values_flat` as the column's own chunks (zero-copy views)."""
+        if self.layout == "long":
+            return [c.to_numpy() for c in self.frame[self.value_cols[0]].get_chunks()]
+        return [self.values_flat()]
+
     def with_values_flat(self, values: np.ndarray) -> pl.DataFrame:
         """The frame with its values replaced by ``values`` (same order as :meth:`values_flat`)."""
         if self.layout == "long":
@@ -234,25 +240,26 @@ def load_wide(
 
 
 def _sorted_complete_panel(df, series_col, time_col, freq):
-    """Fast path for the canonical long layout, sorted by series and then time, with every series
-    exactly on one regular grid. Returns ``(grid, series names)``, or ``None`` for any other table,
-    which then goes through the general checks (any row order, gaps, duplicates)."""
-    n = df.height
-    block = n
-    if series_col is not None:
-        starts = df.select((pl.col(series_col) != pl.col(series_col).shift(1)).fill_null(True).arg_true()).to_series()
-        block = int(starts[1]) if starts.len() > 1 else n
-        if n % block or starts.len() != n // block or not (starts % block == 0).all():
-            return None
-    grid = block_grid(df[time_col], block, freq)
+    """Fast path for the canonical long layout: sorted by series (ascending) and then time, with
+    every series exactly on one regular grid. Returns ``(grid, series names)``, or ``None`` for any
+    other table, which then goes through the general checks (any row order, gaps, duplicates).
+
+    With the series column sorted, a block whose first and last ids agree holds one id only, and
+    strictly increasing block ids mean that no series appears in two blocks.
+    """
+    grid = block_grid(df[time_col], freq)
     if grid is None:
         return None
     if series_col is None:
-        return grid, None
-    names = df[series_col].gather_every(block)
-    if names.n_unique() != names.len():
+        return (grid, None) if df.height == grid.n_steps else None
+    ids = df[series_col]
+    if not ids.is_sorted():
         return None
-    return grid, names.to_list()
+    firsts = ids.gather_every(grid.n_steps)
+    lasts = ids.gather_every(grid.n_steps, offset=grid.n_steps - 1)
+    if not (firsts == lasts).all() or firsts.n_unique() != firsts.len():
+        return None
+    return grid, firsts.to_list()
 
 
 def _raise_duplicate(df: pl.DataFrame, keys: list[str], time_col: str) -> None:

@@ -292,15 +292,16 @@ def fixed_grid(start, end, freq: str, column: str, like: pl.DataType) -> TimeGri
     return TimeGrid(points.alias(column), step)
 
 
-def block_grid(times: pl.Series, block: int, freq: str | None) -> TimeGrid | None:
-    """Fast check of the canonical layout: ``times`` is one regular grid repeated, ``block`` rows each.
+def block_grid(times: pl.Series, freq: str | None) -> TimeGrid | None:
+    """Fast check of the canonical layout: ``times`` is one regular grid repeated block after block.
 
-    Returns the grid when every block of ``block`` consecutive rows is exactly
-    ``times[0], times[0] + step, ...`` (step from ``freq``, or the first difference); ``None``
-    when the rows are in any other form, so that the caller falls back to the general checks.
-    Only fixed steps are tried here; calendar steps go the general way.
+    The grid runs from the smallest to the largest time with the step of ``freq`` (or the first
+    difference). Returns it when every block of ``n_steps`` consecutive rows is exactly
+    ``start, start + step, ..., end``; ``None`` when the rows are in any other form, so that the
+    caller falls back to the general checks. Only fixed steps are tried here.
     """
-    if block < 2 or times.len() % block:
+    n = times.len()
+    if n < 2:
         return None
     integer_time = times.dtype.is_integer()
     phys = times.to_physical()
@@ -316,18 +317,22 @@ def block_grid(times: pl.Series, block: int, freq: str | None) -> TimeGrid | Non
     native = _native_amount(step, times.dtype)
     if native is None:
         return None
-    # Every block must start at times[0] and end at times[0] + (block - 1) * step. The diffs across
-    # block boundaries are then <= 0, never equal to the step, so "all other diffs equal the step"
-    # is the same as "exactly n - n_blocks diffs equal the step".
-    n_blocks = times.len() // block
-    first, last = phys[0], phys[0] + (block - 1) * native
-    if not ((phys.gather_every(block) == first).all()
-            and (phys.gather_every(block, offset=block - 1) == last).all()):
+    start, end = phys.min(), phys.max()
+    if (end - start) % native:
+        return None
+    block = (end - start) // native + 1
+    if n % block or block < 2 or block > MAX_STEPS:
+        return None
+    # Every block must begin at start and finish at end. The diffs across block boundaries are then
+    # start - end < 0, never the step, so "all other diffs equal the step" is the same as
+    # "exactly n - n_blocks diffs equal the step".
+    if not ((phys.gather_every(block) == start).all()
+            and (phys.gather_every(block, offset=block - 1) == end).all()):
         return None
     steps = pl.DataFrame({"p": phys}).select((pl.col("p").diff() == native).sum()).item()
-    if steps != times.len() - n_blocks:
+    if steps != n - n // block:
         return None
-    return TimeGrid(_grid_points(times[0], times[block - 1], step, times.dtype), step)
+    return TimeGrid(_grid_points(times.min(), times.max(), step, times.dtype), step)
 
 
 def _native_amount(step: Step, dtype: pl.DataType) -> int | None:

@@ -10,6 +10,7 @@ series, which is basic composition of the per-series budgets.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -19,7 +20,7 @@ from tsdp.accounting.budget import check_epsilon
 from tsdp.accounting.claim import MechanismEvent, PrivacyClaim
 from tsdp.accounting.sensitivity import ContributionBounds, privacy_unit
 from tsdp.errors import UsageError
-from tsdp.mechanisms.noise import gaussian_noise, laplace_noise
+from tsdp.mechanisms.noise import PrefetchedNormals, gaussian_noise, laplace_noise
 
 LAPLACE_THEOREM = "Dwork, McSherry, Nissim and Smith 2006; Dwork and Roth 2014, Theorem 3.6 (Laplace mechanism)"
 CALIBRATIONS = ("analytic", "classic")
@@ -95,14 +96,19 @@ def gaussian_sigma(
 
 
 def release_gaussian(
-    values: np.ndarray,
+    values: np.ndarray | Sequence[np.ndarray],
     panel: Panel,
     epsilon: float,
     delta: float,
     rng: np.random.Generator,
     calibration: str = "analytic",
+    prefetched: PrefetchedNormals | None = None,
 ) -> Release:
-    """Add N(0, sigma^2) to every cell, sigma calibrated to the panel's L2 sensitivity."""
+    """Add N(0, sigma^2) to every cell, sigma calibrated to the panel's L2 sensitivity.
+
+    ``values`` is an array, or a sequence of 1-D chunks of the flat panel (see :func:`_add`).
+    ``prefetched`` standard normals, drawn before the data was read, may supply the noise.
+    """
     l2 = panel.bounds.l2(panel.n_series, panel.n_steps)
     sigma, theorem, warnings = gaussian_sigma(epsilon, delta, l2, calibration)
     parameters = {
@@ -130,15 +136,16 @@ def release_gaussian(
         events=(MechanismEvent("gaussian", l2, sigma, 1),),
         parameters=parameters,
     )
-    noisy = gaussian_noise(rng, sigma, values.size).reshape(values.shape)
-    noisy += values
-    return Release(noisy, claim, tuple(warnings))
+    return Release(_add(values, gaussian_noise(rng, sigma, _size(values), prefetched)), claim, tuple(warnings))
 
 
 def release_laplace(
-    values: np.ndarray, panel: Panel, epsilon: float, rng: np.random.Generator
+    values: np.ndarray | Sequence[np.ndarray], panel: Panel, epsilon: float, rng: np.random.Generator
 ) -> Release:
-    """Add Laplace(0, b) to every cell with ``b = L1 / epsilon`` (pure epsilon-DP)."""
+    """Add Laplace(0, b) to every cell with ``b = L1 / epsilon`` (pure epsilon-DP).
+
+    ``values`` is an array, or a sequence of 1-D chunks of the flat panel (see :func:`_add`).
+    """
     check_epsilon(epsilon)
     cells = panel.bounds.cells(panel.n_series, panel.n_steps)
     l1 = panel.bounds.l1(panel.n_series, panel.n_steps)
@@ -161,6 +168,25 @@ def release_laplace(
             "composition": panel.composition,
         },
     )
-    noisy = laplace_noise(rng, scale, values.size).reshape(values.shape)
-    noisy += values
-    return Release(noisy, claim)
+    return Release(_add(values, laplace_noise(rng, scale, _size(values))), claim)
+
+
+def _size(values) -> int:
+    return values.size if isinstance(values, np.ndarray) else sum(len(c) for c in values)
+
+
+def _add(values, noise: np.ndarray) -> np.ndarray:
+    """``values + noise`` computed in the noise buffer (no extra copy of the data).
+
+    ``values`` is an array (the result has its shape) or a sequence of 1-D arrays, the columnar
+    chunks whose concatenation is the flat panel (the result is then 1-D).
+    """
+    if isinstance(values, np.ndarray):
+        noise = noise.reshape(values.shape)
+        noise += values
+        return noise
+    offset = 0
+    for chunk in values:
+        noise[offset:offset + len(chunk)] += chunk
+        offset += len(chunk)
+    return noise

@@ -19,25 +19,62 @@ import numpy as np
 CHUNK = 1 << 20
 
 
-def _fill_chunked(rng: np.random.Generator, size: int, fill) -> np.ndarray:
+def _start_chunked(rng: np.random.Generator, size: int, fill):
+    """Start filling a new float64 array of ``size`` by chunks; return it and the pending work."""
     out = np.empty(size, dtype=np.float64)
     if size <= CHUNK:
         fill(rng, out)
-        return out
+        return out, None
     starts = range(0, size, CHUNK)
     children = rng.spawn(len(starts))
-    workers = min(len(children), os.cpu_count() or 1)
+    pool = ThreadPoolExecutor(max_workers=min(len(children), os.cpu_count() or 1))
+    futures = [pool.submit(fill, child, out[k:k + CHUNK]) for child, k in zip(children, starts)]
+    pool.shutdown(wait=False)
+    return out, futures
 
-    def work(k: int) -> None:
-        fill(children[k], out[starts[k]:starts[k] + CHUNK])
 
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        list(pool.map(work, range(len(children))))
+def _finish(futures) -> None:
+    for future in futures or ():
+        future.result()
+
+
+def _fill_chunked(rng: np.random.Generator, size: int, fill) -> np.ndarray:
+    out, futures = _start_chunked(rng, size, fill)
+    _finish(futures)
     return out
 
 
-def gaussian_noise(rng: np.random.Generator, sigma: float, size: int) -> np.ndarray:
-    """Independent N(0, sigma^2) draws."""
+def _standard_normal(gen: np.random.Generator, buf: np.ndarray) -> None:
+    gen.standard_normal(out=buf)
+
+
+class PrefetchedNormals:
+    """Standard normal draws started in background threads before they are needed.
+
+    The draws do not depend on the data, so they can be made while the data is read and checked.
+    :meth:`take` waits for them. If the number of cells turns out different from the one expected
+    (missing steps were filled), the draws are discarded and :meth:`take` draws afresh.
+    """
+
+    def __init__(self, rng: np.random.Generator, size: int) -> None:
+        self._rng = rng
+        self._out, self._futures = _start_chunked(rng, size, _standard_normal)
+
+    def take(self, size: int) -> np.ndarray:
+        _finish(self._futures)
+        out, self._out = self._out, None
+        if out is None or out.size != size:
+            return _fill_chunked(self._rng, size, _standard_normal)
+        return out
+
+
+def gaussian_noise(rng: np.random.Generator, sigma: float, size: int,
+                   prefetched: PrefetchedNormals | None = None) -> np.ndarray:
+    """Independent N(0, sigma^2) draws (from ``prefetched`` standard normals when given)."""
+    if prefetched is not None:
+        out = prefetched.take(size)
+        out *= sigma
+        return out
 
     def fill(gen: np.random.Generator, buf: np.ndarray) -> None:
         gen.standard_normal(out=buf)
