@@ -329,10 +329,23 @@ def block_grid(times: pl.Series, freq: str | None) -> TimeGrid | None:
     if not ((phys.gather_every(block) == start).all()
             and (phys.gather_every(block, offset=block - 1) == end).all()):
         return None
-    steps = pl.DataFrame({"p": phys}).select((pl.col("p").diff() == native).sum()).item()
-    if steps != n - n // block:
+    if _count_diffs_equal(phys, native) != n - n // block:
         return None
     return TimeGrid(_grid_points(times.min(), times.max(), step, times.dtype), step)
+
+
+def _count_diffs_equal(values: pl.Series, amount: int) -> int:
+    """How many consecutive differences of ``values`` equal ``amount`` (chunk by chunk, no copy)."""
+    count, previous = 0, None
+    for chunk in values.get_chunks():
+        arr = chunk.to_numpy()
+        if not arr.size:
+            continue
+        count += int(np.count_nonzero(np.diff(arr) == amount))
+        if previous is not None and arr[0] - previous == amount:
+            count += 1
+        previous = arr[-1]
+    return count
 
 
 def _native_amount(step: Step, dtype: pl.DataType) -> int | None:
