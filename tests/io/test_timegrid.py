@@ -355,3 +355,9 @@ def test_huge_grids_are_refused_before_they_are_built():
     with pytest.raises(NumericalError):
         build_grid(pl.Series("t", [0, 10 * MAX_STEPS]), "t", "1", True)
     assert build_grid(pl.Series("t", [0, MAX_STEPS - 1]), "t", "1", True).n_steps == MAX_STEPS
+
+
+@pytest.mark.parametrize("text", ["1/2/2024", "02/01/2024 10:00", "2024/01/02", "Jan 2 2024"])
+def test_non_iso_timestamps_are_refused_not_guessed(text):
+    with pytest.raises(DataError, match="ISO 8601"):
+        parse_time_column(pl.DataFrame({"t": ["2024-01-01", text]}), "t")

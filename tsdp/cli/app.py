@@ -80,7 +80,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _usage_message(exc: typer.TyperException) -> str:
-    message = exc.format_message().replace("\n", " ")
+    # Typer validates choices through pydantic, whose messages start with "Value error, ".
+    message = exc.format_message().replace("\n", " ").replace("Value error, ", "")
     value = _rejected_value(exc)
     if value is not None and repr(value) not in message:
         message += f" (got {value!r})"

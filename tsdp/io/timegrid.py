@@ -107,12 +107,21 @@ def parse_time_column(df: pl.DataFrame, column: str) -> pl.DataFrame:
     return out
 
 
+ISO_DATETIME_FORMATS = (
+    "%Y-%m-%d %H:%M:%S%.f", "%Y-%m-%dT%H:%M:%S%.f", "%Y-%m-%d %H:%M", "%Y-%m-%dT%H:%M", "%Y-%m-%d",
+)
+
+
 def _to_datetime(texts: pl.Series) -> pl.Series:
-    """Parse strings as datetimes, null where unparseable (also when no value fits any format)."""
-    try:
-        return texts.str.to_datetime(strict=False, time_unit="us")
-    except pl.exceptions.ComputeError:  # polars found no format at all
-        return pl.Series(texts.name, [None] * texts.len(), dtype=pl.Datetime("us"))
+    """Parse strings as ISO 8601 datetimes (each value in any ISO layout), null where unparseable.
+
+    Only ISO layouts are accepted: a guessed format could read 01/02/2024 as either day first or
+    month first. The ISO layouts cannot be confused with one another, so they are combined.
+    """
+    frame = pl.DataFrame({"t": texts})
+    return frame.select(pl.coalesce([
+        pl.col("t").str.to_datetime(format=fmt, strict=False, time_unit="us") for fmt in ISO_DATETIME_FORMATS
+    ])).to_series().alias(texts.name)
 
 
 @dataclass(frozen=True)
