@@ -14,11 +14,13 @@ import os
 import sys
 import tomllib
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import typer
 
 from tsdp.errors import UsageError
+from tsdp.io.files import AtomicOutputs, check_output_path, table_format
+from tsdp.report import Report
 
 PATH_KEYS = {"input", "output", "report", "ledger", "secrets"}
 SUMMARY_ONLY = {"config"}
@@ -114,6 +116,50 @@ def default_report(output_path: str) -> str:
         raise UsageError("--report is required when the output goes to stdout (-o -)")
     p = Path(output_path)
     return str(p.with_name(p.stem + ".report.json"))
+
+
+def resolve_outputs(input_path: str, output: str | None, report: str | None, force: bool,
+                    json_summary: bool) -> tuple[str, str]:
+    """Default, check and return the (output, report) paths before any work is done.
+
+    Refuses unknown extensions, existing files without ``--force``, the input as an output, the
+    same path twice, and two things on stdout at once.
+    """
+    table_format(input_path, "INPUT")  # before the default output name is derived from it
+    output = output or default_output(input_path)
+    table_format(output, "--output")
+    if json_summary and output == "-":
+        raise UsageError("--json cannot be combined with -o -: stdout holds the released data; "
+                         "write the output to a file or drop --json")
+    report = report or default_report(output)
+    if report == "-" and (output == "-" or json_summary):
+        raise UsageError("--report -: stdout already holds the "
+                         + ("released data (-o -)" if output == "-" else "--json summary")
+                         + "; write the report to a file")
+    table_format(report, "--report", allowed=("json",))
+    for path, option in ((output, "--output"), (report, "--report")):
+        check_output_path(path, force, (input_path,), option)
+    if output != "-" and Path(output).resolve() == Path(report).resolve():
+        raise UsageError("--report must differ from --output")
+    return output, report
+
+
+def publish(frame, output: str, report_path: str, make_report: Callable[[dict], Report]) -> None:
+    """Write the output table and its report atomically: both appear, or neither does.
+
+    ``make_report`` receives the output's description (file name, format, sha256).
+    """
+    with AtomicOutputs() as outputs:
+        digest = outputs.stage_table(frame, output)
+        described = {"file": "<stdout>" if output == "-" else Path(output).name,
+                     "format": table_format(output, "--output"), "sha256": digest}
+        outputs.stage_bytes(make_report(described).to_json(), report_path)
+        outputs.commit()
+
+
+def display_name(path: str) -> str:
+    """What the report records for a file: its name only, or <stdin>/<stdout> for ``-``."""
+    return "<stdin>" if path == "-" else Path(path).name
 
 
 class Console:

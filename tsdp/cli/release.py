@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from enum import Enum
-from pathlib import Path
 from typing import Optional
 
 import polars as pl
@@ -13,9 +13,9 @@ from tsdp.accounting.budget import check_delta, check_epsilon
 from tsdp.accounting.sensitivity import ContributionBounds
 from tsdp.cli import common
 from tsdp.errors import UsageError
-from tsdp.io.events import EventCaps, aggregate_events
-from tsdp.io.files import AtomicOutputs, check_output_path, read_table, table_format
-from tsdp.io.layouts import load_long, load_wide
+from tsdp.io.events import EventCaps
+from tsdp.io.files import read_table
+from tsdp.io.load import InputSpec, load_input
 from tsdp.mechanisms import postprocess as post
 from tsdp.mechanisms.baseline import Panel, release_gaussian, release_laplace
 from tsdp.mechanisms.noise import PrefetchedNormals
@@ -97,84 +97,37 @@ def release(
         raise UsageError("--delta is required for --mechanism gaussian")
     if mechanism is Mechanism.laplace and delta is not None:
         raise UsageError("--delta does not apply to --mechanism laplace (pure epsilon-DP); remove it")
-    bounds = ContributionBounds(
+    declared = ContributionBounds(
         level=unit.value, max_per_step=max_per_step, max_steps=max_steps, w=w,
         series_per_unit=series_per_user, neighbouring=neighbouring.value,
     )
-    layout = layout or (Layout.events if user_col else Layout.long if value_col else Layout.wide)
-    table_format(input, "INPUT")  # before the default output name is derived from it
-    output = output or common.default_output(input)
-    table_format(output, "--output")
-    if json_summary and output == "-":
-        raise UsageError("--json cannot be combined with -o -: stdout holds the released data; "
-                         "write the output to a file or drop --json")
-    report = report or common.default_report(output)
-    if report == "-" and (output == "-" or json_summary):
-        raise UsageError("--report -: stdout already holds the "
-                         + ("released data (-o -)" if output == "-" else "--json summary")
-                         + "; write the report to a file")
-    table_format(report, "--report", allowed=("json",))
-    for path, option in ((output, "--output"), (report, "--report")):
-        check_output_path(path, force, (input,), option)
-    if Path(output).resolve() == Path(report).resolve() and output != "-":
-        raise UsageError("--report must differ from --output")
+    spec = InputSpec(
+        layout=layout.value if layout else None, time_col=time_col, value_col=value_col,
+        series_col=series_col, series_cols=common.split_list(series_cols), user_col=user_col,
+        series_keys=common.split_list(series_keys), start=start, end=end, freq=freq,
+        fill_missing=fill_missing is FillMissing.zero, allow_negative=allow_negative,
+    )
+    caps = _event_caps(declared, value_bound) if spec.resolved_layout == "events" else None
+    output, report = common.resolve_outputs(input, output, report, force, json_summary)
     console = common.Console(quiet, json_summary, stdout_taken="-" in (output, report))
     randomness = make_random_source(seed)
-    # Check the budget before touching the data.
-    release_fn = _mechanism(mechanism, epsilon, delta, calibration)
+    release_fn = _mechanism(mechanism, epsilon, delta, calibration)  # budget checked before the data
 
     with console.progress(4) as stage:
         stage("reading input")
         df = read_table(input)
         # Noise draws do not depend on the data: start them while the data is checked.
         prefetched = (PrefetchedNormals(randomness.generator, df.height)
-                      if mechanism is Mechanism.gaussian and layout is Layout.long else None)
+                      if mechanism is Mechanism.gaussian and spec.resolved_layout == "long" else None)
         stage("checking and aggregating")
-        diagnostics: dict = {}
-        notes: list[str] = []
-        if layout is Layout.events:
-            if user_col is None:
-                raise UsageError("--user-col is required for --layout events")
-            missing = [o for o, v in (("--freq", freq), ("--start", start), ("--end", end)) if v is None]
-            if missing:
-                raise UsageError(f"{', '.join(missing)} required for event input: the time grid must be public")
-            caps = EventCaps(
-                max_per_step=int(max_per_step) if unit is not Unit.event else None,
-                max_steps=max_steps if unit is Unit.user else None,
-                series_per_user=series_per_user if unit is not Unit.event else None,
-                value_bound=value_bound,
-            )
-            if unit is not Unit.event and max_per_step != int(max_per_step):
-                raise UsageError(f"--max-per-step must be a whole number of events for event input, got {max_per_step}")
-            agg = aggregate_events(df, user_col, time_col, freq, start, end, caps, series_col,
-                                   common.split_list(series_keys), value_col)
-            table, diagnostics = agg.table, agg.diagnostics
-            per_event = value_bound if value_col else 1.0
-            bounds = ContributionBounds(
-                level=bounds.level, max_per_step=per_event * (1 if unit is Unit.event else max_per_step),
-                max_steps=bounds.max_steps, w=bounds.w, series_per_unit=bounds.series_per_unit,
-                neighbouring=bounds.neighbouring,
-            )
-            notes.append("contribution bounds enforced by tsdp on the raw events, choosing rows by time, never by value")
-        else:
-            if user_col is not None:
-                raise UsageError("--user-col needs --layout events")
-            fill = fill_missing is FillMissing.zero
-            if layout is Layout.long:
-                if value_col is None:
-                    raise UsageError("--value-col is required for --layout long")
-                table = load_long(df, time_col, value_col, series_col, freq, fill, allow_negative)
-            else:
-                table = load_wide(df, time_col, common.split_list(series_cols), freq, fill, allow_negative)
-            if table.filled_cells:
-                diagnostics["filled_cells"] = table.filled_cells
-            if unit is not Unit.event:
-                notes.append(
-                    "contribution bounds were declared by the data steward and not enforced: "
-                    "the input is pre-aggregated, so the guarantee holds only if they are true"
-                )
-            notes.append("the series names and the time grid of the input are treated as public")
-        panel = Panel(table.n_series, table.n_steps, bounds, user_col, enforced=layout is Layout.events)
+        loaded = load_input(df, spec, caps)
+        table = loaded.table
+        bounds = replace(declared, max_per_step=caps.cell_bound()) if caps else declared
+        notes = list(loaded.notes)
+        if not loaded.enforced and unit is not Unit.event:
+            notes.insert(0, "contribution bounds were declared by the data steward and not enforced: "
+                            "the input is pre-aggregated, so the guarantee holds only if they are true")
+        panel = Panel(table.n_series, table.n_steps, bounds, user_col, enforced=loaded.enforced)
 
         stage("adding noise")
         result = release_fn(table.value_chunks(), panel, randomness.generator, prefetched)
@@ -183,24 +136,17 @@ def release(
 
         stage("writing output")
         warnings = list(result.warnings) + ([SEEDED_WARNING] if randomness.seeded else [])
-        with AtomicOutputs() as outputs:
-            frame = table.with_values_flat(released)
-            digest = outputs.stage_table(frame, output)
-            out_name = "<stdout>" if output == "-" else Path(output).name
-            rep = Report(
-                command="release",
-                parameters={**params, "input": "<stdin>" if input == "-" else Path(input).name,
-                            "output": out_name, "layout": layout.value},
-                claim=result.claim,
-                output={"file": out_name, "sha256": digest, "format": table_format(output, "--output"),
-                        "layout": table.layout},
-                randomness=randomness.label,
-                grid={"n_series": table.n_series, "n_steps": table.n_steps, "freq": table.grid.freq,
-                      "start": table.grid.points[0], "end": table.grid.points[-1]},
-                notes=notes, warnings=warnings,
-            )
-            outputs.stage_bytes(rep.to_json(), report)
-            outputs.commit()
+        common.publish(table.with_values_flat(released), output, report, lambda described: Report(
+            command="release",
+            parameters={**params, "input": common.display_name(input),
+                        "output": described["file"], "layout": spec.resolved_layout},
+            claim=result.claim,
+            output={**described, "layout": table.layout},
+            randomness=randomness.label,
+            grid={"n_series": table.n_series, "n_steps": table.n_steps, "freq": table.grid.freq,
+                  "start": table.grid.points[0], "end": table.grid.points[-1]},
+            notes=notes, warnings=warnings,
+        ))
 
     for message in warnings:
         console.warn(message)
@@ -212,13 +158,29 @@ def release(
         "series": table.n_series, "steps": table.n_steps, "freq": table.grid.freq,
         "unit": claim.unit.neighbouring, "theorem": claim.theorem,
     }
-    if diagnostics:
-        summary["diagnostics (not private, do not publish)"] = diagnostics
+    if loaded.diagnostics:
+        summary["diagnostics (not private, do not publish)"] = loaded.diagnostics
     console.summary(summary, "tsdp release")
 
 
+def _event_caps(declared: ContributionBounds, value_bound: float | None) -> EventCaps:
+    """The caps tsdp enforces on raw events for the declared unit."""
+    if declared.level == "event":
+        return EventCaps(value_bound=value_bound)
+    if declared.max_per_step != int(declared.max_per_step):
+        raise UsageError(
+            f"--max-per-step must be a whole number of events for event input, got {declared.max_per_step}"
+        )
+    return EventCaps(
+        max_per_step=int(declared.max_per_step),
+        max_steps=declared.max_steps if declared.level == "user" else None,
+        series_per_user=declared.series_per_unit,
+        value_bound=value_bound,
+    )
+
+
 def _mechanism(mechanism: Mechanism, epsilon: float, delta: float | None, calibration: Calibration):
-    """Validate the budget up front and return ``f(values, panel, rng) -> Release``."""
+    """Validate the budget up front and return ``f(values, panel, rng, prefetched) -> Release``."""
     check_epsilon(epsilon)
     if mechanism is Mechanism.gaussian:
         check_delta(delta)

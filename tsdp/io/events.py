@@ -37,6 +37,12 @@ class EventCaps:
     series_per_user: int | None = None
     value_bound: float | None = None
 
+    def cell_bound(self) -> float:
+        """Largest total one user adds to one (series, bucket) cell once the caps are enforced:
+        at most ``max_per_step`` events (one if uncapped, as for event-level units), each worth at
+        most ``value_bound`` (1 for counts)."""
+        return (self.max_per_step or 1) * (self.value_bound or 1.0)
+
 
 @dataclass
 class EventAggregation:
