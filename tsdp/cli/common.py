@@ -77,7 +77,10 @@ ConfigOption = typer.Option(
     None, "--config", help="TOML file with option values (command-line flags win).",
     is_eager=True, callback=load_config, metavar="FILE",
 )
-OutputOption = typer.Option(None, "-o", "--output", help="Output file (.csv/.parquet, or - for stdout).")
+OutputOption = typer.Option(
+    None, "-o", "--output",
+    help="Output file (.csv/.parquet, or - for stdout) [default: INPUT_NAME.released.EXT in the current directory].",
+)
 ReportOption = typer.Option(None, "--report", help="Privacy report path [default: OUTPUT with .report.json].")
 SeedOption = typer.Option(None, "--seed", help="Fixed seed for tests and experiments; such output must not be published.", min=0)
 ForceOption = typer.Option(False, "--force", help="Overwrite existing output files.")
@@ -213,10 +216,11 @@ class Console:
         table = Table(title=title, show_header=False, title_justify="left")
         table.add_column("field", style="bold")
         table.add_column("value")
-        for key, val in data.items():
+        def fmt(val: Any) -> str:
             if isinstance(val, dict):
-                val = ", ".join(f"{k}={v}" for k, v in val.items())
-            elif isinstance(val, float):
-                val = f"{val:.6g}"
-            table.add_row(key.replace("_", " "), str(val))
+                return ", ".join(f"{k}={fmt(v)}" for k, v in val.items())
+            return f"{val:.6g}" if isinstance(val, float) else str(val)
+
+        for key, val in data.items():
+            table.add_row(key.replace("_", " "), fmt(val))
         RichConsole(stderr=self.stdout_taken, soft_wrap=True).print(table)
