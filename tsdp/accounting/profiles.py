@@ -292,6 +292,25 @@ class WeightedWithPerfect(Profile):
         return self.inner.max_loss()
 
 
+@dataclass(frozen=True)
+class Truncated(Profile):
+    """``(1 - omega) * inner + omega``: mixture with a pair of disjoint supports of weight omega.
+
+    Used when a mixture's negligible components (total weight omega) are dropped: by joint
+    convexity the full pair's profile is at most this one (the dropped part counts as fully
+    distinguishable, so the bound stays an upper bound).
+    """
+
+    inner: Profile
+    omega: float
+
+    def delta_nonnegative(self, eps):
+        return (1 - self.omega) * self.inner.delta_nonnegative(eps) + self.omega
+
+    def max_loss(self):
+        return self.inner.max_loss()
+
+
 def _components(weights, means) -> tuple[np.ndarray, np.ndarray]:
     w = np.asarray(weights, dtype=float)
     m = np.asarray(means, dtype=float)

@@ -1,0 +1,431 @@
+"""Privacy amplification by structured subsampling for DP-SGD forecasting.
+
+Schuchardt, Dalirrooyfard, Guzelkabaagac, Schneider, Nevmyvaka and Guennemann, "Privacy
+Amplification by Structured Subsampling for Deep Differentially Private Time Series Forecasting"
+(ICML 2025). A batch takes N' = B / lambda series (top level) and lambda windows of length
+L_C + L_F from each (bottom level, after front-padding L_C zeros); a protected unit (w-event or
+w-user) lies in at most k windows of its series:
+
+    T = L - L_F + 1,   k = min(L_C + L_F + w - 1, T) (w-event) or min(w (L_C + L_F), T) (w-user),
+    r = k / T (WR bottom level),   r_P = min(1, lambda / T) (Poisson bottom level),
+    rho = N' / N (top-level inclusion),   phi = L_F / (L_C + L_F).
+
+Per composition (a step for WOR or Poisson top levels, an epoch for deterministic or shuffled
+iteration) the dominating pair is, in units of the clipping norm and with sigma the noise
+multiplier (table of spec section 2.9):
+
+    top        bottom   lambda  upper bound (guarantee)                 lower bound
+    iteration  WR       1       Thm 4.2: (1-r)N(0) + rN(2) vs N(0)      = (tight)
+    iteration  WR       >1      Thm E.1: double mixture Bin(j;lambda,r) at +-2j   Thm 4.3
+    iteration  Poisson  any     Thm E.8: double mixture Bin(j;k,r_P) at +-j       = (tight)
+    WOR        WR       1       Thm 4.4: (1-rho r)N(0) + rho r N(2) vs N(0)       = (tight)
+    WOR        WR       >1      Thm F.1: rho E.1 + (1-rho)(1-e^eps)_+            Thm F.7
+    WOR        Poisson  any     Thm F.2: rho E.8 + (1-rho)(1-e^eps)_+            Thm F.8
+    WOR + label/context noise, WR, lambda=1, w=1: Thm G.1 with rho r [phi tau_F + (1-phi) tau_C]
+
+with mixture-vs-Gaussian pairs read through the switching construction (Lemma D.10). Lower bounds
+are optimistic and never a guarantee. A Poisson top level is accounted like WOR with inclusion
+probability rho: the conditioning on the modified series being sampled (Lemma F.3) is the same
+for independent inclusion.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy import stats
+
+from tsdp.accounting.pld import DEFAULT_DISCRETIZATION, DiscretePLD, pld_from_profile
+from tsdp.accounting.profiles import DoubleMixture, MixtureVsGaussian, Profile, Truncated, WeightedWithPerfect
+from tsdp.errors import NumericalError, UsageError
+
+TOP_LEVELS = ("wor", "poisson", "deterministic", "shuffle")
+BOTTOM_LEVELS = ("wr", "poisson")
+UNITS = ("event", "user")
+BOUNDS = ("upper", "lower")
+BINOMIAL_TAIL = 1e-30  # binomial mass dropped from mixtures, accounted as blatant non-privacy
+PAPER = "Schuchardt et al. 2025"
+
+
+@dataclass(frozen=True)
+class DpSgdSetting:
+    """The data geometry, batching and noise of a DP-SGD forecasting run."""
+
+    n_series: int
+    length: int
+    context: int
+    horizon: int
+    batch_size: int
+    noise_multiplier: float
+    top: str = "wor"
+    bottom: str = "wr"
+    instances: int = 1
+    unit: str = "event"
+    w: int = 1
+    label_noise: float = 0.0
+    context_noise: float = 0.0
+    value_bound: float | None = None
+
+    def __post_init__(self) -> None:
+        _check_int("--series", self.n_series, 1)
+        _check_int("--length", self.length, 1)
+        _check_int("--context", self.context, 0)
+        _check_int("--horizon", self.horizon, 1)
+        _check_int("--batch-size", self.batch_size, 1)
+        _check_int("--instances", self.instances, 1)
+        _check_int("--w", self.w, 1)
+        if self.top not in TOP_LEVELS:
+            raise UsageError(f"--top must be one of {', '.join(TOP_LEVELS)}, got {self.top!r}")
+        if self.bottom not in BOTTOM_LEVELS:
+            raise UsageError(f"--bottom must be one of {', '.join(BOTTOM_LEVELS)}, got {self.bottom!r}")
+        if self.unit not in UNITS:
+            raise UsageError(f"--unit must be one of {', '.join(UNITS)}, got {self.unit!r}")
+        if self.context > self.length:
+            raise UsageError(f"--context {self.context} is longer than the series (--length {self.length})")
+        if self.horizon > self.length:
+            raise UsageError(f"--horizon {self.horizon} is longer than the series (--length {self.length})")
+        if not (self.noise_multiplier > 0 and math.isfinite(self.noise_multiplier)):
+            raise UsageError(f"--noise-multiplier must be finite and > 0, got {self.noise_multiplier}")
+        if self.batch_size % self.instances:
+            raise UsageError(
+                f"--instances {self.instances} must divide --batch-size {self.batch_size} "
+                "(the batch holds batch-size / instances series)"
+            )
+        if self.selected > self.n_series:
+            raise UsageError(
+                f"--batch-size {self.batch_size} with --instances {self.instances} selects "
+                f"{self.selected} series, more than the dataset's {self.n_series}"
+            )
+        if self.bottom == "poisson" and self.instances > self.windows:
+            raise UsageError(
+                f"--instances {self.instances} exceeds the {self.windows} window start positions "
+                "(Poisson bottom-level rate would exceed 1)"
+            )
+        self._check_augmentation()
+
+    def _check_augmentation(self) -> None:
+        for name, value in (("--label-noise", self.label_noise), ("--context-noise", self.context_noise)):
+            if not (value >= 0 and math.isfinite(value)):
+                raise UsageError(f"{name} must be finite and >= 0, got {value}")
+        if not self.augmented:
+            return
+        if self.value_bound is None or not self.value_bound > 0:
+            raise UsageError("--value-bound V > 0 is required with --label-noise/--context-noise")
+        if self.top != "wor" or self.bottom != "wr" or self.instances != 1:
+            raise UsageError(
+                "label/context noise is covered only for --top wor --bottom wr --instances 1 "
+                "(Schuchardt et al., Theorem G.1)"
+            )
+        if self.w != 1:
+            raise UsageError(f"label/context noise is covered only for --w 1, got --w {self.w} (Theorem G.1)")
+
+    # --- geometry -------------------------------------------------------------------------------
+    @property
+    def augmented(self) -> bool:
+        return self.label_noise > 0 or self.context_noise > 0
+
+    @property
+    def windows(self) -> int:
+        """T = L - L_F + 1 admissible window start positions."""
+        return self.length - self.horizon + 1
+
+    @property
+    def affected_windows(self) -> int:
+        """k: windows of its series that contain the protected unit (App. I.2), at most T."""
+        span = self.context + self.horizon
+        raw = span + self.w - 1 if self.unit == "event" else self.w * span
+        return max(0, min(raw, self.windows))
+
+    @property
+    def selected(self) -> int:
+        """N' = B / lambda series per batch."""
+        return self.batch_size // self.instances
+
+    @property
+    def step_level(self) -> bool:
+        return self.top in ("wor", "poisson")
+
+    @property
+    def rho(self) -> float:
+        return self.selected / self.n_series if self.step_level else 1.0
+
+    @property
+    def steps_per_epoch(self) -> int:
+        return max(1, (self.n_series * self.instances) // self.batch_size)
+
+    @property
+    def phi(self) -> float:
+        return self.horizon / (self.context + self.horizon)
+
+    def geometry(self) -> dict:
+        t, k = self.windows, self.affected_windows
+        out = {"T": t, "k": k, "r": k / t, "rho": self.rho, "q": self.rho * k / t, "phi": self.phi,
+               "series_per_batch": self.selected, "steps_per_epoch": self.steps_per_epoch}
+        if self.bottom == "poisson":
+            out["r_poisson"] = min(1.0, self.instances / t)
+        if self.augmented:
+            out["tau_label"] = tvd_unit_shift(self.label_noise)
+            out["tau_context"] = tvd_unit_shift(self.context_noise)
+        return out
+
+    def warnings(self) -> list[str]:
+        if self.windows < self.context + self.horizon:
+            return [f"short series: T = {self.windows} < L_C + L_F = {self.context + self.horizon}; "
+                    "k is clipped to T (Schuchardt et al., App. I.1), and the tightness statements "
+                    "of the paper assume T >= L_C + L_F"]
+        return []
+
+
+@dataclass(frozen=True)
+class Derivation:
+    """Which theorem gives the per-composition pair, and what kind of bound it is."""
+
+    theorem: str
+    bound: str  # "upper" or "lower"
+    tight: bool
+    form: str
+    accounting_unit: str  # "step" or "epoch"
+
+    @property
+    def is_guarantee(self) -> bool:
+        return self.bound == "upper"
+
+
+def tvd_unit_shift(sigma: float) -> float:
+    """tau = TV(N(0, sigma^2), N(1, sigma^2)) = 2 Phi(1 / (2 sigma)) - 1 (1 when sigma = 0)."""
+    if sigma == 0:
+        return 1.0
+    return float(2 * stats.norm.cdf(1 / (2 * sigma)) - 1)
+
+
+def binomial_weights(n: int, p: float) -> tuple[np.ndarray, float]:
+    """Bin(j; n, p) for j = 0..J, dropping the upper tail beyond J (mass <= 1e-30), and that mass."""
+    j = np.arange(n + 1)
+    pmf = stats.binom.pmf(j, n, p)
+    tail = stats.binom.sf(j, n, p)  # P(J > j)
+    cut = int(np.argmax(tail <= BINOMIAL_TAIL)) if np.any(tail <= BINOMIAL_TAIL) else n
+    return pmf[: cut + 1], float(max(tail[cut], 0.0))
+
+
+def composition_profile(setting: DpSgdSetting, bound: str = "upper") -> tuple[Profile, Derivation]:
+    """The per-composition dominating pair of ``setting`` as a privacy profile."""
+    if bound not in BOUNDS:
+        raise UsageError(f"--bound must be one of {', '.join(BOUNDS)}, got {bound!r}")
+    g = setting.geometry()
+    sigma, rho, lam = setting.noise_multiplier, g["rho"], setting.instances
+    unit = "step" if setting.step_level else "epoch"
+    levels = f"{setting.top} top level, {setting.bottom.upper() if setting.bottom == 'wr' else 'Poisson'} bottom level"
+
+    if setting.augmented:
+        if bound == "lower":
+            raise UsageError("no lower bound is known with label/context noise (Theorem G.1 is an upper bound)")
+        p2 = g["q"] * (g["phi"] * g["tau_label"] + (1 - g["phi"]) * g["tau_context"])
+        name = "4.5" if setting.label_noise == setting.context_noise else "G.1"
+        return (MixtureVsGaussian((1 - p2, p2), (0.0, 2.0), sigma),
+                Derivation(f"{PAPER}, Theorem {name} ({levels}, lambda=1, Gaussian augmentation)",
+                           "upper", False, "mixture-vs-gaussian (switching)", unit))
+
+    if setting.bottom == "wr":
+        r = g["r"]
+        if lam == 1:
+            q = rho * r
+            name = "4.4" if setting.step_level else "4.2"
+            return (MixtureVsGaussian((1 - q, q), (0.0, 2.0), sigma),
+                    Derivation(f"{PAPER}, Theorem {name} ({levels}, lambda=1; tight)", "upper", True,
+                               "mixture-vs-gaussian (switching)", unit))
+        weights, omega = binomial_weights(lam, r)
+        means = 2.0 * np.arange(weights.size)
+        if bound == "upper":
+            inner = _truncated(DoubleMixture(tuple(weights / weights.sum()), tuple(means), sigma), omega)
+            if setting.step_level:
+                return (WeightedWithPerfect(inner, rho),
+                        Derivation(f"{PAPER}, Theorem F.1 ({levels}, lambda={lam}; upper bound)",
+                                   "upper", False, "weighted double mixture", unit))
+            return inner, Derivation(f"{PAPER}, Theorem E.1 ({levels}, lambda={lam}; upper bound)",
+                                     "upper", False, "double mixture", unit)
+        w = rho * weights
+        w[0] += 1 - rho
+        name = "F.7" if setting.step_level else "4.3"
+        return (MixtureVsGaussian(tuple(w / w.sum()), tuple(means), sigma),
+                Derivation(f"{PAPER}, Theorem {name} ({levels}, lambda={lam}; optimistic LOWER bound, "
+                           "not a privacy guarantee)", "lower", False, "mixture-vs-gaussian (switching)", unit))
+
+    # Poisson bottom level
+    weights, omega = binomial_weights(g["k"], g["r_poisson"])
+    means = np.arange(weights.size, dtype=float)
+    if not setting.step_level:
+        return (_truncated(DoubleMixture(tuple(weights / weights.sum()), tuple(means), sigma), omega),
+                Derivation(f"{PAPER}, Theorem E.8 ({levels}; tight)", "upper", True, "double mixture", unit))
+    if bound == "upper":
+        inner = _truncated(DoubleMixture(tuple(weights / weights.sum()), tuple(means), sigma), omega)
+        return (WeightedWithPerfect(inner, rho),
+                Derivation(f"{PAPER}, Theorem F.2 ({levels}; upper bound)", "upper", False,
+                           "weighted double mixture", unit))
+    w = rho * weights
+    w[0] += 1 - rho
+    return (DoubleMixture(tuple(w / w.sum()), tuple(means), sigma),
+            Derivation(f"{PAPER}, Theorem F.8 ({levels}; optimistic LOWER bound, not a privacy guarantee)",
+                       "lower", False, "double mixture", unit))
+
+
+def standard_dpsgd_profile(setting: DpSgdSetting) -> Profile:
+    """Prop. C.1: DP-SGD on the flattened N*T windows with record-level substitution.
+
+    Not valid for event-level privacy: shown only for comparison.
+    """
+    q = min(1.0, setting.batch_size / (setting.n_series * setting.windows))
+    return MixtureVsGaussian((1 - q, q), (0.0, 2.0), setting.noise_multiplier)
+
+
+def compositions(setting: DpSgdSetting, steps: int | None = None, epochs: int | None = None) -> int:
+    """How many times the per-composition pair is composed for ``steps`` or ``epochs`` of training.
+
+    Step-level schemes compose once per step; iteration schemes once per epoch, a started epoch
+    counting as a whole one.
+    """
+    if (steps is None) == (epochs is None):
+        raise UsageError("give exactly one of --steps or --epochs")
+    count = steps if steps is not None else epochs
+    name = "--steps" if steps is not None else "--epochs"
+    _check_int(name, count, 1)
+    if setting.step_level:
+        return steps if steps is not None else epochs * setting.steps_per_epoch
+    return epochs if epochs is not None else math.ceil(steps / setting.steps_per_epoch)
+
+
+@dataclass
+class DpSgdAccount:
+    epsilon: float
+    delta: float
+    compositions: int
+    derivation: Derivation
+    setting: DpSgdSetting
+    checkpoints: list[tuple[int, float]] = field(default_factory=list)
+    standard_dpsgd_epsilon: float | None = None
+    warnings: list[str] = field(default_factory=list)
+
+
+def account_dpsgd(
+    setting: DpSgdSetting,
+    delta: float,
+    steps: int | None = None,
+    epochs: int | None = None,
+    bound: str = "upper",
+    discretization: float = DEFAULT_DISCRETIZATION,
+    checkpoints: int = 0,
+    compare_standard: bool = False,
+) -> DpSgdAccount:
+    """Epsilon after ``steps`` (or ``epochs``) of DP-SGD at ``delta``.
+
+    ``checkpoints`` > 0 also reports epsilon at that many evenly spaced composition counts.
+    """
+    from tsdp.accounting.budget import check_delta
+
+    check_delta(delta)
+    count = compositions(setting, steps, epochs)
+    profile, derivation = composition_profile(setting, bound)
+    base = pld_from_profile(profile, discretization)
+    marks = _checkpoint_counts(count, checkpoints)
+    history, current, done = [], None, 0
+    for mark in marks:
+        step_pld = base.self_compose(mark - done)
+        current = step_pld if current is None else current.compose(step_pld)
+        done = mark
+        history.append((mark, current.epsilon(delta)))
+    standard = None
+    if compare_standard:  # flattened DP-SGD composes once per step whatever the top level
+        std_steps = steps if steps is not None else epochs * setting.steps_per_epoch
+        standard = epsilon_after(pld_from_profile(standard_dpsgd_profile(setting), discretization),
+                                 std_steps, delta)
+    return DpSgdAccount(history[-1][1], delta, count, derivation, setting,
+                        history if checkpoints else [], standard, setting.warnings())
+
+
+def epsilon_after(base: DiscretePLD, count: int, delta: float) -> float:
+    return base.self_compose(count).epsilon(delta)
+
+
+def calibrate_noise(setting: DpSgdSetting, target_epsilon: float, delta: float, steps: int | None = None,
+                    epochs: int | None = None, discretization: float = DEFAULT_DISCRETIZATION,
+                    rtol: float = 1e-3) -> tuple[float, float]:
+    """Smallest noise multiplier (to ``rtol``) whose epsilon is at most ``target_epsilon``.
+
+    Bisection on log(sigma): epsilon decreases in sigma. Returns (sigma, its epsilon); the sigma
+    returned is always on the safe side of the target.
+    """
+    from tsdp.accounting.budget import check_delta, check_epsilon
+
+    check_epsilon(target_epsilon, "--target-epsilon")
+    check_delta(delta)
+    count = compositions(setting, steps, epochs)
+
+    def eps_at(sigma: float) -> float:
+        s = DpSgdSetting(**{**setting.__dict__, "noise_multiplier": sigma})
+        return epsilon_after(pld_from_profile(composition_profile(s, "upper")[0], discretization), count, delta)
+
+    lo, hi = 0.05, 1.0
+    while eps_at(hi) > target_epsilon:
+        lo, hi = hi, hi * 2
+        if hi > 1e4:
+            raise NumericalError(f"no noise multiplier up to 1e4 reaches epsilon {target_epsilon:g}")
+    while lo > 1e-3 and eps_at(lo) <= target_epsilon:
+        hi, lo = lo, lo / 2
+    while hi / lo > 1 + rtol:
+        mid = math.sqrt(lo * hi)
+        if eps_at(mid) <= target_epsilon:
+            hi = mid
+        else:
+            lo = mid
+    return hi, eps_at(hi)
+
+
+def max_compositions(setting: DpSgdSetting, target_epsilon: float, delta: float,
+                     discretization: float = DEFAULT_DISCRETIZATION, limit: int = 10_000_000) -> tuple[int, float]:
+    """Largest number of compositions (steps or epochs) whose epsilon stays within the target.
+
+    Returns (count, its epsilon); count 0 means even one composition exceeds the target.
+    """
+    from tsdp.accounting.budget import check_delta, check_epsilon
+
+    check_epsilon(target_epsilon, "--target-epsilon")
+    check_delta(delta)
+    base = pld_from_profile(composition_profile(setting, "upper")[0], discretization)
+    first = base.epsilon(delta)
+    if first > target_epsilon:
+        return 0, first
+    good, good_eps, bad = 1, first, None
+    while bad is None:
+        trial = min(good * 2, limit)
+        eps = epsilon_after(base, trial, delta)
+        if eps <= target_epsilon:
+            good, good_eps = trial, eps
+            if trial == limit:
+                return good, good_eps
+        else:
+            bad = trial
+    while bad - good > 1:
+        mid = (good + bad) // 2
+        eps = epsilon_after(base, mid, delta)
+        if eps <= target_epsilon:
+            good, good_eps = mid, eps
+        else:
+            bad = mid
+    return good, good_eps
+
+
+def _checkpoint_counts(total: int, checkpoints: int) -> list[int]:
+    if checkpoints <= 1:
+        return [total]
+    marks = np.unique(np.linspace(total / checkpoints, total, checkpoints).round().astype(int))
+    return [int(m) for m in marks if m >= 1]
+
+
+def _truncated(profile: Profile, omega: float) -> Profile:
+    return Truncated(profile, omega) if omega > 0 else profile
+
+
+def _check_int(name: str, value, minimum: int) -> None:
+    if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < minimum:
+        raise UsageError(f"{name} must be an integer >= {minimum}, got {value!r}")
