@@ -59,6 +59,28 @@ def schema() -> dict[str, Any]:
     return json.loads(text)
 
 
+def load_report(path: str) -> dict[str, Any]:
+    """Read a tsdp report and validate it against the schema (UsageError if missing, DataError if not a report)."""
+    from pathlib import Path
+
+    import jsonschema
+
+    from tsdp.errors import DataError, UsageError
+
+    p = Path(path)
+    if not p.is_file():
+        raise UsageError(f"REPORT: file {path!r} does not exist")
+    try:
+        data = json.loads(p.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise DataError(f"REPORT {path!r} is not JSON: {exc}") from None
+    errors = sorted(jsonschema.Draft202012Validator(schema()).iter_errors(data), key=lambda e: list(e.path))
+    if errors:
+        where = "/".join(str(x) for x in errors[0].path) or "(top level)"
+        raise DataError(f"REPORT {path!r} is not a valid {SCHEMA_ID} report: at {where}: {errors[0].message}")
+    return data
+
+
 def _plain(value: Any) -> Any:
     """JSON-ready copy: tuples to lists, numpy scalars to Python, non-finite floats refused."""
     if isinstance(value, dict):

@@ -158,3 +158,76 @@ def calibrate_dpsgd(
     for message in setting.warnings():
         console.warn(message)
     console.summary(summary, "tsdp account calibrate dpsgd")
+
+
+@app.command("compose")
+def compose(
+    reports: list[str] = typer.Argument(..., help="tsdp report files (JSON) of releases about the same people."),
+    delta: Optional[float] = typer.Option(None, "--delta", help="Total delta to read epsilon at [default: sum of the reports' deltas]."),
+    discretization: float = DiscretizationOpt,
+    json_summary: bool = common.JsonOption, quiet: bool = common.QuietOption,
+    config: Optional[str] = common.ConfigOption,
+) -> None:
+    """Compose the privacy claims of several reports: tightly through their mechanism events where
+    every report has them, otherwise by basic composition; says which."""
+    from tsdp.accounting.budget import check_delta
+    from tsdp.accounting.claim import PrivacyClaim
+    from tsdp.accounting.compose import compose_claims
+    from tsdp.report import load_report
+
+    if delta is not None:
+        check_delta(delta)
+    claims = [PrivacyClaim.from_dict(load_report(path)["claim"]) for path in reports]
+    result = compose_claims(claims, delta, discretization)
+    console = common.Console(quiet, json_summary, stdout_taken=False)
+    for message in result.warnings:
+        console.warn(message)
+    console.summary({"epsilon": result.epsilon, "delta": result.delta, "method": result.method,
+                     "reports": len(reports), "basic_composition_epsilon": result.basic_epsilon,
+                     "pld_composition_epsilon": result.tight_epsilon}, "tsdp account compose")
+
+
+@app.command("verify")
+def verify(
+    report: str = typer.Argument(..., help="tsdp report file (JSON)."),
+    max_epsilon: Optional[float] = typer.Option(None, "--max-epsilon", help="Fail if the claim's epsilon exceeds this."),
+    max_delta: Optional[float] = typer.Option(None, "--max-delta", help="Fail if the claim's delta exceeds this."),
+    output: Optional[str] = typer.Option(None, "--output", help="Released file whose sha256 must match the report."),
+    json_summary: bool = common.JsonOption, quiet: bool = common.QuietOption,
+    config: Optional[str] = common.ConfigOption,
+) -> None:
+    """Check a report for CI: well formed, an upper bound backed by its events, within the budget,
+    and (with --output) about exactly this file. Exit 0 when every check passes, 3 otherwise."""
+    from tsdp.accounting.claim import PrivacyClaim
+    from tsdp.accounting.compose import claim_backed_by_events, within_budget
+    from tsdp.errors import BudgetError
+    from tsdp.io.files import sha256_file
+    from tsdp.report import load_report
+
+    data = load_report(report)  # schema errors: exit 4
+    claim = PrivacyClaim.from_dict(data["claim"])
+    checks = [("schema", True, f"valid {data['schema']} report from tsdp {data['tool']['version']}")]
+    checks.append(("upper bound", claim.bound == "upper",
+                   "the claim is an upper bound" if claim.bound == "upper" else "the claim is a LOWER bound"))
+    backed, note = claim_backed_by_events(claim)
+    checks.append(("backed by events", backed, note))
+    problems = within_budget(claim, max_epsilon, max_delta)
+    checks.append(("budget", not problems, "; ".join(problems) or "within the given budget"))
+    if data["randomness"] == "seeded":
+        checks.append(("randomness", False, "the release used a fixed --seed and must not be published"))
+    if output is not None:
+        from pathlib import Path
+
+        if not Path(output).is_file():
+            raise UsageError(f"--output: file {output!r} does not exist")
+        digest = sha256_file(output)
+        checks.append(("output sha256", digest == data["output"]["sha256"],
+                       "matches" if digest == data["output"]["sha256"] else
+                       f"file has {digest[:16]}..., report says {data['output']['sha256'][:16]}..."))
+    console = common.Console(quiet, json_summary, stdout_taken=False)
+    console.summary({name: ("ok: " if ok else "FAILED: ") + note for name, ok, note in checks},
+                    f"tsdp account verify {report}")
+    failed = [f"{name}: {note}" for name, ok, note in checks if not ok]
+    if failed:
+        raise BudgetError(f"verification of {report!r} failed: {failed[0]}"
+                          + (f" (and {len(failed) - 1} more)" if len(failed) > 1 else ""))
