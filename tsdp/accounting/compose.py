@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from tsdp.accounting.claim import MechanismEvent, PrivacyClaim
 from tsdp.accounting.gaussian import delta_for_epsilon as gaussian_delta
-from tsdp.accounting.pld import DEFAULT_DISCRETIZATION, DiscretePLD, pld_from_profile
+from tsdp.accounting.pld import DEFAULT_DISCRETIZATION, TAIL_MASS, DiscretePLD, pld_from_profile, tail_mass_for
 from tsdp.accounting.profiles import GaussianProfile, LaplaceProfile
 from tsdp.errors import UsageError
 
@@ -22,12 +22,13 @@ TIGHT = ("PLD composition of the mechanism events (dominating pairs compose as p
          "Schuchardt et al. 2025, Lemma D.13), read off at the total delta")
 
 
-def event_pld(event: MechanismEvent, discretization: float = DEFAULT_DISCRETIZATION) -> DiscretePLD:
+def event_pld(event: MechanismEvent, discretization: float = DEFAULT_DISCRETIZATION,
+              tail_mass: float = TAIL_MASS) -> DiscretePLD:
     """The dominating PLD of one mechanism event (composed ``count`` times for Laplace)."""
     if event.kind == "gaussian":
         return pld_from_profile(GaussianProfile(event.sensitivity / event.noise), discretization)
     base = pld_from_profile(LaplaceProfile(event.sensitivity / event.noise), discretization)
-    return base.self_compose(event.count)
+    return base.self_compose(event.count, tail_mass)
 
 
 @dataclass
@@ -61,11 +62,11 @@ def compose_claims(claims: list[PrivacyClaim], delta: float | None = None,
                         "that are neighbours under every report's relation")
     tight = None
     if all(c.events for c in claims) and target > 0:
-        total = None
+        total, tail = None, tail_mass_for(target)
         for claim in claims:
             for event in claim.events:
-                pld = event_pld(event, discretization)
-                total = pld if total is None else total.compose(pld)
+                pld = event_pld(event, discretization, tail)
+                total = pld if total is None else total.compose(pld, tail)
         tight = total.epsilon(target)
     if delta is not None and delta < basic_delta and tight is None:
         raise UsageError(f"--delta {delta:g} is below the reports' total delta {basic_delta:g}, and not "

@@ -28,6 +28,12 @@ from tsdp.errors import NumericalError
 
 DEFAULT_DISCRETIZATION = 1e-3
 TAIL_MASS = 1e-15
+
+
+def tail_mass_for(delta: float) -> float:
+    """Tail mass dp-accounting may truncate per composition: the paper's 1e-15, and never more than
+    a thousandth of the target delta (truncated right tails go to infinite loss, pessimistically)."""
+    return min(TAIL_MASS, delta * 1e-3)
 MAX_GRID = 4_000_000  # points of one PMF (32 MB of float64)
 MAX_COMPOSED = 40_000_000  # predicted points of a composed PMF before truncation
 
@@ -67,7 +73,7 @@ class DiscretePLD:
     discretization: float
     compositions: int = 1
 
-    def self_compose(self, times: int) -> "DiscretePLD":
+    def self_compose(self, times: int, tail_mass: float = TAIL_MASS) -> "DiscretePLD":
         """The ``times``-fold composition, refused (exit 5) when it would not fit in memory.
 
         The composed losses concentrate on ``times * mean +- 12 sqrt(times) * std``; dp-accounting
@@ -83,11 +89,11 @@ class DiscretePLD:
                 f"composing {times:,} times would need a privacy-loss grid of about {width:,.0f} "
                 f"points; use --discretization {coarser:.2g} or coarser"
             )
-        composed = self.pld if times == 1 else self.pld.self_compose(times, tail_mass_truncation=TAIL_MASS)
+        composed = self.pld if times == 1 else self.pld.self_compose(times, tail_mass_truncation=tail_mass)
         return replace(self, pld=composed, compositions=self.compositions * times)
 
-    def compose(self, other: "DiscretePLD") -> "DiscretePLD":
-        return replace(self, pld=self.pld.compose(other.pld, tail_mass_truncation=TAIL_MASS),
+    def compose(self, other: "DiscretePLD", tail_mass: float = TAIL_MASS) -> "DiscretePLD":
+        return replace(self, pld=self.pld.compose(other.pld, tail_mass_truncation=tail_mass),
                        compositions=self.compositions + other.compositions)
 
     def epsilon(self, delta: float) -> float:

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import stats
 
-from tsdp.accounting.pld import DEFAULT_DISCRETIZATION, DiscretePLD, pld_from_profile
+from tsdp.accounting.pld import DEFAULT_DISCRETIZATION, DiscretePLD, pld_from_profile, tail_mass_for
 from tsdp.accounting.profiles import DoubleMixture, MixtureVsGaussian, Profile, Truncated, WeightedWithPerfect
 from tsdp.errors import NumericalError, UsageError
 
@@ -329,9 +329,10 @@ def account_dpsgd(
     base = pld_from_profile(profile, discretization)
     marks = _checkpoint_counts(count, checkpoints)
     history, current, done = [], None, 0
+    tail = tail_mass_for(delta)
     for mark in marks:
-        step_pld = base.self_compose(mark - done)
-        current = step_pld if current is None else current.compose(step_pld)
+        step_pld = base.self_compose(mark - done, tail)
+        current = step_pld if current is None else current.compose(step_pld, tail)
         done = mark
         history.append((mark, current.epsilon(delta)))
     standard = None
@@ -344,7 +345,7 @@ def account_dpsgd(
 
 
 def epsilon_after(base: DiscretePLD, count: int, delta: float) -> float:
-    return base.self_compose(count).epsilon(delta)
+    return base.self_compose(count, tail_mass_for(delta)).epsilon(delta)
 
 
 def calibrate_noise(setting: DpSgdSetting, target_epsilon: float, delta: float, steps: int | None = None,

@@ -1,0 +1,179 @@
+"""End-to-end tests of `tsdp account`: dpsgd, calibrate, compose and verify."""
+
+import json
+import math
+
+import pytest
+
+from tsdp.cli.app import main
+
+TRAFFIC = ["--series", "862", "--length", "14000", "--context", "192", "--horizon", "24",
+           "--batch-size", "128", "--delta", "1e-7"]
+SMALL = ["--series", "320", "--length", "20", "--context", "1", "--horizon", "1", "--batch-size", "32",
+         "--delta", "1e-5"]
+
+
+def run_json(capsys, *args):
+    code = main([*args, "--json"])
+    captured = capsys.readouterr()
+    return code, (json.loads(captured.out) if code == 0 else None), captured.err
+
+
+def test_dpsgd_traffic_setting(capsys):
+    code, out, _ = run_json(capsys, "account", "dpsgd", *TRAFFIC, "--noise-multiplier", "2", "--steps", "1000")
+    assert code == 0
+    assert out["epsilon"] == pytest.approx(0.6186, rel=0.005)
+    assert "Theorem 4.4" in out["theorem"] and out["is_privacy_guarantee"] is True
+    assert out["geometry"]["T"] == 13977 and out["geometry"]["k"] == 216
+
+
+def test_lower_bound_is_labelled_and_never_a_guarantee(capsys):
+    code, out, _ = run_json(capsys, "account", "dpsgd", *SMALL, "--noise-multiplier", "1", "--steps", "10",
+                            "--instances", "2", "--bound", "lower")
+    assert code == 0
+    assert out["is_privacy_guarantee"] is False
+    assert "epsilon" not in out and any("LOWER BOUND" in key for key in out)
+    code, upper, _ = run_json(capsys, "account", "dpsgd", *SMALL, "--noise-multiplier", "1", "--steps", "10",
+                              "--instances", "2")
+    lower_eps = next(v for k, v in out.items() if "LOWER BOUND" in k)
+    assert lower_eps <= upper["epsilon"] and "F.1" in upper["theorem"]
+
+
+def test_checkpoints_are_monotone(capsys):
+    code, out, _ = run_json(capsys, "account", "dpsgd", *SMALL, "--noise-multiplier", "1", "--steps", "200",
+                            "--checkpoints", "5")
+    eps = [out["checkpoints"][k] for k in sorted(out["checkpoints"], key=int)]
+    assert len(eps) == 5 and eps == sorted(eps) and eps[-1] == out["epsilon"]
+
+
+def test_epochs_for_iteration_compose_per_epoch(capsys):
+    _, out, _ = run_json(capsys, "account", "dpsgd", *SMALL, "--noise-multiplier", "1", "--epochs", "3",
+                         "--top", "shuffle")
+    assert out["compositions"] == 3 and "Theorem 4.2" in out["theorem"]
+    _, wor, _ = run_json(capsys, "account", "dpsgd", *SMALL, "--noise-multiplier", "1", "--epochs", "3")
+    assert wor["compositions"] == 30  # floor(320 / 32) steps per epoch
+
+
+def test_calibrate_noise_and_steps(capsys):
+    code, out, _ = run_json(capsys, "account", "calibrate", "dpsgd", *SMALL, "--target-epsilon", "2",
+                            "--steps", "100")
+    assert code == 0 and out["epsilon"] <= 2.0
+    sigma = out["noise_multiplier"]
+    _, check, _ = run_json(capsys, "account", "dpsgd", *SMALL, "--noise-multiplier", str(sigma * 0.995),
+                           "--steps", "100")
+    assert check["epsilon"] > 2.0  # calibrated to within 0.5%, on the safe side
+    code, out, _ = run_json(capsys, "account", "calibrate", "dpsgd", *SMALL, "--target-epsilon", "5",
+                            "--noise-multiplier", "1")
+    k = out["max_steps"]
+    assert k > 1
+    _, at_k, _ = run_json(capsys, "account", "dpsgd", *SMALL, "--noise-multiplier", "1", "--steps", str(k))
+    _, past_k, _ = run_json(capsys, "account", "dpsgd", *SMALL, "--noise-multiplier", "1", "--steps", str(k + 1))
+    assert at_k["epsilon"] <= 5.0 < past_k["epsilon"]
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--series", "10", "--length", "50", "--context", "60", "--horizon", "5", "--batch-size", "4"], "--context"),
+    (["--series", "10", "--length", "50", "--context", "5", "--horizon", "5", "--batch-size", "40"], "--batch-size"),
+    (["--series", "10", "--length", "50", "--context", "5", "--horizon", "5", "--batch-size", "5",
+      "--instances", "2"], "--instances"),
+    (["--series", "10", "--length", "50", "--context", "5", "--horizon", "5", "--batch-size", "4",
+      "--label-noise", "1", "--value-bound", "1", "--w", "2"], "--w"),
+    (["--series", "10", "--length", "50", "--context", "5", "--horizon", "5", "--batch-size", "4",
+      "--label-noise", "1"], "--value-bound"),
+])
+def test_bad_arguments_are_usage_errors(capsys, args, needle):
+    code = main(["account", "dpsgd", *args, "--noise-multiplier", "1", "--steps", "5", "--delta", "1e-5"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith("error:") and needle in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("extra", [["--noise-multiplier", "0"], ["--noise-multiplier", "-1"],
+                                   ["--noise-multiplier", "1", "--epochs", "2"], ["--noise-multiplier", "1", "--delta", "1"]])
+def test_bad_noise_steps_delta(capsys, extra):
+    args = ["account", "dpsgd", *SMALL, "--steps", "5", *extra]
+    assert main(args) == 2
+    assert capsys.readouterr().err.startswith("error:")
+
+
+@pytest.mark.parametrize("sigma,delta", [(0.3, 1e-15), (0.2, 1e-10), (5.0, 1e-15)])
+def test_extreme_budgets_answer_or_exit_5(capsys, sigma, delta):
+    code = main(["account", "dpsgd", *SMALL[:-2], "--delta", str(delta), "--noise-multiplier", str(sigma),
+                 "--steps", "50", "--json"])
+    captured = capsys.readouterr()
+    assert code in (0, 5), captured.err
+    if code == 0:
+        eps = json.loads(captured.out)["epsilon"]
+        assert math.isfinite(eps) and eps >= 0
+    else:
+        assert captured.err.startswith("error:") and ("--discretization" in captured.err or "--delta" in captured.err)
+
+
+@pytest.fixture
+def reports(tmp_path, repo_root):
+    out = {}
+    common = [str(repo_root / "sample_data/traffic_hourly.parquet"), "--value-col", "count", "--series-col",
+              "sensor", "--unit", "user", "--max-steps", "24", "--quiet"]
+    for name, extra in {"g1": ["--epsilon", "0.5", "--delta", "1e-6"], "g2": ["--epsilon", "0.5", "--delta", "1e-6"],
+                        "lap": ["--mechanism", "laplace", "--epsilon", "0.3"]}.items():
+        path = tmp_path / f"{name}.parquet"
+        assert main(["release", *common, *extra, "-o", str(path)]) == 0
+        out[name] = (tmp_path / f"{name}.report.json", path)
+    return out
+
+
+def test_compose_is_tighter_than_basic(capsys, reports):
+    code, out, _ = run_json(capsys, "account", "compose", str(reports["g1"][0]), str(reports["g2"][0]),
+                            str(reports["lap"][0]))
+    assert code == 0 and out["delta"] == pytest.approx(2e-6)
+    assert out["basic_composition_epsilon"] == pytest.approx(1.3)
+    assert out["epsilon"] < 1.3 and "PLD" in out["method"]
+
+
+def test_compose_falls_back_to_basic_without_events(capsys, reports, tmp_path):
+    data = json.loads(reports["g1"][0].read_text())
+    data["claim"]["events"] = []
+    bare = tmp_path / "bare.json"
+    bare.write_text(json.dumps(data))
+    code, out, _ = run_json(capsys, "account", "compose", str(bare), str(reports["g2"][0]))
+    assert code == 0 and out["epsilon"] == pytest.approx(1.0) and "basic" in out["method"]
+
+
+def test_compose_refuses_lip_and_lower_bounds(capsys, reports, tmp_path):
+    data = json.loads(reports["g1"][0].read_text())
+    data["claim"]["bound"] = "lower"
+    low = tmp_path / "low.json"
+    low.write_text(json.dumps(data))
+    assert main(["account", "compose", str(low), str(reports["g2"][0])]) == 2
+    assert "lower bound" in capsys.readouterr().err
+
+
+def test_verify_passes_and_fails(capsys, reports, tmp_path):
+    report, output = reports["g1"]
+    # seeded runs may not be published; these fixtures are not seeded
+    assert main(["account", "verify", str(report), "--max-epsilon", "0.5", "--max-delta", "1e-6",
+                 "--output", str(output), "--quiet"]) == 0
+    assert main(["account", "verify", str(report), "--max-epsilon", "0.4", "--quiet"]) == 3
+    assert "exceeds --max-epsilon" in capsys.readouterr().err
+    assert main(["account", "verify", str(report), "--output", str(reports["g2"][1]), "--quiet"]) == 3
+    assert "sha256" in capsys.readouterr().err
+    tampered = json.loads(report.read_text())
+    tampered["claim"]["epsilon"] = 0.1  # claims more privacy than its noise gives
+    fake = tmp_path / "fake.json"
+    fake.write_text(json.dumps(tampered))
+    assert main(["account", "verify", str(fake), "--quiet"]) == 3
+    assert "backed by events" in capsys.readouterr().err
+    (tmp_path / "junk.json").write_text("{not json")
+    assert main(["account", "verify", str(tmp_path / "junk.json")]) == 4
+    broken = dict(tampered)
+    broken.pop("output")
+    (tmp_path / "broken.json").write_text(json.dumps(broken))
+    assert main(["account", "verify", str(tmp_path / "broken.json")]) == 4
+
+
+def test_verify_fails_seeded_release(capsys, tmp_path, repo_root):
+    out = tmp_path / "s.parquet"
+    assert main(["release", str(repo_root / "sample_data/traffic_hourly.parquet"), "--value-col", "count",
+                 "--series-col", "sensor", "--unit", "event", "--epsilon", "1", "--delta", "1e-6",
+                 "--seed", "1", "-o", str(out), "--quiet"]) == 0
+    assert main(["account", "verify", str(tmp_path / "s.report.json"), "--quiet"]) == 3
+    assert "seed" in capsys.readouterr().err
