@@ -47,24 +47,29 @@ def _difference(log_a, log_b):
 def solve_increasing(fun, target, lo, hi, iterations: int = 200):
     """Vectorised root of an increasing function: ``fun(x) = target`` on brackets ``[lo, hi]``.
 
-    ``fun(x)`` returns ``(value, derivative)``. Newton steps are taken when they stay inside the
-    bracket, bisection otherwise; the bracket shrinks every iteration, so the result is within
-    floating-point resolution of the root whatever the starting point.
+    ``fun(x)`` returns ``(value, derivative)`` for an array of points. Newton steps are taken when
+    they stay inside the bracket, bisection otherwise; the bracket shrinks every iteration, so each
+    point ends within floating-point resolution of its root. Converged points leave the active set.
     """
+    target = np.array(target, dtype=float)
     lo, hi = np.array(lo, dtype=float), np.array(hi, dtype=float)
     x = 0.5 * (lo + hi)
+    active = np.arange(x.size)
     for _ in range(iterations):
-        value, slope = fun(x)
-        above = value > target
-        hi = np.where(above, x, hi)
-        lo = np.where(above, lo, x)
+        if active.size == 0:
+            break
+        xa, la, ha = x[active], lo[active], hi[active]
+        value, slope = fun(xa)
+        above = value > target[active]
+        ha = np.where(above, xa, ha)
+        la = np.where(above, la, xa)
         with np.errstate(divide="ignore", invalid="ignore"):
-            newton = x - (value - target) / slope
-        inside = np.isfinite(newton) & (newton > lo) & (newton < hi)
-        x_new = np.where(inside, newton, 0.5 * (lo + hi))
-        if np.all(np.abs(x_new - x) <= 4e-16 * np.maximum(1.0, np.abs(x))):
-            return x_new
-        x = x_new
+            newton = xa - (value - target[active]) / slope
+        inside = np.isfinite(newton) & (newton > la) & (newton < ha)
+        new = np.where(inside, newton, 0.5 * (la + ha))
+        done = (np.abs(new - xa) <= 4e-16 * np.maximum(1.0, np.abs(xa))) | (ha - la <= 4e-16 * np.maximum(1.0, np.abs(xa)))
+        x[active], lo[active], hi[active] = new, la, ha
+        active = active[~done]
     return x
 
 
