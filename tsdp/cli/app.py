@@ -12,6 +12,8 @@ import sys
 import typer
 
 from tsdp import __version__
+from tsdp.cli.account import app as account_app
+from tsdp.cli.ledger import ledger_app
 from tsdp.cli.release import release
 from tsdp.errors import TsdpError
 
@@ -25,6 +27,8 @@ app = typer.Typer(
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 app.command("release")(release)
+app.add_typer(account_app, name="account")
+app.add_typer(ledger_app, name="ledger")
 
 
 def _version(value: bool) -> None:
@@ -87,7 +91,7 @@ def _usage_message(exc: typer.TyperException) -> str:
         message += f" (got {value!r})"
     ctx = getattr(exc, "ctx", None)
     if exc.exit_code == 2 and ctx is not None:
-        message += f" (see 'tsdp {ctx.info_name} --help')" if ctx.info_name != "tsdp" else " (see 'tsdp --help')"
+        message += f" (see '{ctx.command_path} --help')"
     return message
 
 

@@ -1,8 +1,9 @@
 """Machinery shared by every subcommand: config files, output naming, progress and summaries.
 
 Every option can come from ``--config FILE.toml`` (DESIGN.md section 4). The file holds top-level
-``key = value`` pairs, or a table named after the command (``[release]``), with option names
-spelled as on the command line (``max-steps``) or with underscores. Command-line flags win because
+``key = value`` pairs, or a table named after the command (``[release]``; ``[ledger.spend]`` or
+``[spend]`` for a subcommand of a group), with option names spelled as on the command line
+(``max-steps``) or with underscores. Command-line flags win because
 the file only supplies defaults. Relative paths in the file are relative to the file itself.
 """
 
@@ -39,6 +40,9 @@ def load_config(ctx: typer.Context, param: typer.CallbackParam, value: str | Non
         raise typer.BadParameter(f"{value!r} is not valid TOML: {exc}", ctx=ctx, param=param)
     command = ctx.info_name or ""
     section = data.get(command) if isinstance(data.get(command), dict) else None
+    group = ctx.parent.info_name if ctx.parent is not None and ctx.parent.parent is not None else None
+    if group and isinstance(data.get(group), dict) and isinstance(data[group].get(command), dict):
+        section = data[group][command]  # a table [ledger.spend] for 'tsdp ledger spend'
     settings = section if section is not None else data
     names = _setting_names(ctx.command.params)
     defaults: dict[str, Any] = {}
@@ -48,7 +52,7 @@ def load_config(ctx: typer.Context, param: typer.CallbackParam, value: str | Non
         name = names.get(key.replace("-", "_"))
         if name is None or name in SUMMARY_ONLY:
             raise typer.BadParameter(
-                f"{value!r}: unknown setting {key!r} for 'tsdp {command}'", ctx=ctx, param=param
+                f"{value!r}: unknown setting {key!r} for '{ctx.command_path}'", ctx=ctx, param=param
             )
         if name in PATH_KEYS and isinstance(val, str) and val != "-" and not Path(val).is_absolute():
             val = os.path.normpath(path.parent / val)
@@ -147,17 +151,58 @@ def resolve_outputs(input_path: str, output: str | None, report: str | None, for
     return output, report
 
 
-def publish(frame, output: str, report_path: str, make_report: Callable[[dict], Report]) -> None:
+def publish(frame, output: str, report_path: str, make_report: Callable[[dict], Report],
+            before_commit: Callable[[dict], None] | None = None) -> dict:
     """Write the output table and its report atomically: both appear, or neither does.
 
-    ``make_report`` receives the output's description (file name, format, sha256).
+    ``make_report`` receives the output's description (file name, format, sha256), which is also
+    returned. ``before_commit(description)`` runs once both files are staged, just before they are
+    moved into place: a budget ledger records the spend there, so that no failure can leave a
+    published output whose spend is not recorded.
     """
     with AtomicOutputs() as outputs:
         digest = outputs.stage_table(frame, output)
         described = {"file": "<stdout>" if output == "-" else Path(output).name,
                      "format": table_format(output, "--output"), "sha256": digest}
         outputs.stage_bytes(make_report(described).to_json(), report_path)
+        if before_commit is not None:
+            before_commit(described)
         outputs.commit()
+    return described
+
+
+def ledger_reservation(ledger: str | None, dataset: str | None, epsilon: float, delta: float,
+                       description: str) -> contextlib.AbstractContextManager:
+    """``--ledger``/``--dataset``: hold ``(epsilon, delta)`` of the dataset's budget for a run.
+
+    A context manager yielding a :class:`tsdp.accounting.ledger.Reservation` (``None`` without a
+    ledger). Enter it before the data is read: a refused budget (exit 3) then leaves no output. The
+    reservation is cancelled if the block fails before ``confirm``; pass
+    :func:`confirm_reservation` as ``publish(before_commit=...)`` to confirm it.
+    """
+    if (ledger is None) != (dataset is None):
+        given, missing = ("--ledger", "--dataset") if dataset is None else ("--dataset", "--ledger")
+        raise UsageError(f"{given} needs {missing}: give both to charge this run to a dataset's "
+                         "budget in the ledger, or neither")
+    if ledger is None:
+        return contextlib.nullcontext(None)
+    from tsdp.accounting.ledger import reservation
+
+    return reservation(ledger, dataset, epsilon, delta, description)
+
+
+def confirm_reservation(held) -> Callable[[dict], None] | None:
+    """``publish(before_commit=...)`` hook that marks ``held`` spent on the staged output."""
+    if held is None:
+        return None
+    return lambda described: held.confirm(described["file"], described["sha256"])
+
+
+def ledger_parameters(ledger: str | None, held) -> dict[str, Any]:
+    """What a report records about the ledger: its file name and the entry id (never its directory)."""
+    if held is None:
+        return {}
+    return {"ledger": display_name(ledger), "ledger_entry": held.id}
 
 
 def display_name(path: str) -> str:

@@ -83,6 +83,8 @@ def release(
     clip_min: Optional[float] = typer.Option(None, help="Post-process: clip released values below."),
     clip_max: Optional[float] = typer.Option(None, help="Post-process: clip released values above."),
     round_values: bool = typer.Option(False, "--round", help="Post-process: round released values to integers."),
+    ledger: Optional[str] = typer.Option(None, help="Budget ledger to charge this release to (with --dataset); refused with exit 3 if it does not fit."),
+    dataset: Optional[str] = typer.Option(None, help="Dataset name in --ledger whose budget pays for this release."),
     output: Optional[str] = common.OutputOption,
     report: Optional[str] = common.ReportOption,
     seed: Optional[int] = common.SeedOption,
@@ -112,8 +114,11 @@ def release(
     console = common.Console(quiet, json_summary, stdout_taken="-" in (output, report))
     randomness = make_random_source(seed)
     release_fn = _mechanism(mechanism, epsilon, delta, calibration)  # budget checked before the data
+    charge = common.ledger_reservation(  # reserved before the data is read or any noise is drawn
+        ledger, dataset, epsilon, delta or 0.0,
+        f"tsdp release {common.display_name(input)} -> {common.display_name(output)} ({mechanism.value})")
 
-    with console.progress(4) as stage:
+    with charge as held, console.progress(4) as stage:
         stage("reading input")
         df = read_table(input)
         # Noise draws do not depend on the data: start them while the data is checked.
@@ -139,14 +144,15 @@ def release(
         common.publish(table.with_values_flat(released), output, report, lambda described: Report(
             command="release",
             parameters={**params, "input": common.display_name(input),
-                        "output": described["file"], "layout": spec.resolved_layout},
+                        "output": described["file"], "layout": spec.resolved_layout,
+                        **common.ledger_parameters(ledger, held)},
             claim=result.claim,
             output={**described, "layout": table.layout},
             randomness=randomness.label,
             grid={"n_series": table.n_series, "n_steps": table.n_steps, "freq": table.grid.freq,
                   "start": table.grid.points[0], "end": table.grid.points[-1]},
             notes=notes, warnings=warnings,
-        ))
+        ), before_commit=common.confirm_reservation(held))
 
     for message in warnings:
         console.warn(message)
@@ -158,6 +164,8 @@ def release(
         "series": table.n_series, "steps": table.n_steps, "freq": table.grid.freq,
         "unit": claim.unit.neighbouring, "theorem": claim.theorem,
     }
+    if held is not None:
+        summary["ledger"] = {"dataset": dataset, "entry": held.id}
     if loaded.diagnostics:
         summary["diagnostics (not private, do not publish)"] = loaded.diagnostics
     console.summary(summary, "tsdp release")

@@ -1,0 +1,414 @@
+"""The privacy budget ledger: a total (epsilon, delta) per dataset, and every spend against it.
+
+The ledger is one SQLite file (stdlib ``sqlite3``) that any number of processes may share. It
+holds, per dataset name, a total budget ``(epsilon_total, delta_total)`` and a list of entries,
+each ``pending`` (reserved by a command that has not published yet) or ``spent`` (released).
+
+Composition rule
+    Entries are combined by **basic composition**: the epsilons add up and the deltas add up.
+    This is valid for any mix of mechanisms and definitions ((epsilon, delta)-DP and pure DP, with
+    or without adaptivity), so the ledger never needs to know what was released. It is also loose:
+    a tight accountant (``tsdp account compose``) can certify several Gaussian releases for less,
+    and that smaller total may then be recorded with :func:`spend`.
+
+Exact arithmetic
+    Every amount is taken as the decimal number it is written as (the shortest ``repr`` of the
+    float) and the sums are computed exactly with :class:`fractions.Fraction`. Ten spends of 0.1
+    therefore reach a budget of 1.0 exactly, and a request that exceeds what remains by any
+    representable amount, even one unit in the last place, is refused. No tolerance is needed; the
+    difference between a float and its shortest decimal is below 2**-53 relative, far inside the
+    1e-12 that float sums of budgets would otherwise call for.
+
+Concurrency guarantee
+    Every change runs in its own ``BEGIN IMMEDIATE`` transaction, which takes SQLite's write lock
+    before reading, so "check what remains, then insert the reservation" is atomic: however many
+    processes reserve at once, spent + pending never exceeds the total. A process that finds the
+    ledger locked waits up to :data:`BUSY_TIMEOUT` seconds. Readers (:func:`status`) see a
+    consistent snapshot. A command reserves before it touches the data, confirms after its output
+    is published, and cancels if it fails in between; a process that is killed leaves its
+    reservation pending, which keeps counting against the budget (the safe side) until a steward
+    cancels it with ``tsdp ledger cancel``. A spent entry can never be cancelled.
+
+The file stores its layout version (:data:`SCHEMA`) in a ``meta`` table; a file without it is not
+a tsdp ledger (:class:`~tsdp.errors.DataError`, exit 4). A missing ledger file or an unknown
+dataset is a :class:`~tsdp.errors.UsageError` (exit 2); an exceeded budget a
+:class:`~tsdp.errors.BudgetError` (exit 3).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import numbers
+import sqlite3
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from fractions import Fraction
+from pathlib import Path
+from typing import Any, Iterator
+
+from tsdp.errors import BudgetError, DataError, TsdpError, UsageError
+
+SCHEMA = "tsdp-ledger/1"
+BUSY_TIMEOUT = 30.0  # seconds a process waits for another one's transaction to finish
+
+_CREATE = """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE budgets (
+    dataset TEXT PRIMARY KEY,
+    epsilon_total REAL NOT NULL,
+    delta_total REAL NOT NULL,
+    created TEXT NOT NULL
+);
+CREATE TABLE entries (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    dataset TEXT NOT NULL REFERENCES budgets (dataset),
+    created TEXT NOT NULL,
+    epsilon REAL NOT NULL,
+    delta REAL NOT NULL,
+    state TEXT NOT NULL CHECK (state IN ('pending', 'spent')),
+    description TEXT NOT NULL,
+    output_name TEXT,
+    output_sha256 TEXT,
+    confirmed TEXT
+);
+CREATE INDEX entries_by_dataset ON entries (dataset);
+"""
+
+
+@dataclass(frozen=True)
+class LedgerEntry:
+    """One reservation (``pending``) or release (``spent``); times are UTC ISO 8601."""
+
+    id: int
+    dataset: str
+    time: str
+    epsilon: float
+    delta: float
+    state: str
+    description: str
+    output_name: str | None = None
+    output_sha256: str | None = None
+    confirmed: str | None = None
+
+
+@dataclass(frozen=True)
+class DatasetStatus:
+    """A dataset's budget: total, spent, pending (reserved), remaining, and its entries."""
+
+    dataset: str
+    created: str
+    epsilon_total: float
+    delta_total: float
+    epsilon_spent: float
+    delta_spent: float
+    epsilon_pending: float
+    delta_pending: float
+    epsilon_remaining: float
+    delta_remaining: float
+    entries: tuple[LedgerEntry, ...] = field(default_factory=tuple)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["entries"] = [asdict(e) for e in self.entries]
+        return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Public API
+# ---------------------------------------------------------------------------------------------
+
+
+def init_ledger(path: str | Path, dataset: str, epsilon: float, delta: float) -> None:
+    """Create the ledger file if needed and register ``dataset`` with a total budget.
+
+    A dataset that is already registered is refused: a budget never changes silently.
+    """
+    _check_dataset(dataset)
+    _check_amount(epsilon, delta)
+    with _transaction(path, create=True) as db:
+        if _budget_row(db, dataset) is not None:
+            raise UsageError(f"dataset {dataset!r} already has a budget in ledger {_name(path)!r}; "
+                             "budgets are never changed: register the data under a new name")
+        db.execute("INSERT INTO budgets VALUES (?, ?, ?, ?)", (dataset, float(epsilon), float(delta), _now()))
+
+
+def reserve(path: str | Path, dataset: str, epsilon: float, delta: float, description: str = "") -> int:
+    """Atomically check that the budget allows ``(epsilon, delta)`` and hold it as pending.
+
+    Returns the reservation id, for :func:`confirm` or :func:`cancel`. Raises ``BudgetError`` when
+    spent + pending + requested would exceed the total in epsilon or in delta.
+    """
+    return _add_entry(path, dataset, epsilon, delta, description, spent=False)
+
+
+def confirm(path: str | Path, reservation_id: int, output_name: str | None = None,
+            output_sha256: str | None = None) -> None:
+    """Mark a pending reservation as spent, recording what was released."""
+    with _transaction(path) as db:
+        _pending_row(db, path, reservation_id, "confirm")
+        db.execute("UPDATE entries SET state = 'spent', output_name = ?, output_sha256 = ?, confirmed = ? "
+                   "WHERE id = ?", (output_name, output_sha256, _now(), int(reservation_id)))
+
+
+def cancel(path: str | Path, reservation_id: int) -> LedgerEntry:
+    """Remove a pending reservation (nothing was published) and return it.
+
+    Spent entries cannot be cancelled (``UsageError``).
+    """
+    with _transaction(path) as db:
+        entry = _pending_row(db, path, reservation_id, "cancel")
+        db.execute("DELETE FROM entries WHERE id = ?", (int(reservation_id),))
+        return entry
+
+
+def spend(path: str | Path, dataset: str, epsilon: float, delta: float, description: str = "",
+          output_name: str | None = None, output_sha256: str | None = None) -> int:
+    """Reserve and confirm in one transaction (a release made elsewhere, or a tsdp report).
+
+    Returns the entry id. An output whose sha256 is already recorded for this dataset is refused:
+    publishing the same bytes twice costs nothing more, and counting it twice would waste budget.
+    """
+    return _add_entry(path, dataset, epsilon, delta, description, spent=True,
+                      output_name=output_name, output_sha256=output_sha256)
+
+
+def status(path: str | Path, dataset: str | None = None) -> list[DatasetStatus]:
+    """Every dataset's budget (or only ``dataset``'s), with its entries in the order made."""
+    if dataset is not None:
+        _check_dataset(dataset)
+    with _transaction(path, write=False) as db:
+        names = [r[0] for r in db.execute("SELECT dataset FROM budgets ORDER BY dataset")]
+        if dataset is not None:
+            if dataset not in names:
+                raise _unknown(path, dataset, names)
+            names = [dataset]
+        return [_status(db, name) for name in names]
+
+
+@contextlib.contextmanager
+def reservation(path: str | Path, dataset: str, epsilon: float, delta: float,
+                description: str = "") -> Iterator["Reservation"]:
+    """Hold ``(epsilon, delta)`` for the block; cancelled if the block fails before confirming.
+
+    ``with reservation(...) as held: ...; publish(...); held.confirm(name, sha)``. A block that
+    ends without confirming also cancels: nothing was published.
+    """
+    held = Reservation(path, reserve(path, dataset, epsilon, delta, description))
+    try:
+        yield held
+    except BaseException:
+        if not held.confirmed:
+            with contextlib.suppress(TsdpError):  # keep the original error; the entry stays pending
+                cancel(path, held.id)
+        raise
+    if not held.confirmed:
+        cancel(path, held.id)
+
+
+@dataclass
+class Reservation:
+    """A pending reservation made by :func:`reservation`."""
+
+    path: str | Path
+    id: int
+    confirmed: bool = False
+
+    def confirm(self, output_name: str | None = None, output_sha256: str | None = None) -> None:
+        confirm(self.path, self.id, output_name, output_sha256)
+        self.confirmed = True
+
+
+# ---------------------------------------------------------------------------------------------
+# Validation and arithmetic
+# ---------------------------------------------------------------------------------------------
+
+
+def _check_dataset(dataset: str) -> None:
+    if not (isinstance(dataset, str) and dataset.strip() and dataset == dataset.strip()
+            and dataset.isprintable()):
+        raise UsageError(f"--dataset must be a non-empty name without surrounding spaces or control "
+                         f"characters, got {dataset!r}")
+
+
+def _check_amount(epsilon: float, delta: float) -> None:
+    if not (_real(epsilon) and math.isfinite(epsilon) and epsilon >= 0):
+        raise UsageError(f"--epsilon must be finite and >= 0, got {epsilon}")
+    if not (_real(delta) and math.isfinite(delta) and 0 <= delta < 1):
+        raise UsageError(f"--delta must be in [0, 1), got {delta}")
+
+
+def _real(x: object) -> bool:
+    return isinstance(x, numbers.Real) and not isinstance(x, bool)
+
+
+def _exact(x: float) -> Fraction:
+    """The decimal number a float is written as, exactly (``0.1`` is 1/10, not 0.1000...0555)."""
+    return Fraction(repr(float(x)))
+
+
+def _fmt(x: Fraction | float) -> str:
+    return repr(float(x))
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def _name(path: str | Path) -> str:
+    return str(path)
+
+
+# ---------------------------------------------------------------------------------------------
+# SQLite
+# ---------------------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _transaction(path: str | Path, create: bool = False, write: bool = True) -> Iterator[sqlite3.Connection]:
+    """A connection inside one transaction: ``BEGIN IMMEDIATE`` for writers, committed on success.
+
+    ``create`` makes the file and its tables if needed; otherwise a missing file is a usage error.
+    SQLite errors become tsdp errors with one-line messages naming the ledger.
+    """
+    p = Path(path)
+    if p.is_dir():
+        raise UsageError(f"ledger {_name(path)!r} is a directory, not a ledger file")
+    if not create and not p.exists():
+        raise UsageError(f"ledger file {_name(path)!r} does not exist; create it with "
+                         "'tsdp ledger init LEDGER --dataset NAME --epsilon E --delta D'")
+    if create and not p.parent.is_dir():
+        raise UsageError(f"cannot create ledger {_name(path)!r}: directory {str(p.parent)!r} does not exist")
+    uri = p.resolve().as_uri() + ("?mode=rwc" if create else "?mode=rw")
+    try:
+        db = sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT, isolation_level=None)
+    except sqlite3.Error as exc:
+        raise UsageError(f"cannot open ledger {_name(path)!r}: {exc}") from exc
+    try:
+        db.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+        try:
+            _check_schema(db, path, create)
+            yield db
+        except BaseException:
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+            raise
+        db.execute("COMMIT")
+    except sqlite3.OperationalError as exc:
+        message = str(exc)
+        if "locked" in message or "busy" in message:
+            raise TsdpError(f"ledger {_name(path)!r} stayed locked by another process for "
+                            f"{BUSY_TIMEOUT:g} s; try again") from exc
+        if "readonly" in message:
+            raise UsageError(f"ledger {_name(path)!r} is read-only; tsdp must be able to write it") from exc
+        raise TsdpError(f"ledger {_name(path)!r}: {message}") from exc
+    except sqlite3.DatabaseError as exc:  # not a database, or a damaged one
+        raise _not_a_ledger(path, exc) from exc
+    finally:
+        db.close()
+
+
+def _not_a_ledger(path: str | Path, exc: Exception) -> DataError:
+    return DataError(f"{_name(path)!r} is not a readable tsdp ledger ({exc}); "
+                     "give the file made by 'tsdp ledger init'")
+
+
+def _check_schema(db: sqlite3.Connection, path: str | Path, create: bool) -> None:
+    tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    if not tables and create:
+        for statement in _CREATE.split(";"):  # not executescript(), which would commit first
+            if statement.strip():
+                db.execute(statement)
+        db.execute("INSERT INTO meta VALUES ('schema', ?)", (SCHEMA,))
+        return
+    found = None
+    if {"meta", "budgets", "entries"} <= tables:
+        row = db.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
+        found = row[0] if row else None
+    if found != SCHEMA:
+        what = f"its layout is {found!r}, this tsdp reads {SCHEMA!r}" if found else "it has no tsdp ledger tables"
+        raise DataError(f"{_name(path)!r} is not a tsdp ledger ({what}); give the file made by 'tsdp ledger init'")
+
+
+def _budget_row(db: sqlite3.Connection, dataset: str):
+    return db.execute("SELECT epsilon_total, delta_total, created FROM budgets WHERE dataset = ?",
+                      (dataset,)).fetchone()
+
+
+def _unknown(path: str | Path, dataset: str, names: list[str]) -> UsageError:
+    known = ", ".join(repr(n) for n in names) if names else "none"
+    return UsageError(f"dataset {dataset!r} is not in ledger {_name(path)!r} (known: {known}); "
+                      "register it with 'tsdp ledger init'")
+
+
+_ENTRY_COLUMNS = ("id, dataset, created, epsilon, delta, state, description, output_name, output_sha256, "
+                  "confirmed")
+
+
+def _pending_row(db: sqlite3.Connection, path: str | Path, reservation_id: int, action: str) -> LedgerEntry:
+    row = db.execute(f"SELECT {_ENTRY_COLUMNS} FROM entries WHERE id = ?", (int(reservation_id),)).fetchone()
+    if row is None:
+        raise UsageError(f"ledger {_name(path)!r} has no entry {reservation_id}")
+    entry = LedgerEntry(*row)
+    if entry.state != "pending":
+        raise UsageError(f"entry {reservation_id} of ledger {_name(path)!r} is already spent; "
+                         f"a spent entry cannot be {'cancelled' if action == 'cancel' else 'confirmed again'}")
+    return entry
+
+
+def _sums(db: sqlite3.Connection, dataset: str) -> dict[str, tuple[Fraction, Fraction]]:
+    """Exact (epsilon, delta) sums per state for a dataset."""
+    sums = {"pending": (Fraction(0), Fraction(0)), "spent": (Fraction(0), Fraction(0))}
+    for eps, delta, state in db.execute("SELECT epsilon, delta, state FROM entries WHERE dataset = ?", (dataset,)):
+        e, d = sums[state]
+        sums[state] = (e + _exact(eps), d + _exact(delta))
+    return sums
+
+
+def _add_entry(path: str | Path, dataset: str, epsilon: float, delta: float, description: str,
+               spent: bool, output_name: str | None = None, output_sha256: str | None = None) -> int:
+    _check_dataset(dataset)
+    _check_amount(epsilon, delta)
+    with _transaction(path) as db:
+        budget = _budget_row(db, dataset)
+        if budget is None:
+            raise _unknown(path, dataset, [r[0] for r in db.execute("SELECT dataset FROM budgets ORDER BY dataset")])
+        if output_sha256:
+            same = db.execute("SELECT id FROM entries WHERE dataset = ? AND output_sha256 = ?",
+                              (dataset, output_sha256)).fetchone()
+            if same is not None:
+                raise UsageError(f"output {output_name or output_sha256!r} is already recorded for dataset "
+                                 f"{dataset!r} as entry {same[0]} of ledger {_name(path)!r}; it is charged already")
+        sums = _sums(db, dataset)
+        used = [sums["spent"][i] + sums["pending"][i] for i in (0, 1)]
+        remaining = [_exact(budget[i]) - used[i] for i in (0, 1)]
+        if _exact(epsilon) > remaining[0] or _exact(delta) > remaining[1]:
+            pending = sums["pending"]
+            raise BudgetError(
+                f"privacy budget of dataset {dataset!r} exceeded: requested epsilon {_fmt(epsilon)}, "
+                f"delta {_fmt(delta)} but only epsilon {_fmt(remaining[0])}, delta {_fmt(remaining[1])} "
+                f"remain of epsilon {_fmt(budget[0])}, delta {_fmt(budget[1])}"
+                + (f" (epsilon {_fmt(pending[0])}, delta {_fmt(pending[1])} of it reserved by commands "
+                   "still running)" if any(pending) else "")
+                + f" in ledger {_name(path)!r}; see 'tsdp ledger show'")
+        now = _now()
+        cursor = db.execute(
+            "INSERT INTO entries (dataset, created, epsilon, delta, state, description, output_name, "
+            "output_sha256, confirmed) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (dataset, now, float(epsilon), float(delta), "spent" if spent else "pending", description or "",
+             output_name, output_sha256, now if spent else None))
+        return int(cursor.lastrowid)
+
+
+def _status(db: sqlite3.Connection, dataset: str) -> DatasetStatus:
+    eps_total, delta_total, created = _budget_row(db, dataset)
+    sums = _sums(db, dataset)
+    (es, ds), (ep, dp) = sums["spent"], sums["pending"]
+    entries = tuple(LedgerEntry(*row) for row in db.execute(
+        f"SELECT {_ENTRY_COLUMNS} FROM entries WHERE dataset = ? ORDER BY id", (dataset,)))
+    return DatasetStatus(
+        dataset=dataset, created=created, epsilon_total=eps_total, delta_total=delta_total,
+        epsilon_spent=float(es), delta_spent=float(ds), epsilon_pending=float(ep), delta_pending=float(dp),
+        epsilon_remaining=float(_exact(eps_total) - es - ep), delta_remaining=float(_exact(delta_total) - ds - dp),
+        entries=entries,
+    )
