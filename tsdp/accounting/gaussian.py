@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy import optimize, special
+from scipy import special
 
 from tsdp.accounting.budget import check_delta, check_epsilon
 from tsdp.errors import NumericalError, UsageError
@@ -50,6 +50,8 @@ def epsilon_for_delta(delta: float, mu: float) -> float:
     Solved by bracketing and Brent's method on the monotone profile, then nudged upwards until the
     profile at the returned epsilon is at most ``delta`` (so the answer is an upper bound).
     """
+    from scipy import optimize  # imported here: it costs a third of a second at CLI start-up
+
     if delta_for_epsilon(0.0, mu) <= delta:
         return 0.0
     hi = max(1.0, mu * mu)
@@ -73,6 +75,8 @@ def analytic_sigma(epsilon: float, delta: float, sensitivity: float) -> float:
     increasing in ``mu``), returns ``sigma = sensitivity / mu`` and then moves sigma up by single
     ulps until the exact profile is at most the target: the result never undershoots the budget.
     """
+    from scipy import optimize  # imported here: it costs a third of a second at CLI start-up
+
     _check_budget(epsilon, delta)
     if not (sensitivity > 0 and math.isfinite(sensitivity)):
         raise UsageError(f"sensitivity must be positive and finite, got {sensitivity}")

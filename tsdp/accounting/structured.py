@@ -35,7 +35,7 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy import stats
+from scipy import special
 
 from tsdp.accounting.pld import DEFAULT_DISCRETIZATION, DiscretePLD, pld_from_profile, tail_mass_for
 from tsdp.accounting.profiles import DoubleMixture, MixtureVsGaussian, Profile, Truncated, WeightedWithPerfect
@@ -197,14 +197,19 @@ def tvd_unit_shift(sigma: float) -> float:
     """tau = TV(N(0, sigma^2), N(1, sigma^2)) = 2 Phi(1 / (2 sigma)) - 1 (1 when sigma = 0)."""
     if sigma == 0:
         return 1.0
-    return float(2 * stats.norm.cdf(1 / (2 * sigma)) - 1)
+    return float(2 * special.ndtr(1 / (2 * sigma)) - 1)
 
 
 def binomial_weights(n: int, p: float) -> tuple[np.ndarray, float]:
     """Bin(j; n, p) for j = 0..J, dropping the upper tail beyond J (mass <= 1e-30), and that mass."""
     j = np.arange(n + 1)
-    pmf = stats.binom.pmf(j, n, p)
-    tail = stats.binom.sf(j, n, p)  # P(J > j)
+    if p >= 1.0:
+        pmf = (j == n).astype(float)
+    else:
+        log_pmf = (special.gammaln(n + 1) - special.gammaln(j + 1) - special.gammaln(n - j + 1)
+                   + special.xlogy(j, p) + special.xlog1py(n - j, -p))
+        pmf = np.exp(log_pmf)
+    tail = special.bdtrc(j, n, p)  # P(J > j)
     cut = int(np.argmax(tail <= BINOMIAL_TAIL)) if np.any(tail <= BINOMIAL_TAIL) else n
     return pmf[: cut + 1], float(max(tail[cut], 0.0))
 

@@ -7,8 +7,6 @@ from typing import Optional
 
 import typer
 
-from tsdp.accounting import structured as st
-from tsdp.accounting.pld import DEFAULT_DISCRETIZATION
 from tsdp.cli import common
 from tsdp.errors import UsageError
 
@@ -56,19 +54,21 @@ WOpt = typer.Option(1, "--w", help="w: number of protected time steps.")
 LabelNoiseOpt = typer.Option(0.0, "--label-noise", help="sigma_F: Gaussian noise on forecast windows, in units of --value-bound.")
 ContextNoiseOpt = typer.Option(0.0, "--context-noise", help="sigma_C: Gaussian noise on context windows, in units of --value-bound.")
 ValueBoundOpt = typer.Option(None, "--value-bound", help="v: largest change of one value under the (w, v) relation.")
-DiscretizationOpt = typer.Option(DEFAULT_DISCRETIZATION, "--discretization", help="Privacy-loss grid step of the PLD.")
+DiscretizationOpt = typer.Option(1e-3, "--discretization", help="Privacy-loss grid step of the PLD.")
 
 
 def _setting(series, length, context, horizon, batch_size, noise, top, bottom, instances, unit, w,
-             label_noise, context_noise, value_bound) -> st.DpSgdSetting:
-    return st.DpSgdSetting(
+             label_noise, context_noise, value_bound):
+    from tsdp.accounting.structured import DpSgdSetting
+
+    return DpSgdSetting(
         n_series=series, length=length, context=context, horizon=horizon, batch_size=batch_size,
         noise_multiplier=noise, top=top.value, bottom=bottom.value, instances=instances, unit=unit.value,
         w=w, label_noise=label_noise, context_noise=context_noise, value_bound=value_bound,
     )
 
 
-def _describe(setting: st.DpSgdSetting, derivation: st.Derivation) -> dict:
+def _describe(setting, derivation) -> dict:
     g = setting.geometry()
     return {
         "theorem": derivation.theorem,
@@ -97,6 +97,8 @@ def dpsgd(
     config: Optional[str] = common.ConfigOption,
 ) -> None:
     """Epsilon of DP-SGD training for forecasting with structured subsampling (Schuchardt et al. 2025)."""
+    from tsdp.accounting import structured as st
+
     setting = _setting(series, length, context, horizon, batch_size, noise_multiplier, top, bottom,
                        instances, unit, w, label_noise, context_noise, value_bound)
     result = st.account_dpsgd(setting, delta, steps, epochs, bound.value, discretization, checkpoints,
@@ -130,6 +132,8 @@ def calibrate_dpsgd(
     config: Optional[str] = common.ConfigOption,
 ) -> None:
     """Noise multiplier for a target epsilon and training length, or the longest training for a noise multiplier."""
+    from tsdp.accounting import structured as st
+
     console = common.Console(quiet, json_summary, stdout_taken=False)
     if noise_multiplier is None:
         if steps is None and epochs is None:
