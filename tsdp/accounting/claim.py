@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 DEFINITIONS = ("approx-dp", "pure-dp", "lip")
-EVENT_KINDS = ("gaussian", "laplace")
+EVENT_KINDS = ("gaussian", "laplace", "gaussian-mixture")
 
 
 @dataclass(frozen=True)
@@ -44,18 +44,31 @@ class MechanismEvent:
     ``laplace``: Laplace noise of scale ``noise`` on ``count`` coordinates, each of which a
     neighbour changes by at most ``sensitivity``; the ``count``-fold composition of the 1-D pair
     Laplace(0, b) vs Laplace(sensitivity, b) dominates the release.
+    ``gaussian-mixture``: Gaussian noise N(0, noise^2) whose L2 sensitivity is random and public
+    after the fact (e.g. it depends on sampled time steps that are released): ``mixture`` lists
+    ``(weight, sensitivity)`` pairs and the privacy profile is
+    ``sum_k weight_k * deltaGauss(eps; sensitivity_k / noise)``; ``sensitivity`` is the largest one.
+    Each of the ``count`` repetitions is independent.
     """
 
     kind: str
     sensitivity: float
     noise: float
     count: int = 1
+    mixture: tuple[tuple[float, float], ...] | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in EVENT_KINDS:
             raise ValueError(f"unknown mechanism event kind {self.kind!r}")
         if not (self.sensitivity > 0 and self.noise > 0 and self.count >= 1):
             raise ValueError("mechanism event needs positive sensitivity, noise and count")
+        if (self.kind == "gaussian-mixture") != (self.mixture is not None):
+            raise ValueError("a mixture is given exactly for gaussian-mixture events")
+        if self.mixture is not None:
+            object.__setattr__(self, "mixture", tuple((float(w), float(s)) for w, s in self.mixture))
+            weights = [w for w, _ in self.mixture]
+            if min(weights) < 0 or abs(sum(weights) - 1) > 1e-9 or any(s < 0 for _, s in self.mixture):
+                raise ValueError("mixture weights must be >= 0 and sum to 1, sensitivities >= 0")
 
 
 @dataclass(frozen=True)
@@ -90,7 +103,8 @@ class PrivacyClaim:
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
-        out["events"] = [asdict(e) for e in self.events]
+        out["events"] = [{k: v for k, v in asdict(e).items() if not (k == "mixture" and v is None)}
+                         for e in self.events]
         if self.definition == "pure-dp":
             out["delta"] = 0.0
         return out

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from tsdp.accounting.claim import MechanismEvent, PrivacyClaim
 from tsdp.accounting.gaussian import delta_for_epsilon as gaussian_delta
 from tsdp.accounting.pld import DEFAULT_DISCRETIZATION, TAIL_MASS, DiscretePLD, pld_from_profile, tail_mass_for
-from tsdp.accounting.profiles import GaussianProfile, LaplaceProfile
+from tsdp.accounting.profiles import GaussianMixtureProfile, GaussianProfile, LaplaceProfile
 from tsdp.errors import UsageError
 
 BASIC = "basic composition (Dwork and Roth 2014, Theorem 3.16): epsilons and deltas add"
@@ -26,8 +26,13 @@ def event_pld(event: MechanismEvent, discretization: float = DEFAULT_DISCRETIZAT
               tail_mass: float = TAIL_MASS) -> DiscretePLD:
     """The dominating PLD of one mechanism event (composed ``count`` times for Laplace)."""
     if event.kind == "gaussian":
-        return pld_from_profile(GaussianProfile(event.sensitivity / event.noise), discretization)
-    base = pld_from_profile(LaplaceProfile(event.sensitivity / event.noise), discretization)
+        base = pld_from_profile(GaussianProfile(event.sensitivity / event.noise), discretization)
+    elif event.kind == "gaussian-mixture":
+        weights, sens = zip(*event.mixture)
+        base = pld_from_profile(GaussianMixtureProfile(weights, tuple(s / event.noise for s in sens)),
+                                discretization)
+    else:
+        base = pld_from_profile(LaplaceProfile(event.sensitivity / event.noise), discretization)
     return base.self_compose(event.count, tail_mass)
 
 
@@ -87,6 +92,12 @@ def claim_backed_by_events(claim: PrivacyClaim, rel_tol: float = 1e-9) -> tuple[
     events = claim.events
     if claim.definition == "lip" or not events:
         return True, "no mechanism events to recheck"
+    if len(events) == 1 and events[0].kind == "gaussian-mixture" and events[0].count == 1:
+        e = events[0]
+        weights, sens = zip(*e.mixture)
+        exact = float(GaussianMixtureProfile(weights, tuple(s / e.noise for s in sens)).delta([claim.epsilon])[0])
+        ok = exact <= claim.delta * (1 + rel_tol)
+        return ok, f"mixture profile gives delta {exact:.6g} at epsilon {claim.epsilon:g} (claimed {claim.delta:g})"
     if len(events) == 1 and events[0].kind == "gaussian":
         e = events[0]
         exact = gaussian_delta(claim.epsilon, e.sensitivity / e.noise)

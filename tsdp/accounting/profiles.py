@@ -110,6 +110,29 @@ class GaussianProfile(Profile):
 
 
 @dataclass(frozen=True)
+class GaussianMixtureProfile(Profile):
+    """``sum_k w_k * deltaGauss(eps; mu_k)``: a Gaussian mechanism whose sensitivity is drawn
+    (publicly) from a distribution, e.g. the number of sampled time steps of one individual."""
+
+    weights: tuple[float, ...]
+    mus: tuple[float, ...]
+
+    def delta_nonnegative(self, eps):
+        from tsdp.accounting.gaussian import delta_for_epsilon
+
+        eps = np.asarray(eps, dtype=float)
+        out = np.zeros_like(eps)
+        for w, mu in zip(self.weights, self.mus):  # a handful of components, each vectorised
+            if w > 0 and mu > 0:
+                out += w * np.asarray(delta_for_epsilon(eps, mu), dtype=float)
+        return out
+
+    def max_loss(self):
+        mu = max(self.mus)
+        return mu * mu / 2 + mu * TAIL_Z
+
+
+@dataclass(frozen=True)
 class LaplaceProfile(Profile):
     """Laplace(0, b) vs Laplace(s, b) with ``ratio = s / b``: delta(e) = 1 - exp((e - ratio)/2)."""
 
