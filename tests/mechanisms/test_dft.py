@@ -1,0 +1,70 @@
+"""DFT baseline: sensitivity of the kept coefficients, noise, shape and validation."""
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy import stats
+
+from tsdp.accounting import gaussian as gauss
+from tsdp.accounting.sensitivity import ContributionBounds
+from tsdp.errors import UsageError
+from tsdp.mechanisms.baseline import Panel
+from tsdp.mechanisms.dft import kept_real_count, release_dft
+
+
+def kept_vector(x, k):
+    f = np.fft.rfft(x, norm="ortho")[:k]
+    parts = [f[0].real] + [v for c in f[1:] for v in (c.real, c.imag)]
+    if len(x) % 2 == 0 and k == len(x) // 2 + 1:
+        parts = parts[:-1]  # the Nyquist imaginary part is identically zero
+    return np.array(parts)
+
+
+@settings(max_examples=200, deadline=None)
+@given(n=st.integers(2, 40), data=st.data())
+def test_kept_coefficients_have_the_series_sensitivity(n, data):
+    k = data.draw(st.integers(1, n // 2 + 1))
+    i = data.draw(st.integers(1, n))
+    m = data.draw(st.floats(0.1, 5))
+    cells = data.draw(st.lists(st.integers(0, n - 1), min_size=1, max_size=i, unique=True))
+    x = np.array(data.draw(st.lists(st.floats(-100, 100), min_size=n, max_size=n)))
+    y = x.copy()
+    y[cells] += np.array(data.draw(st.lists(st.floats(-m, m), min_size=len(cells), max_size=len(cells))))
+    diff = kept_vector(x, k) - kept_vector(y, k)
+    assert len(diff) == kept_real_count(n, k)
+    l2 = ContributionBounds("user", m, max_steps=i).l2(1, n)
+    assert np.linalg.norm(diff) <= l2 * (1 + 1e-9) + 1e-9
+    assert np.abs(diff).sum() <= math.sqrt(len(diff)) * l2 * (1 + 1e-9) + 1e-9
+
+
+def test_gaussian_dft_noise_and_claim():
+    panel = Panel(200, 64, ContributionBounds("user", 1.0, max_steps=4))
+    x = np.random.default_rng(0).poisson(30, (200, 64)).astype(float)
+    rel = release_dft(x, panel, 1.0, 1e-5, np.random.default_rng(1), k=8)
+    sigma = rel.claim.parameters["sigma"]
+    assert sigma == gauss.analytic_sigma(1.0, 1e-5, 2.0 * math.sqrt(200))  # user in all 200 series
+    assert rel.values.shape == x.shape and np.isrealobj(rel.values)
+    # the released kept coefficients minus the true ones are N(0, sigma^2)
+    noise = np.concatenate([kept_vector(r, 8) - kept_vector(t, 8) for r, t in zip(rel.values, x)])
+    n = noise.size
+    lo, hi = stats.chi2.ppf([0.5e-6, 1 - 0.5e-6], n) / n
+    assert lo * sigma**2 <= np.mean(noise**2) <= hi * sigma**2
+    # frequencies above k are removed exactly
+    assert np.allclose(np.fft.rfft(rel.values, axis=1, norm="ortho")[:, 8:], 0, atol=1e-9)
+
+
+def test_laplace_dft_is_pure_dp():
+    panel = Panel(1, 100, ContributionBounds("event", 1.0))
+    rel = release_dft(np.zeros((1, 100)), panel, 0.5, None, np.random.default_rng(0), k=51, noise="laplace")
+    assert rel.claim.definition == "pure-dp" and rel.claim.delta == 0.0
+    assert rel.claim.parameters["scale"] == math.sqrt(100) * 1.0 / 0.5  # all 100 real numbers kept
+
+
+@pytest.mark.parametrize("k", [0, 34, 2.5])
+def test_bad_k(k):
+    with pytest.raises(UsageError, match="--dft-k"):
+        release_dft(np.zeros((1, 64)), Panel(1, 64, ContributionBounds("event", 1.0)), 1.0, 1e-5,
+                    np.random.default_rng(0), k=k)
