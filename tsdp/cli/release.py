@@ -26,6 +26,17 @@ from tsdp.rng import SEEDED_WARNING, make_random_source
 class Mechanism(str, Enum):
     gaussian = "gaussian"
     laplace = "laplace"
+    dft = "dft"
+
+
+class Noise(str, Enum):
+    gaussian = "gaussian"
+    laplace = "laplace"
+
+
+# Mechanisms that treat cells independently work on the flat values in file order (no sorting);
+# the others need each series in time order.
+CELLWISE = {Mechanism.gaussian, Mechanism.laplace}
 
 
 class Layout(str, Enum):
@@ -67,6 +78,9 @@ def release(
     series_per_user: Optional[int] = typer.Option(None, help="Series one user may contribute to [default: all].", min=1),
     neighbouring: Neighbouring = typer.Option(Neighbouring.add_remove, help="Neighbouring relation."),
     calibration: Calibration = typer.Option(Calibration.analytic, help="Gaussian calibration; classic only to reproduce papers."),
+    noise: Noise = typer.Option(Noise.gaussian, help="Noise of --mechanism dft: gaussian (approximate DP) or laplace (pure DP)."),
+    dft_k: int = typer.Option(30, help="--mechanism dft: Fourier coefficients kept (the DC term and k-1 lowest frequencies)."),
+    evaluate: int = typer.Option(0, help="Run the mechanism N times and print MAE and MRE against the input: an internal, NOT private diagnostic; writes no release.", min=0),
     layout: Optional[Layout] = typer.Option(None, help="Input layout [default: events with --user-col, long with --value-col, else wide]."),
     time_col: str = typer.Option("time", help="Time column."),
     value_col: Optional[str] = typer.Option(None, help="Value column (long layout, or a value per event)."),
@@ -95,10 +109,12 @@ def release(
 ) -> None:
     """Release a series or a panel of series with calibrated Gaussian or Laplace noise."""
     params = common.public_parameters(locals())
-    if mechanism is Mechanism.gaussian and delta is None:
-        raise UsageError("--delta is required for --mechanism gaussian")
-    if mechanism is Mechanism.laplace and delta is not None:
-        raise UsageError("--delta does not apply to --mechanism laplace (pure epsilon-DP); remove it")
+    pure = mechanism is Mechanism.laplace or (mechanism is Mechanism.dft and noise is Noise.laplace)
+    if not pure and delta is None:
+        raise UsageError(f"--delta is required for --mechanism {mechanism.value}")
+    if pure and delta is not None:
+        raise UsageError(f"--delta does not apply to --mechanism {mechanism.value} with Laplace noise "
+                         "(pure epsilon-DP); remove it")
     declared = ContributionBounds(
         level=unit.value, max_per_step=max_per_step, max_steps=max_steps, w=w,
         series_per_unit=series_per_user, neighbouring=neighbouring.value,
@@ -110,10 +126,13 @@ def release(
         fill_missing=fill_missing is FillMissing.zero, allow_negative=allow_negative,
     )
     caps = _event_caps(declared, value_bound) if spec.resolved_layout == "events" else None
+    run = _mechanism(mechanism, epsilon, delta, calibration, noise, dft_k)  # budget checked before the data
+    randomness = make_random_source(seed)
+    if evaluate:
+        return _evaluate(input, spec, caps, declared, user_col, run, randomness, evaluate,
+                         common.Console(quiet, json_summary, stdout_taken=False))
     output, report = common.resolve_outputs(input, output, report, force, json_summary)
     console = common.Console(quiet, json_summary, stdout_taken="-" in (output, report))
-    randomness = make_random_source(seed)
-    release_fn = _mechanism(mechanism, epsilon, delta, calibration)  # budget checked before the data
     charge = common.ledger_reservation(  # reserved before the data is read or any noise is drawn
         ledger, dataset, epsilon, delta or 0.0,
         f"tsdp release {common.display_name(input)} -> {common.display_name(output)} ({mechanism.value})")
@@ -125,23 +144,17 @@ def release(
         prefetched = (PrefetchedNormals(randomness.generator, df.height)
                       if mechanism is Mechanism.gaussian and spec.resolved_layout == "long" else None)
         stage("checking and aggregating")
-        loaded = load_input(df, spec, caps)
+        loaded, panel, notes = _load(df, spec, caps, declared, user_col)
         table = loaded.table
-        bounds = replace(declared, max_per_step=caps.cell_bound()) if caps else declared
-        notes = list(loaded.notes)
-        if not loaded.enforced and unit is not Unit.event:
-            notes.insert(0, "contribution bounds were declared by the data steward and not enforced: "
-                            "the input is pre-aggregated, so the guarantee holds only if they are true")
-        panel = Panel(table.n_series, table.n_steps, bounds, user_col, enforced=loaded.enforced)
 
         stage("adding noise")
-        result = release_fn(table.value_chunks(), panel, randomness.generator, prefetched)
+        result, _, rebuild = run(table, panel, randomness.generator, prefetched)
         released = post.postprocess(result.values, clip_min, clip_max, round_values)
         notes.extend(f"post-processing: {s}" for s in post.describe(clip_min, clip_max, round_values))
 
         stage("writing output")
         warnings = list(result.warnings) + ([SEEDED_WARNING] if randomness.seeded else [])
-        common.publish(table.with_values_flat(released), output, report, lambda described: Report(
+        common.publish(rebuild(released), output, report, lambda described: Report(
             command="release",
             parameters={**params, "input": common.display_name(input),
                         "output": described["file"], "layout": spec.resolved_layout,
@@ -187,11 +200,58 @@ def _event_caps(declared: ContributionBounds, value_bound: float | None) -> Even
     )
 
 
-def _mechanism(mechanism: Mechanism, epsilon: float, delta: float | None, calibration: Calibration):
-    """Validate the budget up front and return ``f(values, panel, rng, prefetched) -> Release``."""
+def _load(df, spec: InputSpec, caps: EventCaps | None, declared: ContributionBounds, user_col: str | None):
+    """Load the input and derive the panel the mechanism protects, with the report's notes."""
+    loaded = load_input(df, spec, caps)
+    table = loaded.table
+    bounds = replace(declared, max_per_step=caps.cell_bound()) if caps else declared
+    notes = list(loaded.notes)
+    if not loaded.enforced and declared.level != "event":
+        notes.insert(0, "contribution bounds were declared by the data steward and not enforced: "
+                        "the input is pre-aggregated, so the guarantee holds only if they are true")
+    return loaded, Panel(table.n_series, table.n_steps, bounds, user_col, enforced=loaded.enforced), notes
+
+
+def _mechanism(mechanism: Mechanism, epsilon: float, delta: float | None, calibration: Calibration,
+               noise: Noise, dft_k: int):
+    """Validate the budget up front and return ``run(table, panel, rng, prefetched)``, which gives
+    the release and a function rebuilding the output frame from the released values."""
     check_epsilon(epsilon)
-    if mechanism is Mechanism.gaussian:
+    if delta is not None:
         check_delta(delta)
-        return lambda values, panel, rng, prefetched: release_gaussian(
-            values, panel, epsilon, delta, rng, calibration.value, prefetched)
-    return lambda values, panel, rng, prefetched: release_laplace(values, panel, epsilon, rng)
+
+    def run(table, panel, rng, prefetched):
+        """(release, its values as an (n_series, n_steps) matrix, the output frame builder)."""
+        if mechanism in CELLWISE:
+            values = table.value_chunks()
+            if mechanism is Mechanism.gaussian:
+                result = release_gaussian(values, panel, epsilon, delta, rng, calibration.value, prefetched)
+            else:
+                result = release_laplace(values, panel, epsilon, rng)
+            return result, lambda: table.flat_to_matrix(result.values), table.with_values_flat
+        matrix = table.values_matrix()
+        from tsdp.mechanisms.dft import release_dft
+
+        result = release_dft(matrix, panel, epsilon, delta, rng, dft_k, noise.value)
+        return result, lambda: result.values, table.with_values_matrix
+
+    return run
+
+
+def _evaluate(input, spec, caps, declared, user_col, run, randomness, repeats: int, console) -> None:
+    """Run the mechanism ``repeats`` times and print MAE/MRE against the input; writes nothing."""
+    from tsdp.mechanisms.metrics import mae, mre, summarize
+
+    loaded, panel, _ = _load(read_table(input), spec, caps, declared, user_col)
+    truth = loaded.table.values_matrix()
+    maes, mres = [], []
+    for _ in range(repeats):  # each run is a full release of the whole panel
+        result, as_matrix, _ = run(loaded.table, panel, randomness.generator, None)
+        values = as_matrix()
+        maes.append(mae(values, truth))
+        mres.append(mre(values, truth))
+    console.warn("--evaluate compares releases with the true input: the figures are NOT private, "
+                 "are for choosing parameters only, and no release was written")
+    console.summary({"runs": repeats, "mechanism": result.claim.mechanism, "epsilon": result.claim.epsilon,
+                     "delta": result.claim.delta, "mae": summarize(maes), "mre (sanitary bound 1)": summarize(mres),
+                     "written": "nothing (diagnostic only)"}, "tsdp release --evaluate")

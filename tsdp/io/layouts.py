@@ -120,12 +120,16 @@ class SeriesTable:
 
     def values_matrix(self) -> np.ndarray:
         """Values as an (n_series, n_steps) array in grid order."""
+        return self.flat_to_matrix(self.values_flat())
+
+    def flat_to_matrix(self, flat: np.ndarray) -> np.ndarray:
+        """Arrange values given in :meth:`values_flat` order as an (n_series, n_steps) array."""
         rows, cols = self._cell_index()
         out = np.empty((self.n_series, self.n_steps))
         if self.layout == "wide":
-            out[:, cols] = self.frame.select(self.value_cols).to_numpy().T
+            out[:, cols] = np.asarray(flat).reshape(self.frame.height, len(self.value_cols)).T
         else:
-            out[rows, cols] = self.values_flat()
+            out[rows, cols] = flat
         return out
 
     def with_values_matrix(self, matrix: np.ndarray) -> pl.DataFrame:
