@@ -66,3 +66,30 @@ def test_evaluate_gaussian_mae_matches_sigma(capsys, repo_root):
     # each run's MAE is a mean of 40,000 |N(0, sigma^2)|: sd sigma sqrt(1 - 2/pi) / sqrt(cells)
     tolerance = 5 * sigma * np.sqrt(1 - 2 / np.pi) / np.sqrt(cells)
     assert abs(out["mae"]["mean"] - sigma * np.sqrt(2 / np.pi)) <= tolerance
+
+
+def test_fast_release_laplace_by_default(tmp_path, repo_root):
+    out = tmp_path / "fast.parquet"
+    assert main(["release", str(repo_root / "sample_data/traffic_hourly.parquet"), "--value-col", "count",
+                 "--series-col", "sensor", "--mechanism", "fast", "--epsilon", "1", "--unit", "user",
+                 "--max-steps", "2000", "--series-per-user", "1", "-o", str(out), "--seed", "2", "--quiet"]) == 0
+    report = json.loads((tmp_path / "fast.report.json").read_text())
+    claim = report["claim"]
+    assert claim["definition"] == "pure-dp" and "Fan and Xiong" in claim["theorem"]
+    event = claim["events"][0]
+    assert event["kind"] == "laplace" and event["noise"] == event["count"] * 1.0 / 1.0  # scale M / epsilon
+    assert pl.read_parquet(out).height == 40_000
+
+
+def test_fast_gaussian_needs_delta_and_fast_options_need_fast(capsys, tmp_path, repo_root):
+    base = ["release", str(repo_root / WIDE), "--epsilon", "1", "--unit", "user", "--max-steps", "24",
+            "-o", str(tmp_path / "x.csv")]
+    assert main([*base, "--mechanism", "fast", "--noise", "gaussian"]) == 2
+    assert "--delta is required" in capsys.readouterr().err
+    assert main([*base, "--delta", "1e-6", "--fast-xi", "5"]) == 2
+    assert "--fast-xi applies only to --mechanism fast" in capsys.readouterr().err
+    assert main([*base, "--mechanism", "fast", "--fast-gains", "0.5,0.2,0.1"]) == 2
+    assert "--fast-gains" in capsys.readouterr().err
+    assert main([*base, "--mechanism", "laplace", "--noise", "laplace"]) == 2
+    assert "--noise applies to" in capsys.readouterr().err
+    assert not (tmp_path / "x.csv").exists()

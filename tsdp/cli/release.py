@@ -27,6 +27,7 @@ class Mechanism(str, Enum):
     gaussian = "gaussian"
     laplace = "laplace"
     dft = "dft"
+    fast = "fast"
 
 
 class Noise(str, Enum):
@@ -78,8 +79,16 @@ def release(
     series_per_user: Optional[int] = typer.Option(None, help="Series one user may contribute to [default: all].", min=1),
     neighbouring: Neighbouring = typer.Option(Neighbouring.add_remove, help="Neighbouring relation."),
     calibration: Calibration = typer.Option(Calibration.analytic, help="Gaussian calibration; classic only to reproduce papers."),
-    noise: Noise = typer.Option(Noise.gaussian, help="Noise of --mechanism dft: gaussian (approximate DP) or laplace (pure DP)."),
+    noise: Optional[Noise] = typer.Option(None, help="Noise of --mechanism dft (default gaussian) or fast (default laplace, the paper's): gaussian gives approximate DP, laplace pure DP."),
     dft_k: int = typer.Option(30, help="--mechanism dft: Fourier coefficients kept (the DC term and k-1 lowest frequencies)."),
+    fast_preset: Optional[str] = typer.Option(None, help="--mechanism fast: parameter preset (cikm2012 or streamdp)."),
+    fast_max_samples: Optional[int] = typer.Option(None, help="--mechanism fast: M, the most samples per series (each costs epsilon/M)."),
+    fast_fixed_interval: Optional[int] = typer.Option(None, help="--mechanism fast: sample every I steps instead of adaptively."),
+    fast_gains: Optional[str] = typer.Option(None, help="--mechanism fast: PID gains Cp,Ci,Cd (summing to 1)."),
+    fast_theta: Optional[float] = typer.Option(None, help="--mechanism fast: interval adjustment scale theta."),
+    fast_xi: Optional[float] = typer.Option(None, help="--mechanism fast: PID error threshold xi."),
+    fast_q: Optional[float] = typer.Option(None, help="--mechanism fast: process noise variance Q of the Kalman filter."),
+    fast_r: Optional[float] = typer.Option(None, help="--mechanism fast: measurement noise variance R (default: the noise variance)."),
     evaluate: int = typer.Option(0, help="Run the mechanism N times and print MAE and MRE against the input: an internal, NOT private diagnostic; writes no release.", min=0),
     layout: Optional[Layout] = typer.Option(None, help="Input layout [default: events with --user-col, long with --value-col, else wide]."),
     time_col: str = typer.Option("time", help="Time column."),
@@ -109,7 +118,16 @@ def release(
 ) -> None:
     """Release a series or a panel of series with calibrated Gaussian or Laplace noise."""
     params = common.public_parameters(locals())
-    pure = mechanism is Mechanism.laplace or (mechanism is Mechanism.dft and noise is Noise.laplace)
+    if noise is not None and mechanism in CELLWISE:
+        raise UsageError(f"--noise applies to --mechanism dft and fast; --mechanism {mechanism.value} "
+                         "is the noise itself")
+    noise = noise or (Noise.laplace if mechanism is Mechanism.fast else Noise.gaussian)
+    fast = {"preset": fast_preset, "max_samples": fast_max_samples, "interval": fast_fixed_interval,
+            "gains": _gains(fast_gains), "theta": fast_theta, "xi": fast_xi, "q": fast_q, "r": fast_r}
+    if mechanism is not Mechanism.fast and any(v is not None for v in fast.values()):
+        given = next(k for k, v in fast.items() if v is not None)
+        raise UsageError(f"--fast-{given.replace('_', '-')} applies only to --mechanism fast")
+    pure = mechanism is Mechanism.laplace or (mechanism in (Mechanism.dft, Mechanism.fast) and noise is Noise.laplace)
     if not pure and delta is None:
         raise UsageError(f"--delta is required for --mechanism {mechanism.value}")
     if pure and delta is not None:
@@ -126,7 +144,7 @@ def release(
         fill_missing=fill_missing is FillMissing.zero, allow_negative=allow_negative,
     )
     caps = _event_caps(declared, value_bound) if spec.resolved_layout == "events" else None
-    run = _mechanism(mechanism, epsilon, delta, calibration, noise, dft_k)  # budget checked before the data
+    run = _mechanism(mechanism, epsilon, delta, calibration, noise, dft_k, fast)  # budget checked before the data
     randomness = make_random_source(seed)
     if evaluate:
         return _evaluate(input, spec, caps, declared, user_col, run, randomness, evaluate,
@@ -212,8 +230,21 @@ def _load(df, spec: InputSpec, caps: EventCaps | None, declared: ContributionBou
     return loaded, Panel(table.n_series, table.n_steps, bounds, user_col, enforced=loaded.enforced), notes
 
 
+def _gains(text: str | None) -> tuple[float, float, float] | None:
+    parts = common.split_list(text)
+    if parts is None:
+        return None
+    try:
+        values = tuple(float(x) for x in parts)
+    except ValueError:
+        raise UsageError(f"--fast-gains must be three numbers Cp,Ci,Cd, got {text!r}") from None
+    if len(values) != 3:
+        raise UsageError(f"--fast-gains must be three numbers Cp,Ci,Cd, got {text!r}")
+    return values
+
+
 def _mechanism(mechanism: Mechanism, epsilon: float, delta: float | None, calibration: Calibration,
-               noise: Noise, dft_k: int):
+               noise: Noise, dft_k: int, fast: dict):
     """Validate the budget up front and return ``run(table, panel, rng, prefetched)``, which gives
     the release and a function rebuilding the output frame from the released values."""
     check_epsilon(epsilon)
@@ -230,9 +261,17 @@ def _mechanism(mechanism: Mechanism, epsilon: float, delta: float | None, calibr
                 result = release_laplace(values, panel, epsilon, rng)
             return result, lambda: table.flat_to_matrix(result.values), table.with_values_flat
         matrix = table.values_matrix()
-        from tsdp.mechanisms.dft import release_dft
+        if mechanism is Mechanism.fast:
+            from tsdp.mechanisms.fast import release_fast
 
-        result = release_dft(matrix, panel, epsilon, delta, rng, dft_k, noise.value)
+            options = {k: v for k, v in fast.items() if k not in ("interval",) and v is not None}
+            fixed = fast["interval"]
+            result = release_fast(matrix, panel, epsilon, rng, delta=delta, noise=noise.value,
+                                  interval=fixed, adaptive=fixed is None, **options)
+        else:
+            from tsdp.mechanisms.dft import release_dft
+
+            result = release_dft(matrix, panel, epsilon, delta, rng, dft_k, noise.value)
         return result, lambda: result.values, table.with_values_matrix
 
     return run
