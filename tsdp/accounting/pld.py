@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from tsdp.accounting.profiles import Profile
-from tsdp.errors import NumericalError
+from tsdp.errors import NumericalError, UsageError
 
 DEFAULT_DISCRETIZATION = 1e-3
 TAIL_MASS = 1e-15
@@ -87,7 +87,7 @@ class DiscretePLD:
             coarser = self.discretization * width / MAX_COMPOSED
             raise NumericalError(
                 f"composing {times:,} times would need a privacy-loss grid of about {width:,.0f} "
-                f"points; use --discretization {coarser:.2g} or coarser"
+                f"points; use --discretization {_round_up(coarser)} or coarser"
             )
         composed = self.pld if times == 1 else self.pld.self_compose(times, tail_mass_truncation=tail_mass)
         return replace(self, pld=composed, compositions=self.compositions * times)
@@ -112,19 +112,25 @@ class DiscretePLD:
 
 def _discretize(profile: Profile, discretization: float):
     if not (discretization > 0 and math.isfinite(discretization)):
-        raise NumericalError(f"--discretization must be > 0, got {discretization}")
+        raise UsageError(f"--discretization must be > 0, got {discretization}")
     lo, hi = grid_bounds(profile, discretization)
     size = hi - lo + 1
     if size > MAX_GRID:
         coarser = discretization * size / MAX_GRID
         raise NumericalError(
             f"the privacy-loss grid would have {size:,} points (largest loss {hi * discretization:.4g}); "
-            f"use --discretization {coarser:.2g} or coarser"
+            f"use --discretization {_round_up(coarser)} or coarser"
         )
     losses = np.arange(lo, hi + 1)
     probs, infinity = connect_the_dots(profile.delta(losses * discretization), discretization)
     keep = probs > 0
     return losses, probs, infinity, dict(zip(losses[keep].tolist(), probs[keep].tolist()))
+
+
+def _round_up(value: float) -> str:
+    """``value`` rounded up (never down) to two significant digits: it is a lower limit."""
+    scale = 10.0 ** (math.floor(math.log10(value)) - 1)
+    return f"{math.ceil(value / scale) * scale:.2g}"
 
 
 def _moments(losses, probs, discretization) -> tuple[float, float]:
