@@ -1,0 +1,631 @@
+"""Subsampling in time, with and without a smoothing filter (Koga, Meehan and Chaudhuri 2022).
+
+Koga, Meehan and Chaudhuri, "Privacy Amplification by Subsampling in Time Domain" (AISTATS 2022,
+arXiv:2201.04762), Algorithm 1, for every series x (length T) of a panel:
+
+1. (``filter-subsample`` only) y = A x, a circular non-negative filter with unit row sums
+   (:mod:`tsdp.mechanisms.filters`); otherwise y = x;
+2. J ~ Bernoulli(p)^T, drawn independently per series and independently of the data
+   (an empty J is redrawn, which is data-independent too; the accounting conditions on J != {});
+3. z = y_J + N(0, sigma^2 I_|J|);
+4. the release is the linear interpolation of (J, z) over 0..T-1, constant before min J and after
+   max J (``numpy.interp``); optional clipping. Both are post-processing given the public J.
+
+Accounting (``I`` = cells of one series in which neighbours differ: the participation bound of
+Assumption 1, doubled under substitution and capped at T; ``M`` = per-step cap; ``K`` = series of
+the panel one unit can touch), see :mod:`tsdp.accounting.timesubsampling`:
+
+* ``subsample``, ``exact`` (default): the released pair (J, noisy samples) has the privacy profile
+  ``delta(eps) = sum_k Bin(k; I, p) deltaGauss(eps; M sqrt(k) / sigma)``; sigma is the smallest
+  that meets (epsilon, delta) (K = 1), or whose K-fold PLD composition does (K > 1).
+* ``subsample``, ``paper``: Corollary 3 (corrected exponent) with Theorem 2's exact binomial tail,
+  ``sigma = c(delta_noise) M sqrt(I') / epsilon``; K > 1 series by basic composition of
+  (epsilon/K, delta/K) per series.
+* ``filter-subsample``, ``conditional`` (default; spec section 4.1, not in the paper): given J, the
+  release is a Gaussian mechanism with sensitivity ``M s_J sqrt(I)``, ``s_J = sigma_max(A_J)``;
+  sigma from the exact (analytic) Gaussian calibration, no failure term. Each series gets
+  ``sigma_s = analytic_sigma(epsilon, delta, M s_J(s) sqrt(I K))``: its mu = sensitivity / sigma is
+  ``mu*/sqrt(K)`` with mu* the analytic mu of (epsilon, delta), so any K touched series compose
+  (Gaussian mechanisms compose by adding mu^2) to exactly mu*, i.e. (epsilon, delta).
+* ``filter-subsample``, ``paper``: Corollary 2 with Theorem 4 (alpha solved as in the authors'
+  ``find_alpha_log``), ``sigma = c(delta_noise) M alpha sqrt(I) / epsilon``; K > 1 by basic
+  composition.
+
+``p = 1`` is no subsampling: the plain Gaussian baseline is released instead (with a warning).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from tsdp.accounting import gaussian as gauss
+from tsdp.accounting import timesubsampling as ts
+from tsdp.accounting.budget import check_delta, check_epsilon
+from tsdp.accounting.claim import MechanismEvent, PrivacyClaim
+from tsdp.accounting.sensitivity import ContributionBounds, privacy_unit
+from tsdp.errors import BudgetError, DataError, UsageError
+from tsdp.mechanisms import filters
+from tsdp.mechanisms.baseline import Panel, Release, release_gaussian
+from tsdp.mechanisms.noise import gaussian_noise
+from tsdp.mechanisms.postprocess import postprocess
+
+SUBSAMPLE_ACCOUNTING = ("exact", "paper")
+FILTER_ACCOUNTING = ("conditional", "paper")
+CHUNK_CELLS = 1 << 20  # cells of the panel handled at once (bounds the temporary arrays)
+
+THEOREM_EXACT = (
+    "exact privacy profile of the released pair (J, noisy samples): "
+    "delta(eps) = sum_k Bin(k; I, p) deltaGauss(eps; M sqrt(k)/sigma), k = |J cap j_i| "
+    "(conditioning on the public J as in Koga et al. 2022, Theorem 2; Gaussian profile of "
+    "Balle and Wang 2018, Theorem 8)"
+)
+THEOREM_PAPER_SUBSAMPLE = (
+    "Koga et al. 2022, Corollary 3 (with the corrected exponent exp(eps sqrt(I/I'))) with "
+    "Theorem 2's exact binomial tail; each branch's classical Gaussian bound (Theorem 1) "
+    "re-verified with the exact Gaussian profile (Balle and Wang 2018, Theorem 8)"
+)
+THEOREM_PAPER_FILTER = (
+    "Koga et al. 2022, Corollary 2 with Theorem 4 (Tropp 2015 matrix Chernoff bound, side "
+    "condition alpha^2 >= p + L); each branch's classical Gaussian bound (Theorem 1) re-verified "
+    "with the exact Gaussian profile (Balle and Wang 2018, Theorem 8)"
+)
+THEOREM_CONDITIONAL = (
+    "Gaussian mechanism conditional on the public, data-independent J with sensitivity "
+    "M sigma_max(A_J) sqrt(I) (tsdp's conditional accounting of the filter-subsample mechanism of "
+    "Koga et al. 2022, spec section 4.1); analytic calibration, Balle and Wang 2018, Theorem 8"
+)
+
+
+# ---------------------------------------------------------------------------------------------
+# the privacy unit of Assumption 1
+# ---------------------------------------------------------------------------------------------
+
+
+def participation_bounds(n_steps: int, max_steps: int | None = None, assume_none: bool = False,
+                         max_per_step: float = 1.0, neighbouring: str = "add-remove",
+                         series_per_unit: int | None = None) -> ContributionBounds:
+    """User-level bounds of Assumption 1: at most I steps (``--max-steps``), M per step.
+
+    I has no silent default (spec section 4.1): it is required unless ``assume_none`` (I = T, the
+    assumption-free version of the paper's remark after Theorem 4). I > T is refused.
+    """
+    if assume_none:
+        if max_steps is not None and max_steps != n_steps:
+            raise UsageError(f"--max-steps {max_steps} contradicts --assume-none (which sets I = T = {n_steps})")
+        max_steps = n_steps
+    if max_steps is None:
+        raise UsageError("--max-steps (the participation bound I of Assumption 1) is required for the "
+                         "subsampling mechanisms; pass it, or --assume-none to use I = T")
+    ts.check_participation(max_steps, n_steps)
+    return ContributionBounds("user", max_per_step, max_steps=max_steps,
+                              series_per_unit=series_per_unit, neighbouring=neighbouring)
+
+
+def _geometry(panel: Panel) -> tuple[int, int, float, int]:
+    """``(steps I, cells I_eff of one series, M, K)`` for the Koga accounting."""
+    bounds, T = panel.bounds, panel.n_steps
+    if bounds.level == "user" and bounds.max_steps is not None and bounds.max_steps > T:
+        ts.check_participation(bounds.max_steps, T)
+    steps = bounds.steps_per_series(T)
+    cells = min(bounds.cells(1, T), T)  # substitution doubles, but a series has only T cells
+    return steps, cells, float(bounds.max_per_step), bounds.series_touched(panel.n_series)
+
+
+# ---------------------------------------------------------------------------------------------
+# sampling, noise and interpolation
+# ---------------------------------------------------------------------------------------------
+
+
+def draw_sample_mask(rng: np.random.Generator, n_series: int, n_steps: int, p: float) -> tuple[np.ndarray, int]:
+    """J for every series as a boolean (S, T) mask: ``uniform < p`` cell by cell (Bernoulli(p)).
+
+    A series whose J came out empty is redrawn until it is not (data-independent; the accounting
+    conditions on J != {}). Returns the mask and the number of redraws.
+    """
+    mask = np.empty((n_series, n_steps), dtype=bool)
+    rows = max(1, CHUNK_CELLS // max(n_steps, 1))
+    for start in range(0, n_series, rows):
+        stop = min(start + rows, n_series)
+        mask[start:stop] = rng.random((stop - start, n_steps)) < p
+    redraws = 0
+    empty = np.flatnonzero(~mask.any(axis=1))
+    while empty.size:
+        redraws += empty.size
+        mask[empty] = rng.random((empty.size, n_steps)) < p
+        empty = empty[~mask[empty].any(axis=1)]
+    return mask, redraws
+
+
+def interpolate(mask: np.ndarray, knots: np.ndarray) -> np.ndarray:
+    """Linear interpolation of every row through its knots, constant outside them.
+
+    ``mask`` (S, T) marks J; ``knots`` (S, T) holds z at the marked cells (other cells ignored).
+    Row-wise this equals ``numpy.interp(arange(T), J, z)``: z_k at j_k, linear in between,
+    ``z_1`` before ``j_1`` and ``z_m`` after ``j_m`` (Koga et al. 2022, App. 2.1). Vectorised with
+    running maxima/minima of the knot positions; every row needs at least one knot.
+    """
+    mask = np.asarray(mask, dtype=bool)
+    S, T = mask.shape
+    t = np.arange(T)
+    prev = np.maximum.accumulate(np.where(mask, t, -1), axis=1)
+    nxt = np.minimum.accumulate(np.where(mask, t, T)[:, ::-1], axis=1)[:, ::-1]
+    prev_ok = prev >= 0
+    nxt_ok = nxt < T
+    left = np.where(prev_ok, prev, nxt)
+    right = np.where(nxt_ok, nxt, prev)
+    rows = np.arange(S)[:, None]
+    z_left = knots[rows, left]
+    z_right = knots[rows, right]
+    span = right - left
+    frac = np.divide(t - left, span, out=np.zeros((S, T)), where=span > 0)
+    return z_left + (z_right - z_left) * frac
+
+
+def _noisy_interpolation(y: np.ndarray, mask: np.ndarray, sigma: np.ndarray,
+                         rng: np.random.Generator) -> np.ndarray:
+    """``interpolate(mask, y_J + N(0, sigma_s^2))`` for every series s, by chunks of series.
+
+    The noise comes from :func:`tsdp.mechanisms.noise.gaussian_noise`: one draw with the common
+    sigma, or standard normals scaled per series when the sigmas differ. Long series (more than
+    ``CHUNK_CELLS / 4`` steps) are interpolated one by one with ``numpy.interp``, which needs no
+    temporary (S, T) index arrays.
+    """
+    S, T = y.shape
+    out = np.empty((S, T))
+    counts = mask.sum(axis=1)
+    uniform = bool(np.all(sigma == sigma[0]))
+    rows = max(1, CHUNK_CELLS // T)
+    t = np.arange(T)
+    for start in range(0, S, rows):
+        stop = min(start + rows, S)
+        m = mask[start:stop]
+        n = int(counts[start:stop].sum())
+        if uniform:
+            noise = gaussian_noise(rng, float(sigma[0]), n)
+        else:
+            noise = gaussian_noise(rng, 1.0, n)
+            noise *= np.repeat(sigma[start:stop], counts[start:stop])
+        z = y[start:stop][m] + noise  # row by row, in time order
+        if T > CHUNK_CELLS // 4:
+            offsets = np.concatenate([[0], np.cumsum(counts[start:stop])])
+            for r in range(stop - start):
+                knots = np.flatnonzero(m[r])
+                out[start + r] = np.interp(t, knots, z[offsets[r]:offsets[r + 1]])
+        else:
+            knots = np.zeros((stop - start, T))
+            knots[m] = z
+            out[start:stop] = interpolate(m, knots)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# shared validation, warnings and claim parts
+# ---------------------------------------------------------------------------------------------
+
+
+def _as_panel_array(values, panel: Panel) -> tuple[np.ndarray, tuple]:
+    arr = np.asarray(values, dtype=float)
+    shape = arr.shape
+    if arr.ndim == 1:
+        arr = arr[None, :]
+    if arr.shape != (panel.n_series, panel.n_steps):
+        raise ValueError(f"values of shape {shape} do not match the panel "
+                         f"({panel.n_series} series x {panel.n_steps} steps)")
+    if panel.n_steps < 2:
+        raise DataError(f"a series needs at least 2 time steps after grid completion, got {panel.n_steps}")
+    if not np.all(np.isfinite(arr)):
+        raise DataError("values must be finite (no NaN or infinity)")
+    return arr, shape
+
+
+def _common_checks(epsilon: float, delta: float, p: float, panel: Panel) -> list[str]:
+    check_epsilon(epsilon)
+    check_delta(delta)
+    ts.check_rate(p)
+    T = panel.n_steps
+    warnings = []
+    if delta >= 1.0 / T:
+        warnings.append(f"--delta {delta:g} is at least 1/T = {1 / T:.3g}: such a delta allows "
+                        "releasing a whole time step in the clear; use a smaller delta")
+    if T * p < 2:
+        warnings.append(f"T * p = {T * p:.3g} < 2: most draws keep at most one step, and the "
+                        "release is then constant")
+    return warnings
+
+
+def _fallback(values, panel, epsilon, delta, rng, accounting, warnings, clip_min, shape, name) -> Release:
+    calibration = "classic" if accounting == "paper" else "analytic"
+    rel = release_gaussian(values, panel, epsilon, delta, rng, calibration=calibration)
+    out = postprocess(rel.values, clip_min=clip_min).reshape(shape)
+    note = (f"--sampling-rate 1 means no subsampling: {name} reduces to the plain Gaussian "
+            f"mechanism, which was released instead (calibration {calibration})")
+    return Release(out, rel.claim, tuple(warnings) + (note,) + tuple(rel.warnings))
+
+
+def _sampling_parameters(mask: np.ndarray, p: float, T: int, redraws: int, emit: bool) -> tuple[dict, list[str]]:
+    counts = mask.sum(axis=1)
+    params = {
+        "scheme": "poisson/bernoulli (each step kept independently with probability p)",
+        "p": p,
+        "n_sampled": counts.tolist(),
+        "empty_sample_policy": ("an empty J is redrawn (data-independent); the accounting "
+                                "conditions on J non-empty (factor 1/(1-(1-p)^T))"),
+        "probability_empty": ts.empty_probability(T, p),
+        "empty_redraws": redraws,
+        "indices": [np.flatnonzero(row).tolist() for row in mask] if emit else None,
+    }
+    warnings = []
+    single = int(np.sum(counts == 1))
+    if single:
+        warnings.append(f"{single} series kept a single time step: their release is constant")
+    return params, warnings
+
+
+def _assumption(panel: Panel, steps: int, cells: int, M: float) -> dict:
+    bounds = panel.bounds
+    return {
+        "name": "bounded participation (Assumption 1)",
+        "I": steps,
+        "I_effective": cells,
+        "M": M,
+        "T": panel.n_steps,
+        "level": bounds.level,
+        "neighbouring": bounds.neighbouring,
+        "assume_none": bounds.level == "user" and steps == panel.n_steps,
+        "enforced": panel.enforced,
+        "note": "the guarantee is conditional on I (see degradation: a true bound cI costs about sqrt(c) epsilon)",
+    }
+
+
+def _baseline_comparison(panel: Panel, epsilon: float, delta: float) -> dict:
+    l2 = panel.bounds.l2(panel.n_series, panel.n_steps)
+    return {
+        "gaussian_sigma_same_budget": gauss.analytic_sigma(epsilon, delta, l2),
+        "gaussian_classic_sigma_same_budget": gauss.classic_sigma(epsilon, delta, l2),
+        "gaussian_l2_sensitivity": l2,
+    }
+
+
+def _check_paper_branches(cal: ts.PaperCalibration, epsilon: float, option: str) -> list[str]:
+    """Refuse a paper calibration whose Gaussian branches fail the exact profile (spec 4.2)."""
+    success, failure = cal.exact_branch_deltas
+    if success > cal.delta_noise or failure > cal.delta_noise:
+        raise BudgetError(
+            f"--accounting paper: at {option} the classical Gaussian calibration does not give "
+            f"(epsilon, delta_noise) on both branches under the exact profile (deltas {success:.3g} "
+            f"and {failure:.3g} > {cal.delta_noise:.3g}); use a smaller --epsilon or the exact accounting"
+        )
+    warnings = []
+    if epsilon >= 1:
+        warnings.append(f"--accounting paper: Theorem 1 (classical Gaussian) assumes epsilon < 1; at "
+                        f"epsilon {epsilon:g} both branches were verified with the exact Gaussian profile")
+    elif cal.epsilon_failure_branch >= 1:
+        warnings.append(f"--accounting paper: the failure branch has epsilon "
+                        f"{cal.epsilon_failure_branch:.4g} >= 1, outside Theorem 1; it was verified "
+                        "with the exact Gaussian profile (spec pitfall 6)")
+    return warnings
+
+
+def _paper_privacy(cal: ts.PaperCalibration, K: int, epsilon: float) -> dict:
+    return {
+        "epsilon": epsilon,
+        "delta_total": K * cal.delta_total,
+        "per_series": {"epsilon": epsilon / K, "delta_noise": cal.delta_noise,
+                       "delta_fail_budget": cal.delta_fail, "delta_failure_term": cal.failure_term,
+                       "delta_total": cal.delta_total},
+        "delta_noise": cal.delta_noise,
+        "delta_failure_term": cal.failure_term,
+        "delta_prime": cal.delta_prime,
+        "epsilon_failure_branch": cal.epsilon_failure_branch,
+        "exact_gaussian_delta_success_branch": cal.exact_branch_deltas[0],
+        "exact_gaussian_delta_failure_branch": cal.exact_branch_deltas[1],
+        "composition": ("single series" if K == 1 else
+                        f"basic composition over the {K} series a unit can touch: (epsilon/{K}, "
+                        f"delta/{K}) per series (Dwork and Roth 2014, Theorem 3.16)"),
+    }
+
+
+def _composed_sigma(epsilon: float, delta: float, sensitivity: float, K: int) -> float:
+    """Analytic sigma for ``sqrt(K) * sensitivity``, nudged up by ulps until the K-fold composition
+    as an auditor computes it (mu = sqrt(K) * (sensitivity / sigma)) meets the budget too."""
+    sigma = gauss.analytic_sigma(epsilon, delta, sensitivity * math.sqrt(K))
+    while gauss.delta_for_epsilon(epsilon, math.sqrt(K) * (sensitivity / sigma)) > delta:
+        sigma = float(np.nextafter(sigma, math.inf))
+    return sigma
+
+
+def _scale_degradation(rows: list[dict], K: int) -> list[dict]:
+    return [{"c": r["c"], "epsilon": K * r["epsilon"], "delta": K * r["delta"]} for r in rows]
+
+
+# ---------------------------------------------------------------------------------------------
+# subsample (no filter)
+# ---------------------------------------------------------------------------------------------
+
+
+def release_subsample(values: np.ndarray, panel: Panel, epsilon: float, delta: float,
+                      rng: np.random.Generator, p: float, accounting: str = "exact",
+                      clip_min: float | None = None, delta_split: float = 0.5,
+                      emit_indices: bool = False, discretization: float = 1e-3) -> Release:
+    """Subsample every series in time, add Gaussian noise to the kept steps, interpolate.
+
+    ``values``: float array (n_series, n_steps) in time order (a 1-D series is accepted).
+    ``accounting``: ``exact`` (profile of the released pair (J, noisy samples); ``analytic`` is
+    accepted as an alias) or ``paper`` (Koga et al. 2022, Corollary 3 with the code's delta split
+    ``delta_noise = delta_split * delta``). See the module docstring for the formulas.
+    """
+    if accounting == "analytic":
+        accounting = "exact"
+    if accounting not in SUBSAMPLE_ACCOUNTING:
+        raise UsageError(f"--accounting must be one of {', '.join(SUBSAMPLE_ACCOUNTING)} for "
+                         f"--mechanism subsample, got {accounting!r}")
+    arr, shape = _as_panel_array(values, panel)
+    warnings = _common_checks(epsilon, delta, p, panel)
+    if accounting == "paper":
+        ts.check_split(delta_split)
+    steps, I, M, K = _geometry(panel)
+    S, T = arr.shape
+    if p == 1:
+        return _fallback(arr, panel, epsilon, delta, rng, accounting, warnings, clip_min, shape, "subsample")
+
+    parameters: dict = {"paper": ts.PAPER, "mechanism": "subsample", "accounting": accounting}
+    if accounting == "exact":
+        cal = ts.exact_subsample(epsilon, delta, I, p, M, T, K, discretization)
+        sigma = cal.sigma
+        events = (MechanismEvent("gaussian-mixture", float(cal.mixture.sensitivities.max()), sigma, K,
+                                 mixture=cal.mixture.pairs()),)
+        theorem = THEOREM_EXACT + ("" if K == 1 else f"; composed over the {K} series a unit can touch "
+                                   "with a pessimistic privacy-loss distribution (dp-accounting)")
+        claim_delta = float(delta)
+        parameters["privacy"] = {
+            "epsilon": epsilon, "delta_total": delta,
+            "delta_at_sigma_one_series": cal.delta_at_sigma,
+            "epsilon_at_sigma": cal.epsilon_at_sigma,
+            "calibration": cal.method,
+            "mixture_components": int(cal.mixture.counts.size),
+            "delta_prime": None,
+        }
+        parameters["sensitivity"] = {
+            "l2_worst_case": M * math.sqrt(I),
+            "per_component": "M sqrt(k), k = |J cap j_i| ~ Bin(I, p) (public after the fact)",
+            "bound_used": "exact binomial mixture (no high-probability bound, no failure term)",
+        }
+        parameters["noise"] = {"distribution": "gaussian", "sigma": sigma, "calibration": "exact mixture profile"}
+        degradation = ts.exact_degradation(sigma, delta, I, p, M, T, K, discretization=discretization)
+        paper_cmp = ts.paper_subsample(epsilon / K, delta / K, I, p, M, 0.5, T)
+        parameters["paper_sigma_same_budget"] = paper_cmp.sigma
+    else:
+        cal = ts.paper_subsample(epsilon / K, delta / K, I, p, M, delta_split, T)
+        warnings += _check_paper_branches(cal, epsilon / K, f"--epsilon {epsilon:g}")
+        sigma = cal.sigma
+        events = ()
+        theorem = THEOREM_PAPER_SUBSAMPLE + ("" if K == 1 else f"; basic composition over {K} series")
+        claim_delta = min(float(delta), K * cal.delta_total)
+        if cal.i_prime >= I:
+            warnings.append(f"I' = I = {I}: subsampling gives no amplification at this budget; use a "
+                            "larger --delta, a smaller --sampling-rate, or --mechanism gaussian")
+        parameters["privacy"] = _paper_privacy(cal, K, epsilon)
+        parameters["sensitivity"] = {
+            "l2_worst_case": cal.sensitivity_worst_case,
+            "l2_high_prob": cal.sensitivity_high_prob,
+            "I_prime": cal.i_prime,
+            "alpha": cal.alpha,
+            "hoeffding_I_prime": ts.hoeffding_i_prime(I, p, cal.delta_prime) if cal.delta_prime > 0 else None,
+            "bound_used": "Theorem 2 (exact binomial tail)",
+        }
+        parameters["noise"] = {"distribution": "gaussian", "sigma": sigma,
+                               "c": float(ts.classical_c(cal.delta_noise)),
+                               "calibration": "classical sqrt(2 ln(1.25/delta_noise))",
+                               "delta_split": delta_split}
+        degradation = _scale_degradation(
+            ts.degradation_subsample(epsilon / K, cal.delta_noise, I, cal.i_prime, p, T), K)
+
+    mask, redraws = draw_sample_mask(rng, S, T, p)
+    sampling, sample_warnings = _sampling_parameters(mask, p, T, redraws, emit_indices)
+    warnings += sample_warnings
+    out = _noisy_interpolation(arr, mask, np.full(S, sigma), rng)
+    out = postprocess(out, clip_min=clip_min)
+    baseline = _baseline_comparison(panel, epsilon, delta)
+
+    parameters.update({
+        "sigma": sigma,
+        "assumption": _assumption(panel, steps, I, M),
+        "subsampling": sampling,
+        "interpolation": {"kind": "linear", "extrapolation": "constant-nearest"},
+        "postprocessing": {"clip_min": clip_min},
+        "baseline_comparison": baseline,
+        "gaussian_sigma_same_budget": baseline["gaussian_sigma_same_budget"],
+        "degradation": degradation,
+        "degradation_note": ("privacy if the true participation bound were c*I: "
+                             + ("Proposition 1 analogue without filter (spec section 1.4)" if accounting == "paper"
+                                else "exact mixture with Bin(floor(cI), p), same sigma and delta")),
+        "n_series": S,
+        "n_steps": T,
+        "composition": panel.composition,
+    })
+    claim = PrivacyClaim(
+        definition="approx-dp",
+        unit=privacy_unit(panel.bounds, S, panel.id_column, panel.enforced),
+        epsilon=float(epsilon),
+        delta=claim_delta,
+        mechanism="subsample",
+        theorem=theorem,
+        events=events,
+        parameters=parameters,
+    )
+    return Release(out.reshape(shape), claim, tuple(warnings))
+
+
+# ---------------------------------------------------------------------------------------------
+# filter-subsample
+# ---------------------------------------------------------------------------------------------
+
+
+def resolve_kernel(kernel, n_steps: int, filter_sigma: float = 10.0,
+                   filter_width: int | None = None) -> tuple[np.ndarray, dict, list[str]]:
+    """The circular kernel, its public description and warnings.
+
+    ``kernel``: ``gaussian`` (width ``filter_sigma``), ``triangle``, ``boxcar`` (``filter_width``),
+    ``identity``, or an array of non-negative custom taps (centred, normalised to sum 1).
+    """
+    warnings = []
+    if isinstance(kernel, str):
+        h = filters.make_kernel(kernel, n_steps, sigma=filter_sigma, width=filter_width)
+        info = {"type": kernel}
+        if kernel == "gaussian":
+            info["sigma_g"] = float(filter_sigma)
+            if filter_sigma > n_steps / 6:
+                warnings.append(f"--filter-sigma {filter_sigma:g} > T/6 = {n_steps / 6:.3g}: the circular "
+                                "wrap of the filter dominates")
+        elif kernel == "boxcar":
+            info["width"] = filter_width
+        elif kernel == "identity":
+            warnings.append("--filter identity: use --mechanism subsample, whose analysis (Theorem 2) "
+                            "is tighter for the identity filter")
+    else:
+        taps = np.asarray(kernel, dtype=float)
+        h = filters.place_taps(n_steps, taps)
+        info = {"type": "custom", "taps": int(taps.size)}
+    stats = filters.kernel_stats(h)
+    if abs(stats.sigma_max - 1.0) > 1e-9:  # cannot happen for non-negative taps of sum 1
+        raise UsageError(f"--filter-kernel: sigma_max(A) = {stats.sigma_max:.12g} != 1")
+    info.update({"L": stats.L, "srank": stats.srank, "sigma_max": stats.sigma_max, "circular": True,
+                 "convention": "y_t = sum_k x_k h_{(t-k) mod T} (circular convolution by FFT)"})
+    return h, info, warnings
+
+
+def release_filter_subsample(values: np.ndarray, panel: Panel, epsilon: float, delta: float,
+                             rng: np.random.Generator, p: float, kernel="gaussian",
+                             accounting: str = "conditional", filter_sigma: float = 10.0,
+                             filter_width: int | None = None, clip_min: float | None = None,
+                             delta_split: float = 0.5, alpha: float | None = None,
+                             emit_indices: bool = False) -> Release:
+    """Filter every series circularly, subsample in time, add Gaussian noise, interpolate.
+
+    ``kernel``: see :func:`resolve_kernel`. ``accounting``: ``conditional`` (sensitivity
+    ``M s_J sqrt(I)`` given the drawn J, analytic Gaussian; ``delta_split`` and ``alpha`` do not
+    apply) or ``paper`` (Koga et al. 2022, Corollary 2 with Theorem 4; ``alpha`` fixes alpha
+    instead of solving, and the resulting delta must fit the budget).
+    """
+    if accounting not in FILTER_ACCOUNTING:
+        raise UsageError(f"--accounting must be one of {', '.join(FILTER_ACCOUNTING)} for "
+                         f"--mechanism filter-subsample, got {accounting!r}")
+    if alpha is not None and accounting != "paper":
+        raise UsageError("--alpha applies only to --accounting paper (the conditional accounting "
+                         "computes sigma_max of the sampled filter rows instead)")
+    arr, shape = _as_panel_array(values, panel)
+    warnings = _common_checks(epsilon, delta, p, panel)
+    if accounting == "paper":
+        ts.check_split(delta_split)
+    steps, I, M, K = _geometry(panel)
+    S, T = arr.shape
+    h, filter_info, kernel_warnings = resolve_kernel(kernel, T, filter_sigma, filter_width)
+    warnings += kernel_warnings
+    if p == 1:
+        return _fallback(arr, panel, epsilon, delta, rng, accounting, warnings, clip_min, shape,
+                         "filter-subsample")
+    stats = filters.KernelStats(filter_info["L"], filter_info["srank"], filter_info["sigma_max"])
+    y = filters.circular_filter(arr, h)
+    parameters: dict = {"paper": ts.PAPER, "mechanism": "filter-subsample", "accounting": accounting}
+
+    if accounting == "paper":
+        cal = ts.paper_filter(epsilon / K, delta / K, I, p, stats.L, stats.srank, M, delta_split, T, alpha)
+        if cal.delta_total > delta / K * (1 + 1e-12):
+            raise BudgetError(f"--alpha {alpha:g} gives delta {K * cal.delta_total:.4g} > --delta {delta:g}; "
+                              "use a larger alpha or let tsdp solve for it")
+        warnings += _check_paper_branches(cal, epsilon / K, f"--epsilon {epsilon:g}")
+        if cal.alpha_at_floor:
+            warnings.append(f"the budget is met at the validity floor alpha = sqrt(p + L) = {cal.alpha:.6g}: "
+                            f"the failure term is {cal.failure_term:.3g}, below its share of delta")
+        if cal.alpha >= 1:
+            warnings.append("alpha = 1: the filter bound gives no amplification at this budget")
+        mask, redraws = draw_sample_mask(rng, S, T, p)
+        sigmas = np.full(S, cal.sigma)
+        sigma_report: float | list = cal.sigma
+        events = ()
+        theorem = THEOREM_PAPER_FILTER + ("" if K == 1 else f"; basic composition over {K} series")
+        claim_delta = min(float(delta), K * cal.delta_total)
+        parameters["privacy"] = _paper_privacy(cal, K, epsilon)
+        parameters["sensitivity"] = {
+            "l2_worst_case": cal.sensitivity_worst_case,
+            "l2_high_prob": cal.sensitivity_high_prob,
+            "alpha": cal.alpha,
+            "alpha_given": alpha is not None,
+            "alpha_floor": ts.alpha_floor(p, stats.L),
+            "I_prime": None,
+            "bound_used": "Theorem 4 (Tropp intrinsic-dimension matrix Chernoff)",
+            "tropp_condition_alpha2_ge_p_plus_L": ts.tropp_condition(cal.alpha, p, stats.L),
+        }
+        parameters["noise"] = {"distribution": "gaussian", "sigma": cal.sigma,
+                               "c": float(ts.classical_c(cal.delta_noise)),
+                               "calibration": "classical sqrt(2 ln(1.25/delta_noise))",
+                               "delta_split": delta_split}
+        degradation = _scale_degradation(
+            ts.degradation_filter(epsilon / K, cal.delta_noise, cal.alpha, cal.delta_prime), K)
+        degradation_note = "Koga et al. 2022, Proposition 1: privacy if the true participation bound were c*I"
+    else:
+        mask, redraws = draw_sample_mask(rng, S, T, p)
+        s_J = np.array([filters.sampled_sigma_max(h, np.flatnonzero(row), stats) for row in mask])
+        sens = M * s_J * math.sqrt(I)
+        sigmas = np.array([_composed_sigma(epsilon, delta, s, K) for s in sens])
+        worst = int(np.argmax(sens))
+        mu_total = math.sqrt(K) * sens[worst] / sigmas[worst]
+        sigma_report = float(sigmas[0]) if S == 1 else float(sigmas.max())
+        events = (MechanismEvent("gaussian", float(sens[worst]), float(sigmas[worst]), K),)
+        theorem = THEOREM_CONDITIONAL + ("" if K == 1 else f"; {K} touched series compose as one Gaussian "
+                                         "mechanism (squared mu add), each series' mu being mu*/sqrt(K)")
+        claim_delta = float(delta)
+        parameters["privacy"] = {
+            "epsilon": epsilon, "delta_total": delta, "delta_prime": None,
+            "composition": ("single series" if K == 1 else
+                            f"each series is calibrated to mu*/sqrt({K}), so any {K} series a unit "
+                            "touches compose to the Gaussian mechanism with mu* (exact)"),
+        }
+        parameters["sensitivity"] = {
+            "l2_worst_case": M * math.sqrt(I),
+            "s_J": s_J.tolist(),
+            "l2_conditional": sens.tolist(),
+            "bound_used": ("sigma_max of the sampled filter rows, from the Gram matrix of the circular "
+                           "autocorrelation (dense eigenvalues or Lanczos), computed given the public J"),
+        }
+        parameters["noise"] = {"distribution": "gaussian", "sigma": sigma_report,
+                               "sigma_per_series": sigmas.tolist(),
+                               "calibration": "analytic (Balle and Wang 2018, Theorem 8)"}
+        degradation = ts.gaussian_degradation(mu_total, delta)
+        degradation_note = ("privacy if the true participation bound were c*I: mu grows by sqrt(c), "
+                            "epsilon at the same delta from the exact Gaussian profile")
+
+    sampling, sample_warnings = _sampling_parameters(mask, p, T, redraws, emit_indices)
+    warnings += sample_warnings
+    out = _noisy_interpolation(y, mask, sigmas, rng)
+    out = postprocess(out, clip_min=clip_min)
+    baseline = _baseline_comparison(panel, epsilon, delta)
+
+    parameters.update({
+        "sigma": sigma_report,
+        "assumption": _assumption(panel, steps, I, M),
+        "filter": filter_info,
+        "subsampling": sampling,
+        "interpolation": {"kind": "linear", "extrapolation": "constant-nearest"},
+        "postprocessing": {"clip_min": clip_min},
+        "baseline_comparison": baseline,
+        "gaussian_sigma_same_budget": baseline["gaussian_sigma_same_budget"],
+        "degradation": degradation,
+        "degradation_note": degradation_note,
+        "n_series": S,
+        "n_steps": T,
+        "composition": panel.composition,
+    })
+    claim = PrivacyClaim(
+        definition="approx-dp",
+        unit=privacy_unit(panel.bounds, S, panel.id_column, panel.enforced),
+        epsilon=float(epsilon),
+        delta=claim_delta,
+        mechanism="filter-subsample",
+        theorem=theorem,
+        events=events,
+        parameters=parameters,
+    )
+    return Release(out.reshape(shape), claim, tuple(warnings))
