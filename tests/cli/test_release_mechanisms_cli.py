@@ -93,3 +93,59 @@ def test_fast_gaussian_needs_delta_and_fast_options_need_fast(capsys, tmp_path, 
     assert main([*base, "--mechanism", "laplace", "--noise", "laplace"]) == 2
     assert "--noise applies to" in capsys.readouterr().err
     assert not (tmp_path / "x.csv").exists()
+
+
+TRAFFIC = "sample_data/traffic_hourly.parquet"
+
+
+def koga_args(repo_root, tmp_path, name, *extra):
+    return ["release", str(repo_root / TRAFFIC), "--value-col", "count", "--series-col", "sensor",
+            "--epsilon", "0.5", "--delta", "1e-4", "--unit", "user", "--max-steps", "180",
+            "--series-per-user", "1", "-o", str(tmp_path / f"{name}.parquet"), "--quiet", *extra]
+
+
+def test_subsample_exact_needs_at_most_half_the_papers_noise_and_verifies(tmp_path, repo_root):
+    assert main(koga_args(repo_root, tmp_path, "exact", "--mechanism", "subsample")) == 0
+    assert main(koga_args(repo_root, tmp_path, "paper", "--mechanism", "subsample", "--accounting", "paper")) == 0
+    exact = json.loads((tmp_path / "exact.report.json").read_text())["claim"]
+    paper = json.loads((tmp_path / "paper.report.json").read_text())["claim"]
+    assert exact["events"][0]["kind"] == "gaussian-mixture" and not paper["events"]
+    assert exact["parameters"]["sigma"] <= 0.5 * paper["parameters"]["sigma"]
+    # the exact claim is rechecked from its event, and composes tightly with another release
+    assert main(["account", "verify", str(tmp_path / "exact.report.json"), "--max-epsilon", "0.5",
+                 "--output", str(tmp_path / "exact.parquet"), "--quiet"]) == 0
+    assert main(["account", "compose", str(tmp_path / "exact.report.json"),
+                 str(tmp_path / "exact.report.json"), "--quiet"]) == 0
+
+
+def test_filter_subsample_with_custom_kernel_file(tmp_path, repo_root):
+    (tmp_path / "taps.txt").write_text("0.25\n0.5\n0.25\n")
+    assert main(koga_args(repo_root, tmp_path, "f", "--mechanism", "filter-subsample", "--filter", "custom",
+                          "--filter-kernel", str(tmp_path / "taps.txt"))) == 0
+    claim = json.loads((tmp_path / "f.report.json").read_text())["claim"]
+    assert claim["mechanism"] == "filter-subsample" and claim["events"][0]["kind"] == "gaussian"
+    assert pl.read_parquet(tmp_path / "f.parquet").height == 40_000
+
+
+@pytest.mark.parametrize("extra,needle", [
+    (["--mechanism", "subsample", "--sampling-rate", "0"], "--sampling-rate"),
+    (["--mechanism", "subsample", "--filter", "boxcar"], "--filter"),
+    (["--mechanism", "gaussian", "--accounting", "paper"], "--accounting"),
+    (["--mechanism", "filter-subsample", "--filter", "custom"], "--filter-kernel"),
+    (["--mechanism", "filter-subsample", "--alpha", "0.7"], "--alpha"),
+    (["--mechanism", "subsample", "--accounting", "paper", "--delta-split", "1.5"], "split"),
+])
+def test_subsampling_option_errors(capsys, tmp_path, repo_root, extra, needle):
+    assert main(koga_args(repo_root, tmp_path, "bad", *extra)) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error:") and needle in err
+    assert not (tmp_path / "bad.parquet").exists()
+
+
+def test_assume_none_sets_i_to_t(tmp_path, repo_root):
+    args = koga_args(repo_root, tmp_path, "none", "--mechanism", "subsample")
+    i = args.index("--max-steps")
+    del args[i:i + 2]
+    assert main([*args, "--assume-none"]) == 0
+    unit = json.loads((tmp_path / "none.report.json").read_text())["claim"]["unit"]
+    assert unit["max_steps"] == 2000

@@ -14,7 +14,7 @@ from tsdp.accounting.sensitivity import ContributionBounds
 from tsdp.cli import common
 from tsdp.errors import UsageError
 from tsdp.io.events import EventCaps
-from tsdp.io.files import read_table
+from tsdp.io.files import read_numbers, read_table
 from tsdp.io.load import InputSpec, load_input
 from tsdp.mechanisms import postprocess as post
 from tsdp.mechanisms.baseline import Panel, release_gaussian, release_laplace
@@ -28,6 +28,21 @@ class Mechanism(str, Enum):
     laplace = "laplace"
     dft = "dft"
     fast = "fast"
+    subsample = "subsample"
+    filter_subsample = "filter-subsample"
+
+
+class Accounting(str, Enum):
+    exact = "exact"
+    paper = "paper"
+    conditional = "conditional"
+
+
+class Filter(str, Enum):
+    gaussian = "gaussian"
+    triangle = "triangle"
+    boxcar = "boxcar"
+    custom = "custom"
 
 
 class Noise(str, Enum):
@@ -38,6 +53,7 @@ class Noise(str, Enum):
 # Mechanisms that treat cells independently work on the flat values in file order (no sorting);
 # the others need each series in time order.
 CELLWISE = {Mechanism.gaussian, Mechanism.laplace}
+ALL_STEPS = 2**62  # --assume-none: replaced by the series length T once the data is loaded
 
 
 class Layout(str, Enum):
@@ -81,6 +97,15 @@ def release(
     calibration: Calibration = typer.Option(Calibration.analytic, help="Gaussian calibration; classic only to reproduce papers."),
     noise: Optional[Noise] = typer.Option(None, help="Noise of --mechanism dft (default gaussian) or fast (default laplace, the paper's): gaussian gives approximate DP, laplace pure DP."),
     dft_k: int = typer.Option(30, help="--mechanism dft: Fourier coefficients kept (the DC term and k-1 lowest frequencies)."),
+    sampling_rate: Optional[float] = typer.Option(None, help="--mechanism subsample/filter-subsample: Bernoulli rate p of the sampled time steps [default: 0.1]."),
+    accounting: Optional[Accounting] = typer.Option(None, help="subsample: exact (default) or paper; filter-subsample: conditional (default) or paper (Koga et al.'s own calibration)."),
+    delta_split: Optional[float] = typer.Option(None, help="--accounting paper: share of delta for the noise, the rest covers the failure event [default: 0.5]."),
+    alpha: Optional[float] = typer.Option(None, help="filter-subsample --accounting paper: fix alpha instead of solving for it."),
+    filter: Optional[Filter] = typer.Option(None, "--filter", help="filter-subsample: kernel [default: gaussian]."),
+    filter_sigma: Optional[float] = typer.Option(None, help="Gaussian kernel width in steps [default: 10]."),
+    filter_width: Optional[int] = typer.Option(None, help="Boxcar kernel width (odd)."),
+    filter_kernel: Optional[str] = typer.Option(None, help="Custom kernel: file of non-negative taps (normalised to sum 1)."),
+    assume_none: bool = typer.Option(False, help="No participation bound: a user may appear in every step (I = T)."),
     fast_preset: Optional[str] = typer.Option(None, help="--mechanism fast: parameter preset (cikm2012 or streamdp)."),
     fast_max_samples: Optional[int] = typer.Option(None, help="--mechanism fast: M, the most samples per series (each costs epsilon/M)."),
     fast_fixed_interval: Optional[int] = typer.Option(None, help="--mechanism fast: sample every I steps instead of adaptively."),
@@ -127,6 +152,19 @@ def release(
     if mechanism is not Mechanism.fast and any(v is not None for v in fast.values()):
         given = next(k for k, v in fast.items() if v is not None)
         raise UsageError(f"--fast-{given.replace('_', '-')} applies only to --mechanism fast")
+    koga = {"p": sampling_rate, "accounting": accounting.value if accounting else None, "delta_split": delta_split,
+            "alpha": alpha, "kernel": filter.value if filter else None, "filter_sigma": filter_sigma,
+            "filter_width": filter_width, "filter_kernel": filter_kernel}
+    subsampling = mechanism in (Mechanism.subsample, Mechanism.filter_subsample)
+    if not subsampling and any(v is not None for v in koga.values()):
+        first = next(k for k, v in koga.items() if v is not None)
+        flag = {"p": "sampling-rate", "kernel": "filter"}.get(first, first.replace("_", "-"))
+        raise UsageError(f"--{flag} applies only to --mechanism subsample or filter-subsample")
+    if mechanism is Mechanism.subsample and any(koga[k] is not None for k in ("alpha", "kernel", "filter_sigma",
+                                                                              "filter_width", "filter_kernel")):
+        raise UsageError("the --filter options and --alpha apply only to --mechanism filter-subsample")
+    if assume_none and (unit is not Unit.user or max_steps is not None):
+        raise UsageError("--assume-none needs --unit user and no --max-steps (it sets I = T)")
     pure = mechanism is Mechanism.laplace or (mechanism in (Mechanism.dft, Mechanism.fast) and noise is Noise.laplace)
     if not pure and delta is None:
         raise UsageError(f"--delta is required for --mechanism {mechanism.value}")
@@ -134,7 +172,8 @@ def release(
         raise UsageError(f"--delta does not apply to --mechanism {mechanism.value} with Laplace noise "
                          "(pure epsilon-DP); remove it")
     declared = ContributionBounds(
-        level=unit.value, max_per_step=max_per_step, max_steps=max_steps, w=w,
+        level=unit.value, max_per_step=max_per_step,
+        max_steps=ALL_STEPS if assume_none else max_steps, w=w,
         series_per_unit=series_per_user, neighbouring=neighbouring.value,
     )
     spec = InputSpec(
@@ -144,7 +183,7 @@ def release(
         fill_missing=fill_missing is FillMissing.zero, allow_negative=allow_negative,
     )
     caps = _event_caps(declared, value_bound) if spec.resolved_layout == "events" else None
-    run = _mechanism(mechanism, epsilon, delta, calibration, noise, dft_k, fast)  # budget checked before the data
+    run = _mechanism(mechanism, epsilon, delta, calibration, noise, dft_k, fast, koga)  # budget checked before the data
     randomness = make_random_source(seed)
     if evaluate:
         return _evaluate(input, spec, caps, declared, user_col, run, randomness, evaluate,
@@ -222,6 +261,8 @@ def _load(df, spec: InputSpec, caps: EventCaps | None, declared: ContributionBou
     """Load the input and derive the panel the mechanism protects, with the report's notes."""
     loaded = load_input(df, spec, caps)
     table = loaded.table
+    if declared.max_steps == ALL_STEPS:
+        declared = replace(declared, max_steps=table.n_steps)
     bounds = replace(declared, max_per_step=caps.cell_bound()) if caps else declared
     notes = list(loaded.notes)
     if not loaded.enforced and declared.level != "event":
@@ -244,7 +285,7 @@ def _gains(text: str | None) -> tuple[float, float, float] | None:
 
 
 def _mechanism(mechanism: Mechanism, epsilon: float, delta: float | None, calibration: Calibration,
-               noise: Noise, dft_k: int, fast: dict):
+               noise: Noise, dft_k: int, fast: dict, koga: dict):
     """Validate the budget up front and return ``run(table, panel, rng, prefetched)``, which gives
     the release and a function rebuilding the output frame from the released values."""
     check_epsilon(epsilon)
@@ -261,7 +302,27 @@ def _mechanism(mechanism: Mechanism, epsilon: float, delta: float | None, calibr
                 result = release_laplace(values, panel, epsilon, rng)
             return result, lambda: table.flat_to_matrix(result.values), table.with_values_flat
         matrix = table.values_matrix()
-        if mechanism is Mechanism.fast:
+        if mechanism in (Mechanism.subsample, Mechanism.filter_subsample):
+            from tsdp.mechanisms import subsample as ss
+
+            p = 0.1 if koga["p"] is None else koga["p"]
+            split = 0.5 if koga["delta_split"] is None else koga["delta_split"]
+            if mechanism is Mechanism.subsample:
+                result = ss.release_subsample(matrix, panel, epsilon, delta, rng, p, koga["accounting"] or "exact",
+                                              delta_split=split)
+            else:
+                kernel = koga["kernel"] or "gaussian"
+                if kernel == "custom":
+                    if koga["filter_kernel"] is None:
+                        raise UsageError("--filter custom needs --filter-kernel FILE")
+                    kernel = read_numbers(koga["filter_kernel"], "--filter-kernel")
+                elif koga["filter_kernel"] is not None:
+                    raise UsageError("--filter-kernel needs --filter custom")
+                result = ss.release_filter_subsample(
+                    matrix, panel, epsilon, delta, rng, p, kernel, koga["accounting"] or "conditional",
+                    filter_sigma=10.0 if koga["filter_sigma"] is None else koga["filter_sigma"],
+                    filter_width=koga["filter_width"], delta_split=split, alpha=koga["alpha"])
+        elif mechanism is Mechanism.fast:
             from tsdp.mechanisms.fast import release_fast
 
             options = {k: v for k, v in fast.items() if k not in ("interval",) and v is not None}

@@ -56,6 +56,21 @@ def read_table(path: str | Path) -> pl.DataFrame:
         raise DataError(f"INPUT: cannot parse {str(path)!r} as {fmt}: {first_line}") from None
 
 
+def read_numbers(path: str, option: str) -> list[float]:
+    """Numbers from a small text file (one per line, or separated by commas or spaces)."""
+    p = Path(path)
+    if not p.is_file():
+        raise UsageError(f"{option}: file {path!r} does not exist")
+    tokens = p.read_text().replace(",", " ").split()
+    try:
+        values = [float(t) for t in tokens]
+    except ValueError as exc:
+        raise DataError(f"{option}: {path!r} holds a value that is not a number ({exc})") from None
+    if not values:
+        raise DataError(f"{option}: {path!r} holds no numbers")
+    return values
+
+
 def serialise_table(df: pl.DataFrame, fmt: str) -> bytes:
     """The bytes of ``df`` in ``fmt`` (used for stdout, where no file can be renamed)."""
     buf = io.BytesIO()
