@@ -49,3 +49,41 @@ def tsdp_cli(capsys):
         return CliRun(code, out, err)
 
     return run
+
+
+# --------------------------------------------------------------------------------------------
+# Refusals: a refused command changes nothing on disk and prints exactly one error line
+# --------------------------------------------------------------------------------------------
+
+
+def snapshot(directory: Path) -> dict[str, tuple[bytes, int] | None]:
+    """Every path under ``directory`` (hidden ones too): files with bytes and mtime, dirs as None."""
+    return {
+        str(p.relative_to(directory)): (p.read_bytes(), p.stat().st_mtime_ns) if p.is_file() else None
+        for p in sorted(directory.rglob("*"))
+    }
+
+
+@pytest.fixture
+def dir_snapshot():
+    """The :func:`snapshot` function, for tests that compare a directory before and after."""
+    return snapshot
+
+
+@pytest.fixture
+def refuse(tsdp_cli, tmp_path):
+    """``refuse(args, code, *needles) -> error line``, checking everything a refusal must do."""
+
+    def check(args, code: int, *needles: str) -> str:
+        before = snapshot(tmp_path)
+        run = tsdp_cli(*args)
+        assert "Traceback" not in run.err
+        line = run.error_line
+        assert run.code == code, f"exit {run.code}, expected {code}: {line}"
+        for needle in needles:
+            assert needle in line, f"{needle!r} not in {line!r}"
+        assert run.out == ""
+        assert snapshot(tmp_path) == before, "the refused run changed files in the directory"
+        return line
+
+    return check

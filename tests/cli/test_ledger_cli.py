@@ -24,36 +24,10 @@ SAMPLE = Path(__file__).resolve().parents[2] / "sample_data"
 WIDE = SAMPLE / "traffic_hourly_wide.csv"  # 2000 hours x 20 sensors, wide layout
 
 
-def snapshot(directory: Path) -> dict[str, tuple[bytes, int] | None]:
-    return {
-        str(p.relative_to(directory)): (p.read_bytes(), p.stat().st_mtime_ns) if p.is_file() else None
-        for p in sorted(directory.rglob("*"))
-    }
-
-
 @pytest.fixture(autouse=True)
 def in_tmp(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     return tmp_path
-
-
-@pytest.fixture
-def refuse(tsdp_cli, tmp_path):
-    """``refuse(args, code, *needles) -> error line``, checking everything a refusal must do."""
-
-    def check(args, code: int, *needles: str) -> str:
-        before = snapshot(tmp_path)
-        run = tsdp_cli(*args)
-        assert "Traceback" not in run.err
-        line = run.error_line
-        assert run.code == code, f"exit {run.code}, expected {code}: {line}"
-        for needle in needles:
-            assert needle in line, f"{needle!r} not in {line!r}"
-        assert run.out == ""
-        assert snapshot(tmp_path) == before, "the refused run changed files in the directory"
-        return line
-
-    return check
 
 
 @pytest.fixture

@@ -51,38 +51,11 @@ def write(path: Path, text: str) -> Path:
     return path
 
 
-def snapshot(directory: Path) -> dict[str, tuple[bytes, int] | None]:
-    """Every path under ``directory`` (hidden ones too): files with bytes and mtime, dirs as None."""
-    return {
-        str(p.relative_to(directory)): (p.read_bytes(), p.stat().st_mtime_ns) if p.is_file() else None
-        for p in sorted(directory.rglob("*"))
-    }
-
-
 @pytest.fixture(autouse=True)
 def in_tmp(tmp_path, monkeypatch):
     """Run every test inside its own empty directory (default outputs land there)."""
     monkeypatch.chdir(tmp_path)
     return tmp_path
-
-
-@pytest.fixture
-def refuse(tsdp_cli, tmp_path):
-    """``refuse(args, code, *needles) -> error line``, checking everything a refusal must do."""
-
-    def check(args, code: int, *needles: str) -> str:
-        before = snapshot(tmp_path)
-        run = tsdp_cli(*args)
-        assert "Traceback" not in run.err
-        line = run.error_line
-        assert run.code == code, f"exit {run.code}, expected {code}: {line}"
-        for needle in needles:
-            assert needle in line, f"{needle!r} not in {line!r}"
-        assert run.out == ""
-        assert snapshot(tmp_path) == before, "the refused run changed files in the directory"
-        return line
-
-    return check
 
 
 @pytest.fixture
@@ -710,15 +683,15 @@ def test_config_bad_value_is_checked_like_a_flag(refuse, long_csv, tmp_path):
     (long_args("data.csv", "--value-col", "total"), 4, "'total'"),
     (long_args("data.csv", "--epsilon", "nan"), 2, "--epsilon"),
 ])
-def test_subprocess_errors_have_no_traceback(long_csv, tmp_path, args, code, needle):
-    before = snapshot(tmp_path)
+def test_subprocess_errors_have_no_traceback(long_csv, tmp_path, args, code, needle, dir_snapshot):
+    before = dir_snapshot(tmp_path)
     proc = subprocess.run(TSDP + args, cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert proc.returncode == code, proc.stderr
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("error: ") and needle in lines[0], proc.stderr
     assert "Traceback" not in proc.stderr
     assert proc.stdout == ""
-    assert snapshot(tmp_path) == before
+    assert dir_snapshot(tmp_path) == before
 
 
 def test_debug_shows_the_traceback(tsdp_cli, long_csv):

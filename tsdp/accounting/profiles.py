@@ -146,13 +146,9 @@ class LaplaceProfile(Profile):
 
 
 @dataclass(frozen=True)
-class MixtureVsGaussian(Profile):
-    """Switching profile of ``P = sum_j w_j N(m_j, sigma^2)`` against ``Q = N(0, sigma^2)``.
-
-    Privacy loss ``l(x) = log sum_j w_j exp((2 m_j x - m_j^2) / (2 sigma^2))`` is increasing; for
-    eps >= 0 with ``l(x*) = eps``:
-    ``delta = sum_j w_j Sf((x* - m_j)/sigma) - e^eps Sf(x*/sigma)`` (spec section 2.10).
-    """
+class _Mixture(Profile):
+    """Components ``(weights, means)`` of Gaussians with common standard deviation ``sigma``;
+    components of weight 0 are dropped."""
 
     weights: tuple[float, ...]
     means: tuple[float, ...]
@@ -164,6 +160,17 @@ class MixtureVsGaussian(Profile):
         w, m = _components(self.weights, self.means)
         object.__setattr__(self, "_w", w)
         object.__setattr__(self, "_m", m)
+
+
+@dataclass(frozen=True)
+class MixtureVsGaussian(_Mixture):
+    """Switching profile of ``P = sum_j w_j N(m_j, sigma^2)`` against ``Q = N(0, sigma^2)``.
+
+    Privacy loss ``l(x) = log sum_j w_j exp((2 m_j x - m_j^2) / (2 sigma^2))`` is increasing; for
+    eps >= 0 with ``l(x*) = eps``:
+    ``delta = sum_j w_j Sf((x* - m_j)/sigma) - e^eps Sf(x*/sigma)`` (spec section 2.10).
+    """
+
 
     def _loss(self, x):
         s2 = self.sigma ** 2
@@ -251,7 +258,7 @@ class _Directional(Profile):
 
 
 @dataclass(frozen=True)
-class DoubleMixture(Profile):
+class DoubleMixture(_Mixture):
     """Profile of ``P = sum_j w_j N(-m_j, sigma^2)`` against ``Q = sum_j w_j N(m_j, sigma^2)``.
 
     Privacy loss ``l(x) = log p(x) - log q(x)`` is decreasing in x; with ``l(x*) = eps``,
@@ -259,16 +266,6 @@ class DoubleMixture(Profile):
     The pair is symmetric, so one formula serves both signs of eps.
     """
 
-    weights: tuple[float, ...]
-    means: tuple[float, ...]
-    sigma: float
-    _w: np.ndarray = field(init=False, repr=False, compare=False)
-    _m: np.ndarray = field(init=False, repr=False, compare=False)
-
-    def __post_init__(self):
-        w, m = _components(self.weights, self.means)
-        object.__setattr__(self, "_w", w)
-        object.__setattr__(self, "_m", m)
 
     def _loss_at_minus(self, y):
         """``h(y) = l(-y)``, increasing in y, and ``h'(y) = (mean_p + mean_q) / sigma^2`` (posterior

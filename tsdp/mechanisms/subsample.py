@@ -345,6 +345,18 @@ def _scale_degradation(rows: list[dict], K: int) -> list[dict]:
 # ---------------------------------------------------------------------------------------------
 
 
+def _release(mechanism: str, values: np.ndarray, panel: Panel, epsilon: float, delta: float, theorem: str,
+             events: tuple, parameters: dict, warnings: list[str]) -> Release:
+    """The release with its approximate-DP claim for the panel's unit."""
+    claim = PrivacyClaim(
+        definition="approx-dp",
+        unit=privacy_unit(panel.bounds, panel.n_series, panel.id_column, panel.enforced),
+        epsilon=float(epsilon), delta=delta, mechanism=mechanism, theorem=theorem,
+        events=events, parameters=parameters,
+    )
+    return Release(values, claim, tuple(warnings))
+
+
 def release_subsample(values: np.ndarray, panel: Panel, epsilon: float, delta: float,
                       rng: np.random.Generator, p: float, accounting: str = "exact",
                       clip_min: float | None = None, delta_split: float = 0.5,
@@ -445,17 +457,8 @@ def release_subsample(values: np.ndarray, panel: Panel, epsilon: float, delta: f
         "n_steps": T,
         "composition": panel.composition,
     })
-    claim = PrivacyClaim(
-        definition="approx-dp",
-        unit=privacy_unit(panel.bounds, S, panel.id_column, panel.enforced),
-        epsilon=float(epsilon),
-        delta=claim_delta,
-        mechanism="subsample",
-        theorem=theorem,
-        events=events,
-        parameters=parameters,
-    )
-    return Release(out.reshape(shape), claim, tuple(warnings))
+    return _release("subsample", out.reshape(shape), panel, epsilon, claim_delta, theorem, events,
+                    parameters, warnings)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -618,14 +621,5 @@ def release_filter_subsample(values: np.ndarray, panel: Panel, epsilon: float, d
         "n_steps": T,
         "composition": panel.composition,
     })
-    claim = PrivacyClaim(
-        definition="approx-dp",
-        unit=privacy_unit(panel.bounds, S, panel.id_column, panel.enforced),
-        epsilon=float(epsilon),
-        delta=claim_delta,
-        mechanism="filter-subsample",
-        theorem=theorem,
-        events=events,
-        parameters=parameters,
-    )
-    return Release(out.reshape(shape), claim, tuple(warnings))
+    return _release("filter-subsample", out.reshape(shape), panel, epsilon, claim_delta, theorem, events,
+                    parameters, warnings)
