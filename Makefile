@@ -24,8 +24,12 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest
 
+# Speed targets (each prints its figure and a ratio against a reference timed in the same run);
+# bench/reproduce_*.py reproduce the papers' experiments and are run one by one.
 bench: $(STAMP)
 	$(BIN)/python bench/release_throughput.py
+	$(BIN)/python bench/accountant.py
+	$(BIN)/python bench/release_mechanisms.py
 
 sample-data: $(STAMP)
 	$(BIN)/python sample_data/generate.py
