@@ -56,3 +56,19 @@ def test_config_runs(config, tmp_path):
         if key in settings:
             assert report["claim"][key] == settings[key]
     assert report["command"]["parameters"]["unit"] == settings["unit"]
+
+
+@pytest.mark.parametrize("config", [c for c in CONFIGS if command_of(c)[0] == ["mean-estimate"]],
+                         ids=lambda p: p.stem)
+def test_mean_config_runs(config, tmp_path):
+    settings = command_of(config)[1]
+    suffix = "." + settings["output"].rsplit(".", 1)[-1]
+    out = tmp_path / f"estimates{suffix}"
+    code = main(["mean-estimate", "--config", str(config), "-o", str(out), "--seed", "1", "--quiet"])
+    assert code == 0
+    frame = pl.read_parquet(out) if suffix == ".parquet" else pl.read_csv(out)
+    assert frame.height > 0 and "estimate" in frame.columns
+    report = json.loads((tmp_path / "estimates.report.json").read_text())
+    jsonschema.validate(report, schema())
+    assert report["claim"]["epsilon"] == settings["epsilon"] * frame.height
+    assert report["claim"]["unit"]["id_column"] == settings["user-col"]

@@ -14,6 +14,7 @@ import typer
 from tsdp import __version__
 from tsdp.cli.account import app as account_app
 from tsdp.cli.ledger import ledger_app
+from tsdp.cli.mean import mean_estimate
 from tsdp.cli.release import release
 from tsdp.errors import TsdpError
 
@@ -29,6 +30,7 @@ app = typer.Typer(
 app.command("release")(release)
 app.add_typer(account_app, name="account")
 app.add_typer(ledger_app, name="ledger")
+app.command("mean-estimate")(mean_estimate)
 
 
 def _version(value: bool) -> None:

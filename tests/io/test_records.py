@@ -1,0 +1,124 @@
+"""The record pipeline of ``mean-estimate``: checks, selection, grouping and the CSR layout."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import numpy as np
+import polars as pl
+import pytest
+
+from tsdp.errors import DataError, UsageError
+from tsdp.io.records import RecordSpec, load_records
+
+
+def frame(**overrides) -> pl.DataFrame:
+    data = {
+        "user": ["b", "a", "b", "a", "c", "a", "b"],
+        "ts": [datetime(2024, 1, 1, 9, 50), datetime(2024, 1, 1, 9, 10), datetime(2024, 1, 1, 9, 5),
+               datetime(2024, 1, 1, 10, 1), datetime(2024, 1, 1, 9, 30), datetime(2024, 1, 1, 9, 10),
+               datetime(2024, 1, 1, 10, 30)],
+        "cell": ["x", "x", "x", "y", "y", "x", "x"],
+        "v": [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0],
+    }
+    data.update(overrides)
+    return pl.DataFrame(data)
+
+
+def spec(**kw) -> RecordSpec:
+    base = dict(user_col="user", value_col="v", lower=0.0, upper=10.0, time_col="ts", cell_col="cell")
+    base.update(kw)
+    return RecordSpec(**base)
+
+
+def test_single_group_sorted_by_user_then_time_then_row():
+    r = load_records(frame(), spec())
+    # users a (rows 1 and 5 tie at 09:10 -> input order, then 10:01), b (09:05, 09:50, 10:30), c
+    assert r.values.tolist() == [2.0, 6.0, 4.0, 3.0, 1.0, 7.0, 5.0]
+    assert r.user_starts.tolist() == [0, 3, 6, 7]
+    assert r.group_starts.tolist() == [0, 3]
+    assert r.n_groups == 1 and r.key_columns == [] and r.max_groups_per_user == 1
+    assert r.values.dtype == np.float64 and r.user_starts.dtype == np.int64
+
+
+def test_group_by_cell_and_slot():
+    r = load_records(frame(), spec(group_by=("cell", "slot"), slot_length="1h"))
+    assert r.groups.columns == ["cell", "slot"]
+    assert r.groups.rows() == [("x", datetime(2024, 1, 1, 9)), ("x", datetime(2024, 1, 1, 10)),
+                               ("y", datetime(2024, 1, 1, 9)), ("y", datetime(2024, 1, 1, 10))]
+    assert r.values.tolist() == [2.0, 6.0, 3.0, 1.0, 7.0, 5.0, 4.0]
+    assert r.user_starts.tolist() == [0, 2, 4, 5, 6, 7]
+    assert r.group_starts.tolist() == [0, 2, 3, 4, 5]
+    assert r.max_groups_per_user == 2  # a: (x,9) and (y,10); b: (x,9) and (x,10)
+    assert r.group_label(2) == "cell='y', slot=2024-01-01 09:00:00"
+    np.testing.assert_allclose(r.true_means(), [(2 + 6 + 3 + 1) / 4, 7, 5, 4])
+
+
+def test_select_cell_and_slot():
+    r = load_records(frame(), spec(cell="x", slot="2024-01-01T09:00"))
+    assert r.n_groups == 1 and r.groups.rows() == [("x", datetime(2024, 1, 1, 9))]
+    assert r.values.tolist() == [2.0, 6.0, 3.0, 1.0]
+
+
+def test_user_ids_sort_as_text_and_order_does_not_depend_on_values():
+    df = pl.DataFrame({"user": [10, 9, 10, 9], "v": [4.0, 3.0, 2.0, 1.0]})
+    r = load_records(df, RecordSpec(user_col="user", value_col="v", lower=0, upper=5))
+    assert r.values.tolist() == [4.0, 2.0, 3.0, 1.0]  # "10" < "9"; input order within a user
+    flipped = load_records(df.with_columns(pl.col("v") * 0 + 1), RecordSpec("user", "v", 0, 5))
+    assert flipped.user_starts.tolist() == r.user_starts.tolist()
+
+
+def test_integer_cell_ids_select_by_text():
+    r = load_records(frame(cell=[7, 7, 7, 8, 8, 7, 7]), spec(cell="8"))
+    assert sorted(r.values.tolist()) == [4.0, 5.0]
+
+
+def test_clip_keeps_every_record():
+    r = load_records(frame(v=[1.0, 20.0, 3.0, -4.0, 5.0, 6.0, 7.0]), spec(out_of_range="clip"))
+    assert sorted(r.values.tolist()) == [0.0, 1.0, 3.0, 5.0, 6.0, 7.0, 10.0]
+    assert r.clipped
+
+
+def test_out_of_range_names_count_value_and_group():
+    with pytest.raises(DataError, match=r"2 value\(s\) outside .*\[0, 10\], the first 20 in group cell='x'"):
+        load_records(frame(v=[1.0, 20.0, 3.0, 4.0, 50.0, 6.0, 7.0]), spec(group_by=("cell",)))
+
+
+@pytest.mark.parametrize("column, values, message", [
+    ("user", ["b", None, "b", "a", "c", "a", "b"], "missing user id at row 2"),
+    ("v", [1.0, float("nan"), 3.0, 4.0, 5.0, 6.0, 7.0], "non-finite value nan at row 2"),
+    ("v", [1.0, float("inf"), 3.0, 4.0, 5.0, 6.0, 7.0], "non-finite value inf at row 2"),
+    ("v", ["1", "x", "3", "4", "5", "6", "7"], "non-numeric value 'x' at row 2"),
+    ("v", [1.0, None, 3.0, 4.0, 5.0, 6.0, 7.0], "missing value at row 2"),
+    ("ts", ["2024-01-01 09:00", "tomorrow", "2024-01-01 09:00", "2024-01-01 09:00", "2024-01-01 09:00",
+            "2024-01-01 09:00", "2024-01-01 09:00"], "cannot parse timestamp 'tomorrow' at row 2"),
+    ("cell", ["x", None, "x", "y", "y", "x", "x"], "missing group key at row 2"),
+])
+def test_bad_data(column, values, message):
+    with pytest.raises(DataError, match=message):
+        load_records(frame(**{column: values}), spec(group_by=("cell",)))
+
+
+def test_missing_column_lists_existing_ones():
+    with pytest.raises(DataError, match=r"--value-col: column 'speed' not found; .*user, ts, cell, v"):
+        load_records(frame(), spec(value_col="speed"))
+
+
+def test_empty_selection():
+    with pytest.raises(DataError, match=r"no records in the selection --cell 'zz'"):
+        load_records(frame(), spec(cell="zz"))
+
+
+def test_slot_not_on_a_boundary():
+    with pytest.raises(UsageError, match=r"--slot '2024-01-01T09:30' is not the start of a slot"):
+        load_records(frame(), spec(slot="2024-01-01T09:30"))
+
+
+def test_slots_need_a_time_column():
+    with pytest.raises(UsageError, match="--time-col"):
+        load_records(frame(), spec(time_col=None, group_by=("slot",)))
+
+
+def test_group_by_any_column():
+    r = load_records(frame(), spec(group_by=("cell",)))
+    assert r.groups["cell"].to_list() == ["x", "y"] and r.group_starts.tolist() == [0, 2, 4]

@@ -1,0 +1,270 @@
+"""The record pipeline of ``tsdp mean-estimate``: one row per (user, time?, cell?, value).
+
+:func:`load_records` reads the needed columns, checks them (missing columns, null user ids and
+keys, non-numeric or non-finite values, unparseable timestamps), checks the values against the
+PUBLIC bounds ``[lower, upper]`` (an error, or per-record clipping, which keeps every record and so
+the public per-user counts), derives time slots, selects one cell/slot and/or groups by key
+columns, and returns the records in the compressed layout of :mod:`tsdp.mean.api`:
+
+* ``values``: float64, sorted by group keys, then user id (as text, ascending), then timestamp,
+  then input row order (a stable sort). The order never depends on the values.
+* ``user_starts``: int64 offsets of each run (one user's records in one group), ``n_runs + 1``.
+* ``group_starts``: int64 offsets into ``user_starts`` of each group's first run, ``n_groups + 1``.
+
+Everything is vectorised (polars and numpy); there is no Python loop over records. This module
+knows nothing about privacy.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import polars as pl
+
+from tsdp.errors import DataError, UsageError
+from tsdp.io.layouts import numeric_values, require_columns
+from tsdp.io.timegrid import parse_freq, parse_instant, parse_time_column
+
+SLOT = "slot"  # name of the derived time-slot column
+DEFAULT_SLOT_LENGTH = "1h"  # the paper's 1-hour time slots
+OUT_OF_RANGE = ("error", "clip")
+
+
+@dataclass(frozen=True)
+class RecordSpec:
+    """Which columns hold what, which records to keep, and how to group them."""
+
+    user_col: str
+    value_col: str
+    lower: float
+    upper: float
+    time_col: str | None = None
+    cell_col: str | None = None
+    slot_length: str | None = None
+    cell: str | None = None
+    slot: str | None = None
+    group_by: tuple[str, ...] = ()
+    out_of_range: str = "error"
+
+
+@dataclass
+class Records:
+    """Records in CSR layout (see the module docstring) plus the group keys in the same order."""
+
+    values: np.ndarray
+    user_starts: np.ndarray
+    group_starts: np.ndarray
+    groups: pl.DataFrame  # one row per group, key columns only (no columns: one group)
+    key_columns: list[str]
+    n_groups: int
+    max_groups_per_user: int
+    clipped: bool = False  # whether clipping was requested (never how many records it changed)
+    notes: list[str] = field(default_factory=list)
+
+    def group_label(self, index: int) -> str:
+        """The group's keys in words, e.g. ``cell_id='c00_01', slot=2024-05-06 09:00:00``."""
+        if not self.key_columns:
+            return "the selection"
+        row = self.groups.row(index, named=True)
+        return ", ".join(f"{k}={_show(v)}" for k, v in row.items())
+
+    def true_means(self) -> np.ndarray:
+        """The exact per-group sample means (NOT private: for ``--evaluate`` diagnostics only)."""
+        record_starts = self.user_starts[self.group_starts[:-1]]
+        sums = np.add.reduceat(self.values, record_starts) if self.values.size else np.zeros(0)
+        counts = np.diff(self.user_starts[self.group_starts])
+        return sums / counts
+
+
+def _show(value) -> str:
+    return repr(value) if isinstance(value, str) else str(value)
+
+
+def load_records(df: pl.DataFrame, spec: RecordSpec) -> Records:
+    """Check, select, group and sort ``df`` into :class:`Records` (see the module docstring)."""
+    if spec.out_of_range not in OUT_OF_RANGE:
+        raise UsageError(f"--value-out-of-range must be error or clip, got {spec.out_of_range!r}")
+    keys = _key_columns(df, spec)
+    slot_needed = spec.slot is not None or SLOT in keys and spec.slot_length is not None or (
+        SLOT in keys and SLOT not in df.columns)
+    if spec.slot_length is not None and spec.time_col is None:
+        raise UsageError("--slot-length needs --time-col (the column the slots are cut from)")
+    if slot_needed and spec.time_col is None:
+        raise UsageError("time slots (--slot or --group-by slot) need --time-col and --slot-length")
+    columns = {"--user-col": spec.user_col, "--value-col": spec.value_col, "--time-col": spec.time_col}
+    if spec.cell_col is not None:
+        columns["--cell-col"] = spec.cell_col
+    require_columns(df, columns)
+    source_keys = [k for k in keys if not (k == SLOT and slot_needed)]
+    for k in source_keys:
+        if k not in df.columns:
+            raise DataError(f"--group-by: column {k!r} not found; the input has columns: {', '.join(df.columns)}")
+    needed = list(dict.fromkeys(
+        [spec.user_col, spec.value_col] + ([spec.time_col] if spec.time_col else []) + source_keys))
+    frame = df.select(needed)
+
+    # Column checks, on the whole table (row numbers refer to the input).
+    users = frame[spec.user_col]
+    if users.null_count():
+        row = int(users.is_null().arg_true()[0])
+        raise DataError(f"--user-col: column {spec.user_col!r} has a missing user id at row {row + 1}; "
+                        "every record needs a user (the privacy unit)")
+    for k in source_keys:
+        if frame[k].null_count():
+            row = int(frame[k].is_null().arg_true()[0])
+            raise DataError(f"column {k!r}: missing group key at row {row + 1}; fill or drop such records first")
+    values = numeric_values(frame, spec.value_col, allow_negative=True, allow_null=False,
+                            null_hint="every record needs a value; drop such records before the run "
+                                      "(the guarantee then covers the cleaned dataset)")
+    frame = frame.with_columns(values.cast(pl.Float64).alias(spec.value_col))
+    if spec.time_col is not None:
+        frame = parse_time_column(frame, spec.time_col)
+    if spec.slot_length is not None:
+        _slots(frame[spec.time_col][:0], spec.slot_length)  # a bad --slot-length is refused even if unused
+    if slot_needed:
+        frame = frame.with_columns(_slots(frame[spec.time_col], spec.slot_length or DEFAULT_SLOT_LENGTH))
+
+    # Selection of one cell and/or one slot.
+    if spec.cell is not None:
+        col = frame[spec.cell_col]
+        as_text = col if col.dtype == pl.String else col.cast(pl.String)
+        frame = frame.filter(as_text == str(spec.cell))
+    if spec.slot is not None:
+        frame = frame.filter(pl.col(SLOT) == _slot_instant(spec, frame.schema[spec.time_col]))
+    if frame.height == 0:
+        raise DataError(f"no records in the selection {_selection(spec)}; check the value(s) against the data")
+
+    # Public value bounds: error (default) or per-record clipping (keeps every record).
+    v = frame[spec.value_col]
+    if v.min() < spec.lower or v.max() > spec.upper:
+        if spec.out_of_range == "clip":
+            frame = frame.with_columns(pl.col(spec.value_col).clip(spec.lower, spec.upper))
+        else:
+            bad = (v < spec.lower) | (v > spec.upper)
+            count = int(bad.sum())
+            first = int(bad.arg_true()[0])
+            where = ", ".join(f"{k}={_show(frame[k][first])}" for k in keys)
+            raise DataError(
+                f"--value-col: column {spec.value_col!r} has {count} value(s) outside the public bounds "
+                f"[{spec.lower:g}, {spec.upper:g}], the first {v[first]:g}"
+                + (f" in group {where}" if where else "")
+                + "; fix the data, raise the public --upper/--lower, or pass --value-out-of-range clip"
+            )
+
+    # Sort (stable: ties keep the input row order) and cut into runs and groups. Keys and user ids
+    # are replaced by dense integer codes in their sort order, so that one or two int64 columns
+    # are sorted instead of text.
+    key_codes = [_dense_codes(frame[k]) for k in keys]
+    user_codes, n_users = _dense_codes(frame[spec.user_col], as_text=True)
+    group = np.zeros(frame.height, dtype=np.int64)
+    for codes, size in key_codes:
+        if group.size and int(group.max()) >= (2**62) // max(size, 1):
+            group = _dense_codes(pl.Series(group))[0]  # re-densify before it could overflow
+        group = group * size + codes
+    if keys:
+        group = _dense_codes(pl.Series(group))[0]
+    n_codes = int(group.max()) + 1 if group.size else 1
+    sort_cols = {}
+    if n_codes <= (2**62) // max(n_users, 1):
+        sort_cols["k"] = group * n_users + user_codes
+    else:
+        sort_cols["g"], sort_cols["u"] = group, user_codes
+    if spec.time_col is not None:
+        sort_cols["t"] = frame[spec.time_col]
+    order = pl.DataFrame(sort_cols).select(
+        pl.arg_sort_by(list(sort_cols), maintain_order=True, multithreaded=True)).to_series().to_numpy()
+    n = frame.height
+    g_sorted = group[order]
+    u_sorted = user_codes[order]
+    g_change = np.empty(n, dtype=bool)
+    g_change[0] = True
+    np.not_equal(g_sorted[1:], g_sorted[:-1], out=g_change[1:])
+    r_change = g_change.copy()
+    r_change[1:] |= u_sorted[1:] != u_sorted[:-1]
+    run_start_rows = np.flatnonzero(r_change)
+    group_flags = g_change[run_start_rows]
+    user_starts = np.append(run_start_rows, n).astype(np.int64)
+    group_run_starts = np.flatnonzero(group_flags)
+    group_starts = np.append(group_run_starts, run_start_rows.size).astype(np.int64)
+    first_rows = order[run_start_rows[group_run_starts]]
+    groups = frame.select(keys).gather(first_rows) if keys else pl.DataFrame()
+    runs_per_user = np.bincount(u_sorted[run_start_rows], minlength=n_users)
+    values = frame[spec.value_col].to_numpy()
+    return Records(
+        values=np.ascontiguousarray(values[order], dtype=np.float64),
+        user_starts=user_starts, group_starts=group_starts, groups=groups, key_columns=keys,
+        n_groups=group_run_starts.size, max_groups_per_user=int(runs_per_user.max()),
+        clipped=spec.out_of_range == "clip",
+        notes=[] if spec.time_col else [
+            "no --time-col: each user's records are taken in input row order"],
+    )
+
+
+def _dense_codes(series: pl.Series, as_text: bool = False) -> tuple[np.ndarray, int]:
+    """(int64 code of each element in the sort order of the distinct values, number of them).
+
+    ``as_text`` orders by the values' text (user ids compare as strings, whatever their type).
+    """
+    if as_text and series.dtype != pl.String:
+        series = series.cast(pl.String)
+    uniq = series.unique().sort()
+    if not (series.dtype.is_numeric() or series.dtype.is_temporal()):
+        codes = series.replace_strict(uniq, pl.int_range(uniq.len(), eager=True, dtype=pl.Int64),
+                                      return_dtype=pl.Int64)
+    else:
+        codes = uniq.search_sorted(series)
+    return np.ascontiguousarray(codes.to_numpy(), dtype=np.int64), uniq.len()
+
+
+def _key_columns(df: pl.DataFrame, spec: RecordSpec) -> list[str]:
+    """Group key columns: the selected cell/slot, then --group-by (``cell``/``slot`` are aliases)."""
+    keys: list[str] = []
+    if spec.cell is not None:
+        if spec.cell_col is None:
+            raise UsageError(f"--cell {spec.cell!r} needs --cell-col (the column holding cell ids)")
+        keys.append(spec.cell_col)
+    if spec.slot is not None:
+        keys.append(SLOT)
+    for name in spec.group_by:
+        if name == "cell" and (spec.cell_col is not None or "cell" not in df.columns):
+            if spec.cell_col is None:
+                raise UsageError("--group-by cell needs --cell-col (the column holding cell ids)")
+            name = spec.cell_col
+        if name in (spec.user_col, spec.value_col) or (name == spec.time_col and name is not None):
+            raise UsageError(f"--group-by: {name!r} is the user, value or time column; group by cells, "
+                             "slots or another key column")
+        if name not in keys:
+            keys.append(name)
+    return keys
+
+
+def _slots(times: pl.Series, length: str) -> pl.Series:
+    """The start of each record's time slot (``dt.truncate``; integer times by integer division)."""
+    integer = times.dtype.is_integer()
+    try:
+        step = parse_freq(length, integer)
+    except UsageError as exc:
+        raise UsageError(str(exc).replace("--freq", "--slot-length")) from None
+    if integer:
+        return ((times // step.amount) * step.amount).alias(SLOT)
+    every = f"{step.amount}mo" if step.unit == "mo" else f"{step.amount}us"
+    return times.dt.truncate(every).alias(SLOT)
+
+
+def _slot_instant(spec: RecordSpec, like: pl.DataType):
+    instant = parse_instant(spec.slot, "--slot", like)
+    start = _slots(pl.Series([instant], dtype=like), spec.slot_length or DEFAULT_SLOT_LENGTH)[0]
+    if start != instant:
+        raise UsageError(f"--slot {spec.slot!r} is not the start of a slot of length "
+                         f"{spec.slot_length or DEFAULT_SLOT_LENGTH}; use {start}")
+    return instant
+
+
+def _selection(spec: RecordSpec) -> str:
+    parts = []
+    if spec.cell is not None:
+        parts.append(f"--cell {spec.cell!r}")
+    if spec.slot is not None:
+        parts.append(f"--slot {spec.slot!r}")
+    return " ".join(parts) or "(the whole input)"

@@ -1,0 +1,295 @@
+"""BASELINE, ARRAY-AVERAGING, LEVY and QUANTILE of Gupta, Rameshwar, Tandon and Chakraborty
+("Mean Estimation with User-Level Privacy for Spatio-Temporal IoT Datasets", SPCOM 2024,
+arXiv:2401.15906), vectorised over many groups (spec ``mean.md`` section 2).
+
+Two stages:
+
+* :func:`prepare` does all the per-record work, for every group at once, and depends on the values
+  only through the array means (and, for BASELINE, the group mean): user order, caps, arrays.
+* :func:`release` does the randomised part: private interval (LEVY, QUANTILE), clipping, and one
+  Laplace draw per group (Thm. II.1: g + Lap(Delta_g / eps) is user-level eps-DP).
+
+Laplace scales (spec 2.7; R = upper - lower replaces the paper's U when lower > 0; Delta_s = 1
+for BESTFIT, 2 for WRAPAROUND; n = K-bar for BESTFIT, K for WRAPAROUND):
+
+=================  ===========================================  ========================
+algorithm          statistic                                    Laplace scale
+=================  ===========================================  ========================
+BASELINE           f = sum S / sum m_l                          R m_max / (eps sum m_l)
+ARRAY-AVERAGING    (1/n) sum A_i                                Delta_s R / (n eps)
+LEVY               (1/n) sum clip(A_i, a, b)                    2 Delta_s (b - a) / (n eps)
+QUANTILE           (1/n) sum clip(A_i, a', b')                  2 Delta_s (b' - a') / (n eps)
+=================  ===========================================  ========================
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from tsdp.mean.errors import GroupDataError, GroupUsageError
+from tsdp.mean.grouping import bestfit_pack
+from tsdp.mean.selection import em_median_logits, segmented_gumbel_argmax, smith_sample
+from tsdp.mechanisms.noise import laplace_noise
+
+_TIE_RTOL = 1e-12
+
+
+@dataclass
+class Prepared:
+    """Public structure and array means of every group (flat arrays, one entry per group unless noted)."""
+
+    algorithm: str
+    grouping: str
+    m_ub_rule: str
+    users: np.ndarray
+    records_total: np.ndarray
+    m_max: np.ndarray
+    m_min: np.ndarray
+    m_ub: np.ndarray
+    num_arrays: np.ndarray       # K-bar (bestfit) or K (wraparound); 0 for baseline
+    k_wraparound: np.ndarray     # floor(S(m_UB) / m_UB); 0 for baseline
+    records_used: np.ndarray
+    arr_starts: np.ndarray       # n_groups + 1 offsets into array_means
+    array_means: np.ndarray      # flat, group by group
+    group_mean: np.ndarray | None = None  # baseline only: f(D)
+
+    @property
+    def n_groups(self) -> int:
+        return int(self.users.size)
+
+    def repeat(self, r: int) -> "Prepared":
+        """The groups tiled r times (group g of copy c is group c * n_groups + g): for experiments
+        that rerun the randomised part many times on the same data."""
+        sizes = np.tile(np.diff(self.arr_starts), r)
+        tile = {k: np.tile(getattr(self, k), r) for k in
+                ("users", "records_total", "m_max", "m_min", "m_ub", "num_arrays",
+                 "k_wraparound", "records_used", "array_means")}
+        gm = None if self.group_mean is None else np.tile(self.group_mean, r)
+        return replace(self, arr_starts=np.concatenate(([0], np.cumsum(sizes))), group_mean=gm, **tile)
+
+
+def _opt_caps(c: np.ndarray, gs: np.ndarray, gid: np.ndarray, totals: np.ndarray) -> np.ndarray:
+    """Eq. (1) per group on counts ``c`` sorted descending within groups: argmax S(m)/sqrt(m) over
+    the observed counts (exact enumeration, spec 2.2 fact), ties to the smallest m, exactly.
+
+    At position k (1-based) of the sorted counts, S(c_k) = (k - 1) c_k + sum_{i >= k} c_i."""
+    n_runs = c.size
+    k0 = np.arange(n_runs) - gs[:-1][gid]
+    excl = np.cumsum(c) - c
+    prefix = excl - excl[gs[:-1]][gid]
+    s = k0 * c + (totals[gid] - prefix)
+    g = s / np.sqrt(c)
+    gmax = np.maximum.reduceat(g, gs[:-1])
+    cand = g >= gmax[gid] * (1.0 - _TIE_RTOL)
+    big = np.iinfo(np.int64).max
+    lo = np.minimum.reduceat(np.where(cand, c, big), gs[:-1])
+    hi = np.maximum.reduceat(np.where(cand, c, 0), gs[:-1])
+    out = lo.copy()
+    for grp in np.flatnonzero(lo != hi).tolist():  # near-ties: resolve exactly (S^2/m as integers)
+        pos = np.flatnonzero(cand[gs[grp]:gs[grp + 1]]) + gs[grp]
+        best_m = best_s = None
+        for m, sm in sorted(set(zip(c[pos].tolist(), s[pos].tolist()))):
+            if best_m is None or sm * sm * best_m > best_s * best_s * m:
+                best_m, best_s = m, sm
+        out[grp] = best_m
+    return out
+
+
+def _trunc_sums(values: np.ndarray, starts: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """sum(values[starts[i] : starts[i] + t[i]]) for every i (t >= 1), one reduceat pass."""
+    vpad = np.append(values, 0.0)
+    idx = np.empty(2 * starts.size, dtype=np.int64)
+    idx[0::2] = starts
+    idx[1::2] = starts + t
+    return np.add.reduceat(vpad, idx)[0::2]
+
+
+def prepare(values: np.ndarray, user_starts: np.ndarray, group_starts: np.ndarray, *,
+            algorithm: str, grouping: str, m_ub: str | int) -> Prepared:
+    """Structure and array means for every group. See ``api.estimate_groups`` for the layout."""
+    values = np.ascontiguousarray(values, dtype=np.float64)
+    user_starts = np.asarray(user_starts, dtype=np.int64)
+    group_starts = np.asarray(group_starts, dtype=np.int64)
+    n_groups = group_starts.size - 1
+    runs = np.diff(group_starts)
+    if n_groups < 1:
+        raise GroupDataError(0, "no groups to estimate")
+    empty = np.flatnonzero(runs <= 0)
+    if empty.size:
+        raise GroupDataError(int(empty[0]), "no records in this group")
+    counts = np.diff(user_starts)
+    gid = np.repeat(np.arange(n_groups), runs)
+    bad = np.flatnonzero(counts <= 0)
+    if bad.size:
+        raise GroupDataError(int(gid[bad[0]]), "a user run has no records")
+    gs = group_starts - group_starts[0]
+    totals = np.add.reduceat(counts, gs[:-1])
+    order = np.lexsort((-counts, gid))  # spec 2.0 rule 4: count descending, ties in given order
+    c = counts[order]
+    m_max = c[gs[:-1]]
+    m_min = c[gs[1:] - 1]
+    zeros = np.zeros(n_groups, dtype=np.int64)
+
+    if algorithm == "baseline":
+        gsum = np.add.reduceat(values, user_starts[group_starts[:-1]])
+        return Prepared(algorithm, grouping, "none", runs, totals, m_max, m_min, m_max.copy(),
+                        zeros, zeros, totals.copy(), np.zeros(n_groups + 1, dtype=np.int64),
+                        np.zeros(0), gsum / totals)
+
+    rule = m_ub
+    if rule == "auto":
+        rule = "median" if algorithm == "array-averaging" else "opt"
+    if rule == "median":
+        cap = c[gs[:-1] + (runs + 1) // 2 - 1]  # the ceil(L/2)-th largest count
+    elif rule == "opt":
+        cap = _opt_caps(c, gs, gid, totals)
+    else:
+        cap = np.full(n_groups, int(rule), dtype=np.int64)
+        out = np.flatnonzero((cap < m_min) | (cap > m_max))
+        if out.size:
+            g0 = int(out[0])
+            raise GroupUsageError(g0, f"--m-ub {int(rule)} is outside [m_min, m_max] = "
+                                      f"[{int(m_min[g0])}, {int(m_max[g0])}] of this group; "
+                                      "use --m-ub opt or median, or an integer in that range")
+        rule = "fixed"
+    t = np.minimum(c, cap[gid])  # records kept per user, in sorted order
+    kept = np.add.reduceat(t, gs[:-1])
+    k_wrap = kept // cap
+    run_start = user_starts[:-1][order]
+
+    if grouping == "bestfit":
+        c_list = c.tolist()
+        cap_list = cap.tolist()
+        gsl = gs.tolist()
+        assign: list[int] = []
+        n_arr = np.empty(n_groups, dtype=np.int64)
+        for g in range(n_groups):
+            a, k = bestfit_pack(c_list[gsl[g]:gsl[g + 1]], cap_list[g])
+            assign.extend(a)
+            n_arr[g] = k
+        arr_starts = np.concatenate(([0], np.cumsum(n_arr)))
+        arr_id = arr_starts[:-1][gid] + np.asarray(assign, dtype=np.int64)
+        sums = _trunc_sums(values, run_start, t)
+        n_tot = int(arr_starts[-1])
+        means = (np.bincount(arr_id, weights=sums, minlength=n_tot)
+                 / np.bincount(arr_id, weights=t, minlength=n_tot))
+        used = kept
+    elif grouping == "wraparound":
+        n_arr = k_wrap
+        zero = np.flatnonzero(n_arr == 0)
+        if zero.size:
+            raise GroupDataError(int(zero[0]), "WRAPAROUND gives K = 0 full arrays "
+                                               "(S(m_UB) < m_UB); use --grouping bestfit")
+        # concatenate the truncated streams in user order, group by group, cut into chunks of m_UB
+        pos_off = np.cumsum(t) - t
+        idx = np.repeat(run_start - pos_off, t) + np.arange(int(t.sum()))
+        stream = np.append(values[idx], 0.0)
+        goff = np.concatenate(([0], np.cumsum(kept)))[:-1]
+        per = n_arr + 1  # K chunks plus the discarded tail
+        gg = np.repeat(np.arange(n_groups), per)
+        j = np.arange(int(per.sum())) - np.repeat(np.cumsum(per) - per, per)
+        bounds = goff[gg] + j * cap[gg]
+        chunk = np.add.reduceat(stream, bounds)
+        keep = j < n_arr[gg]
+        means = chunk[keep] / cap[gg][keep]
+        arr_starts = np.concatenate(([0], np.cumsum(n_arr)))
+        used = n_arr * cap
+    else:
+        raise ValueError(f"unknown grouping {grouping!r}")
+    if np.any(n_arr == 0):
+        raise GroupDataError(int(np.flatnonzero(n_arr == 0)[0]), "no arrays (K-bar = 0)")
+    return Prepared(algorithm, grouping, rule, runs, totals, m_max, m_min, cap, n_arr, k_wrap,
+                    used, arr_starts, means)
+
+
+def eps_dependent_rank(epsilon: float) -> int:
+    """ceil(2 / eps) (spec 2.6, M-P3), robust to the rounding of 2 / eps (e.g. eps = 2/3 -> 3)."""
+    return math.ceil(2.0 / epsilon - 1e-9)
+
+
+@dataclass
+class Released:
+    estimate: np.ndarray
+    statistic: np.ndarray        # the clipped/array average before noise (never reported)
+    sensitivity: np.ndarray
+    laplace_scale: np.ndarray
+    interval: np.ndarray | None  # (n_groups, 2): [a, b] or [a', b']
+    tau: np.ndarray | None
+
+
+def check_feasible(prep: Prepared, *, algorithm: str, quantile_mode: str, epsilon: float) -> None:
+    """Spec 4 rule 7: eps-dependent quantiles need ceil(2/eps) < n/2 in every group."""
+    if algorithm == "quantile" and quantile_mode == "eps-dependent":
+        r = eps_dependent_rank(epsilon)
+        bad = np.flatnonzero(r >= prep.num_arrays / 2.0)
+        if bad.size:
+            g0 = int(bad[0])
+            raise GroupUsageError(g0, f"too few arrays for eps-dependent quantiles (ceil(2/eps) = {r} "
+                                      f">= K-bar/2 = {prep.num_arrays[g0] / 2:g}); "
+                                      "use --quantile-mode fixed")
+
+
+def release(prep: Prepared, rng: np.random.Generator, *, epsilon: float, lower: float, upper: float,
+            quantile_mode: str = "fixed", quantiles: tuple[float, float] = (0.1, 0.9),
+            gamma: float = 0.2, tau_k: str = "kbar", interval: tuple[float, float] | None = None
+            ) -> Released:
+    """The randomised part, for every group. Randomness is drawn in a fixed order (selection
+    steps, then one Laplace draw per group), so a seeded run is reproducible.
+
+    ``interval`` forces [a, b] (LEVY/QUANTILE) for tests (M-T5, M-T8); it is not a user option."""
+    algorithm = prep.algorithm
+    check_feasible(prep, algorithm=algorithm, quantile_mode=quantile_mode, epsilon=epsilon)
+    width = upper - lower
+    n_groups = prep.n_groups
+    tau = box = None
+    if algorithm == "baseline":
+        stat = prep.group_mean
+        sens = width * prep.m_max / prep.records_total
+        scale = sens / epsilon
+    else:
+        n = prep.num_arrays
+        dsens = 1 if prep.grouping == "bestfit" else 2
+        starts = prep.arr_starts
+        means = prep.array_means
+        if algorithm == "array-averaging":
+            stat = np.add.reduceat(means, starts[:-1]) / n
+            sens = dsens * width / n
+            scale = sens / epsilon
+        else:
+            if interval is not None:
+                a = np.full(n_groups, float(interval[0]))
+                b = np.full(n_groups, float(interval[1]))
+                if algorithm == "levy":
+                    kt = n if tau_k == "kbar" else prep.k_wraparound
+                    tau = width * np.sqrt(np.log(2.0 * kt / gamma) / (2.0 * prep.m_ub))
+            elif algorithm == "levy":
+                kt = n if tau_k == "kbar" else prep.k_wraparound
+                tau = width * np.sqrt(np.log(2.0 * kt / gamma) / (2.0 * prep.m_ub))
+                cstarts, centres, logits = em_median_logits(means, starts, tau, lower, upper,
+                                                            epsilon / 2.0, dsens)
+                mu = centres[segmented_gumbel_argmax(logits, cstarts, rng)]
+                a = np.maximum(mu - 1.5 * tau, lower)
+                b = np.minimum(mu + 1.5 * tau, upper)
+            elif algorithm == "quantile":
+                if quantile_mode == "fixed":
+                    qlo = np.full(n_groups, float(quantiles[0]))
+                    qhi = np.full(n_groups, float(quantiles[1]))
+                else:
+                    qlo = eps_dependent_rank(epsilon) / n
+                    qhi = 1.0 - qlo
+                x1 = smith_sample(means, starts, qlo, epsilon / 4.0, lower, upper, dsens, rng)
+                x2 = smith_sample(means, starts, qhi, epsilon / 4.0, lower, upper, dsens, rng)
+                a, b = np.minimum(x1, x2), np.maximum(x1, x2)  # swap if crossed [C]
+            else:
+                raise ValueError(f"unknown algorithm {algorithm!r}")
+            seg = np.repeat(np.arange(n_groups), n)
+            stat = np.add.reduceat(np.clip(means, a[seg], b[seg]), starts[:-1]) / n
+            sens = dsens * (b - a) / n
+            scale = sens / (epsilon / 2.0)
+            box = np.column_stack((a, b))
+    noise = laplace_noise(rng, 1.0, n_groups)
+    return Released(stat + scale * noise, stat, np.asarray(sens, dtype=np.float64),
+                    np.asarray(scale, dtype=np.float64), box, tau)

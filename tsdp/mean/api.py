@@ -1,0 +1,256 @@
+"""Public entry points of ``tsdp.mean`` (the contract used by ``tsdp mean-estimate``).
+
+User-level private means of Gupta, Rameshwar, Tandon and Chakraborty, "Mean Estimation with
+User-Level Privacy for Spatio-Temporal IoT Datasets" (SPCOM 2024, arXiv:2401.15906); spec
+``specs/mean.md``. Each group (HAT) gets one pure user-level eps-DP estimate (Def. II.1) under the
+replacement relation of spec 1.2; releasing n groups is bounded by basic composition, eps * n.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from tsdp.accounting.claim import PrivacyClaim, PrivacyUnit
+from tsdp.errors import UsageError
+from tsdp.mean import algorithms as alg
+
+ALGORITHMS = ("baseline", "array-averaging", "levy", "quantile")
+GROUPINGS = ("bestfit", "wraparound")
+QUANTILE_MODES = ("fixed", "eps-dependent")
+TAU_KS = ("kbar", "k")
+NEIGHBOURING = ("replace all values of one user; the user set and the per-user record counts "
+                "are public")
+DEFAULT_QUANTILES = (0.1, 0.9)
+DEFAULT_GAMMA = 0.2
+
+
+def _finite(x) -> bool:
+    try:
+        return math.isfinite(float(x))
+    except (TypeError, ValueError):
+        return False
+
+
+@dataclass(frozen=True)
+class MeanSettings:
+    """Public parameters of one ``mean-estimate`` run; validated on construction (spec 4 rules
+    3, 6, 7, 8), raising :class:`UsageError` naming the option.
+
+    Options that only some algorithms read are errors with the others when set to a non-default
+    value (rule 8): ``quantile_mode``/``quantiles`` (quantile only; ``quantiles`` in fixed mode
+    only), ``gamma``/``tau_k`` (levy only), ``m_ub`` and ``grouping`` (not baseline)."""
+
+    epsilon: float
+    upper: float
+    lower: float = 0.0
+    algorithm: str = "quantile"
+    grouping: str = "bestfit"
+    m_ub: str | int = "auto"
+    quantile_mode: str = "fixed"
+    quantiles: tuple[float, float] = DEFAULT_QUANTILES
+    gamma: float = DEFAULT_GAMMA
+    tau_k: str = "kbar"
+
+    def __post_init__(self) -> None:
+        def bad(option: str, value, hint: str) -> UsageError:
+            return UsageError(f"{option} {value!r}: {hint}")
+
+        if isinstance(self.epsilon, bool) or not _finite(self.epsilon) or float(self.epsilon) <= 0:
+            raise bad("--epsilon", self.epsilon, "must be a finite number > 0")
+        if isinstance(self.upper, bool) or not _finite(self.upper):
+            raise bad("--upper", self.upper, "must be a finite public bound (never derived from the data)")
+        if isinstance(self.lower, bool) or not _finite(self.lower):
+            raise bad("--lower", self.lower, "must be a finite public bound")
+        if float(self.upper) <= float(self.lower):
+            raise UsageError(f"--upper {self.upper!r} must be greater than --lower {self.lower!r}")
+        object.__setattr__(self, "epsilon", float(self.epsilon))
+        object.__setattr__(self, "upper", float(self.upper))
+        object.__setattr__(self, "lower", float(self.lower))
+        for option, value, allowed in (("--algorithm", self.algorithm, ALGORITHMS),
+                                       ("--grouping", self.grouping, GROUPINGS),
+                                       ("--quantile-mode", self.quantile_mode, QUANTILE_MODES),
+                                       ("--tau-k", self.tau_k, TAU_KS)):
+            if value not in allowed:
+                raise bad(option, value, "must be one of " + ", ".join(allowed))
+        m_ub = self.m_ub
+        if isinstance(m_ub, str) and m_ub.strip().lstrip("+").isdigit():
+            m_ub = int(m_ub.strip())
+        if isinstance(m_ub, (int, np.integer)) and not isinstance(m_ub, bool):
+            if m_ub < 1:
+                raise bad("--m-ub", self.m_ub, "an integer cap must be >= 1")
+            m_ub = int(m_ub)
+        elif m_ub not in ("auto", "median", "opt"):
+            raise bad("--m-ub", self.m_ub, "must be auto, median, opt or a positive integer")
+        object.__setattr__(self, "m_ub", m_ub)
+        try:
+            q = tuple(float(v) for v in self.quantiles)
+        except (TypeError, ValueError):
+            raise bad("--quantiles", self.quantiles, "must be two levels q_lo,q_hi") from None
+        if len(q) != 2 or not all(map(math.isfinite, q)) or not (0.0 <= q[0] < q[1] <= 1.0):
+            raise bad("--quantiles", self.quantiles, "levels must satisfy 0 <= q_lo < q_hi <= 1")
+        object.__setattr__(self, "quantiles", q)
+        if isinstance(self.gamma, bool) or not _finite(self.gamma) or not 0 < float(self.gamma) < 1:
+            raise bad("--gamma", self.gamma, "must lie in (0, 1)")
+        object.__setattr__(self, "gamma", float(self.gamma))
+        algo = self.algorithm
+        if algo != "quantile":
+            if self.quantile_mode != "fixed":
+                raise UsageError(f"--quantile-mode is only used by --algorithm quantile, not {algo}")
+            if q != DEFAULT_QUANTILES:
+                raise UsageError(f"--quantiles is only used by --algorithm quantile, not {algo}")
+        elif self.quantile_mode == "eps-dependent" and q != DEFAULT_QUANTILES:
+            raise UsageError("--quantiles is only used with --quantile-mode fixed, not eps-dependent")
+        if algo != "levy":
+            if self.gamma != DEFAULT_GAMMA:
+                raise UsageError(f"--gamma is only used by --algorithm levy, not {algo}")
+            if self.tau_k != "kbar":
+                raise UsageError(f"--tau-k is only used by --algorithm levy, not {algo}")
+        if algo == "baseline":
+            if self.m_ub != "auto":
+                raise UsageError("--m-ub is not used by --algorithm baseline (it does not cap counts)")
+            if self.grouping != "bestfit":
+                raise UsageError("--grouping is not used by --algorithm baseline (it forms no arrays)")
+
+    def budget_split(self) -> dict[str, float]:
+        """Spec 1.3: the sub-budgets, which sum to epsilon exactly (powers-of-two fractions)."""
+        e = self.epsilon
+        if self.algorithm == "levy":
+            return {"median": e / 2, "mean": e / 2}
+        if self.algorithm == "quantile":
+            return {"quantile_low": e / 4, "quantile_high": e / 4, "mean": e / 2}
+        return {"mean": e}
+
+
+@dataclass
+class GroupEstimate:
+    estimate: float
+    laplace_scale: float
+    sensitivity: float
+    m_ub: int
+    m_ub_rule: str
+    num_arrays: int
+    k_wraparound: int
+    users: int
+    records_total: int
+    records_used: int
+    m_max: int
+    m_min: int
+    interval: tuple[float, float] | None
+    budget_split: dict[str, float]
+    warnings: list[str] = field(default_factory=list)
+    tau: float | None = None
+
+
+def prepare_groups(values: np.ndarray, user_starts: np.ndarray, group_starts: np.ndarray,
+                   settings: MeanSettings) -> alg.Prepared:
+    """The data-dependent, non-random stage (structure and array means); see :func:`estimate_groups`."""
+    return alg.prepare(values, user_starts, group_starts, algorithm=settings.algorithm,
+                       grouping=settings.grouping, m_ub=settings.m_ub)
+
+
+def release_prepared(prep: alg.Prepared, settings: MeanSettings,
+                     rng: np.random.Generator) -> alg.Released:
+    return alg.release(prep, rng, epsilon=settings.epsilon, lower=settings.lower,
+                       upper=settings.upper, quantile_mode=settings.quantile_mode,
+                       quantiles=settings.quantiles, gamma=settings.gamma, tau_k=settings.tau_k)
+
+
+def estimate_groups(values: np.ndarray, user_starts: np.ndarray, group_starts: np.ndarray,
+                    settings: MeanSettings, rng: np.random.Generator) -> list[GroupEstimate]:
+    """One user-level eps-DP mean per group.
+
+    ``values``: float64, all records sorted by group, then user, then timestamp (never by value).
+    ``user_starts``: int64 offsets into ``values`` of each user run (one user's records within one
+    group), length n_user_runs + 1; within a group, runs come in ascending user-id order.
+    ``group_starts``: int64 offsets into ``user_starts`` of each group's first run, length
+    n_groups + 1. Values must already lie in [lower, upper].
+
+    Per-group failures raise :class:`~tsdp.mean.errors.GroupUsageError` /
+    :class:`~tsdp.mean.errors.GroupDataError` with ``group_index``."""
+    prep = prepare_groups(values, user_starts, group_starts, settings)
+    rel = release_prepared(prep, settings, rng)
+    split = settings.budget_split()
+    selection = settings.algorithm in ("levy", "quantile")
+    out = []
+    est = rel.estimate.tolist()
+    scale = rel.laplace_scale.tolist()
+    sens = rel.sensitivity.tolist()
+    box = rel.interval.tolist() if rel.interval is not None else None
+    tau = rel.tau.tolist() if rel.tau is not None else None
+    cols = [getattr(prep, k).tolist() for k in ("m_ub", "num_arrays", "k_wraparound", "users",
+                                                 "records_total", "records_used", "m_max", "m_min")]
+    for g in range(prep.n_groups):
+        m_ub, n_arr, k_wrap, users, total, used, m_max, m_min = (col[g] for col in cols)
+        warnings = []
+        if selection and n_arr < 10:
+            warnings.append(f"only {n_arr} arrays (fewer than 10): the private "
+                            f"{'median' if settings.algorithm == 'levy' else 'quantiles'} "
+                            "and hence the clipping interval are unreliable")
+        if users == 1:
+            warnings.append("a single user: a user-level private mean of one user is mostly noise")
+        out.append(GroupEstimate(
+            estimate=est[g], laplace_scale=scale[g], sensitivity=sens[g], m_ub=m_ub,
+            m_ub_rule=prep.m_ub_rule, num_arrays=n_arr, k_wraparound=k_wrap, users=users,
+            records_total=total, records_used=used, m_max=m_max, m_min=m_min,
+            interval=None if box is None else (box[g][0], box[g][1]),
+            budget_split=dict(split), warnings=warnings,
+            tau=None if tau is None else tau[g]))
+    return out
+
+
+_THEOREMS = {
+    "baseline": "Gupta et al. 2024 Thm. II.1 (Laplace mechanism, user-level sensitivity "
+                "U m_max / sum m_l)",
+    "array-averaging": "Gupta et al. 2024 Thm. II.1 (Laplace mechanism on the array average, "
+                       "sensitivity U/K-bar bestfit, 2U/K wraparound)",
+    "levy": "Gupta et al. 2024 Thm. II.1 (Laplace mechanism, eps/2) + exponential mechanism "
+            "(McSherry-Talwar; private median over tau-bins, Levy et al. 2021 Alg. 6, eps/2) "
+            "+ basic sequential composition (Dwork-Roth Cor. 3.15)",
+    "quantile": "Gupta et al. 2024 Thm. II.1 (Laplace mechanism, eps/2) + exponential mechanism "
+                "(Smith 2011 Alg. 2 private quantiles, eps/4 each) + basic sequential composition "
+                "(Dwork-Roth Cor. 3.15)",
+}
+
+
+def claim_for(settings: MeanSettings, n_groups: int, user_column: str,
+              max_groups_per_user: int | None) -> PrivacyClaim:
+    """The pure user-level claim for releasing ``n_groups`` estimates, each eps-DP.
+
+    epsilon = eps * n_groups by basic composition (a data-independent bound). When
+    ``max_groups_per_user`` is given, ``epsilon_total_if_participation_public`` = eps * that number,
+    valid only under the paper's assumption that participation (which user is in which group,
+    with how many records) is public."""
+    eps = settings.epsilon
+    unit = PrivacyUnit(level="user", relation="substitute", neighbouring=NEIGHBOURING,
+                       max_per_step=settings.upper - settings.lower, id_column=user_column,
+                       enforced=False)
+    params = {
+        "algorithm": settings.algorithm,
+        "grouping": None if settings.algorithm == "baseline" else settings.grouping,
+        "m_ub": None if settings.algorithm == "baseline" else settings.m_ub,
+        "U": settings.upper,
+        "lower": settings.lower,
+        "epsilon_per_group": eps,
+        "n_groups": int(n_groups),
+        "epsilon_total_bound": eps * n_groups,
+        "budget_split": settings.budget_split(),
+        "composition": "basic sequential",
+        "public_inputs": ["U", "lower", "L", "per-user counts", "m_ub", "grouping"],
+    }
+    if settings.algorithm == "quantile":
+        params["quantile_mode"] = settings.quantile_mode
+        params["quantiles"] = (list(settings.quantiles) if settings.quantile_mode == "fixed" else None)
+    if settings.algorithm == "levy":
+        params["gamma"] = settings.gamma
+        params["tau_k"] = settings.tau_k
+    if max_groups_per_user is not None:
+        params["epsilon_total_if_participation_public"] = eps * int(max_groups_per_user)
+        params["epsilon_total_if_participation_public_assumption"] = (
+            "valid only under the paper's assumption that participation (which users appear in "
+            "which groups, with how many records) is public")
+    return PrivacyClaim(definition="pure-dp", unit=unit, epsilon=eps * n_groups, delta=0.0,
+                        mechanism=f"user-level-mean/{settings.algorithm}",
+                        theorem=_THEOREMS[settings.algorithm], events=(), parameters=params)
