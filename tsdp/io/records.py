@@ -162,9 +162,10 @@ def load_records(df: pl.DataFrame, spec: RecordSpec) -> Records:
         if group.size and int(group.max()) >= (2**62) // max(size, 1):
             group = _dense_codes(pl.Series(group))[0]  # re-densify before it could overflow
         group = group * size + codes
-    if keys:
-        group = _dense_codes(pl.Series(group))[0]
     n_codes = int(group.max()) + 1 if group.size else 1
+    if keys and n_codes > (2**62) // max(n_users, 1):
+        group = _dense_codes(pl.Series(group))[0]  # only the combinations present, in key order
+        n_codes = int(group.max()) + 1
     sort_cols = {}
     if n_codes <= (2**62) // max(n_users, 1):
         sort_cols["k"] = group * n_users + user_codes
@@ -173,7 +174,8 @@ def load_records(df: pl.DataFrame, spec: RecordSpec) -> Records:
     if spec.time_col is not None:
         sort_cols["t"] = frame[spec.time_col]
     order = pl.DataFrame(sort_cols).select(
-        pl.arg_sort_by(list(sort_cols), maintain_order=True, multithreaded=True)).to_series().to_numpy()
+        pl.arg_sort_by(list(sort_cols), maintain_order=True, multithreaded=True)
+    ).to_series().to_numpy()
     n = frame.height
     g_sorted = group[order]
     u_sorted = user_codes[order]
@@ -209,7 +211,10 @@ def _dense_codes(series: pl.Series, as_text: bool = False) -> tuple[np.ndarray, 
     if as_text and series.dtype != pl.String:
         series = series.cast(pl.String)
     uniq = series.unique().sort()
-    if not (series.dtype.is_numeric() or series.dtype.is_temporal()):
+    if series.dtype == pl.String:
+        # An Enum whose categories are the sorted distinct values: its physical codes are the ranks.
+        codes = series.cast(pl.Enum(uniq)).to_physical()
+    elif not (series.dtype.is_numeric() or series.dtype.is_temporal()):
         codes = series.replace_strict(uniq, pl.int_range(uniq.len(), eager=True, dtype=pl.Int64),
                                       return_dtype=pl.Int64)
     else:
