@@ -18,15 +18,7 @@ import sys
 import time
 
 import numpy as np
-
-
-def timed(fn, repeat=3):
-    best, value = float("inf"), None
-    for _ in range(repeat):
-        start = time.perf_counter()
-        value = fn()
-        best = min(best, time.perf_counter() - start)
-    return best, value
+from timing import timed  # noqa: E402  (bench/timing.py, beside this script)
 
 
 def main() -> int:

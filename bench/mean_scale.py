@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import sys
 import tempfile
-import time
 from datetime import datetime
 from pathlib import Path
 
@@ -27,6 +26,7 @@ import numpy as np
 import polars as pl
 
 from tsdp.cli.app import main as tsdp_main
+from timing import best_of  # noqa: E402  (bench/timing.py, beside this script)
 
 TARGET_RATIO = 5.0
 UPPER = 65.0
@@ -61,15 +61,6 @@ def make_records(n_records: int, n_cells: int, n_slots: int, seed: int = 0) -> p
         "cell_id": pl.Series([f"c{i:03d}" for i in range(n_cells)]).gather(cell),
         "speed": speed,
     })
-
-
-def best_of(repeat: int, fn) -> float:
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return min(times)
 
 
 def run(n_records: int, n_cells: int, n_slots: int, repeat: int) -> float:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 
 import numpy as np
 
@@ -21,15 +20,7 @@ from tsdp.accounting.sensitivity import ContributionBounds
 from tsdp.mechanisms.baseline import Panel, release_gaussian, release_laplace
 from tsdp.mechanisms.fast import release_fast
 from tsdp.mechanisms.subsample import release_filter_subsample
-
-
-def best_of(repeat, fn):
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return min(times)
+from timing import best_of  # noqa: E402  (bench/timing.py, beside this script)
 
 
 def main() -> int:

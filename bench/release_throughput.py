@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import sys
 import tempfile
-import time
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -24,6 +23,7 @@ import numpy as np
 import polars as pl
 
 from tsdp.cli.app import main as tsdp_main
+from timing import best_of  # noqa: E402  (bench/timing.py, beside this script)
 
 TARGET_RATIO = 2.0
 
@@ -42,15 +42,6 @@ def make_panel(n_series: int, n_steps: int, seed: int = 0) -> pl.DataFrame:
         "time": pl.concat([times] * n_series),
         "count": counts.ravel(),
     })
-
-
-def best_of(repeat: int, fn) -> float:
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return min(times)
 
 
 def run(n_series: int, n_steps: int, repeat: int) -> float:
