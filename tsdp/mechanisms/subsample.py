@@ -345,6 +345,24 @@ def _scale_degradation(rows: list[dict], K: int) -> list[dict]:
 # ---------------------------------------------------------------------------------------------
 
 
+def _report_parameters(panel: Panel, steps: int, cells: int, M: float, sampling: dict, clip_min,
+                       baseline: dict, degradation, degradation_note: str) -> dict:
+    """The public report parameters both subsampling mechanisms share (spec section 4.3)."""
+    return {
+        "assumption": _assumption(panel, steps, cells, M),
+        "subsampling": sampling,
+        "interpolation": {"kind": "linear", "extrapolation": "constant-nearest"},
+        "postprocessing": {"clip_min": clip_min},
+        "baseline_comparison": baseline,
+        "gaussian_sigma_same_budget": baseline["gaussian_sigma_same_budget"],
+        "degradation": degradation,
+        "degradation_note": degradation_note,
+        "n_series": panel.n_series,
+        "n_steps": panel.n_steps,
+        "composition": panel.composition,
+    }
+
+
 def _release(mechanism: str, values: np.ndarray, panel: Panel, epsilon: float, delta: float, theorem: str,
              events: tuple, parameters: dict, warnings: list[str]) -> Release:
     """The release with its approximate-DP claim for the panel's unit."""
@@ -441,22 +459,11 @@ def release_subsample(values: np.ndarray, panel: Panel, epsilon: float, delta: f
     out = postprocess(out, clip_min=clip_min)
     baseline = _baseline_comparison(panel, epsilon, delta)
 
-    parameters.update({
-        "sigma": sigma,
-        "assumption": _assumption(panel, steps, I, M),
-        "subsampling": sampling,
-        "interpolation": {"kind": "linear", "extrapolation": "constant-nearest"},
-        "postprocessing": {"clip_min": clip_min},
-        "baseline_comparison": baseline,
-        "gaussian_sigma_same_budget": baseline["gaussian_sigma_same_budget"],
-        "degradation": degradation,
-        "degradation_note": ("privacy if the true participation bound were c*I: "
-                             + ("Proposition 1 analogue without filter (spec section 1.4)" if accounting == "paper"
-                                else "exact mixture with Bin(floor(cI), p), same sigma and delta")),
-        "n_series": S,
-        "n_steps": T,
-        "composition": panel.composition,
-    })
+    note = ("privacy if the true participation bound were c*I: "
+            + ("Proposition 1 analogue without filter (spec section 1.4)" if accounting == "paper"
+               else "exact mixture with Bin(floor(cI), p), same sigma and delta"))
+    parameters.update({"sigma": sigma,
+                       **_report_parameters(panel, steps, I, M, sampling, clip_min, baseline, degradation, note)})
     return _release("subsample", out.reshape(shape), panel, epsilon, claim_delta, theorem, events,
                     parameters, warnings)
 
@@ -606,20 +613,8 @@ def release_filter_subsample(values: np.ndarray, panel: Panel, epsilon: float, d
     out = postprocess(out, clip_min=clip_min)
     baseline = _baseline_comparison(panel, epsilon, delta)
 
-    parameters.update({
-        "sigma": sigma_report,
-        "assumption": _assumption(panel, steps, I, M),
-        "filter": filter_info,
-        "subsampling": sampling,
-        "interpolation": {"kind": "linear", "extrapolation": "constant-nearest"},
-        "postprocessing": {"clip_min": clip_min},
-        "baseline_comparison": baseline,
-        "gaussian_sigma_same_budget": baseline["gaussian_sigma_same_budget"],
-        "degradation": degradation,
-        "degradation_note": degradation_note,
-        "n_series": S,
-        "n_steps": T,
-        "composition": panel.composition,
-    })
+    parameters.update({"sigma": sigma_report, "filter": filter_info,
+                       **_report_parameters(panel, steps, I, M, sampling, clip_min, baseline, degradation,
+                                            degradation_note)})
     return _release("filter-subsample", out.reshape(shape), panel, epsilon, claim_delta, theorem, events,
                     parameters, warnings)
