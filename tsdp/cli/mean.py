@@ -277,17 +277,14 @@ def _notes(records: Records, settings: MeanSettings, user_col: str, claim) -> li
 
 def _evaluate(input, spec: RecordSpec, settings: MeanSettings, randomness, repeats: int, console) -> None:
     """Release ``repeats`` times and print the MAE against the true means; writes nothing."""
-    from tsdp.mechanisms.metrics import summarize
+    from tsdp.mechanisms.metrics import mae_over_runs, summarize
 
     records = load_records(read_table(input), spec)
     truth = records.true_means()
     with _named_groups(records):
         prep = prepare_groups(records.values, records.user_starts, records.group_starts, settings)
-        errors = np.zeros(records.n_groups)
-        for _ in range(repeats):  # each run is a full release of every group
-            released = release_prepared(prep, settings, randomness.generator)
-            errors += np.abs(np.asarray(released.estimate, dtype=float) - truth)
-    mae = errors / repeats
+        mae = mae_over_runs((release_prepared(prep, settings, randomness.generator).estimate  # every group
+                             for _ in range(repeats)), truth)
     console.warn("--evaluate compares the estimates with the true means: the figures are NOT private, "
                  "are for choosing parameters only, and nothing was written")
     console.summary({"runs": repeats, "algorithm": settings.algorithm, "epsilon_per_group": settings.epsilon,

@@ -17,6 +17,15 @@ def mre(released: np.ndarray, truth: np.ndarray, sanitary_bound: float = 1.0) ->
     return float(np.mean(np.abs(released - truth) / np.maximum(truth, sanitary_bound)))
 
 
+def mae_over_runs(runs, truth: np.ndarray) -> np.ndarray:
+    """Elementwise mean of |estimate - truth| over an iterable of estimate arrays (e.g. per group)."""
+    total, count = np.zeros_like(truth, dtype=float), 0
+    for estimate in runs:
+        total += np.abs(np.asarray(estimate, dtype=float) - truth)
+        count += 1
+    return total / max(count, 1)
+
+
 def summarize(values: list[float]) -> dict[str, float]:
     """Mean, standard deviation and range of repeated measurements."""
     arr = np.asarray(values, dtype=float)
