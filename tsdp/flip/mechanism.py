@@ -1,0 +1,313 @@
+"""FLIP, step by step (McElroy, Roy & Hore 2022, section 3.3; spec flip.md section 2.8).
+
+For one sensitive series x (length T) and optional auxiliary series z (T x q):
+
+1. standardise x and z (mean 0, SD 1; undone at the end: the filter is linear);
+2. remove an OLS polynomial trend of order d from each (``trend.detrend``);
+3. estimate the joint spectrum of the residuals (VAR(p) by AIC, or flat-top) and the conditional
+   spectrum f = f_{X|Z} (Prop. 3), or f_X without auxiliary series;
+4. F = CDF of f on [0, pi]; S = sup |f / <f>_pi - 1|;
+5. draw R (symmetrised Beta mixture) and, for delta > 0, the shift Delta ~ U[0, B] (Thm 10, eq. (12));
+   H = (1 - alpha) F + alpha lambda / pi and theta = pi R(H);
+6. the 2M+1 taps of e^{i theta} (``coefficients``);
+7. pad x with M backcasts and forecasts and filter (or filter circularly);
+8. add the trend back and undo the standardisation.
+
+The diagnostics (LIP of the ideal and of the applied filter, lagged LIP, the two inversion attacks,
+all-pass defect, utility) go to the report; R, Delta, B, L_R and the taps are secrets.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable
+
+import numpy as np
+
+from tsdp.accounting.claim import PrivacyClaim, PrivacyUnit
+from tsdp.errors import DataError, NumericalError, UsageError
+from tsdp.flip import coefficients, filtering, lip, phase, spectral, trend, utility
+
+SPECTRAL = ("var", "flattop")
+BOUNDARIES = ("extend", "circular")
+MIN_LENGTH = 20
+SHORT_LENGTH = 50
+DEFAULT_GRID = 8192
+MECHANISM = "FLIP all-pass filtering (McElroy, Roy & Hore 2022)"
+NOT_DP = ("FLIP is not differential privacy: it carries no differential-privacy parameters and none "
+          "can be derived from it. Given its secret parameters the release is a deterministic, invertible "
+          "linear filter of the data.")
+GUARANTEE = ("LIP >= 1 - lip_budget_delta holds for the ideal filter under the ESTIMATED spectral model, "
+             "against a linear attacker who knows the auxiliary series and uses the released value at the "
+             "same date only")
+THEOREM = ("McElroy, Roy & Hore (2022): Linear Incremental Privacy, Def. 4 / eq. (5), of the filter "
+           "Psi_h = exp(i pi R(H)) with R a symmetrised Beta mixture: LIP = 1 by Thm 6 (lip_budget_delta = 0); "
+           "LIP >= 1 - delta by Thm 10 and eq. (12) for the shift Delta ~ U[0, B] (lip_budget_delta > 0); "
+           "evaluated at the estimated conditional spectrum f_{X|Z} (Prop. 3; delta-FLIP, section 3.2)")
+NEIGHBOURING = ("no neighbouring relation: LIP compares a linear attacker's prediction of the value X_t "
+                "from the auxiliary series alone with its prediction from the auxiliary series and the "
+                "released value at the same date t")
+
+
+@dataclass(frozen=True)
+class FlipSettings:
+    """The public options of ``tsdp flip`` (spec 4.2, with the issue's names); validated on creation."""
+
+    lip_delta: float = 0.0
+    trend_order: int = 0
+    spectral: str = "var"
+    var_order: int | str = "aic"
+    K: int = 25
+    M: int | None = None
+    coef_method: str = "direct"
+    boundary: str = "extend"
+    bound: str = "paper"
+    r_components: int = 2
+    r_range: tuple[float, float] | None = None
+    r_params: phase.BetaMixture | None = None
+    grid: int = DEFAULT_GRID
+    acf_lags: int = 24
+
+    def __post_init__(self) -> None:
+        if not (0.0 <= self.lip_delta < 1.0) or not math.isfinite(self.lip_delta):
+            raise UsageError(f"--lip-delta {self.lip_delta:g}: the LIP budget must be in [0, 1)")
+        if self.trend_order < 0:
+            raise UsageError(f"--trend-order {self.trend_order}: must be >= 0")
+        if self.spectral not in SPECTRAL:
+            raise UsageError(f"--spectral {self.spectral!r}: must be one of {', '.join(SPECTRAL)}")
+        if self.var_order != "aic" and (not isinstance(self.var_order, int) or self.var_order < 0):
+            raise UsageError(f"--var-order {self.var_order!r}: must be 'aic' or an integer >= 0")
+        if self.K < 1:
+            raise UsageError(f"--K {self.K}: must be an integer >= 1")
+        if self.M is not None and self.M < 1:
+            raise UsageError(f"--M {self.M}: must be an integer >= 1")
+        if self.coef_method not in coefficients.METHODS:
+            raise UsageError(f"--coef-method {self.coef_method!r}: must be one of {', '.join(coefficients.METHODS)}")
+        if self.boundary not in BOUNDARIES:
+            raise UsageError(f"--boundary {self.boundary!r}: must be one of {', '.join(BOUNDARIES)}")
+        if self.bound not in phase.BOUNDS:
+            raise UsageError(f"--bound {self.bound!r}: must be one of {', '.join(phase.BOUNDS)}")
+        if self.r_components < 1:
+            raise UsageError(f"--r-components {self.r_components}: must be >= 1")
+        low, high = self.beta_range
+        if not (0 < low <= high) or not math.isfinite(high):
+            raise UsageError(f"--r-range {low:g},{high:g}: need 0 < lo <= hi")
+        if self.lip_delta > 0 and low < 1:
+            raise UsageError(f"--r-range {low:g},{high:g}: with --lip-delta > 0 the Beta parameters must be "
+                             ">= 1 (otherwise R is not Lipschitz and the shift bound is 0)")
+        if self.grid < 256:
+            raise UsageError(f"--grid {self.grid}: must be at least 256 frequencies")
+        if self.acf_lags < 1:
+            raise UsageError(f"--acf-lags {self.acf_lags}: must be >= 1")
+        if self.r_params is not None:
+            phase.check_r(self.r_params, self.lip_delta, self.trend_order)
+
+    @property
+    def beta_range(self) -> tuple[float, float]:
+        """a_j, b_j ~ U[lo, hi]; default lo = d + 1 (Thm 11), hi = d + 4 (spec 4.2)."""
+        if self.r_range is not None:
+            return float(self.r_range[0]), float(self.r_range[1])
+        return float(self.trend_order + 1), float(self.trend_order + 4)
+
+    def padding(self, T: int) -> int:
+        """M: given, or min(45, T // 4) (reproduces the paper's Examples 1 and 3)."""
+        return self.M if self.M is not None else min(45, T // 4)
+
+    def public(self) -> dict[str, Any]:
+        low, high = self.beta_range
+        return {
+            "lip_budget_delta": self.lip_delta, "trend_order": self.trend_order, "spectral": self.spectral,
+            "var_order": self.var_order, "K": self.K, "M": self.M if self.M is not None else "min(45, T // 4)",
+            "coef_method": self.coef_method, "boundary": self.boundary, "bound": self.bound,
+            "r_family": "symmetrised beta mixture",
+            "r_components": len(self.r_params.alpha) if self.r_params else self.r_components,
+            "r_range": "fixed by --r-params (secret)" if self.r_params else [low, high],
+            "grid": self.grid, "acf_lags": self.acf_lags,
+        }
+
+
+@dataclass
+class SeriesFlip:
+    """One released series, its custodian-facing diagnostics and its secrets."""
+
+    released: np.ndarray
+    diagnostics: dict[str, Any]
+    secrets: dict[str, Any]
+    warnings: list[str] = field(default_factory=list)
+
+
+def check_length(T: int, settings: FlipSettings, q: int, label: str) -> list[str]:
+    """The length rules of spec 4.3: errors name the series; returns warnings."""
+    M = settings.padding(T)
+    d = settings.trend_order
+    if T < MIN_LENGTH:
+        raise DataError(f"{label}: {T} observations; FLIP needs at least {MIN_LENGTH}")
+    if M >= T:
+        raise DataError(f"{label}: padding --M {M} needs a series longer than M, but T = {T}")
+    if d + 1 > T / 4:
+        raise DataError(f"{label}: --trend-order {d} is too high for T = {T} (need d + 1 <= T / 4)")
+    if isinstance(settings.var_order, int) and T < q * settings.var_order + d + 10:
+        raise DataError(f"{label}: --var-order {settings.var_order} with {q} series needs "
+                        f"T >= {q * settings.var_order + d + 10}, but T = {T}")
+    warnings = []
+    if M > T / 4:
+        warnings.append(f"{label}: --M {M} exceeds T/4 = {T / 4:g}; edge effects shrink the released "
+                        "variance (spec P7)")
+    if T < SHORT_LENGTH:
+        warnings.append(f"{label}: only {T} observations; the spectral estimate is unreliable below {SHORT_LENGTH}")
+    return warnings
+
+
+def stable_key(value: Any) -> int:
+    """A 64-bit integer from a value's text, the same in every run and process."""
+    return int.from_bytes(hashlib.sha256(str(value).encode()).digest()[:8], "little")
+
+
+def series_generator(master: int, entity: Any, column: str) -> np.random.Generator:
+    """Per-series randomness from the master seed (spec 4.6): independent of row order and of which
+    other series are present, so a rerun with the same secret reproduces the same release."""
+    seq = np.random.SeedSequence(entropy=master, spawn_key=(stable_key(entity), stable_key(column)))
+    return np.random.Generator(np.random.PCG64(seq))
+
+
+def _grid_size(settings: FlipSettings, T: int, M: int) -> int:
+    """Frequencies on [0, pi]: the requested grid, enlarged so that the autocovariances needed by the
+    projection (lags up to min(T, window) + M) and the diagnostics (4M) stay accurate."""
+    needed = 4 * (min(T, filtering.PROJECTION_WINDOW) + 4 * M)
+    n = settings.grid
+    while n < needed:
+        n *= 2
+    return n
+
+
+def flip_series(x: np.ndarray, z: np.ndarray | None, settings: FlipSettings, rng: np.random.Generator,
+                label: str = "series") -> SeriesFlip:
+    """Release one series by FLIP (module docstring, steps 1-8)."""
+    x = np.asarray(x, dtype=float)
+    T = x.size
+    z = np.empty((T, 0)) if z is None else np.asarray(z, dtype=float).reshape(T, -1)
+    q = 1 + z.shape[1]
+    warnings = check_length(T, settings, q, label)
+    if not (np.isfinite(x).all() and np.isfinite(z).all()):
+        raise DataError(f"{label}: non-finite values; FLIP needs complete series")
+    M = settings.padding(T)
+    d = settings.trend_order
+
+    center, scale = float(np.mean(x)), float(np.std(x))
+    if not scale > 0:
+        raise DataError(f"{label}: the series is constant; there is nothing to filter")
+    z_scale = np.std(z, axis=0)
+    if (z_scale == 0).any():
+        raise DataError(f"{label}: auxiliary series {int(np.argmin(z_scale)) + 1} is constant")
+    resid, fitted = trend.detrend((x - center) / scale, d)
+    z_resid = trend.detrend((z - z.mean(axis=0)) / z_scale, d)[0] if z.shape[1] else z
+    if not np.var(resid) > 1e-20:
+        raise DataError(f"{label}: the series is constant after removing a trend of order {d}")
+
+    n = _grid_size(settings, T, M)
+    lam = spectral.frequency_grid(n)
+    joint = np.column_stack([resid, z_resid])
+    fit_info: dict[str, Any] = {"method": settings.spectral, "order": None, "stable": True,
+                                "flattop_bandwidth": None, "notes": []}
+    if settings.spectral == "var":
+        fit = spectral.fit_var(joint, settings.var_order, d)
+        fmat = fit.spectrum(lam)
+        fit_info.update(order=fit.order, stable=fit.stable, method=fit.method, notes=fit.notes)
+    else:
+        fmat, bandwidth, notes = spectral.flattop_spectrum(joint, lam)
+        fit_info.update(flattop_bandwidth=bandwidth, notes=notes)
+    f_x = np.maximum(fmat[:, 0, 0].real, 0.0)
+    f_cond, share = spectral.conditional_spectrum(fmat)
+
+    F = spectral.spectral_cdf(f_cond)
+    S = phase.sup_deviation(f_cond)
+    d_ks = phase.ks_distance(F)
+    r = settings.r_params or phase.BetaMixture.draw(rng, settings.r_components, *settings.beta_range)
+    if settings.r_params is None:
+        warnings += [f"{label}: {w}" for w in phase.check_r(r, settings.lip_delta, d)]
+    bound = phase.shift_bound(settings.lip_delta, r.lipschitz, S, d_ks, settings.bound)
+    shift, capped = phase.draw_shift(rng, bound)
+    if capped:
+        warnings.append(f"{label}: the spectrum is nearly flat (S = {S:.3g}), so every shift is admissible; "
+                        "the shift was capped at 1/pi and barely randomises the filter here (spec P4)")
+    alpha = phase.mixing_weight(shift)
+    theta = math.pi * r(phase.shifted_cdf(F, alpha))
+    taps = coefficients.filter_taps(theta, M, settings.coef_method, settings.K)
+    defect = coefficients.allpass_defect(taps, n)
+    if settings.coef_method == "cepstral-paper":
+        warnings.append(f"{label}: --coef-method cepstral-paper truncates a winding phase (pitfall P1): the "
+                        f"filter is {defect:.3g} away from all-pass; prefer direct")
+
+    gamma_x = spectral.acvf(f_x)
+    if settings.boundary == "extend":
+        extended, windowed = filtering.extend(resid, gamma_x, M)
+        released_resid = filtering.apply_taps(extended, taps)
+        if windowed:
+            fit_info["notes"].append(f"backcasts and forecasts use the nearest {filtering.PROJECTION_WINDOW} "
+                                     "observations")
+    else:
+        released_resid = filtering.circular_filter(resid, theta)
+    released = (fitted + released_resid) * scale + center
+
+    gamma_c = spectral.acvf(f_cond)
+    lip_ideal = lip.ideal_lip(theta, f_cond)
+    floor = 1.0 - settings.lip_delta
+    if lip_ideal < floor - 1e-8:
+        raise NumericalError(f"{label}: the ideal filter's LIP {lip_ideal:.10f} is below 1 - lip_delta = "
+                             f"{floor:g}; raise --grid")
+    lagged_min, lagged_at = lip.lagged_lip(taps, gamma_c, M)
+    guess = coefficients.filter_taps(math.pi * F, M, "direct")
+    diagnostics = {
+        "T": T,
+        "M": M,
+        "grid": n,
+        "spectral_fit": fit_info,
+        "cond_variance_ratio": share,
+        "S_sup": S,
+        "lip_budget_delta": settings.lip_delta,
+        "lip_lower_bound": floor,
+        "lip_ideal": lip_ideal,
+        "lip_applied": lip_ideal if settings.boundary == "circular" else lip.taps_lip(taps, gamma_c),
+        "lip_lagged_min": lagged_min,
+        "lip_lagged_argmax_lag": lagged_at,
+        "lip_guess_inversion": lip.inversion_lip(taps, guess, gamma_c),
+        "lip_known_filter_inversion": lip.inversion_lip(taps, taps, gamma_c),
+        "allpass_max_defect": defect,
+        "psi_sum": float(taps.sum()),
+        "trend_moments": coefficients.moments(taps, d)[1:].tolist() if d else [],
+        "utility": utility.utility_figures(resid, released_resid, settings.acf_lags),
+    }
+    secrets = {
+        "r_params": r.as_dict(), "lipschitz": r.lipschitz, "shift_bound": bound if math.isfinite(bound) else None,
+        "shift": shift, "alpha": alpha, "taps": taps.tolist(),
+    }
+    return SeriesFlip(released, diagnostics, secrets, warnings)
+
+
+def flip_many(items: Iterable[tuple[Any, str, np.ndarray, np.ndarray | None]], settings: FlipSettings,
+              master: int, on_series: Callable[[], None] | None = None) -> list[SeriesFlip]:
+    """FLIP each ``(entity, column, x, z)`` with its own generator derived from ``master``."""
+    out = []
+    for entity, column, x, z in items:
+        label = f"entity {entity!r}, column {column!r}" if entity is not None else f"column {column!r}"
+        out.append(flip_series(x, z, settings, series_generator(master, entity, column), label))
+        if on_series is not None:
+            on_series()
+    return out
+
+
+def claim_for(settings: FlipSettings, entity_col: str | None) -> PrivacyClaim:
+    """The LIP claim of a FLIP release: no epsilon, no DP delta, the LIP budget as a parameter."""
+    return PrivacyClaim(
+        definition="lip",
+        unit=PrivacyUnit(level="value", relation="none", neighbouring=NEIGHBOURING, max_per_step=1.0,
+                         id_column=entity_col),
+        epsilon=None,
+        delta=None,
+        mechanism=MECHANISM,
+        theorem=THEOREM,
+        parameters={**settings.public(), "guarantee": GUARANTEE, "differential_privacy": False,
+                    "statement": NOT_DP},
+    )
