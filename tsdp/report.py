@@ -33,10 +33,11 @@ class Report:
     grid: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    lip: dict[str, Any] | None = None  # FLIP's statement and per-series diagnostics
 
     def to_dict(self) -> dict[str, Any]:
         params = {k: _plain(v) for k, v in self.parameters.items() if k not in FORBIDDEN_PARAMETERS}
-        return {
+        out = {
             "schema": SCHEMA_ID,
             "tool": {"name": "tsdp", "version": __version__},
             "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -48,6 +49,9 @@ class Report:
             "notes": list(self.notes),
             "warnings": list(self.warnings),
         }
+        if self.lip is not None:
+            out["lip"] = _plain(self.lip)
+        return out
 
     def to_json(self) -> bytes:
         return (json.dumps(self.to_dict(), indent=2, allow_nan=False) + "\n").encode()

@@ -29,8 +29,11 @@ def test_invalid_claims_are_refused(kw):
 
 
 def test_lip_claim_has_no_epsilon():
+    """A LIP claim carries no epsilon or DP delta: the keys are absent (issue 6), and it round-trips."""
     c = claim(definition="lip", epsilon=None, delta=None, events=())
-    assert c.to_dict()["epsilon"] is None
+    data = c.to_dict()
+    assert "epsilon" not in data and "delta" not in data
+    assert PrivacyClaim.from_dict(data) == c
 
 
 @pytest.mark.parametrize("args", [("exp", 1, 1), ("gaussian", 0, 1), ("laplace", 1, 0), ("laplace", 1, 1, 0)])

@@ -107,6 +107,8 @@ class PrivacyClaim:
                          for e in self.events]
         if self.definition == "pure-dp":
             out["delta"] = 0.0
+        if self.definition == "lip":  # LIP has no epsilon or DP delta: the keys do not appear at all
+            del out["epsilon"], out["delta"]
         return out
 
     @classmethod

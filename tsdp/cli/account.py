@@ -211,8 +211,12 @@ def verify(
     data = load_report(report)  # schema errors: exit 4
     claim = PrivacyClaim.from_dict(data["claim"])
     checks = [("schema", True, f"valid {data['schema']} report from tsdp {data['tool']['version']}")]
-    checks.append(("upper bound", claim.bound == "upper",
-                   "the claim is an upper bound" if claim.bound == "upper" else "the claim is a LOWER bound"))
+    if claim.definition == "lip":
+        checks.append(("definition", True, "LIP (FLIP), NOT differential privacy: LIP >= 1 - "
+                       f"{claim.parameters.get('lip_budget_delta')} under the estimated model; no epsilon"))
+    else:
+        checks.append(("upper bound", claim.bound == "upper",
+                       "the claim is an upper bound" if claim.bound == "upper" else "the claim is a LOWER bound"))
     backed, note = claim_backed_by_events(claim)
     checks.append(("backed by events", backed, note))
     problems = within_budget(claim, max_epsilon, max_delta)

@@ -133,6 +133,7 @@ class AtomicOutputs:
 
     def __init__(self) -> None:
         self._staged: list[tuple[Path, Path]] = []
+        self._private: set[Path] = set()
         self.stdout_payload: bytes | None = None
 
     def __enter__(self) -> "AtomicOutputs":
@@ -165,19 +166,22 @@ class AtomicOutputs:
                 df.write_csv(sink, datetime_format=CSV_DATETIME_FORMAT)
         return sink.digest.hexdigest()
 
-    def stage_bytes(self, data: bytes, path: str | Path) -> str:
+    def stage_bytes(self, data: bytes, path: str | Path, private: bool = False) -> str:
+        """Stage ``data`` for ``path``; ``private`` files (secrets) are published with mode 0600."""
         if str(path) == STDIO:
             self.stdout_payload = data
         else:
             tmp = self._temp_beside(Path(path))
             tmp.write_bytes(data)
+            if private:
+                self._private.add(tmp)
         return hashlib.sha256(data).hexdigest()
 
     def commit(self) -> None:
         umask = os.umask(0)
         os.umask(umask)
         for tmp, target in self._staged:
-            os.chmod(tmp, 0o666 & ~umask)
+            os.chmod(tmp, 0o600 if tmp in self._private else 0o666 & ~umask)
             os.replace(tmp, target)
         self._staged.clear()
         if self.stdout_payload is not None:

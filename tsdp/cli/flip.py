@@ -1,0 +1,269 @@
+"""``tsdp flip``: FLIP all-pass filtering (McElroy, Roy & Hore 2022) with its LIP measure.
+
+Thin: parse and validate the options (:class:`tsdp.flip.FlipSettings`), load the entity panel
+(:mod:`tsdp.io.entities`), filter every series (:func:`tsdp.flip.flip_many`), and publish the output,
+the report and, only when asked, the secrets file, atomically. FLIP is not differential privacy; the
+report's claim has definition ``lip`` and no epsilon.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets as os_secrets
+from enum import Enum
+from typing import Any, Optional
+
+import typer
+
+from tsdp.cli import common
+from tsdp.errors import BudgetError, UsageError
+from tsdp.flip import GUARANTEE, NOT_DP, BetaMixture, FlipSettings, claim_for, flip_many
+from tsdp.io.entities import EntityPanel, load_entity_panel
+from tsdp.io.files import check_output_path, read_table
+from tsdp.report import Report
+
+SEEDED_FLIP_WARNING = ("this run used a fixed --seed: anyone who knows the seed and the estimated spectra can "
+                       "rebuild the filter and invert the release, so its output must not be published")
+SECRETS_WARNING = ("the secrets file holds the master seed and every filter: anyone holding it can invert the "
+                   "release exactly; keep it apart from the output")
+DISCLAIMER = ("LIP >= 1 - lip_budget_delta holds for the ideal filter under the ESTIMATED spectral model, against "
+              "a linear attacker using the released value at the same time point only. It is not a "
+              "differential-privacy guarantee. The filter is invertible by anyone who learns it; an attacker who "
+              "guesses R(x) = x recovers much of the series (lip_guess_inversion), and lagged released values "
+              "can predict better than the same-date value (lip_lagged_min). Second-order features (mean, trend, "
+              "variance, autocorrelation, spectrum) are released essentially exactly by design. Repeated releases "
+              "of the same series are not analysed (no composition result).")
+CUSTODIAN_NOTE = ("the per-series figures under 'lip' (D_path, D_ACF, var_ratio, S_sup, cond_variance_ratio, the "
+                  "LIP values) are functions of the original data: this report is for the custodian; review it "
+                  "before publishing")
+
+
+class Spectral(str, Enum):
+    var = "var"
+    flattop = "flattop"
+
+
+class CoefMethod(str, Enum):
+    direct = "direct"
+    cepstral_unwrapped = "cepstral-unwrapped"
+    cepstral_paper = "cepstral-paper"
+
+
+class Boundary(str, Enum):
+    extend = "extend"
+    circular = "circular"
+
+
+class Bound(str, Enum):
+    paper = "paper"
+    ks = "ks"
+
+
+def flip(
+    input: str = typer.Argument(..., help="CSV or Parquet file (- for CSV on stdin), long layout: [entity,] time, values, aux."),
+    time_col: str = typer.Option(..., help="Time column: ISO dates/timestamps or integers on a regular grid."),
+    value_cols: str = typer.Option(..., "--value-cols", "--value-col", help="Sensitive column(s), comma-separated; each is filtered with its own secret filter."),
+    entity_col: Optional[str] = typer.Option(None, "--entity-col", "--series-col", help="Entity id column [default: the whole file is one entity]."),
+    aux_cols: Optional[str] = typer.Option(None, "--aux-cols", "--aux-col", help="Auxiliary column(s) Z the attacker is assumed to know (same rows); passed through unchanged."),
+    aux_entity: Optional[str] = typer.Option(None, help="Use this entity's value series as Z for every other entity (passed through unchanged)."),
+    freq: Optional[str] = typer.Option(None, help="Time step, e.g. 1q, 1mo, 1d, 1h [default: inferred]."),
+    lip_delta: float = typer.Option(0.0, "--lip-delta", help="LIP budget delta in [0, 1): guarantees LIP >= 1 - delta (NOT a DP delta)."),
+    trend_order: int = typer.Option(0, help="Order d of the polynomial trend removed before filtering and added back (0 = mean)."),
+    spectral: Spectral = typer.Option(Spectral.var, help="Spectral estimator: VAR(p) or flat-top lag window."),
+    var_order: str = typer.Option("aic", help="VAR order: aic (up to min(8, T/10)) or an integer."),
+    K: int = typer.Option(25, "--K", help="Cepstral truncation (cepstral coefficient methods only)."),
+    M: Optional[int] = typer.Option(None, "--M", help="Filter half-length and padding M [default: min(45, T/4)]."),
+    coef_method: CoefMethod = typer.Option(CoefMethod.direct, help="Filter coefficients: exact Fourier (direct) or the paper's cepstral route."),
+    boundary: Boundary = typer.Option(Boundary.extend, help="extend: backcast/forecast padding (paper); circular: frequency-domain filtering."),
+    bound: Bound = typer.Option(Bound.paper, help="Shift bound: eq. (12) (paper) or the sharper KS-distance bound (ks)."),
+    r_components: int = typer.Option(2, help="Components J of the symmetrised Beta mixture R."),
+    r_range: Optional[str] = typer.Option(None, help="Beta parameters a, b ~ U[lo, hi] as lo,hi [default: d+1,d+4]."),
+    r_params: Optional[str] = typer.Option(None, help='Fixed R as JSON {"alpha": [...], "a": [...], "b": [...]} (tests and reproduction; a secret).'),
+    grid: int = typer.Option(8192, help="Frequencies on [0, pi]."),
+    acf_lags: int = typer.Option(24, help="Lags H of the D_ACF utility figure."),
+    min_lip: Optional[float] = typer.Option(None, help="Fail (exit 3, nothing written) if any series' applied LIP is below this."),
+    suffix: Optional[str] = typer.Option(None, help="Keep the original value columns and add the released ones with this suffix (internal QA only)."),
+    secrets: Optional[str] = typer.Option(None, "--secrets", help="Write the master seed and every filter to this JSON file (mode 0600). Anyone holding it can invert the release."),
+    delta: Optional[float] = typer.Option(None, "--delta", hidden=True),
+    epsilon: Optional[float] = typer.Option(None, "--epsilon", hidden=True),
+    output: Optional[str] = common.OutputOption,
+    report: Optional[str] = common.ReportOption,
+    seed: Optional[int] = common.SeedOption,
+    force: bool = common.ForceOption,
+    json_summary: bool = common.JsonOption,
+    quiet: bool = common.QuietOption,
+    config: Optional[str] = common.ConfigOption,
+) -> None:
+    """FLIP: filter each series with a secret random all-pass filter (McElroy, Roy & Hore 2022).
+
+    It keeps the series' autocorrelation structure. Under the estimated time-series model, it ensures
+    that the released value at the same date lowers the prediction-error variance of a linear attacker
+    who already knows the auxiliary series by at most a fraction delta (LIP >= 1 - delta). It provides
+    no differential-privacy guarantee.
+    """
+    if delta is not None:
+        raise UsageError(f"--delta {delta:g}: FLIP's budget is --lip-delta (LIP >= 1 - delta); --delta means the "
+                         "differential-privacy delta in other commands and FLIP has none")
+    if epsilon is not None:
+        raise UsageError(f"--epsilon {epsilon:g}: FLIP is not differential privacy and has no epsilon; its budget "
+                         "is --lip-delta")
+    params = {k: v for k, v in common.public_parameters(locals()).items()
+              if k not in ("r_params", "secrets", "delta", "epsilon")}
+    settings = FlipSettings(
+        lip_delta=lip_delta, trend_order=trend_order, spectral=spectral.value, var_order=_var_order(var_order),
+        K=K, M=M, coef_method=coef_method.value, boundary=boundary.value, bound=bound.value,
+        r_components=r_components, r_range=_pair(r_range), r_params=_r_params(r_params), grid=grid,
+        acf_lags=acf_lags,
+    )
+    if min_lip is not None and not 0 <= min_lip <= 1:
+        raise UsageError(f"--min-lip {min_lip:g}: must be in [0, 1]")
+    if seed is not None and seed < 0:
+        raise UsageError(f"--seed must be a non-negative integer, got {seed}")
+    output, report = common.resolve_outputs(input, output, report, force, json_summary)
+    if secrets is not None:
+        _check_secrets_path(secrets, input, output, report, force)
+    console = common.Console(quiet, json_summary, stdout_taken="-" in (output, report))
+    master = seed if seed is not None else os_secrets.randbits(128)
+
+    df = read_table(input)
+    panel = load_entity_panel(df, time_col, common.split_list(value_cols) or [], entity_col,
+                              common.split_list(aux_cols), aux_entity, freq)
+    items = list(panel.series())
+    with console.progress(len(items) + 1) as stage:
+        stage(f"filtering {len(items)} series")
+        results = flip_many(items, settings, master, on_series=lambda: stage("filtering"))
+        stage("writing output")
+        rows = _series_rows(panel, items, results)
+        _check_min_lip(min_lip, rows)
+        warnings = [w for r in results for w in r.warnings]
+        if seed is not None:
+            warnings.append(SEEDED_FLIP_WARNING)
+        if secrets is not None:
+            warnings.append(SECRETS_WARNING)
+        released = {(entity, column): r.released for (entity, column, _, _), r in zip(items, results)}
+        table = panel.released_frame(released, suffix)
+        private = ((_secrets_json(master, items, results), secrets),) if secrets is not None else ()
+        common.publish(table, output, report, lambda described: Report(
+            command="flip",
+            parameters={**params, "input": common.display_name(input), "output": described["file"],
+                        "secrets_written": common.display_name(secrets) if secrets else False},
+            claim=claim_for(settings, entity_col),
+            output={**described, "columns": table.columns},
+            randomness="seeded" if seed is not None else "os-entropy",
+            grid={"freq": panel.freq, "entities": panel.n_entities, "series": len(items)},
+            notes=_notes(panel, settings),
+            warnings=warnings,
+            lip={"statement": NOT_DP, "guarantee": GUARANTEE, "disclaimer": DISCLAIMER, "series": rows},
+        ), private_files=private)
+
+    for message in warnings:
+        console.warn(message)
+    applied = [r["lip_applied"] for r in rows]
+    console.summary({
+        "output": output, "report": report, "secrets": secrets or "not written",
+        "privacy": "LIP (not differential privacy)", "lip_budget_delta": settings.lip_delta,
+        "series": len(rows), "lip_applied_min": min(applied),
+        "D_path_mean": sum(r["utility"]["D_path"] for r in rows) / len(rows),
+        "D_ACF_mean": sum(r["utility"]["D_ACF"] for r in rows) / len(rows),
+        "lip_guess_inversion_median": sorted(r["lip_guess_inversion"] for r in rows)[len(rows) // 2],
+    }, "tsdp flip")
+
+
+def _var_order(text: str) -> int | str:
+    if str(text).strip().lower() == "aic":
+        return "aic"
+    try:
+        value = int(str(text))
+    except ValueError:
+        raise UsageError(f"--var-order {text!r}: must be 'aic' or an integer >= 0") from None
+    if value < 0:
+        raise UsageError(f"--var-order {text!r}: must be 'aic' or an integer >= 0")
+    return value
+
+
+def _pair(text: str | None) -> tuple[float, float] | None:
+    if text is None:
+        return None
+    parts = common.split_list(text) or []
+    try:
+        values = tuple(float(p) for p in parts)
+    except ValueError:
+        raise UsageError(f"--r-range {text!r}: must be two numbers lo,hi such as 1,4") from None
+    if len(values) != 2:
+        raise UsageError(f"--r-range {text!r}: must be two numbers lo,hi such as 1,4")
+    return values  # type: ignore[return-value]
+
+
+def _r_params(text: str | None) -> BetaMixture | None:
+    if text is None:
+        return None
+    try:
+        data = json.loads(text)
+        return BetaMixture(tuple(data["alpha"]), tuple(data["a"]), tuple(data["b"]))
+    except (json.JSONDecodeError, KeyError, TypeError, ValueError):
+        raise UsageError('--r-params: must be JSON {"alpha": [...], "a": [...], "b": [...]} with numbers') from None
+
+
+def _check_secrets_path(path: str, input: str, output: str, report: str, force: bool) -> None:
+    from pathlib import Path
+
+    if path == "-":
+        raise UsageError("--secrets -: the secrets go to a file only, never to stdout")
+    for other, option in ((output, "--output"), (report, "--report")):
+        if other != "-" and Path(other).resolve() == Path(path).resolve():
+            raise UsageError(f"--secrets must differ from {option}")
+    check_output_path(path, force, (input,), "--secrets")
+
+
+def _series_rows(panel: EntityPanel, items, results) -> list[dict[str, Any]]:
+    rows = []
+    aux = ([str(panel.aux_entity)] if panel.aux_entity is not None else list(panel.aux_cols))
+    for (entity, column, _, _), result in zip(items, results):
+        rows.append({"entity": entity, "column": column, "aux": aux,
+                     "aux_entity": panel.aux_entity, **result.diagnostics, "warnings": result.warnings})
+    return rows
+
+
+def _check_min_lip(min_lip: float | None, rows: list[dict[str, Any]]) -> None:
+    if min_lip is None:
+        return
+    low = [r for r in rows if r["lip_applied"] < min_lip]
+    if low:
+        worst = min(low, key=lambda r: r["lip_applied"])
+        where = f"entity {worst['entity']!r}, " if worst["entity"] is not None else ""
+        raise BudgetError(f"--min-lip {min_lip:g}: {len(low)} series fall below it ({where}column "
+                          f"{worst['column']!r}: applied LIP {worst['lip_applied']:.6f}); nothing was written")
+
+
+def _secrets_json(master: int, items, results) -> bytes:
+    data = {
+        "warning": SECRETS_WARNING,
+        "master_seed": str(master),
+        "series": [{"entity": entity, "column": column, **result.secrets}
+                   for (entity, column, _, _), result in zip(items, results)],
+    }
+    return (json.dumps(data, indent=1, default=str) + "\n").encode()
+
+
+def _notes(panel: EntityPanel, settings: FlipSettings) -> list[str]:
+    notes = [
+        NOT_DP,
+        CUSTODIAN_NOTE,
+        "secrets (the seed, R's parameters, L_R, B, the shift and the filter taps) are never written to the report "
+        "or the output; --secrets writes them to a separate file on request",
+        "each series gets its own filter drawn from a generator derived from the master seed and its "
+        "(entity, column) key: a rerun with the same secret reproduces the release, and no row order or other "
+        "entity changes it",
+        "series filtered independently do not keep their cross-covariances or sums (spec pitfall P9)",
+    ]
+    if panel.aux_entity is not None:
+        notes.append(f"entity {panel.aux_entity!r} served as the auxiliary series Z and was passed through unchanged")
+    elif panel.aux_cols:
+        notes.append(f"auxiliary columns {', '.join(panel.aux_cols)} define the attacker's knowledge Z and were "
+                     "passed through unchanged")
+    else:
+        notes.append("no auxiliary series: LIP is computed against an attacker with no side information (f_X|Z = f_X)")
+    if settings.boundary == "circular":
+        notes.append("--boundary circular is tsdp's frequency-domain mode (not the paper's): it keeps the periodogram "
+                     "exactly but wraps the two ends together; lip_applied equals lip_ideal there")
+    return notes

@@ -1,0 +1,209 @@
+"""Entity panels for ``tsdp flip``: one regular, complete series per entity and column.
+
+The input is long: an optional entity column, a time column, one or more sensitive value columns
+and optional auxiliary columns (the attacker's assumed knowledge Z) on the same rows. Without an
+entity column the whole file is one entity, which also reads a wide file (one time column, series as
+columns). Rows may come in any order; each entity is sorted by time, must sit on one regular grid
+without gaps or repeats, and needs finite values everywhere (FLIP imputes nothing). The released
+table keeps the input's rows and columns in their order, with the value columns replaced.
+
+``aux_entity`` is the QWI layout of the paper's Example 3: the value series of one entity serve as
+Z for every other entity (which must then cover exactly the same times); that entity is passed
+through unchanged.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from tsdp.errors import DataError, UsageError
+from tsdp.io.layouts import numeric_values, require_columns
+from tsdp.io.timegrid import build_grid, parse_time_column
+
+
+@dataclass
+class EntityPanel:
+    """Sorted view of the input: rows ``order`` (a permutation) grouped by entity, then by time."""
+
+    frame: pl.DataFrame
+    entity_col: str | None
+    time_col: str
+    value_cols: list[str]
+    aux_cols: list[str]
+    order: np.ndarray
+    starts: np.ndarray  # entity i occupies sorted rows starts[i]:starts[i+1]
+    entities: list[Any]
+    values: np.ndarray  # (rows, len(value_cols)), sorted
+    aux: np.ndarray  # (rows, len(aux_cols)), sorted
+    times: pl.Series  # sorted
+    freq: str | None
+    aux_entity: Any = None
+
+    @property
+    def n_entities(self) -> int:
+        return len(self.entities)
+
+    def rows(self, i: int) -> slice:
+        return slice(int(self.starts[i]), int(self.starts[i + 1]))
+
+    def series(self):
+        """Yield ``(entity, column, x, z)`` for every sensitive series (the aux entity excluded)."""
+        aux_block = None
+        if self.aux_entity is not None:
+            k = self._entity_index(self.aux_entity)
+            aux_block = self.values[self.rows(k)]
+        for i, entity in enumerate(self.entities):
+            if self.aux_entity is not None and entity == self.aux_entity:
+                continue
+            block = self.rows(i)
+            for j, column in enumerate(self.value_cols):
+                z = aux_block[:, j:j + 1] if aux_block is not None else (self.aux[block] if self.aux_cols else None)
+                yield entity, column, self.values[block, j], z
+
+    def n_series(self) -> int:
+        released = self.n_entities - (1 if self.aux_entity is not None else 0)
+        return released * len(self.value_cols)
+
+    def _entity_index(self, entity: Any) -> int:
+        return self.entities.index(entity)
+
+    def released_frame(self, released: dict[tuple[Any, str], np.ndarray], suffix: str | None = None) -> pl.DataFrame:
+        """The input's rows and columns with each value column replaced by its release (or, with
+        ``suffix``, added next to the original); the aux entity's rows keep their values."""
+        columns = []
+        for j, column in enumerate(self.value_cols):
+            sorted_out = self.values[:, j].astype(float).copy()
+            for i, entity in enumerate(self.entities):
+                if (entity, column) in released:
+                    sorted_out[self.rows(i)] = released[(entity, column)]
+            out = np.empty_like(sorted_out)
+            out[self.order] = sorted_out
+            columns.append(pl.Series(column + (suffix or ""), out, dtype=pl.Float64))
+        if suffix:
+            return self.frame.with_columns(columns)
+        return self.frame.with_columns(columns).select(self.frame.columns)
+
+
+def _label(entity: Any) -> str:
+    return f"entity {entity!r}" if entity is not None else "the series"
+
+
+def load_entity_panel(df: pl.DataFrame, time_col: str, value_cols: list[str], entity_col: str | None = None,
+                      aux_cols: list[str] | None = None, aux_entity: str | None = None,
+                      freq: str | None = None) -> EntityPanel:
+    """Check the table and sort it into an :class:`EntityPanel` (every rule raises one clear error)."""
+    aux_cols = list(aux_cols or [])
+    if not value_cols:
+        raise UsageError("--value-cols: name at least one sensitive column")
+    if aux_cols and aux_entity is not None:
+        raise UsageError("--aux-cols and --aux-entity are mutually exclusive: Z is either columns on the same "
+                         "rows or another entity's series")
+    if aux_entity is not None and entity_col is None:
+        raise UsageError("--aux-entity needs --entity-col")
+    for option, names in (("--value-cols", value_cols), ("--aux-cols", aux_cols)):
+        repeated = [c for c in names if names.count(c) > 1]
+        if repeated:
+            raise UsageError(f"{option}: column {repeated[0]!r} is listed twice")
+    both = set(value_cols) & set(aux_cols)
+    if both:
+        raise UsageError(f"column {sorted(both)[0]!r} is both a value and an auxiliary column; the attacker "
+                         "would already know the series (LIP is undefined)")
+    require_columns(df, {"--time-col": time_col, "--entity-col": entity_col})
+    for option, names in (("--value-cols", value_cols), ("--aux-cols", aux_cols)):
+        for name in names:
+            require_columns(df, {option: name})
+            if name in (time_col, entity_col):
+                raise UsageError(f"{option}: {name!r} is the time or entity column")
+    if df.height == 0:
+        raise DataError("the input has no rows")
+
+    work = parse_time_column(df.select([c for c in (entity_col, time_col) if c]), time_col)
+    if entity_col is not None and work[entity_col].null_count():
+        row = int(work[entity_col].is_null().arg_true()[0])
+        raise DataError(f"column {entity_col!r}: missing entity id at row {row + 1}")
+    work = work.with_row_index("_row")
+    sort_keys = [entity_col, time_col] if entity_col else [time_col]
+    work = work.sort(sort_keys, maintain_order=True)
+    order = work["_row"].to_numpy().astype(np.int64)
+    times = work[time_col]
+
+    if entity_col is not None:
+        ids = work[entity_col]
+        change = np.flatnonzero(ids[1:].to_numpy() != ids[:-1].to_numpy()) + 1 if ids.len() > 1 else np.array([], int)
+        starts = np.concatenate(([0], change, [ids.len()])).astype(np.int64)
+        entities = [ids[int(s)] for s in starts[:-1]]
+    else:
+        starts = np.array([0, work.height], dtype=np.int64)
+        entities = [None]
+
+    grid = build_grid(times, time_col, freq, fill_missing=True)  # the common step; off-grid times fail
+    positions = grid.positions(times)
+    steps = np.diff(positions)
+    inside = np.ones(steps.size, dtype=bool)
+    inside[starts[1:-1] - 1] = False  # differences across an entity boundary do not count
+    repeated = np.flatnonzero(inside & (steps == 0))
+    if repeated.size:
+        k = int(repeated[0])
+        entity = entities[int(np.searchsorted(starts, k, side="right") - 1)]
+        raise DataError(f"column {time_col!r}: duplicate time {times[k]} for {_label(entity)}")
+    gaps = np.flatnonzero(inside & (steps > 1))
+    if gaps.size:
+        k = int(gaps[0])
+        entity = entities[int(np.searchsorted(starts, k, side="right") - 1)]
+        missing = grid.points[int(positions[k]) + 1] if int(positions[k]) + 1 < grid.n_steps else "?"
+        raise DataError(f"column {time_col!r}: {_label(entity)} has a gap (first missing time: {missing}); "
+                        f"FLIP needs regular series without gaps (step {grid.freq})")
+
+    values = _matrix(df, value_cols, order, work, entity_col, time_col, "--value-cols")
+    aux = _matrix(df, aux_cols, order, work, entity_col, time_col, "--aux-cols")
+    panel = EntityPanel(df, entity_col, time_col, list(value_cols), aux_cols, order, starts, entities, values,
+                        aux, times, grid.freq)
+    if aux_entity is not None:
+        panel.aux_entity = _find_entity(entities, aux_entity, entity_col)
+        _check_same_times(panel)
+    return panel
+
+
+def _matrix(df, columns, order, work, entity_col, time_col, option) -> np.ndarray:
+    out = np.empty((df.height, len(columns)))
+    for j, column in enumerate(columns):
+        raw = df[column]
+        if raw.dtype == pl.String or not raw.dtype.is_numeric():
+            raw = numeric_values(df, column, allow_negative=True, allow_null=True)
+        values = raw.cast(pl.Float64).to_numpy()[order]
+        bad = ~np.isfinite(values)
+        if bad.any():
+            k = int(np.flatnonzero(bad)[0])
+            entity = work[entity_col][k] if entity_col else None
+            what = "missing" if np.isnan(values[k]) and df[column][int(order[k])] is None else f"non-finite ({values[k]})"
+            raise DataError(f"{option}: column {column!r} has a {what} value for {_label(entity)} at "
+                            f"{time_col} {work[time_col][k]}; FLIP needs complete series and imputes nothing")
+        out[:, j] = values
+    return out
+
+
+def _find_entity(entities: list[Any], wanted: str, entity_col: str) -> Any:
+    for entity in entities:
+        if str(entity) == str(wanted):
+            return entity
+    shown = ", ".join(repr(e) for e in entities[:10])
+    raise DataError(f"--aux-entity {wanted!r}: no such value in column {entity_col!r} (entities: {shown})")
+
+
+def _check_same_times(panel: EntityPanel) -> None:
+    k = panel._entity_index(panel.aux_entity)
+    reference = panel.times[panel.rows(k)]
+    for i, entity in enumerate(panel.entities):
+        if i == k:
+            continue
+        mine = panel.times[panel.rows(i)]
+        if mine.len() != reference.len() or not (mine == reference).all():
+            raise DataError(f"--aux-entity {panel.aux_entity!r}: {_label(entity)} covers {mine[0]}..{mine[-1]} "
+                            f"({mine.len()} steps) but the auxiliary entity covers {reference[0]}..{reference[-1]} "
+                            f"({reference.len()} steps); they must cover identical times")
+    if panel.n_entities < 2:
+        raise DataError(f"--aux-entity {panel.aux_entity!r}: there is no other entity to release")
