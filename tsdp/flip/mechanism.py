@@ -213,13 +213,14 @@ def flip_series(x: np.ndarray, z: np.ndarray | None, settings: FlipSettings, rng
                                 "flattop_bandwidth": None, "notes": []}
     if settings.spectral == "var":
         fit = spectral.fit_var(joint, settings.var_order, d)
-        fmat = fit.spectrum(lam)
+        f_x, f_cond = fit.marginal_and_conditional(lam)
+        f_cond, share = spectral.checked_conditional(f_x, f_cond)
         fit_info.update(order=fit.order, stable=fit.stable, method=fit.method, notes=fit.notes)
     else:
         fmat, bandwidth, notes = spectral.flattop_spectrum(joint, lam)
         fit_info.update(flattop_bandwidth=bandwidth, notes=notes)
-    f_x = np.maximum(fmat[:, 0, 0].real, 0.0)
-    f_cond, share = spectral.conditional_spectrum(fmat)
+        f_x = np.maximum(fmat[:, 0, 0].real, 0.0)
+        f_cond, share = spectral.conditional_spectrum(fmat)
 
     F = spectral.spectral_cdf(f_cond)
     S = phase.sup_deviation(f_cond)

@@ -52,6 +52,42 @@ class VarFit:
     def dimension(self) -> int:
         return self.sigma.shape[0]
 
+    def transfer(self, lam: np.ndarray) -> np.ndarray:
+        """A(e^{-i lambda}) = I - sum_k Phi_k e^{-i lambda k} as a (q, q, len(lam)) array."""
+        q = self.dimension
+        z = np.exp(-1j * lam)
+        out = np.empty((q, q, lam.size), dtype=complex)
+        for i in range(q):
+            for j in range(q):
+                poly = np.concatenate(([float(i == j)], -self.coefs[:, i, j]))
+                out[i, j] = np.polynomial.polynomial.polyval(z, poly)
+        return out
+
+    def marginal_and_conditional(self, lam: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(f_X, f_X - f_XZ f_Z^{-1} f_ZX) without forming the spectral matrix.
+
+        ``f^{-1} = A^* Sigma^{-1} A``, and by the Schur complement ``(f^{-1})_{XX} = 1 / f_{X|Z}``, so
+        ``f_{X|Z} = 1 / (a^* Sigma^{-1} a)`` with ``a`` the first column of A; ``f_X = u Sigma u^*`` with
+        ``u`` the first row of A^{-1}.
+        """
+        A = self.transfer(lam)
+        q = self.dimension
+        if q == 1:
+            f = self.sigma[0, 0] / np.abs(A[0, 0]) ** 2
+            return f, f.copy()
+        inv_sigma = np.linalg.inv(self.sigma)
+        col = A[:, 0, :]
+        quad = np.einsum("in,ij,jn->n", np.conj(col), inv_sigma, col).real
+        if q == 2:
+            det = A[0, 0] * A[1, 1] - A[0, 1] * A[1, 0]
+            u = np.stack([A[1, 1], -A[0, 1]]) / det
+        else:
+            e0 = np.zeros((lam.size, q, 1))
+            e0[:, 0, 0] = 1.0
+            u = np.linalg.solve(np.moveaxis(A, -1, 0).transpose(0, 2, 1), e0)[:, :, 0].T
+        f_x = np.einsum("in,ij,jn->n", u, self.sigma, np.conj(u)).real
+        return f_x, 1.0 / quad
+
     def spectrum(self, lam: np.ndarray) -> np.ndarray:
         """f(lambda) = A(e^{-i lambda})^{-1} Sigma A(e^{-i lambda})^{-*}, shape (len(lam), q, q)."""
         q = self.dimension
@@ -234,6 +270,11 @@ def conditional_spectrum(fmat: np.ndarray) -> tuple[np.ndarray, float]:
         fz = fmat[:, 1:, 1:]
         solved = np.linalg.solve(fz, np.conj(np.swapaxes(fxz, 1, 2)))
         cond = fx - (fxz @ solved)[:, 0, 0].real
+    return checked_conditional(fx, cond)
+
+
+def checked_conditional(fx: np.ndarray, cond: np.ndarray) -> tuple[np.ndarray, float]:
+    """Refuse a degenerate f_{X|Z} and floor it (see :func:`conditional_spectrum`)."""
     mean_x = _grid_mean(fx)
     if not mean_x > 0:
         raise DataError("the series has no variance left after detrending; FLIP needs a non-constant series")
