@@ -30,6 +30,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/release_throughput.py
 	$(BIN)/python bench/accountant.py
 	$(BIN)/python bench/release_mechanisms.py
+	$(BIN)/python bench/flip_scale.py
 
 sample-data: $(STAMP)
 	$(BIN)/python sample_data/generate.py

@@ -72,3 +72,19 @@ def test_mean_config_runs(config, tmp_path):
     jsonschema.validate(report, schema())
     assert report["claim"]["epsilon"] == settings["epsilon"] * frame.height
     assert report["claim"]["unit"]["id_column"] == settings["user-col"]
+
+
+@pytest.mark.parametrize("config", [c for c in CONFIGS if command_of(c)[0] == ["flip"]], ids=lambda p: p.stem)
+def test_flip_config_runs(config, tmp_path):
+    settings = command_of(config)[1]
+    out = tmp_path / "flipped.csv"
+    code = main(["flip", "--config", str(config), "-o", str(out), "--seed", "1", "--quiet"])
+    assert code == 0
+    frame = pl.read_csv(out)
+    assert frame.height > 0
+    report = json.loads((tmp_path / "flipped.report.json").read_text())
+    jsonschema.validate(report, schema())
+    assert report["claim"]["definition"] == "lip" and "epsilon" not in report["claim"]
+    for row in report["lip"]["series"]:
+        assert row["lip_ideal"] >= 1 - settings["lip-delta"]
+        assert row["lip_budget_delta"] == settings["lip-delta"]
