@@ -209,18 +209,27 @@ def flip_series(x: np.ndarray, z: np.ndarray | None, settings: FlipSettings, rng
     n = _grid_size(settings, T, M)
     lam = spectral.frequency_grid(n)
     joint = np.column_stack([resid, z_resid])
+    _refuse_collinear(joint, label)
     fit_info: dict[str, Any] = {"method": settings.spectral, "order": None, "stable": True,
                                 "flattop_bandwidth": None, "notes": []}
-    if settings.spectral == "var":
-        fit = spectral.fit_var(joint, settings.var_order, d)
-        f_x, f_cond = fit.marginal_and_conditional(lam)
-        f_cond, share = spectral.checked_conditional(f_x, f_cond)
-        fit_info.update(order=fit.order, stable=fit.stable, method=fit.method, notes=fit.notes)
-    else:
-        fmat, bandwidth, notes = spectral.flattop_spectrum(joint, lam)
-        fit_info.update(flattop_bandwidth=bandwidth, notes=notes)
-        f_x = np.maximum(fmat[:, 0, 0].real, 0.0)
-        f_cond, share = spectral.conditional_spectrum(fmat)
+    try:
+        if settings.spectral == "var":
+            fit = spectral.fit_var(joint, settings.var_order, d)
+            f_x, f_cond = fit.marginal_and_conditional(lam)
+            f_cond, share = spectral.checked_conditional(f_x, f_cond)
+            fit_info.update(order=fit.order, stable=fit.stable, method=fit.method, notes=fit.notes)
+            if fit.method == "var-yule-walker":
+                warnings.append(f"{label}: the least-squares VAR({fit.order}) was not stable; refitted by Yule-Walker")
+        else:
+            fmat, bandwidth, notes = spectral.flattop_spectrum(joint, lam)
+            fit_info.update(flattop_bandwidth=bandwidth, notes=notes)
+            f_x = np.maximum(fmat[:, 0, 0].real, 0.0)
+            f_cond, share = spectral.conditional_spectrum(fmat)
+    except NumericalError as exc:
+        raise NumericalError(f"{label}: {exc}") from None
+    except np.linalg.LinAlgError as exc:
+        raise NumericalError(f"{label}: the spectral estimate failed ({exc}); check the auxiliary series for "
+                             "exact linear relations, or try --spectral flattop") from None
 
     F = spectral.spectral_cdf(f_cond)
     S = phase.sup_deviation(f_cond)
@@ -285,6 +294,19 @@ def flip_series(x: np.ndarray, z: np.ndarray | None, settings: FlipSettings, rng
         "shift": shift, "alpha": alpha, "taps": taps.tolist(),
     }
     return SeriesFlip(released, diagnostics, secrets, warnings)
+
+
+def _refuse_collinear(joint: np.ndarray, label: str) -> None:
+    """An auxiliary set that reproduces the sensitive series linearly at the same dates (a copy, a
+    rescaled copy) predicts it perfectly: LIP is undefined (Prop. 3)."""
+    if joint.shape[1] < 2:
+        return
+    x, z = joint[:, 0], joint[:, 1:]
+    beta, *_ = np.linalg.lstsq(z, x, rcond=None)
+    x_given_z = float(np.var(x - z @ beta) / np.var(x))
+    if not x_given_z > spectral.DEGENERATE_SHARE:
+        raise DataError(f"{label}: the auxiliary series predict the sensitive series (almost) perfectly "
+                        f"(unexplained variance share {max(x_given_z, 0.0):.2e}); LIP is undefined (paper Prop. 3)")
 
 
 def flip_many(items: Iterable[tuple[Any, str, np.ndarray, np.ndarray | None]], settings: FlipSettings,
