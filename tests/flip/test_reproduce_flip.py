@@ -35,3 +35,19 @@ def test_example1_path_distortion_at_low_attacker_knowledge(bench):
     rows = bench.run_example1(0.1, reps=500, seed=1)
     assert np.mean(rows["D_path"] > 1) >= 0.5
     assert np.mean(rows["D_path"] > 0.64) > 0.6
+
+
+def test_seasonal_peak_flags_deterministic_seasonality_only():
+    """Spec pitfall P8: a quarterly cycle is flagged; white noise and AR(1) series rarely are."""
+    from tsdp.flip.utility import SEASONAL_RATIO, seasonal_peak
+
+    rng = np.random.default_rng(0)
+    t = np.arange(200)
+    assert seasonal_peak(rng.normal(size=200) + 1.0 * np.cos(np.pi / 2 * t), 4) > SEASONAL_RATIO
+    noise = [seasonal_peak(rng.normal(size=200), 4) for _ in range(500)]
+    assert np.mean(np.array(noise) > SEASONAL_RATIO) <= 0.01
+    ar = np.zeros(400)
+    shocks = rng.normal(size=400)
+    for i in range(1, 400):
+        ar[i] = 0.9 * ar[i - 1] + shocks[i]
+    assert seasonal_peak(ar[200:], 12) < SEASONAL_RATIO

@@ -18,6 +18,7 @@ import typer
 from tsdp.cli import common
 from tsdp.errors import BudgetError, UsageError
 from tsdp.flip import GUARANTEE, NOT_DP, BetaMixture, FlipSettings, claim_for, flip_many
+from tsdp.flip.utility import SEASONAL_PERIODS
 from tsdp.io.entities import EntityPanel, load_entity_panel
 from tsdp.io.files import check_output_path, read_table
 from tsdp.report import Report
@@ -131,7 +132,8 @@ def flip(
     items = list(panel.series())
     with console.progress(len(items) + 1) as stage:
         stage(f"filtering {len(items)} series")
-        results = flip_many(items, settings, master, on_series=lambda: stage("filtering"))
+        results = flip_many(items, settings, master, on_series=lambda: stage("filtering"),
+                            period=SEASONAL_PERIODS.get(panel.freq or ""))
         stage("writing output")
         rows = _series_rows(panel, items, results)
         _check_min_lip(min_lip, rows)

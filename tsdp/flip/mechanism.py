@@ -183,8 +183,9 @@ def _grid_size(settings: FlipSettings, T: int, M: int) -> int:
 
 
 def flip_series(x: np.ndarray, z: np.ndarray | None, settings: FlipSettings, rng: np.random.Generator,
-                label: str = "series") -> SeriesFlip:
-    """Release one series by FLIP (module docstring, steps 1-8)."""
+                label: str = "series", period: int | None = None) -> SeriesFlip:
+    """Release one series by FLIP (module docstring, steps 1-8); ``period`` (e.g. 4 for quarterly
+    data) enables the warning about seasonal peaks, which violate FLIP's stationarity assumption."""
     x = np.asarray(x, dtype=float)
     T = x.size
     z = np.empty((T, 0)) if z is None else np.asarray(z, dtype=float).reshape(T, -1)
@@ -205,6 +206,12 @@ def flip_series(x: np.ndarray, z: np.ndarray | None, settings: FlipSettings, rng
     z_resid = trend.detrend((z - z.mean(axis=0)) / z_scale, d)[0] if z.shape[1] else z
     if not np.var(resid) > 1e-20:
         raise DataError(f"{label}: the series is constant after removing a trend of order {d}")
+    if period and period >= 2 and T >= 2 * period:
+        peak = utility.seasonal_peak(resid, period)
+        if peak > utility.SEASONAL_RATIO:
+            warnings.append(f"{label}: the periodogram has a seasonal peak ({peak:.0f} times its neighbours at a "
+                            f"multiple of 1/{period}); FLIP assumes a stationary series, so seasonally adjust the "
+                            "input (spec P8)")
 
     n = _grid_size(settings, T, M)
     lam = spectral.frequency_grid(n)
@@ -310,12 +317,12 @@ def _refuse_collinear(joint: np.ndarray, label: str) -> None:
 
 
 def flip_many(items: Iterable[tuple[Any, str, np.ndarray, np.ndarray | None]], settings: FlipSettings,
-              master: int, on_series: Callable[[], None] | None = None) -> list[SeriesFlip]:
+              master: int, on_series: Callable[[], None] | None = None, period: int | None = None) -> list[SeriesFlip]:
     """FLIP each ``(entity, column, x, z)`` with its own generator derived from ``master``."""
     out = []
     for entity, column, x, z in items:
         label = f"entity {entity!r}, column {column!r}" if entity is not None else f"column {column!r}"
-        out.append(flip_series(x, z, settings, series_generator(master, entity, column), label))
+        out.append(flip_series(x, z, settings, series_generator(master, entity, column), label, period))
         if on_series is not None:
             on_series()
     return out
