@@ -21,7 +21,7 @@ import numpy as np
 import polars as pl
 
 from tsdp.errors import DataError, UsageError
-from tsdp.io.layouts import numeric_values, require_columns
+from tsdp.io.layouts import require_columns
 from tsdp.io.timegrid import build_grid, parse_time_column
 
 
@@ -140,7 +140,7 @@ def load_entity_panel(df: pl.DataFrame, time_col: str, value_cols: list[str], en
         starts = np.array([0, work.height], dtype=np.int64)
         entities = [None]
 
-    grid = build_grid(times, time_col, freq, fill_missing=True)  # the common step; off-grid times fail
+    grid = _common_grid(times, time_col, freq, starts, entities)
     positions = grid.positions(times)
     steps = np.diff(positions)
     inside = np.ones(steps.size, dtype=bool)
@@ -168,20 +168,53 @@ def load_entity_panel(df: pl.DataFrame, time_col: str, value_cols: list[str], en
     return panel
 
 
+def _common_grid(times: pl.Series, time_col: str, freq: str | None, starts: np.ndarray, entities: list[Any]):
+    """The step shared by all entities. When the union of times is irregular, the error names the
+    first entity whose own times are irregular (or, if each is regular alone, the union's problem)."""
+    try:
+        return build_grid(times, time_col, freq, fill_missing=True)
+    except DataError:
+        if len(entities) > 1:
+            for i, entity in enumerate(entities):
+                try:
+                    build_grid(times[int(starts[i]):int(starts[i + 1])], time_col, freq, fill_missing=True)
+                except DataError as exc:
+                    raise DataError(f"{_label(entity)}: {exc}") from None
+        raise
+
+
+MISSING_TEXT = ("", "na", "nan", "null", "none", "n/a")
+
+
 def _matrix(df, columns, order, work, entity_col, time_col, option) -> np.ndarray:
+    """The columns as floats in sorted order; any missing, non-numeric or non-finite cell is an
+    error naming the column, the entity and the time (FLIP imputes nothing)."""
     out = np.empty((df.height, len(columns)))
     for j, column in enumerate(columns):
         raw = df[column]
-        if raw.dtype == pl.String or not raw.dtype.is_numeric():
-            raw = numeric_values(df, column, allow_negative=True, allow_null=True)
-        values = raw.cast(pl.Float64).to_numpy()[order]
+        text = None
+        if raw.dtype == pl.String:
+            text = raw.str.strip_chars()
+            parsed = text.cast(pl.Float64, strict=False)
+        elif raw.dtype.is_numeric() or raw.dtype == pl.Null:
+            parsed = raw.cast(pl.Float64)
+        else:
+            raise DataError(f"{option}: column {column!r} has type {raw.dtype}; a numeric column is required")
+        values = parsed.to_numpy()[order]
         bad = ~np.isfinite(values)
         if bad.any():
             k = int(np.flatnonzero(bad)[0])
+            row = int(order[k])
             entity = work[entity_col][k] if entity_col else None
-            what = "missing" if np.isnan(values[k]) and df[column][int(order[k])] is None else f"non-finite ({values[k]})"
-            raise DataError(f"{option}: column {column!r} has a {what} value for {_label(entity)} at "
-                            f"{time_col} {work[time_col][k]}; FLIP needs complete series and imputes nothing")
+            cell = raw[row]
+            if cell is None or (text is not None and text[row].lower() in MISSING_TEXT):
+                what = "a missing value" if cell is None or text[row] == "" else f"a missing value ({cell!r})"
+            elif text is not None and parsed[row] is None:
+                what = f"a non-numeric value {cell!r}"
+            else:
+                what = f"a non-finite value {values[k]}"
+            raise DataError(f"{option}: column {column!r} has {what} for {_label(entity)} at {time_col} "
+                            f"{work[time_col][k]}; FLIP needs complete series and imputes nothing")
         out[:, j] = values
     return out
 

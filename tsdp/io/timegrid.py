@@ -265,11 +265,27 @@ def _infer_step(uniq: pl.Series, column: str, integer_time: bool) -> Step | None
             m = int(month_diffs.min())
             if np.all(month_diffs % m == 0):
                 return Step(m, "mo")
-    k = int(np.flatnonzero(diffs % smallest != 0)[0])
     raise DataError(
-        f"column {column!r}: irregular time steps: {_fmt(uniq[k])} to {_fmt(uniq[k + 1])} is not a "
-        f"multiple of the smallest step between timestamps; pass --freq with the intended step"
+        f"column {column!r}: irregular time steps: {_fmt(uniq[_first_off_grid(uniq, phys, integer_time)])} is "
+        "off the grid that the other timestamps follow; fix it or pass --freq with the intended step"
     )
+
+
+def _first_off_grid(uniq: pl.Series, phys: np.ndarray, integer_time: bool) -> int:
+    """Index of the first time off the grid most timestamps follow: either a fixed step (the most
+    common difference, in the most common phase) or, for dates, the same point of every month."""
+    values, counts = np.unique(np.diff(phys), return_counts=True)
+    step = int(values[np.argmax(counts)])
+    phases = phys % step
+    values, counts = np.unique(phases, return_counts=True)
+    off_fixed = phases != values[np.argmax(counts)]
+    candidates = [off_fixed]
+    if not integer_time:
+        offsets = _within_month_offset(uniq)
+        values, counts = np.unique(offsets, return_counts=True)
+        candidates.append(offsets != values[np.argmax(counts)])
+    best = min((c for c in candidates if c.any()), key=lambda c: int(c.sum()), default=off_fixed)
+    return int(np.flatnonzero(best)[0]) if best.any() else 1
 
 
 def parse_instant(text: str, option: str, like: pl.DataType):
