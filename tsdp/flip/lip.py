@@ -32,6 +32,22 @@ def ideal_lip(theta: np.ndarray, f: np.ndarray) -> float:
     return float(1.0 - ratio ** 2)
 
 
+def ideal_lip_on_cdf(F: np.ndarray, alpha: float, r, points: int = 65537) -> float:
+    """The same LIP of the ideal filter theta = pi R((1 - alpha) F + alpha lambda / pi), integrated in the
+    coordinate x = F(lambda) (the substitution of Thm 6's proof):
+
+        int_0^pi cos(theta) f / int_0^pi f = int_0^1 cos(pi R((1 - alpha) x + alpha lambda(x) / pi)) dx,
+
+    with lambda(x) the inverse of the grid CDF. Accurate however concentrated f is; at alpha = 0 the
+    integrand is antisymmetric about 1/2 (R(1 - x) = 1 - R(x)) and the LIP is 1 to rounding.
+    """
+    x = np.linspace(0.0, 1.0, points)
+    lam_over_pi = np.interp(x, F, np.linspace(0.0, 1.0, F.shape[-1]))
+    values = np.cos(np.pi * r((1.0 - alpha) * x + alpha * lam_over_pi))
+    ratio = (values.sum() - 0.5 * (values[0] + values[-1])) / (points - 1)
+    return float(1.0 - ratio ** 2)
+
+
 def _symmetric(gamma: np.ndarray, lags: np.ndarray) -> np.ndarray:
     return gamma[np.abs(lags)]
 

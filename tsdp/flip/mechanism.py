@@ -213,30 +213,30 @@ def flip_series(x: np.ndarray, z: np.ndarray | None, settings: FlipSettings, rng
                             f"multiple of 1/{period}); FLIP assumes a stationary series, so seasonally adjust the "
                             "input (spec P8)")
 
-    n = _grid_size(settings, T, M)
-    lam = spectral.frequency_grid(n)
     joint = np.column_stack([resid, z_resid])
     _refuse_collinear(joint, label)
     fit_info: dict[str, Any] = {"method": settings.spectral, "order": None, "stable": True,
                                 "flattop_bandwidth": None, "notes": []}
+    n = _grid_size(settings, T, M)
     try:
-        if settings.spectral == "var":
-            fit = spectral.fit_var(joint, settings.var_order, d)
-            f_x, f_cond = fit.marginal_and_conditional(lam)
-            f_cond, share = spectral.checked_conditional(f_x, f_cond)
-            fit_info.update(order=fit.order, stable=fit.stable, method=fit.method, notes=fit.notes)
-            if fit.method == "var-yule-walker":
-                warnings.append(f"{label}: the least-squares VAR({fit.order}) was not stable; refitted by Yule-Walker")
-        else:
-            fmat, bandwidth, notes = spectral.flattop_spectrum(joint, lam)
-            fit_info.update(flattop_bandwidth=bandwidth, notes=notes)
-            f_x = np.maximum(fmat[:, 0, 0].real, 0.0)
-            f_cond, share = spectral.conditional_spectrum(fmat)
+        evaluate = _spectral_estimate(joint, settings, fit_info, warnings, label)
+        lam = spectral.frequency_grid(n)
+        f_x, f_cond, share = evaluate(lam)
+        while _unresolved(f_x, f_cond) and n < MAX_GRID:
+            n *= 4
+            lam = spectral.frequency_grid(n)
+            f_x, f_cond, share = evaluate(lam)
     except NumericalError as exc:
         raise NumericalError(f"{label}: {exc}") from None
     except np.linalg.LinAlgError as exc:
         raise NumericalError(f"{label}: the spectral estimate failed ({exc}); check the auxiliary series for "
                              "exact linear relations, or try --spectral flattop") from None
+    if n > settings.grid:
+        fit_info["notes"].append(f"frequency grid refined to {n} points to resolve a concentrated spectrum")
+    if _unresolved(f_x, f_cond):
+        warnings.append(f"{label}: the estimated spectrum is concentrated at frequency 0 beyond what a grid of "
+                        f"{n} frequencies resolves (a near unit root): the series looks non-stationary; remove "
+                        "its trend with --trend-order or difference it")
 
     F = spectral.spectral_cdf(f_cond)
     S = phase.sup_deviation(f_cond)
@@ -269,11 +269,11 @@ def flip_series(x: np.ndarray, z: np.ndarray | None, settings: FlipSettings, rng
     released = (fitted + released_resid) * scale + center
 
     gamma_c = spectral.acvf(f_cond)
-    lip_ideal = lip.ideal_lip(theta, f_cond)
+    lip_ideal = lip.ideal_lip_on_cdf(F, alpha, r)
     floor = 1.0 - settings.lip_delta
     if lip_ideal < floor - 1e-8:
         raise NumericalError(f"{label}: the ideal filter's LIP {lip_ideal:.10f} is below 1 - lip_delta = "
-                             f"{floor:g}; raise --grid")
+                             f"{floor:g}: the spectrum is too concentrated for the grid; raise --grid")
     lagged_min, lagged_at = lip.lagged_lip(taps, gamma_c, M)
     guess = coefficients.filter_taps(math.pi * F, M, "direct")
     diagnostics = {
@@ -296,11 +296,67 @@ def flip_series(x: np.ndarray, z: np.ndarray | None, settings: FlipSettings, rng
         "trend_moments": coefficients.moments(taps, d)[1:].tolist() if d else [],
         "utility": utility.utility_figures(resid, released_resid, settings.acf_lags),
     }
+    warnings += _shortfall_warnings(diagnostics, settings, label)
     secrets = {
         "r_params": r.as_dict(), "lipschitz": r.lipschitz, "shift_bound": bound if math.isfinite(bound) else None,
         "shift": shift, "alpha": alpha, "taps": taps.tolist(),
     }
     return SeriesFlip(released, diagnostics, secrets, warnings)
+
+
+# An applied LIP this far below 1 - delta, or an all-pass defect above ALLPASS_WARN, gets a warning.
+SHORTFALL_WARN = 0.01
+ALLPASS_WARN = 0.05
+
+
+def _shortfall_warnings(diagnostics: dict[str, Any], settings: FlipSettings, label: str) -> list[str]:
+    """Say when the finite filter falls short of the ideal one (a trend, a near unit root or strong
+    seasonality puts the spectrum's mass in features narrower than 2M+1 taps resolve)."""
+    out = []
+    floor = diagnostics["lip_lower_bound"]
+    applied = diagnostics["lip_applied"]
+    if applied < floor - SHORTFALL_WARN:
+        out.append(f"{label}: the applied {2 * diagnostics['M'] + 1}-tap filter reaches LIP {applied:.4g}, well below "
+                   f"the ideal filter's {floor:g}: the estimated spectrum has features narrower than the filter "
+                   "resolves; remove the trend (--trend-order), seasonally adjust, or raise --M")
+    if diagnostics["allpass_max_defect"] > ALLPASS_WARN:
+        out.append(f"{label}: the applied filter is {diagnostics['allpass_max_defect']:.3g} away from all-pass, so "
+                   "the spectrum and autocorrelations are only roughly kept (D_ACF "
+                   f"{diagnostics['utility']['D_ACF']:.3g}); raise --M")
+    return out
+
+
+MAX_GRID = 1 << 20
+# Largest share of the spectral mass one grid cell may hold before the grid is refined: the CDF, the
+# filter's phase and the autocovariances all need the spectrum's peak resolved.
+MAX_CELL_MASS = 0.02
+
+
+def _unresolved(*spectra: np.ndarray) -> bool:
+    return any(float(np.max(np.diff(spectral.spectral_cdf(f)))) > MAX_CELL_MASS for f in spectra)
+
+
+def _spectral_estimate(joint: np.ndarray, settings: FlipSettings, fit_info: dict[str, Any], warnings: list[str],
+                       label: str) -> Callable[[np.ndarray], tuple[np.ndarray, np.ndarray, float]]:
+    """Fit the spectral model once; return ``lam -> (f_X, f_{X|Z}, <f_{X|Z}>/<f_X>)``."""
+    if settings.spectral == "var":
+        fit = spectral.fit_var(joint, settings.var_order, settings.trend_order)
+        fit_info.update(order=fit.order, stable=fit.stable, method=fit.method, notes=fit.notes)
+        if fit.method == "var-yule-walker":
+            warnings.append(f"{label}: the least-squares VAR({fit.order}) was not stable; refitted by Yule-Walker")
+
+        def var_spectra(lam: np.ndarray):
+            f_x, f_cond = fit.marginal_and_conditional(lam)
+            return (f_x, *spectral.checked_conditional(f_x, f_cond))
+
+        return var_spectra
+
+    def flattop_spectra(lam: np.ndarray):
+        fmat, bandwidth, notes = spectral.flattop_spectrum(joint, lam)
+        fit_info.update(flattop_bandwidth=bandwidth, notes=notes)
+        return (np.maximum(fmat[:, 0, 0].real, 0.0), *spectral.conditional_spectrum(fmat))
+
+    return flattop_spectra
 
 
 def _refuse_collinear(joint: np.ndarray, label: str) -> None:
