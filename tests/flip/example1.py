@@ -12,17 +12,10 @@ import math
 import numpy as np
 
 from tsdp.flip import spectral
+from tsdp.flip.examples import example1_model, stationary_covariance
 
 SIGMA2 = 0.5
 RHOS = (0.1, 0.7)
-
-
-def sym_sqrt(a: np.ndarray) -> np.ndarray:
-    """The symmetric positive semi-definite square root of a symmetric matrix."""
-    w, v = np.linalg.eigh(a)
-    if w.min() < 0:
-        raise ValueError("matrix is not positive semi-definite")
-    return (v * np.sqrt(w)) @ v.T
 
 
 def variance(rho: float) -> float:
@@ -31,7 +24,7 @@ def variance(rho: float) -> float:
 
 
 def gamma0(rho: float) -> np.ndarray:
-    return variance(rho) * np.array([[1.0, rho], [rho, 1.0]])
+    return stationary_covariance(rho, SIGMA2)
 
 
 def sigma() -> np.ndarray:
@@ -39,9 +32,8 @@ def sigma() -> np.ndarray:
 
 
 def phi(rho: float) -> np.ndarray:
-    """Phi = (Gamma0 - Sigma)^{1/2} Gamma0^{-1/2} (A8)."""
-    g = gamma0(rho)
-    return sym_sqrt(g - sigma()) @ np.linalg.inv(sym_sqrt(g))
+    """Phi = (Gamma0 - Sigma)^{1/2} Gamma0^{-1/2} (A8), as built by tsdp.flip.examples."""
+    return example1_model(rho, SIGMA2).coefs[0]
 
 
 def true_fit(rho: float) -> spectral.VarFit:

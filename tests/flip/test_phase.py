@@ -55,7 +55,7 @@ def test_tabulated_r_is_in_the_family(r, xs):
     assert values.min() >= 0.0 and values.max() <= 1.0
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=30, deadline=None)
 @given(beta_mixtures())
 def test_tabulated_r_follows_exact_mixture_and_lipschitz(r):
     """Check 7: the table interpolates the exact Beta mixture; L_R bounds every secant and sup r."""
@@ -67,7 +67,7 @@ def test_tabulated_r_follows_exact_mixture_and_lipschitz(r):
     assert np.max(np.abs(r(grid) - exact)) < 1e-3
     x, y = np.random.default_rng(0).uniform(0, 1, (2, 2000))
     assert np.all(np.abs(r(x) - r(y)) <= r.lipschitz * np.abs(x - y) + 1e-12)
-    dense = np.linspace(0.0, 1.0, 200001)
+    dense = np.linspace(0.0, 1.0, 50001)
     assert r.lipschitz <= np.max(r.exact_density(dense)) * (1 + 1e-3)
     assert r.lipschitz >= 1.0 - 1e-12  # R goes from 0 to 1 over [0, 1]
 
@@ -230,7 +230,7 @@ def test_phase_winds_once(r, phi, alpha):
 
 def test_ks_distance_of_uniform_and_ar1():
     """D_KS = sup |F - lambda/pi|: 0 for white noise, positive otherwise."""
-    assert phase.ks_distance(LAM / math.pi) == 0.0
+    assert phase.ks_distance(LAM / math.pi) < 1e-15
     F = spectral.spectral_cdf(ar1_spectrum(0.6))
     assert phase.ks_distance(F) == pytest.approx(np.max(np.abs(F - LAM / math.pi)), abs=1e-15)
     assert phase.ks_distance(F) > 0.2

@@ -283,6 +283,19 @@ def test_flattop_bivariate_is_psd_and_close_to_truth():
     assert phase.trapezoid_mean(cond) == pytest.approx(phase.trapezoid_mean(truth), rel=0.15)
 
 
+def test_flattop_with_vanishing_aux_spectrum():
+    """Spec 2.5 / P11: after eigenvalue clipping f_Z can vanish at some frequency; f_X|Z must still be defined
+    (there |f_XZ|^2 <= f_X f_Z = 0, so f_X|Z = f_X), not a LinAlgError."""
+    w = ex.simulate(0.1, 300, np.random.default_rng(4064854858))
+    f, _, notes = spectral.flattop_spectrum(w - w.mean(axis=0), LAM)
+    assert any("clipped" in n for n in notes)
+    assert f[:, 1, 1].real.min() <= 1e-12  # the precondition: f_Z = 0 somewhere
+    cond, share = spectral.conditional_spectrum(f)
+    f_x = f[:, 0, 0].real
+    assert np.all(cond > 0) and np.all(cond <= f_x * (1 + 1e-9) + 1e-10 * phase.trapezoid_mean(f_x))
+    assert 0 < share <= 1
+
+
 def test_flattop_white_noise_bandwidth_small():
     """Politis' rule picks a small bandwidth for white noise, so f is nearly flat."""
     rng = np.random.default_rng(10)

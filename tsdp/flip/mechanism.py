@@ -230,7 +230,7 @@ def flip_series(x: np.ndarray, z: np.ndarray | None, settings: FlipSettings, rng
         raise NumericalError(f"{label}: {exc}") from None
     except np.linalg.LinAlgError as exc:
         raise NumericalError(f"{label}: the spectral estimate failed ({exc}); check the auxiliary series for "
-                             "exact linear relations, or try --spectral flattop") from None
+                             "exact linear relations, or try the other --spectral estimator") from None
     if n > settings.grid:
         fit_info["notes"].append(f"frequency grid refined to {n} points to resolve a concentrated spectrum")
     if _unresolved(f_x, f_cond):

@@ -268,7 +268,9 @@ def conditional_spectrum(fmat: np.ndarray) -> tuple[np.ndarray, float]:
     else:
         fxz = fmat[:, 0:1, 1:]
         fz = fmat[:, 1:, 1:]
-        solved = np.linalg.solve(fz, np.conj(np.swapaxes(fxz, 1, 2)))
+        # A pseudo-inverse: where eigenvalue clipping left f_Z singular, positive semi-definiteness forces
+        # f_XZ into f_Z's range, and the pseudo-inverse gives the same Schur complement there.
+        solved = np.linalg.pinv(fz, rcond=1e-12, hermitian=True) @ np.conj(np.swapaxes(fxz, 1, 2))
         cond = fx - (fxz @ solved)[:, 0, 0].real
     return checked_conditional(fx, cond)
 
