@@ -6,6 +6,16 @@ import pytest
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
+def load_script(path: Path, name: str):
+    """Import a script that is not part of the package (a bench or the sample-data generator)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 @pytest.fixture(scope="session")
 def repo_root() -> Path:
     return REPO_ROOT

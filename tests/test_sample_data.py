@@ -6,7 +6,6 @@ must stay small, and must have the structure that the docs and examples rely on.
 
 from __future__ import annotations
 
-import importlib.util
 from datetime import date, datetime, timedelta
 from pathlib import Path
 
@@ -57,10 +56,9 @@ def _read(path: Path) -> pl.DataFrame:
 
 @pytest.fixture(scope="module")
 def gen():
-    spec = importlib.util.spec_from_file_location("tsdp_sample_data_generate", GENERATOR)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    from tests.conftest import load_script
+
+    return load_script(GENERATOR, "tsdp_sample_data_generate")
 
 
 @pytest.fixture(scope="module")

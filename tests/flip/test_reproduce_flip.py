@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import numpy as np
@@ -14,10 +13,9 @@ BENCH = Path(__file__).resolve().parents[2] / "bench" / "reproduce_flip.py"
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("reproduce_flip", BENCH)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    from tests.conftest import load_script
+
+    return load_script(BENCH, "reproduce_flip")
 
 
 @pytest.mark.parametrize("rho", [0.1, 0.7])
