@@ -32,7 +32,7 @@ def ideal_lip(theta: np.ndarray, f: np.ndarray) -> float:
     return float(1.0 - ratio ** 2)
 
 
-def ideal_lip_on_cdf(F: np.ndarray, alpha: float, r, points: int = 65537) -> float:
+def ideal_lip_on_cdf(F: np.ndarray, alpha: float, r, points: int = 8193) -> float:
     """The same LIP of the ideal filter theta = pi R((1 - alpha) F + alpha lambda / pi), integrated in the
     coordinate x = F(lambda) (the substitution of Thm 6's proof):
 
