@@ -14,6 +14,7 @@ import typer
 from tsdp import __version__
 from tsdp.cli.account import app as account_app
 from tsdp.cli.flip import flip
+from tsdp.cli.forecast import forecast_train
 from tsdp.cli.ledger import ledger_app
 from tsdp.cli.mean import mean_estimate
 from tsdp.cli.release import release
@@ -33,6 +34,7 @@ app.add_typer(account_app, name="account")
 app.add_typer(ledger_app, name="ledger")
 app.command("mean-estimate")(mean_estimate)
 app.command("flip")(flip)
+app.command("forecast-train")(forecast_train)
 
 
 def _version(value: bool) -> None:

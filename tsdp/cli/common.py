@@ -153,20 +153,23 @@ def resolve_outputs(input_path: str, output: str | None, report: str | None, for
 
 def publish(frame, output: str, report_path: str, make_report: Callable[[dict], Report],
             before_commit: Callable[[dict], None] | None = None,
-            private_files: tuple[tuple[bytes, str], ...] = ()) -> dict:
+            private_files: tuple[tuple[bytes, str], ...] = (),
+            extra_files: tuple[tuple[bytes, str], ...] = ()) -> dict:
     """Write the output table and its report atomically: both appear, or neither does.
 
     ``make_report`` receives the output's description (file name, format, sha256), which is also
     returned. ``before_commit(description)`` runs once both files are staged, just before they are
     moved into place: a budget ledger records the spend there, so that no failure can leave a
-    published output whose spend is not recorded. ``private_files`` (bytes, path) are published with
-    the others, readable by the owner only (mode 0600).
+    published output whose spend is not recorded. ``extra_files`` (bytes, path) are published with
+    the others; ``private_files`` likewise, but readable by the owner only (mode 0600).
     """
     with AtomicOutputs() as outputs:
         digest = outputs.stage_table(frame, output)
         described = {"file": "<stdout>" if output == "-" else Path(output).name,
                      "format": table_format(output, "--output"), "sha256": digest}
         outputs.stage_bytes(make_report(described).to_json(), report_path)
+        for data, path in extra_files:
+            outputs.stage_bytes(data, path)
         for data, path in private_files:
             outputs.stage_bytes(data, path, private=True)
         if before_commit is not None:

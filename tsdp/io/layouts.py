@@ -159,6 +159,7 @@ def load_long(
     freq: str | None = None,
     fill_missing: bool = False,
     allow_negative: bool = False,
+    null_hint: str = FILL_HINT,
 ) -> SeriesTable:
     """Check and complete a long-layout table (one row per series id, time, value)."""
     require_columns(df, {"--time-col": time_col, "--value-col": value_col, "--series-col": series_col})
@@ -167,7 +168,7 @@ def load_long(
         row = int(df[series_col].is_null().arg_true()[0])
         raise DataError(f"column {series_col!r}: missing series id at row {row + 1}")
     df = parse_time_column(df, time_col)
-    df = df.with_columns(numeric_values(df, value_col, allow_negative, allow_null=fill_missing))
+    df = df.with_columns(numeric_values(df, value_col, allow_negative, allow_null=fill_missing, null_hint=null_hint))
     if not df[value_col].null_count():
         fast = _sorted_complete_panel(df, series_col, time_col, freq)
         if fast is not None:
@@ -214,6 +215,7 @@ def load_wide(
     freq: str | None = None,
     fill_missing: bool = False,
     allow_negative: bool = False,
+    null_hint: str = FILL_HINT,
 ) -> SeriesTable:
     """Check and complete a wide-layout table (time column + one column per series)."""
     require_columns(df, {"--time-col": time_col})
@@ -230,7 +232,7 @@ def load_wide(
     if repeated:
         raise UsageError(f"--series-cols: column {repeated[0]!r} is listed twice")
     df = parse_time_column(df.select([time_col] + series_cols), time_col)
-    df = df.with_columns([numeric_values(df, c, allow_negative, fill_missing) for c in series_cols])
+    df = df.with_columns([numeric_values(df, c, allow_negative, fill_missing, null_hint) for c in series_cols])
     if df[time_col].n_unique() != df.height:
         _raise_duplicate(df, [], time_col)
     grid = build_grid(df[time_col], time_col, freq, fill_missing)

@@ -380,3 +380,20 @@ def _native_amount(step: Step, dtype: pl.DataType) -> int | None:
     per_unit = _FIXED_US["d"] if dtype == pl.Date else _PHYSICAL_US[dtype.time_unit]
     native = step.amount / per_unit
     return int(native) if native == int(native) and native > 0 else None
+
+
+def following_points(grid: TimeGrid, count: int) -> pl.Series:
+    """The ``count`` grid points after the grid's last point (e.g. the dates a forecast is for)."""
+    if grid.step is None:
+        raise DataError("a single time point has no step to continue; pass --freq")
+    last = grid.points[-1]
+    step = grid.step
+    dtype = grid.points.dtype
+    if step.unit == "int":
+        return pl.Series(grid.points.name, last + step.amount * np.arange(1, count + 1, dtype=np.int64))
+    offsets = [f"{step.amount * k}mo" if step.unit == "mo" else f"{step.amount * k}us" for k in range(1, count + 1)]
+    frame = pl.DataFrame({"t": [last] * count, "o": offsets}, schema={"t": dtype, "o": pl.String})
+    if dtype == pl.Date and step.unit == "us":
+        frame = frame.with_columns(pl.col("t").cast(pl.Datetime("us")))
+        return frame.select(pl.col("t").dt.offset_by(pl.col("o")).cast(pl.Date)).to_series().alias(grid.points.name)
+    return frame.select(pl.col("t").dt.offset_by(pl.col("o"))).to_series().alias(grid.points.name)

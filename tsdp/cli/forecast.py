@@ -1,0 +1,360 @@
+"""``tsdp forecast-train``: DP-SGD training of forecasting models, accounted with structured subsampling.
+
+Thin: parse and validate the options (:class:`tsdp.forecast.trainer.TrainConfig`), load the panel, plan
+the run with the accountant, train (:func:`tsdp.forecast.trainer.train`) and publish the forecasts,
+the model (weights + metadata), the held-out metrics and the privacy report atomically.
+``--evaluate-only`` trains the NON-private baselines instead and writes nothing.
+"""
+
+from __future__ import annotations
+
+import json
+from enum import Enum
+from pathlib import Path
+from typing import Any, Optional
+
+import numpy as np
+import polars as pl
+import typer
+
+from tsdp.accounting.claim import PrivacyClaim, PrivacyUnit
+from tsdp.cli import common
+from tsdp.errors import DataError, UsageError
+from tsdp.io.files import check_output_path, read_table
+from tsdp.io.layouts import load_long, load_wide
+from tsdp.io.timegrid import following_points
+from tsdp.report import Report
+from tsdp.rng import SEEDED_WARNING, make_random_source
+
+
+class Model(str, Enum):
+    simple_ff = "simple-ff"
+    linear = "linear"
+    dlinear = "dlinear"
+
+
+class Layout(str, Enum):
+    long = "long"
+    wide = "wide"
+
+
+class Top(str, Enum):
+    wor = "wor"
+    poisson = "poisson"
+    shuffle = "shuffle"
+    deterministic = "deterministic"
+
+
+class Bottom(str, Enum):
+    wr = "wr"
+    poisson = "poisson"
+
+
+class Unit(str, Enum):
+    event = "event"
+    user = "user"
+
+
+SEASONS = {"1h": 24, "1d": 7, "1w": 52, "1mo": 12, "1q": 4, "30m": 48, "15m": 96, "10m": 144}
+MISSING_HINT = "forecast-train needs complete series without missing values"
+UNACCOUNTED = [
+    "hyper-parameter choices (clipping norm, noise multiplier, batch size, context length, learning rate)",
+    "the choice of the best checkpoint on validation windows cut from the same private series",
+]
+FORECAST_NOTE = ("the model weights are the differentially private release. The forecasts are the model applied to "
+                 "each series' own last context-length values, which the DP-SGD guarantee does not cover (Schuchardt "
+                 "et al. 2025, App. H): publish them only if those recent values may be disclosed")
+METRICS_NOTE = ("metrics are computed on the held-out tail and validation windows of the private series: they are "
+                "for the custodian, not privacy-protected")
+
+
+def forecast_train(
+    input: str = typer.Argument(..., help="CSV or Parquet file (- for CSV on stdin) of regular, complete series."),
+    time_col: str = typer.Option(..., help="Time column."),
+    value_col: Optional[str] = typer.Option(None, help="Value column (long layout)."),
+    series_col: Optional[str] = typer.Option(None, help="Series id column (long layout) [default: one series]."),
+    layout: Layout = typer.Option(Layout.long, help="long: series, time, value rows; wide: time + one column per series."),
+    series_cols: Optional[str] = typer.Option(None, help="Wide layout: series columns, comma-separated [default: all but time]."),
+    freq: Optional[str] = typer.Option(None, help="Time step, e.g. 1h [default: inferred]."),
+    context_length: int = typer.Option(..., help="L_C: context window fed to the model (its whole receptive field)."),
+    forecast_length: int = typer.Option(..., help="L_F: forecast horizon."),
+    model: Model = typer.Option(Model.simple_ff, help="Model: SimpleFeedForward (2 x 64 ReLU), linear autoregressive, or DLinear."),
+    batch_size: int = typer.Option(256, help="B: windows per batch (expected size for Poisson schemes)."),
+    instances: int = typer.Option(1, help="lambda: windows per selected series (1 is optimal, Thm 4.1)."),
+    top: Top = typer.Option(Top.wor, help="Top level: series without replacement / Poisson per step, or iterated per epoch."),
+    bottom: Bottom = typer.Option(Bottom.wr, help="Bottom level: windows with replacement, or Poisson."),
+    clip_norm: float = typer.Option(1e-4, help="C: per-window gradient clipping norm (the paper's 1e-4; tune it)."),
+    noise_multiplier: str = typer.Option("auto", help="sigma: noise std / C, or 'auto' to calibrate for --epochs at --epsilon."),
+    epsilon: Optional[float] = typer.Option(None, help="Privacy budget epsilon: training stops before exceeding it."),
+    delta: Optional[float] = typer.Option(None, help="Privacy parameter delta (the paper uses 1e-7; below 1/N)."),
+    epochs: Optional[int] = typer.Option(None, help="Epochs to train (steps per epoch = floor(N lambda / B))."),
+    max_steps: Optional[int] = typer.Option(None, help="Steps to train (instead of --epochs)."),
+    lr: float = typer.Option(1e-3, help="Adam learning rate."),
+    weight_decay: float = typer.Option(1e-8, help="Adam (L2) weight decay."),
+    val_windows: int = typer.Option(5, help="Validation windows of L_F steps held out at the end of each series."),
+    val_every: Optional[int] = typer.Option(None, help="Validate every this many steps [default: 25 times per run]."),
+    unit: Unit = typer.Option(Unit.event, help="Protect w contiguous steps (event) or any w steps (user) of one series."),
+    w: int = typer.Option(1, help="w: number of protected time steps."),
+    label_noise: float = typer.Option(0.0, help="sigma_F: Gaussian noise on forecast windows, in units of --value-bound."),
+    context_noise: float = typer.Option(0.0, help="sigma_C: Gaussian noise on context windows, in units of --value-bound."),
+    value_bound: Optional[float] = typer.Option(None, help="v: largest change of one value under the (w, v) relation (needed with label/context noise)."),
+    season: Optional[int] = typer.Option(None, help="Season length of the seasonal naive baseline and MASE [default: from the step, e.g. 24 for 1h]."),
+    min_scale: float = typer.Option(1e-3, help="PUBLIC floor of the mean scale of a window."),
+    discretization: float = typer.Option(1e-3, help="Privacy-loss grid step of the accountant's PLD."),
+    evaluate_only: bool = typer.Option(False, help="Train NON-private baselines (seasonal naive and the model without noise), print their metrics, write nothing."),
+    model_out: Optional[str] = typer.Option(None, help="Model files prefix: PREFIX.npz and PREFIX.json [default: OUTPUT stem + .model]."),
+    metrics_out: Optional[str] = typer.Option(None, "--metrics", help="Held-out metrics JSON [default: OUTPUT stem + .metrics.json]."),
+    output: Optional[str] = common.OutputOption,
+    report: Optional[str] = common.ReportOption,
+    seed: Optional[int] = common.SeedOption,
+    force: bool = common.ForceOption,
+    json_summary: bool = common.JsonOption,
+    quiet: bool = common.QuietOption,
+    config: Optional[str] = common.ConfigOption,
+) -> None:
+    """Train a probabilistic forecasting model with DP-SGD (Schuchardt et al. 2025) and forecast every series."""
+    from tsdp.forecast import trainer
+    from tsdp.forecast.models import make_model
+
+    params = common.public_parameters(locals())
+    sigma = _noise_multiplier(noise_multiplier)
+    train_config = trainer.TrainConfig(
+        context=context_length, horizon=forecast_length, model=model.value, batch_size=batch_size,
+        instances=instances, top=top.value, bottom=bottom.value, clip_norm=clip_norm, noise_multiplier=sigma,
+        epsilon=epsilon, delta=delta, steps=max_steps, epochs=epochs, lr=lr, weight_decay=weight_decay,
+        val_windows=val_windows, val_every=val_every, unit=unit.value, w=w, label_noise=label_noise,
+        context_noise=context_noise, value_bound=value_bound, discretization=discretization,
+        # --evaluate-only without a length trains the baselines for as long as the private run would
+        private=not evaluate_only or (epochs is None and max_steps is None),
+    )
+    if not evaluate_only:
+        output, report = common.resolve_outputs(input, output, report, force, json_summary)
+        extra = _extra_paths(output, model_out, metrics_out, input, report, force)
+    if not (min_scale > 0):
+        raise UsageError(f"--min-scale must be > 0, got {min_scale}")
+    randomness = make_random_source(seed)
+    rng = randomness.generator
+    console = common.Console(quiet, json_summary, stdout_taken=not evaluate_only and "-" in (output, report))
+
+    table = _load(input, layout, time_col, value_col, series_col, series_cols, freq)
+    values = table.values_matrix()
+    names = table.series_names
+    n_series = values.shape[0]
+    split = trainer.split_panel(values, context_length, forecast_length, val_windows)
+    if batch_size // instances > n_series:
+        raise DataError(f"--batch-size {batch_size} with --instances {instances} takes {batch_size // instances} series "
+                        f"per step, but the input has only {n_series}; lower --batch-size")
+    season_length = season or SEASONS.get(table.grid.freq or "", 1)
+    net = make_model(model.value, context_length, forecast_length, min_scale=min_scale)
+    plan = trainer.plan_training(train_config, n_series, split.train.shape[1])
+
+    if evaluate_only:
+        return _evaluate_only(net, split, train_config, plan, rng, season_length, console)
+
+    for message in plan.warnings:
+        console.warn(message)
+    with _training_progress(console, plan.steps) as progress:
+        result = trainer.train(net, split, train_config, rng, progress, plan)
+    scores = {"model (DP-SGD)": trainer.evaluate(net, result.theta, split, season_length),
+              "seasonal naive (not private)": trainer.evaluate_seasonal_naive(split, season_length)}
+    claim = _claim(train_config, plan, result)
+    forecasts = _forecast_table(net, result.theta, split, table, names)
+    warnings = [*plan.warnings, FORECAST_NOTE] + ([SEEDED_WARNING] if randomness.seeded else [])
+    training = _training_summary(train_config, plan, result, n_series, split, season_length)
+    from tsdp.forecast import persist
+
+    weights = persist.weights_bytes(net, result.theta)
+    model_meta = persist.metadata_bytes(net, weights, Path(extra["weights"]).name, {
+        "training": training, "privacy": {"definition": "approx-dp", "epsilon": claim.epsilon, "delta": claim.delta,
+                                          "theorem": claim.theorem, "unit": claim.unit.neighbouring},
+        "input": {"time_col": time_col, "series": names, "freq": table.grid.freq},
+    })
+    metrics_doc = {"note": METRICS_NOTE, "season": season_length, "scores": scores, "history": result.history,
+                   "best_step": result.best_step, "best_val_loss": result.best_val_loss}
+    common.publish(forecasts, output, report, lambda described: Report(
+        command="forecast-train",
+        parameters={**params, "input": common.display_name(input), "output": described["file"],
+                    "noise_multiplier": plan.noise_multiplier, "model_files": [Path(extra["weights"]).name,
+                                                                               Path(extra["meta"]).name]},
+        claim=claim,
+        output={**described, "columns": forecasts.columns},
+        randomness=randomness.label,
+        grid={"freq": table.grid.freq, "series": n_series, "train_length": split.train.shape[1]},
+        notes=_notes(train_config, plan, result),
+        warnings=warnings,
+    ), extra_files=((weights, extra["weights"]), (model_meta, extra["meta"]),
+                                      (_json(metrics_doc), extra["metrics"])))
+    for message in warnings:
+        console.warn(message)
+    console.summary({
+        "output": output, "report": report, "model": extra["meta"], "metrics": extra["metrics"],
+        "epsilon": result.epsilon, "delta": delta, "steps": result.steps, "compositions": result.compositions,
+        "stopped_by": plan.stopped_by, "noise_multiplier": plan.noise_multiplier, "theorem": claim.theorem,
+        **{f"crps {k}": v["crps"] for k, v in scores.items()},
+        **{f"mase {k}": v["mase"] for k, v in scores.items()},
+    }, "tsdp forecast-train")
+
+
+def _noise_multiplier(text: str) -> float | None:
+    if str(text).strip().lower() == "auto":
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        raise UsageError(f"--noise-multiplier {text!r}: must be a number > 0 or 'auto'") from None
+    if not value > 0 or not np.isfinite(value):
+        raise UsageError(f"--noise-multiplier {text!r}: must be a number > 0 or 'auto'")
+    return value
+
+
+def _extra_paths(output: str, model_out: str | None, metrics_out: str | None, input: str, report: str,
+                 force: bool) -> dict[str, str]:
+    if output == "-" and (model_out is None or metrics_out is None):
+        raise UsageError("with -o - give --model-out and --metrics explicitly")
+    stem = Path(output).with_suffix("") if output != "-" else None
+    prefix = model_out or f"{stem}.model"
+    paths = {"weights": f"{prefix}.npz", "meta": f"{prefix}.json", "metrics": metrics_out or f"{stem}.metrics.json"}
+    taken = {str(Path(p).resolve()) for p in (output, report) if p != "-"}
+    for key, path in paths.items():
+        option = "--metrics" if key == "metrics" else "--model-out"
+        if str(Path(path).resolve()) in taken:
+            raise UsageError(f"{option} {path!r} collides with another output")
+        taken.add(str(Path(path).resolve()))
+        check_output_path(path, force, (input,), option)
+    return paths
+
+
+def _load(input, layout, time_col, value_col, series_col, series_cols, freq):
+    df = read_table(input)
+    try:
+        if layout is Layout.wide:
+            if value_col or series_col:
+                raise UsageError("--value-col/--series-col are for --layout long; use --series-cols with wide")
+            return load_wide(df, time_col, common.split_list(series_cols), freq, allow_negative=True,
+                             null_hint=MISSING_HINT)
+        if value_col is None:
+            raise UsageError("--value-col is required with --layout long")
+        return load_long(df, time_col, value_col, series_col, freq, allow_negative=True, null_hint=MISSING_HINT)
+    except DataError as exc:
+        message = str(exc).replace("; pass --fill-missing zero to fill them with 0", f"; {MISSING_HINT}")
+        raise DataError(message) from None
+
+
+class _training_progress:
+    """A rich progress bar with step, epsilon spent and loss (stderr, terminal only, not with --quiet)."""
+
+    def __init__(self, console: common.Console, total: int) -> None:
+        self.console, self.total, self.bar = console, total, None
+
+    def __enter__(self):
+        import sys
+
+        if self.console.quiet or not sys.stderr.isatty():
+            return None
+        from rich.console import Console as RichConsole
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+        self.bar = Progress(TextColumn("training"), BarColumn(), MofNCompleteColumn(),
+                            TextColumn("eps {task.fields[eps]}  loss {task.fields[loss]}"), TimeRemainingColumn(),
+                            console=RichConsole(stderr=True), transient=True)
+        self.bar.__enter__()
+        task = self.bar.add_task("train", total=self.total, eps="-", loss="-")
+        every = max(1, self.total // 200)
+
+        def update(step: int, total: int, loss: float, eps) -> None:
+            if step % every == 0 or step == total:
+                self.bar.update(task, completed=step, loss=f"{loss:.4g}", eps="-" if eps is None else f"{eps:.3g}")
+
+        return update
+
+    def __exit__(self, *exc):
+        if self.bar is not None:
+            self.bar.__exit__(*exc)
+        return False
+
+
+def _claim(config, plan, result) -> PrivacyClaim:
+    setting = plan.setting
+    level = "user" if config.unit == "user" else ("w-event" if config.w > 1 else "event")
+    relation = {"event": "one value of one series", "w-event": f"up to {config.w} contiguous values of one series",
+                "user": f"up to {config.w} values (anywhere) of one series"}[level]
+    neighbouring = (f"substitution: the datasets differ in {relation}, by any amount"
+                    + (f" of at most {config.value_bound:g} per value" if config.value_bound else "")
+                    + "; the set of series and their lengths are public")
+    return PrivacyClaim(
+        definition="approx-dp",
+        unit=PrivacyUnit(level=level, relation="substitute", neighbouring=neighbouring,
+                         max_per_step=config.value_bound or config.clip_norm, w=config.w),
+        epsilon=result.epsilon, delta=config.delta,
+        mechanism="DP-SGD with structured subsampling (Schuchardt et al. 2025)",
+        theorem=plan.derivation.theorem,
+        parameters={**{k: (round(v, 10) if isinstance(v, float) else v) for k, v in setting.geometry().items()},
+                    "noise_multiplier": plan.noise_multiplier, "clip_norm": config.clip_norm,
+                    "compositions": result.compositions, "accounting_unit": plan.derivation.accounting_unit,
+                    "steps": result.steps, "stopped_by": plan.stopped_by, "top": config.top, "bottom": config.bottom,
+                    "instances": config.instances, "batch_size": config.batch_size, "series": setting.n_series,
+                    "train_length": setting.length, "context": config.context, "horizon": config.horizon,
+                    "discretization": config.discretization, "unaccounted": UNACCOUNTED},
+    )
+
+
+def _training_summary(config, plan, result, n_series, split, season) -> dict[str, Any]:
+    return {"model": config.model, "steps": result.steps, "compositions": result.compositions,
+            "stopped_by": plan.stopped_by, "noise_multiplier": plan.noise_multiplier, "clip_norm": config.clip_norm,
+            "batch_size": config.batch_size, "lr": config.lr, "weight_decay": config.weight_decay,
+            "context": config.context, "horizon": config.horizon, "series": n_series,
+            "train_length": split.train.shape[1], "best_step": result.best_step, "season": season}
+
+
+def _forecast_table(net, theta, split, table, names) -> pl.DataFrame:
+    from tsdp.forecast.metrics import QUANTILE_LEVELS
+
+    horizon = split.test_target.shape[1]
+    quantiles = net.predict_quantiles(theta, split.future_context, QUANTILE_LEVELS)
+    loc = net.distribution(theta, split.future_context)[0]
+    times = following_points(table.grid, horizon)
+    series_name = table.series_col or "series"
+    frame = {
+        series_name: pl.Series(np.repeat(np.array(names, dtype=object), horizon).tolist(),
+                               dtype=table.frame.schema[table.series_col] if table.series_col else pl.String),
+        table.time_col: pl.concat([times] * len(names)),
+        "mean": loc.ravel(),
+    }
+    for k, level in enumerate(QUANTILE_LEVELS):
+        frame[f"q{level:g}"] = quantiles[:, :, k].ravel()
+    return pl.DataFrame(frame)
+
+
+def _json(data: dict) -> bytes:
+    return (json.dumps(data, indent=2, allow_nan=True, default=float) + "\n").encode()
+
+
+def _notes(config, plan, result) -> list[str]:
+    notes = [
+        f"(epsilon, delta) = ({result.epsilon:.6g}, {config.delta:g}) after {result.compositions} "
+        f"{plan.derivation.accounting_unit}-level compositions, by {plan.derivation.theorem}; the same as "
+        "'tsdp account dpsgd' for this setting and count",
+        FORECAST_NOTE,
+        "not privacy-accounted, as in the paper: " + "; ".join(UNACCOUNTED),
+        "the guarantee covers every intermediate model, not only the final weights",
+    ]
+    if plan.stopped_by == "budget":
+        notes.append(f"training stopped before the budget epsilon {config.epsilon:g} would be exceeded")
+    return notes
+
+
+def _evaluate_only(net, split, config, plan, rng, season, console) -> None:
+    """NON-private baselines: seasonal naive, and the model trained without clipping or noise."""
+    from tsdp.forecast import trainer
+
+    steps = plan.steps
+    baseline = trainer.TrainConfig(**{**config.__dict__, "private": False, "steps": steps, "epochs": None})
+    result = trainer.train(net, split, baseline, rng)
+    scores = {"seasonal naive (NOT private)": trainer.evaluate_seasonal_naive(split, season),
+              f"{config.model} without noise (NOT private)": trainer.evaluate(net, result.theta, split, season)}
+    console.warn("--evaluate-only trains NON-private baselines on the data: the figures are not private, are for "
+                 "comparison only, and nothing was written")
+    console.summary({"steps": steps, "season": season,
+                     **{f"crps {k}": v["crps"] for k, v in scores.items()},
+                     **{f"mase {k}": v["mase"] for k, v in scores.items()},
+                     "written": "nothing (NOT private)"}, "tsdp forecast-train --evaluate-only")

@@ -1,0 +1,1 @@
+"""DP-SGD forecasting: window samplers, models with per-example gradients, trainer, metrics."""

@@ -1,0 +1,329 @@
+"""DP-SGD training of forecasting models with structured subsampling (Schuchardt et al. 2025, Algs 1-2).
+
+One step: the sampler draws the batch exactly as the accountant assumes (top level: series; bottom
+level: windows after front-padding L_C zeros); optional Gaussian label/context noise is added to each
+sampled window (Eq. 1); every window's gradient is clipped to norm C and summed; Gaussian noise of
+standard deviation sigma C is added; the sum is divided by the expected batch size B; Adam takes the
+step (post-processing):
+
+    g~ = (sum_i g_i / max(1, ||g_i|| / C) + N(0, sigma^2 C^2 I)) / B.
+
+The accountant composes the per-step (or, for deterministic/shuffled iteration, per-epoch) dominating
+pair of :func:`tsdp.accounting.structured.composition_profile`. Epsilon is non-decreasing in the
+number of compositions, so "may the next composition be taken within (epsilon, delta)?" is answered
+for every step by one number, the largest admissible count K (:func:`max_compositions`); training
+stops before composition K + 1. The final epsilon is computed by exactly the route of
+``tsdp account dpsgd`` for the same setting and count.
+
+The best checkpoint is chosen on validation windows cut from the end of the same private series, as
+in the paper; that selection (like any hyper-parameter tuning) is not privacy-accounted.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable
+
+import numpy as np
+
+from tsdp.accounting.pld import DEFAULT_DISCRETIZATION, pld_from_profile
+from tsdp.accounting.structured import (
+    Derivation,
+    DpSgdSetting,
+    calibrate_noise,
+    composition_profile,
+    compositions,
+    epsilon_after,
+    max_compositions,
+)
+from tsdp.errors import BudgetError, DataError, UsageError
+from tsdp.forecast import metrics, sampling
+from tsdp.forecast.optim import Adam
+
+# Without --epochs/--max-steps, training runs until the budget, but never longer than this.
+STEP_CAP = 200_000
+VALIDATION_CHUNK = 4096
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Everything that shapes a training run (all public: none of it is read from the data)."""
+
+    context: int
+    horizon: int
+    model: str = "simple-ff"
+    batch_size: int = 256
+    instances: int = 1
+    top: str = "wor"
+    bottom: str = "wr"
+    clip_norm: float = 1e-4
+    noise_multiplier: float | None = None  # None: calibrated for the requested epochs/steps
+    epsilon: float | None = None
+    delta: float | None = None
+    steps: int | None = None
+    epochs: int | None = None
+    lr: float = 1e-3
+    weight_decay: float = 1e-8
+    val_windows: int = 5
+    val_every: int | None = None
+    unit: str = "event"
+    w: int = 1
+    label_noise: float = 0.0
+    context_noise: float = 0.0
+    value_bound: float | None = None
+    discretization: float = DEFAULT_DISCRETIZATION
+    private: bool = True
+
+    def __post_init__(self) -> None:
+        if self.context < 1 or self.horizon < 1:
+            raise UsageError(f"--context-length {self.context} and --forecast-length {self.horizon} must be >= 1")
+        if not (self.clip_norm > 0 and math.isfinite(self.clip_norm)):
+            raise UsageError(f"--clip-norm must be finite and > 0, got {self.clip_norm}")
+        if not (self.lr > 0) or not (self.weight_decay >= 0):
+            raise UsageError(f"--lr must be > 0 and --weight-decay >= 0, got {self.lr}, {self.weight_decay}")
+        if self.val_windows < 1:
+            raise UsageError(f"--val-windows must be >= 1, got {self.val_windows}")
+        if self.val_every is not None and self.val_every < 1:
+            raise UsageError(f"--val-every must be >= 1, got {self.val_every}")
+        if self.steps is not None and self.epochs is not None:
+            raise UsageError("give --max-steps or --epochs, not both")
+        for name, value in (("--max-steps", self.steps), ("--epochs", self.epochs)):
+            if value is not None and value < 1:
+                raise UsageError(f"{name} must be >= 1, got {value}")
+        if not self.private:
+            if self.steps is None and self.epochs is None:
+                raise UsageError("non-private training needs --max-steps or --epochs")
+            return
+        if self.epsilon is not None and self.delta is None:
+            raise UsageError(f"--epsilon {self.epsilon:g} needs --delta: an (epsilon, delta) budget has both")
+        if self.delta is None:
+            raise UsageError("--delta is required: DP-SGD is (epsilon, delta)-DP and the accountant needs delta")
+        if self.epsilon is not None and not (self.epsilon > 0 and math.isfinite(self.epsilon)):
+            raise UsageError(f"--epsilon must be finite and > 0, got {self.epsilon}")
+        if self.noise_multiplier is None and (self.epsilon is None or (self.steps is None and self.epochs is None)):
+            raise UsageError("--noise-multiplier auto needs --epsilon and --epochs (or --max-steps) to calibrate for")
+        if self.epsilon is None and self.steps is None and self.epochs is None:
+            raise UsageError("give an --epsilon budget, or --epochs/--max-steps to train for (epsilon is then reported)")
+
+
+@dataclass
+class Split:
+    """A panel cut into training series, validation windows and the held-out test tail.
+
+    Series of length L: the last L_F steps are the test tail; the ``val_windows`` windows before it
+    (forecast parts of L_F steps each) are the validation windows; the first
+    L - L_F - val_windows L_F steps are the training series the accountant sees.
+    """
+
+    train: np.ndarray
+    val_context: np.ndarray
+    val_target: np.ndarray
+    test_context: np.ndarray
+    test_target: np.ndarray
+    history: np.ndarray  # everything before the test tail (for seasonal naive and MASE)
+    future_context: np.ndarray  # the last L_C values, for forecasting beyond the data
+
+
+def split_panel(values: np.ndarray, context: int, horizon: int, val_windows: int) -> Split:
+    """Cut (N, L) values into the parts of :class:`Split`; DataError if the training part is too short."""
+    n, length = values.shape
+    held_out = horizon * (1 + val_windows)
+    train_length = length - held_out
+    if train_length < context + horizon:
+        raise DataError(
+            f"series of {length} steps are too short: the last {held_out} steps are held out (test tail "
+            f"{horizon} + {val_windows} validation windows of {horizon}), leaving {train_length} for training, "
+            f"fewer than --context-length + --forecast-length = {context + horizon}; shorten the context or "
+            "the horizon, or use fewer --val-windows"
+        )
+    padded = np.concatenate([np.zeros((n, context)), values], axis=1)
+    val_ctx, val_tgt = [], []
+    for j in range(val_windows):
+        start = train_length + j * horizon  # forecast start in original coordinates
+        val_ctx.append(padded[:, start:start + context])
+        val_tgt.append(values[:, start:start + horizon])
+    test_start = length - horizon
+    return Split(
+        train=values[:, :train_length],
+        val_context=np.concatenate(val_ctx), val_target=np.concatenate(val_tgt),
+        test_context=padded[:, test_start:test_start + context], test_target=values[:, test_start:],
+        history=values[:, :test_start], future_context=values[:, length - context:] if length >= context
+        else padded[:, -context:],
+    )
+
+
+@dataclass
+class Plan:
+    """What the accountant allows: the setting, sigma, and how many compositions/steps to take."""
+
+    setting: DpSgdSetting | None
+    derivation: Derivation | None
+    noise_multiplier: float | None
+    compositions: int
+    steps: int
+    stopped_by: str  # "budget", "max_steps" or "epochs"
+    budget_compositions: int | None = None
+    warnings: list[str] = field(default_factory=list)
+
+
+def make_setting(config: TrainConfig, n_series: int, train_length: int, sigma: float) -> DpSgdSetting:
+    return DpSgdSetting(
+        n_series=n_series, length=train_length, context=config.context, horizon=config.horizon,
+        batch_size=config.batch_size, noise_multiplier=sigma, top=config.top, bottom=config.bottom,
+        instances=config.instances, unit=config.unit, w=config.w, label_noise=config.label_noise,
+        context_noise=config.context_noise, value_bound=config.value_bound,
+    )
+
+
+def plan_training(config: TrainConfig, n_series: int, train_length: int) -> Plan:
+    """Calibrate sigma if asked, and find how many steps the (epsilon, delta) budget allows."""
+    if not config.private:
+        setting = make_setting(config, n_series, train_length, 1.0)  # validates the batching only
+        steps = config.steps if config.steps is not None else config.epochs * setting.steps_per_epoch
+        return Plan(None, None, None, 0, steps, "max_steps" if config.steps else "epochs")
+    sigma = config.noise_multiplier if config.noise_multiplier is not None else 1.0
+    setting = make_setting(config, n_series, train_length, sigma)
+    warnings = list(setting.warnings())
+    if config.noise_multiplier is None:
+        sigma, _ = calibrate_noise(setting, config.epsilon, config.delta, config.steps, config.epochs,
+                                   config.discretization)
+        setting = replace(setting, noise_multiplier=sigma)
+    derivation = composition_profile(setting, "upper")[1]
+    requested = None
+    if config.steps is not None or config.epochs is not None:
+        requested = compositions(setting, config.steps, config.epochs)
+    budget = None
+    if config.epsilon is not None:
+        budget, first = max_compositions(setting, config.epsilon, config.delta, config.discretization)
+        if budget == 0:
+            raise BudgetError(f"--epsilon {config.epsilon:g}: a single {derivation.accounting_unit} already spends "
+                              f"epsilon {first:.4g} at delta {config.delta:g} with noise multiplier {sigma:.4g}; "
+                              "raise --noise-multiplier or the budget")
+    count, stopped = _count(requested, budget, config, setting)
+    if requested is None and budget is not None and count < budget:
+        warnings.append(f"the budget allows {budget} {derivation.accounting_unit}s; training stops at the cap of "
+                        f"{STEP_CAP} steps")
+    steps = count if setting.step_level else count * setting.steps_per_epoch
+    if config.steps is not None and not setting.step_level:
+        steps = min(steps, config.steps)
+    return Plan(setting, derivation, sigma, count, steps, stopped, budget, warnings)
+
+
+def _count(requested, budget, config: TrainConfig, setting: DpSgdSetting) -> tuple[int, str]:
+    length_reason = "max_steps" if config.steps is not None else "epochs"
+    if budget is None:
+        return requested, length_reason
+    if requested is None:
+        cap = STEP_CAP if setting.step_level else max(1, STEP_CAP // setting.steps_per_epoch)
+        return min(budget, cap), "budget" if budget <= cap else "max_steps"
+    if budget < requested:
+        return budget, "budget"
+    return requested, length_reason
+
+
+def dp_gradient(total: np.ndarray, noise_multiplier: float, clip: float, expected_batch: int,
+                rng: np.random.Generator) -> np.ndarray:
+    """(sum of clipped gradients + N(0, sigma^2 C^2 I)) / B (Alg. 2)."""
+    from tsdp.mechanisms.noise import gaussian_noise
+
+    noise = gaussian_noise(rng, noise_multiplier * clip, total.size).reshape(total.shape)
+    return (total + noise) / expected_batch
+
+
+@dataclass
+class TrainResult:
+    theta: np.ndarray  # the checkpoint with the best validation loss
+    last_theta: np.ndarray
+    steps: int
+    compositions: int
+    epsilon: float | None
+    delta: float | None
+    plan: Plan
+    best_step: int
+    best_val_loss: float
+    history: list[dict[str, Any]] = field(default_factory=list)
+
+
+ProgressCallback = Callable[[int, int, float, "float | None"], None]
+
+
+def validation_loss(model, theta: np.ndarray, split: Split) -> float:
+    """Mean per-window NLL over the validation windows (in data units)."""
+    total, n = 0.0, split.val_context.shape[0]
+    for start in range(0, n, VALIDATION_CHUNK):
+        stop = start + VALIDATION_CHUNK
+        total += float(model.loss(theta, split.val_context[start:stop], split.val_target[start:stop]).sum())
+    return total / n
+
+
+def train(model, split: Split, config: TrainConfig, rng: np.random.Generator,
+          progress: ProgressCallback | None = None, plan: Plan | None = None) -> TrainResult:
+    """Run DP-SGD (or, with ``config.private`` False, plain minibatch Adam) on ``split.train``."""
+    n_series, train_length = split.train.shape
+    plan = plan or plan_training(config, n_series, train_length)
+    setting = plan.setting or make_setting(config, n_series, train_length, 1.0)
+    sampler = sampling.WindowSampler(setting)
+    panel = sampling.PaddedPanel(split.train, config.context, config.horizon)
+    base = pld_from_profile(composition_profile(setting, "upper")[0], config.discretization) if config.private else None
+    theta = model.init(rng)
+    optimizer = Adam(lr=config.lr, weight_decay=config.weight_decay)
+    val_every = config.val_every or max(1, round(plan.steps / 25))
+    eps_every = max(1, plan.steps // 20)
+    best_theta, best_loss, best_step = theta.copy(), validation_loss(model, theta, split), 0
+    history: list[dict[str, Any]] = [{"step": 0, "val_loss": best_loss}]
+    epsilon_now = None
+    for step in range(1, plan.steps + 1):
+        series, starts = sampler.next_batch(rng)
+        ctx, tgt = panel.gather(series, starts)
+        if config.label_noise or config.context_noise:
+            ctx, tgt = sampling.augment(ctx, tgt, config.label_noise, config.context_noise, config.value_bound, rng)
+        if config.private:
+            if series.size:
+                losses, total, _ = model.clipped_grad_sum(theta, ctx, tgt, config.clip_norm)
+                loss = float(losses.mean())
+            else:  # a Poisson batch can be empty: the noisy step is still taken (and accounted)
+                total, loss = np.zeros_like(theta), float("nan")
+            grad = dp_gradient(total, plan.noise_multiplier, config.clip_norm, config.batch_size, rng)
+        elif series.size:
+            loss, grad = model.mean_grad(theta, ctx, tgt)
+        else:
+            continue
+        theta = optimizer.step(theta, grad)
+        if config.private and (step % eps_every == 0 or step == plan.steps):
+            epsilon_now = epsilon_after(base, _compositions_done(step, setting), config.delta)
+        if step % val_every == 0 or step == plan.steps:
+            val = validation_loss(model, theta, split)
+            history.append({"step": step, "val_loss": val, "train_loss": loss})
+            if val < best_loss:
+                best_theta, best_loss, best_step = theta.copy(), val, step
+        if progress is not None:
+            progress(step, plan.steps, loss, epsilon_now)
+    done = _compositions_done(plan.steps, setting) if config.private else 0
+    epsilon = epsilon_after(base, done, config.delta) if config.private and done else None
+    return TrainResult(best_theta, theta, plan.steps, done, epsilon, config.delta if config.private else None,
+                       plan, best_step, best_loss, history)
+
+
+def _compositions_done(steps: int, setting: DpSgdSetting) -> int:
+    """Compositions charged after ``steps`` steps: one per step, or one per started epoch."""
+    return steps if setting.step_level else math.ceil(steps / setting.steps_per_epoch)
+
+
+def evaluate(model, theta: np.ndarray, split: Split, season: int,
+             levels: tuple[float, ...] = metrics.QUANTILE_LEVELS) -> dict[str, float]:
+    """CRPS (mean weighted quantile loss) and MASE of the model on the held-out test tail."""
+    q = model.predict_quantiles(theta, split.test_context, levels)
+    median = q[:, :, list(levels).index(0.5)] if 0.5 in levels else q.mean(axis=2)
+    return {"crps": float(metrics.mean_wql(split.test_target, q, levels)),
+            "mase": float(metrics.mase(split.test_target, median, split.history, season))}
+
+
+def evaluate_seasonal_naive(split: Split, season: int,
+                            levels: tuple[float, ...] = metrics.QUANTILE_LEVELS) -> dict[str, float]:
+    """The same figures for the seasonal naive forecast (a point forecast: every quantile equal)."""
+    horizon = split.test_target.shape[1]
+    point = metrics.seasonal_naive(split.history, horizon, season)
+    q = np.repeat(point[:, :, None], len(levels), axis=2)
+    return {"crps": float(metrics.mean_wql(split.test_target, q, levels)),
+            "mase": float(metrics.mase(split.test_target, point, split.history, season))}
