@@ -31,6 +31,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/accountant.py
 	$(BIN)/python bench/release_mechanisms.py
 	$(BIN)/python bench/flip_scale.py
+	$(BIN)/python bench/forecast_speed.py
 
 sample-data: $(STAMP)
 	$(BIN)/python sample_data/generate.py

@@ -88,3 +88,18 @@ def test_flip_config_runs(config, tmp_path):
     for row in report["lip"]["series"]:
         assert row["lip_ideal"] >= 1 - settings["lip-delta"]
         assert row["lip_budget_delta"] == settings["lip-delta"]
+
+
+@pytest.mark.parametrize("config", [c for c in CONFIGS if command_of(c)[0] == ["forecast-train"]],
+                         ids=lambda p: p.stem)
+def test_forecast_config_runs(config, tmp_path):
+    settings = command_of(config)[1]
+    out = tmp_path / "forecasts.parquet"
+    code = main(["forecast-train", "--config", str(config), "-o", str(out), "--seed", "1", "--quiet"])
+    assert code == 0
+    frame = pl.read_parquet(out)
+    assert frame.height == 20 * settings["forecast-length"]
+    report = json.loads((tmp_path / "forecasts.report.json").read_text())
+    jsonschema.validate(report, schema())
+    assert 0 < report["claim"]["epsilon"] <= settings["epsilon"] and report["claim"]["delta"] == settings["delta"]
+    assert (tmp_path / "forecasts.model.npz").is_file() and (tmp_path / "forecasts.model.json").is_file()
