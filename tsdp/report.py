@@ -65,19 +65,12 @@ def schema() -> dict[str, Any]:
 
 def load_report(path: str) -> dict[str, Any]:
     """Read a tsdp report and validate it against the schema (UsageError if missing, DataError if not a report)."""
-    from pathlib import Path
-
     import jsonschema
 
-    from tsdp.errors import DataError, UsageError
+    from tsdp.errors import DataError
+    from tsdp.jsonfile import read_json
 
-    p = Path(path)
-    if not p.is_file():
-        raise UsageError(f"REPORT: file {path!r} does not exist")
-    try:
-        data = json.loads(p.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise DataError(f"REPORT {path!r} is not JSON: {exc}") from None
+    data = read_json(path, "REPORT")
     errors = sorted(jsonschema.Draft202012Validator(schema()).iter_errors(data), key=lambda e: list(e.path))
     if errors:
         where = "/".join(str(x) for x in errors[0].path) or "(top level)"

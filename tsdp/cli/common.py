@@ -111,6 +111,18 @@ def split_list(text: str | None) -> list[str] | None:
     return items or None
 
 
+def number_pair(text: str, option: str, example: str) -> tuple[float, float]:
+    """``lo,hi`` -> ``(lo, hi)``; UsageError naming ``option`` otherwise."""
+    parts = split_list(text) or []
+    try:
+        values = tuple(float(p) for p in parts)
+    except ValueError:
+        values = ()
+    if len(values) != 2:
+        raise UsageError(f"{option} {text!r}: must be two numbers such as {example}")
+    return values  # type: ignore[return-value]
+
+
 def default_output(input_path: str, suffix: str = ".released") -> str:
     if input_path == "-":
         return "-"

@@ -184,16 +184,7 @@ def _var_order(text: str) -> int | str:
 
 
 def _pair(text: str | None) -> tuple[float, float] | None:
-    if text is None:
-        return None
-    parts = common.split_list(text) or []
-    try:
-        values = tuple(float(p) for p in parts)
-    except ValueError:
-        raise UsageError(f"--r-range {text!r}: must be two numbers lo,hi such as 1,4") from None
-    if len(values) != 2:
-        raise UsageError(f"--r-range {text!r}: must be two numbers lo,hi such as 1,4")
-    return values  # type: ignore[return-value]
+    return None if text is None else common.number_pair(text, "--r-range", "1,4")
 
 
 def _r_params(text: str | None) -> BetaMixture | None:

@@ -19,6 +19,7 @@ import typer
 
 from tsdp.accounting.claim import PrivacyClaim, PrivacyUnit
 from tsdp.cli import common
+from tsdp.cli.account import Bottom, Top, Unit
 from tsdp.errors import DataError, UsageError
 from tsdp.io.files import check_output_path, read_table
 from tsdp.io.layouts import load_long, load_wide
@@ -36,23 +37,6 @@ class Model(str, Enum):
 class Layout(str, Enum):
     long = "long"
     wide = "wide"
-
-
-class Top(str, Enum):
-    wor = "wor"
-    poisson = "poisson"
-    shuffle = "shuffle"
-    deterministic = "deterministic"
-
-
-class Bottom(str, Enum):
-    wr = "wr"
-    poisson = "poisson"
-
-
-class Unit(str, Enum):
-    event = "event"
-    user = "user"
 
 
 SEASONS = {"1h": 24, "1d": 7, "1w": 52, "1mo": 12, "1q": 4, "30m": 48, "15m": 96, "10m": 144}

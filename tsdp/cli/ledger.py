@@ -124,13 +124,9 @@ def _read_report(path: str) -> tuple[float, float, str, str | None, str | None]:
     Only an upper bound under a DP definition can be charged: a LIP claim, or a lower bound
     (an attack's estimate), guarantees nothing in (epsilon, delta).
     """
-    p = Path(path)
-    if not p.is_file():
-        raise UsageError(f"--report: file {path!r} does not exist")
-    try:
-        report = json.loads(p.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise DataError(f"--report: {path!r} is not JSON ({exc})") from exc
+    from tsdp.jsonfile import read_json
+
+    report = read_json(path, "--report")
     if not isinstance(report, dict) or report.get("schema") != SCHEMA_ID:
         raise DataError(f"--report: {path!r} is not a tsdp report (no \"schema\": \"{SCHEMA_ID}\")")
     try:
@@ -148,7 +144,7 @@ def _read_report(path: str) -> tuple[float, float, str, str | None, str | None]:
     params = command.get("parameters") if isinstance(command.get("parameters"), dict) else {}
     description = " ".join(str(x) for x in (
         f"tsdp {command.get('name', '?')}", params.get("input"), "->" if output.get("file") else None,
-        output.get("file"), f"(report {p.name})") if x)
+        output.get("file"), f"(report {Path(path).name})") if x)
     return claim.epsilon, claim.delta or 0.0, description, output.get("file"), output.get("sha256")
 
 

@@ -155,16 +155,7 @@ def mean_estimate(
 
 
 def _quantiles(text: str | None) -> tuple[float, float] | tuple:
-    if text is None:
-        return DEFAULT_QUANTILES
-    parts = common.split_list(text) or []
-    try:
-        values = tuple(float(p) for p in parts)
-    except ValueError:
-        raise UsageError(f"--quantiles {text!r}: must be two numbers q_lo,q_hi such as 0.1,0.9") from None
-    if len(values) != 2:
-        raise UsageError(f"--quantiles {text!r}: must be two numbers q_lo,q_hi such as 0.1,0.9")
-    return values
+    return DEFAULT_QUANTILES if text is None else common.number_pair(text, "--quantiles", "0.1,0.9")
 
 
 def _check_algorithm_flags(algorithm: Algorithm, quantiles, quantile_mode, gamma, tau_k) -> None:

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from tsdp.errors import DataError, UsageError
+from tsdp.errors import DataError
 
 FORMAT = "tsdp-forecast-model/1"
 
@@ -45,13 +45,10 @@ def load_model(metadata_path: str | Path):
     """(model, theta, metadata) from a metadata JSON and the weights file it names (same folder)."""
     from tsdp.forecast.models import model_from_config
 
+    from tsdp.jsonfile import read_json
+
     path = Path(metadata_path)
-    if not path.is_file():
-        raise UsageError(f"model metadata {str(path)!r} does not exist")
-    try:
-        meta = json.loads(path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise DataError(f"{str(path)!r} is not JSON: {exc}") from None
+    meta = read_json(path, "model metadata")
     if meta.get("format") != FORMAT:
         raise DataError(f"{str(path)!r} is not a {FORMAT} file")
     weights_path = path.parent / meta["weights_file"]

@@ -185,6 +185,9 @@ def plan_training(config: TrainConfig, n_series: int, train_length: int) -> Plan
     sigma = config.noise_multiplier if config.noise_multiplier is not None else 1.0
     setting = make_setting(config, n_series, train_length, sigma)
     warnings = list(setting.warnings())
+    if config.delta >= 1.0 / n_series:
+        warnings.append(f"--delta {config.delta:g} is not below 1/N = {1.0 / n_series:.3g} for {n_series} series: a "
+                        "mechanism that publishes one series outright can meet it (Schuchardt et al. use 1e-7)")
     if config.noise_multiplier is None:
         sigma, _ = calibrate_noise(setting, config.epsilon, config.delta, config.steps, config.epochs,
                                    config.discretization)
