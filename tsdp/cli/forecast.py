@@ -97,10 +97,10 @@ def forecast_train(
     config: Optional[str] = common.ConfigOption,
 ) -> None:
     """Train a probabilistic forecasting model with DP-SGD (Schuchardt et al. 2025) and forecast every series."""
+    params = common.public_parameters(locals())  # before any import adds a local name
     from tsdp.forecast import trainer
     from tsdp.forecast.models import make_model
 
-    params = common.public_parameters(locals())
     sigma = _noise_multiplier(noise_multiplier)
     train_config = trainer.TrainConfig(
         context=context_length, horizon=forecast_length, model=model.value, batch_size=batch_size,
@@ -310,7 +310,17 @@ def _forecast_table(net, theta, split, table, names) -> pl.DataFrame:
 
 
 def _json(data: dict) -> bytes:
-    return (json.dumps(data, indent=2, allow_nan=True, default=float) + "\n").encode()
+    """Strict JSON: a NaN (the loss of an empty Poisson batch) becomes null."""
+    def clean(value):
+        if isinstance(value, dict):
+            return {k: clean(v) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [clean(v) for v in value]
+        if isinstance(value, (float, np.floating)):
+            return float(value) if np.isfinite(value) else None
+        return value
+
+    return (json.dumps(clean(data), indent=2, allow_nan=False, default=float) + "\n").encode()
 
 
 def _notes(config, plan, result) -> list[str]:

@@ -1,0 +1,417 @@
+"""``tsdp forecast-train`` end to end: the report's epsilon is exactly ``tsdp account dpsgd``'s for the
+same setting and count, training stops at the accountant's K (spec 6.2 item 10), the outputs
+(forecasts, model files, metrics, report) and every refusal of spec section 5.4 / DESIGN.md section 4
+(exit code, one ``error:`` line naming the option or column and the value, nothing written: the
+``refuse`` fixture).
+
+Runs are kept small (--model linear, L_C = 24, L_F = 12 on the 20 x 2000 sample panel, or a 3 x 60
+inline panel for the refusals).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import jsonschema
+import numpy as np
+import polars as pl
+import pytest
+
+from tsdp.accounting.pld import pld_from_profile
+from tsdp.accounting.structured import DpSgdSetting, composition_profile, epsilon_after, max_compositions
+from tsdp.report import schema
+
+SAMPLE_DIR = Path(__file__).resolve().parents[2] / "sample_data"
+LONG = ["--time-col", "time", "--value-col", "count", "--series-col", "sensor"]
+SMALL_MODEL = ["--context-length", "24", "--forecast-length", "12", "--batch-size", "8", "--model", "linear"]
+LEVELS = ["q0.1", "q0.2", "q0.3", "q0.4", "q0.5", "q0.6", "q0.7", "q0.8", "q0.9"]
+SEED = 918273645  # distinctive, so that it cannot appear in a report by accident
+
+# ---- the inline panel for the refusals: series a, b, c of 60 hourly steps --------------------------
+START = datetime(2024, 1, 1)
+SMALL_ARGS = ["--time-col", "time", "--value-col", "v", "--series-col", "id", "--context-length", "4",
+              "--forecast-length", "2", "--batch-size", "2", "--model", "linear", "--delta", "1e-5",
+              "--noise-multiplier", "1", "--max-steps", "5", "--quiet"]
+
+
+def small_rows(steps: int = 60) -> list[list[str]]:
+    return [[sid, (START + timedelta(hours=t)).strftime("%Y-%m-%d %H:%M:%S"), str(10 + (7 * t + 3 * k) % 13)]
+            for k, sid in enumerate("abc") for t in range(steps)]
+
+
+def write_rows(path: Path, rows: list[list[str]], header: str = "id,time,v") -> Path:
+    path.write_text(header + "\n" + "".join(",".join(r) + "\n" for r in rows))
+    return path
+
+
+@pytest.fixture(autouse=True)
+def in_tmp(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+@pytest.fixture
+def traffic(tmp_path) -> Path:
+    return Path(shutil.copy(SAMPLE_DIR / "traffic_hourly.parquet", tmp_path / "traffic.parquet"))
+
+
+@pytest.fixture
+def traffic_wide(tmp_path) -> Path:
+    return Path(shutil.copy(SAMPLE_DIR / "traffic_hourly_wide.csv", tmp_path / "traffic_wide.csv"))
+
+
+@pytest.fixture
+def small(tmp_path) -> Path:
+    return write_rows(tmp_path / "small.csv", small_rows())
+
+
+def run_ok(tsdp_cli, *args):
+    result = tsdp_cli("forecast-train", *args)
+    assert result.code == 0, result.err
+    return result
+
+
+def read_json(path) -> dict:
+    return json.loads(Path(path).read_text())
+
+
+def account_for(tsdp_cli, claim: dict) -> dict:
+    """``tsdp account dpsgd --json`` for the setting and count a report's claim states."""
+    p = claim["parameters"]
+    count = "--steps" if p["accounting_unit"] == "step" else "--epochs"
+    result = tsdp_cli(
+        "account", "dpsgd", "--series", p["series"], "--length", p["train_length"], "--context", p["context"],
+        "--horizon", p["horizon"], "--batch-size", p["batch_size"], "--noise-multiplier", repr(p["noise_multiplier"]),
+        count, p["compositions"], "--delta", repr(claim["delta"]), "--top", p["top"], "--bottom", p["bottom"],
+        "--instances", p["instances"], "--unit", "user" if claim["unit"]["level"] == "user" else "event",
+        "--w", claim["unit"]["w"], "--discretization", repr(p["discretization"]), "--json",
+    )
+    assert result.code == 0, result.err
+    return json.loads(result.out)
+
+
+def setting_of(claim: dict) -> DpSgdSetting:
+    p = claim["parameters"]
+    return DpSgdSetting(n_series=p["series"], length=p["train_length"], context=p["context"], horizon=p["horizon"],
+                        batch_size=p["batch_size"], noise_multiplier=p["noise_multiplier"], top=p["top"],
+                        bottom=p["bottom"], instances=p["instances"],
+                        unit="user" if claim["unit"]["level"] == "user" else "event", w=claim["unit"]["w"])
+
+
+# ----------------------------------------------------------------- epsilon == tsdp account dpsgd
+
+
+RUNS = {
+    "budget": (["--noise-multiplier", "1.5", "--epsilon", "4", "--delta", "1e-5"], "budget", "step"),
+    "max-steps": (["--noise-multiplier", "1.5", "--delta", "1e-5", "--max-steps", "40"], "max_steps", "step"),
+    "shuffle-epochs": (["--noise-multiplier", "1.5", "--delta", "1e-5", "--top", "shuffle", "--epochs", "6"],
+                       "epochs", "epoch"),
+    "user-w2": (["--noise-multiplier", "2", "--delta", "1e-5", "--unit", "user", "--w", "2", "--max-steps", "30"],
+                "max_steps", "step"),
+}
+
+
+@pytest.mark.parametrize("name", list(RUNS))
+def test_report_epsilon_equals_account_dpsgd(tsdp_cli, traffic, tmp_path, name):
+    extra, stopped_by, unit = RUNS[name]
+    run_ok(tsdp_cli, traffic, *LONG, *SMALL_MODEL, *extra, "--seed", "1", "--quiet", "-o", "fc.csv")
+    report = read_json(tmp_path / "fc.report.json")
+    claim = report["claim"]
+    p = claim["parameters"]
+    assert p["series"] == 20 and p["train_length"] == 2000 - 12 * 6 == report["grid"]["train_length"]
+    assert p["stopped_by"] == stopped_by and p["accounting_unit"] == unit
+    account = account_for(tsdp_cli, claim)
+    assert claim["epsilon"] == account["epsilon"]
+    assert p["compositions"] == account["compositions"]
+    assert account["theorem"] == claim["theorem"]
+    if name == "max-steps":
+        assert p["steps"] == p["compositions"] == 40
+    if name == "shuffle-epochs":
+        assert p["compositions"] == 6 and p["steps"] == 6 * p["steps_per_epoch"] == 12
+        assert "Theorem 4.2" in claim["theorem"]
+    if name == "user-w2":
+        assert claim["unit"]["level"] == "user" and claim["unit"]["w"] == 2
+        assert p["k"] == 2 * (24 + 12)
+
+
+def test_budget_stops_at_the_accountants_max_compositions(tsdp_cli, traffic, tmp_path):
+    run_ok(tsdp_cli, traffic, *LONG, *SMALL_MODEL, *RUNS["budget"][0], "--seed", "2", "--json", "-o", "fc.csv")
+    claim = read_json(tmp_path / "fc.report.json")["claim"]
+    setting = setting_of(claim)
+    k, _ = max_compositions(setting, 4.0, 1e-5)
+    assert claim["parameters"]["compositions"] == claim["parameters"]["steps"] == k
+    base = pld_from_profile(composition_profile(setting)[0])
+    assert epsilon_after(base, k, 1e-5) == claim["epsilon"] <= 4.0 < epsilon_after(base, k + 1, 1e-5)
+    assert any("stopped before the budget" in n for n in read_json(tmp_path / "fc.report.json")["notes"])
+
+
+def test_noise_multiplier_auto_fits_epochs_in_epsilon(tsdp_cli, traffic, tmp_path):
+    result = run_ok(tsdp_cli, traffic, *LONG, *SMALL_MODEL, "--noise-multiplier", "auto", "--epsilon", "2",
+                    "--delta", "1e-5", "--epochs", "20", "--seed", "3", "--json", "-o", "fc.csv")
+    summary = json.loads(result.out)
+    report = read_json(tmp_path / "fc.report.json")
+    claim = report["claim"]
+    sigma = claim["parameters"]["noise_multiplier"]
+    assert summary["noise_multiplier"] == sigma == report["command"]["parameters"]["noise_multiplier"]
+    assert claim["parameters"]["compositions"] == 40 and claim["parameters"]["stopped_by"] == "epochs"
+    assert 2.0 * 0.99 <= claim["epsilon"] <= 2.0
+    assert account_for(tsdp_cli, claim)["epsilon"] == claim["epsilon"]
+
+
+# ---------------------------------------------------------------------------------------- outputs
+
+
+def expected_times(last: datetime, horizon: int) -> list[datetime]:
+    return [last + timedelta(hours=h) for h in range(1, horizon + 1)]
+
+
+def test_outputs_forecasts_model_metrics_and_report(tsdp_cli, traffic, tmp_path):
+    result = run_ok(tsdp_cli, traffic, *LONG, *SMALL_MODEL, "--noise-multiplier", "1.5", "--delta", "1e-5",
+                    "--max-steps", "60", "--seed", SEED, "--json", "-o", "fc.parquet")
+    summary = json.loads(result.out)
+    data = pl.read_parquet(traffic)
+    names = sorted(data["sensor"].unique().to_list())
+
+    # forecasts: one row per series x L_F timestamps continuing the hourly grid
+    fc = pl.read_parquet(tmp_path / "fc.parquet")
+    assert fc.columns == ["sensor", "time", "mean", *LEVELS]
+    assert fc.height == 20 * 12
+    last = data["time"].max()
+    for name in names:
+        rows = fc.filter(pl.col("sensor") == name)
+        assert rows["time"].to_list() == expected_times(last, 12)
+    q = fc.select(LEVELS).to_numpy()
+    assert np.all(np.isfinite(q)) and np.all(np.diff(q, axis=1) >= 0)
+
+    # model files load again and reproduce the forecasts from each series' last L_C values
+    from tsdp.forecast.metrics import QUANTILE_LEVELS
+    from tsdp.forecast.persist import load_model
+
+    model, theta, meta = load_model(tmp_path / "fc.model.json")
+    assert (tmp_path / "fc.model.npz").is_file() and meta["weights_file"] == "fc.model.npz"
+    values = np.stack([data.filter(pl.col("sensor") == n).sort("time")["count"].to_numpy() for n in names])
+    ctx = values[:, -24:].astype(float)
+    np.testing.assert_array_equal(model.predict_quantiles(theta, ctx, QUANTILE_LEVELS).reshape(-1, 9), q)
+    np.testing.assert_array_equal(model.distribution(theta, ctx)[0].ravel(), fc["mean"].to_numpy())
+
+    # metrics: CRPS and MASE of the model and of seasonal naive (recomputed independently here)
+    from tsdp.forecast import trainer
+
+    scores = read_json(tmp_path / "fc.metrics.json")["scores"]
+    model_key = next(k for k in scores if "model" in k)
+    naive_key = next(k for k in scores if "seasonal naive" in k)
+    split = trainer.split_panel(values.astype(float), 24, 12, 5)
+    assert scores[naive_key] == trainer.evaluate_seasonal_naive(split, 24)
+    assert set(scores[model_key]) == {"crps", "mase"} and all(np.isfinite(list(scores[model_key].values())))
+
+    # report
+    text = (tmp_path / "fc.report.json").read_text()
+    report = json.loads(text)
+    jsonschema.Draft202012Validator(schema()).validate(report)
+    claim = report["claim"]
+    assert claim["definition"] == "approx-dp" and claim["delta"] == 1e-5
+    assert "Schuchardt et al." in claim["theorem"] and "Theorem 4.4" in claim["theorem"]
+    assert claim["epsilon"] == summary["epsilon"] == meta["privacy"]["epsilon"]
+    assert report["output"]["sha256"] == hashlib.sha256((tmp_path / "fc.parquet").read_bytes()).hexdigest()
+    unaccounted = " ".join(claim["parameters"]["unaccounted"])
+    assert "hyper-parameter" in unaccounted and "checkpoint" in unaccounted
+    notes = " ".join(report["notes"])
+    assert "not privacy-accounted" in notes and "checkpoint" in notes and "hyper-parameter" in notes
+    assert "own last context-length values" in notes and "does not cover" in notes
+    assert report["randomness"] == "seeded"
+    assert any("--seed" in w and "must not be published" in w for w in report["warnings"])
+    # the seed never appears: not as a parameter, nor anywhere in the report or the model files
+    assert "seed" not in report["command"]["parameters"]
+    for path in ("fc.report.json", "fc.model.json", "fc.metrics.json"):
+        assert str(SEED) not in (tmp_path / path).read_text(), path
+
+
+def test_report_parameters_are_the_commands_public_options(tsdp_cli, traffic, tmp_path):
+    """The report's parameters are the command's options (plus the documented additions) as plain values;
+    no Python objects (reprs of modules or functions) leak into them."""
+    from tsdp.cli.app import app
+
+    run_ok(tsdp_cli, traffic, *LONG, *SMALL_MODEL, "--noise-multiplier", "1.5", "--delta", "1e-5",
+           "--max-steps", "5", "--seed", "4", "--quiet", "-o", "fc.csv")
+    params = read_json(tmp_path / "fc.report.json")["command"]["parameters"]
+    import typer.main
+
+    command = typer.main.get_command(app).commands["forecast-train"]
+    options = {p.name for p in command.params}
+    allowed = options | {"model_files"}
+    assert set(params) <= allowed, f"unexpected report parameters: {sorted(set(params) - allowed)}"
+    assert not any(isinstance(v, str) and v.startswith("<") for v in params.values()), params
+
+
+def test_unseeded_run_reports_os_entropy(tsdp_cli, traffic, tmp_path):
+    run_ok(tsdp_cli, traffic, *LONG, *SMALL_MODEL, "--noise-multiplier", "1.5", "--delta", "1e-5",
+           "--max-steps", "5", "--quiet", "-o", "fc.csv")
+    report = read_json(tmp_path / "fc.report.json")
+    assert report["randomness"] == "os-entropy"
+    assert not any("--seed" in w for w in report["warnings"])
+
+
+def test_same_seed_gives_identical_outputs(tsdp_cli, traffic, tmp_path):
+    args = [traffic, *LONG, *SMALL_MODEL, "--noise-multiplier", "1.5", "--delta", "1e-5", "--max-steps", "30",
+            "--seed", "77", "--quiet"]
+    run_ok(tsdp_cli, *args, "-o", "a.csv")
+    run_ok(tsdp_cli, *args, "-o", "b.csv")
+    assert (tmp_path / "a.csv").read_bytes() == (tmp_path / "b.csv").read_bytes()
+    assert (tmp_path / "a.metrics.json").read_bytes() == (tmp_path / "b.metrics.json").read_bytes()
+    with np.load(tmp_path / "a.model.npz") as a, np.load(tmp_path / "b.model.npz") as b:
+        np.testing.assert_array_equal(a["theta"], b["theta"])
+    ra, rb = read_json(tmp_path / "a.report.json"), read_json(tmp_path / "b.report.json")
+    assert ra["claim"] == rb["claim"] and ra["notes"] == rb["notes"]
+    # and a different seed gives different noise
+    run_ok(tsdp_cli, *args[:-3], "--seed", "78", "--quiet", "-o", "c.csv")
+    assert (tmp_path / "a.csv").read_bytes() != (tmp_path / "c.csv").read_bytes()
+
+
+def test_wide_layout_gives_the_same_forecasts_as_long(tsdp_cli, traffic, traffic_wide, tmp_path):
+    common = [*SMALL_MODEL, "--noise-multiplier", "1.5", "--delta", "1e-5", "--max-steps", "20", "--seed", "5",
+              "--quiet"]
+    run_ok(tsdp_cli, traffic_wide, "--time-col", "time", "--layout", "wide", *common, "-o", "wide.parquet")
+    run_ok(tsdp_cli, traffic, *LONG, *common, "-o", "long.parquet")
+    wide = pl.read_parquet(tmp_path / "wide.parquet")
+    long = pl.read_parquet(tmp_path / "long.parquet")
+    assert wide.columns == ["series", "time", "mean", *LEVELS]
+    assert wide["series"].unique(maintain_order=True).to_list() == [f"s{i:02d}" for i in range(1, 21)]
+    assert wide["series"].to_list() == long["sensor"].to_list()
+    assert wide["time"].cast(pl.String).to_list() == long["time"].cast(pl.String).to_list()
+    np.testing.assert_array_equal(wide.select(["mean", *LEVELS]).to_numpy(), long.select(["mean", *LEVELS]).to_numpy())
+    report = read_json(tmp_path / "wide.report.json")
+    assert report["grid"]["series"] == 20 and report["claim"]["epsilon"] == read_json(
+        tmp_path / "long.report.json")["claim"]["epsilon"]
+
+
+def test_evaluate_only_prints_non_private_metrics_and_writes_nothing(tsdp_cli, traffic, tmp_path, dir_snapshot,
+                                                                      monkeypatch):
+    from tsdp.forecast import trainer
+
+    def forbidden(*args, **kwargs):
+        raise AssertionError("--evaluate-only must train without noise")
+
+    monkeypatch.setattr(trainer, "dp_gradient", forbidden)
+    before = dir_snapshot(tmp_path)
+    result = run_ok(tsdp_cli, traffic, *LONG, *SMALL_MODEL, "--evaluate-only", "--max-steps", "30", "--seed", "6",
+                    "--json")
+    assert dir_snapshot(tmp_path) == before
+    summary = json.loads(result.out)
+    metric_keys = [k for k in summary if k.startswith(("crps", "mase"))]
+    assert len(metric_keys) == 4 and all("NOT private" in k for k in metric_keys)
+    assert any("seasonal naive" in k for k in metric_keys) and any("linear" in k for k in metric_keys)
+    assert "NOT private" in summary["written"]
+    assert "NOT private" in result.err or "not private" in result.err
+    values = pl.read_parquet(traffic).sort("sensor", "time")["count"].to_numpy().reshape(20, 2000).astype(float)
+    naive = trainer.evaluate_seasonal_naive(trainer.split_panel(values, 24, 12, 5), 24)
+    assert summary["crps seasonal naive (NOT private)"] == naive["crps"]
+    assert summary["mase seasonal naive (NOT private)"] == naive["mase"]
+
+
+# -------------------------------------------------------------------------------------- refusals
+
+
+def test_small_panel_runs(tsdp_cli, small, tmp_path):
+    """The baseline of the refusals below is itself a valid run."""
+    run_ok(tsdp_cli, small, *SMALL_ARGS, "-o", "fc.csv")
+    fc = pl.read_csv(tmp_path / "fc.csv")
+    assert fc.height == 3 * 2 and fc["id"].to_list() == ["a", "a", "b", "b", "c", "c"]
+    assert fc["time"].unique().sort().to_list() == ["2024-01-03 12:00:00", "2024-01-03 13:00:00"]
+
+
+def test_refuses_context_plus_horizon_longer_than_training_part(refuse, small):
+    # 60 steps - 5 * (1 + 5) held out = 30 for training < 40 + 5
+    args = [a for a in SMALL_ARGS]
+    args[args.index("--context-length") + 1] = "40"
+    args[args.index("--forecast-length") + 1] = "5"
+    refuse(["forecast-train", small, *args, "-o", "fc.csv"], 4, "--context-length", "--forecast-length", "45", "30")
+
+
+def test_refuses_batch_larger_than_the_number_of_series(refuse, small):
+    args = [a for a in SMALL_ARGS]
+    args[args.index("--batch-size") + 1] = "4"
+    line = refuse(["forecast-train", small, *args, "-o", "fc.csv"], 4, "--batch-size 4", "3")
+    assert "only 3" in line
+
+
+@pytest.mark.parametrize("cell", ["", "NaN"])
+def test_refuses_missing_value_inside_a_series(refuse, tmp_path, cell):
+    rows = small_rows()
+    rows[9][2] = cell  # data row 10: series a at 09:00
+    path = write_rows(tmp_path / "gap.csv", rows)
+    line = refuse(["forecast-train", path, *SMALL_ARGS, "-o", "fc.csv"], 4, "'v'", "row 10")
+    assert "--fill-missing" not in line
+
+
+def test_refuses_missing_value_in_wide_layout(refuse, tmp_path):
+    lines = ["time,a,b"] + [f"{(START + timedelta(hours=t)):%Y-%m-%d %H:%M:%S},{t % 5 + 1},{'' if t == 20 else 3}"
+                            for t in range(60)]
+    path = tmp_path / "wide.csv"
+    path.write_text("\n".join(lines) + "\n")
+    args = ["--time-col", "time", "--layout", "wide", "--context-length", "4", "--forecast-length", "2",
+            "--batch-size", "1", "--model", "linear", "--delta", "1e-5", "--noise-multiplier", "1",
+            "--max-steps", "5", "--quiet"]
+    line = refuse(["forecast-train", path, *args, "-o", "fc.csv"], 4, "'b'", "row 21")
+    assert "--fill-missing" not in line
+
+
+@pytest.mark.parametrize("drop", ["one series", "all series"])
+def test_refuses_a_missing_time_step(refuse, tmp_path, drop):
+    rows = small_rows()
+    stamp = "2024-01-01 05:00:00"
+    rows = [r for r in rows if not (r[1] == stamp and (drop == "all series" or r[0] == "b"))]
+    path = write_rows(tmp_path / "gap.csv", rows)
+    line = refuse(["forecast-train", path, *SMALL_ARGS, "-o", "fc.csv"], 4, "'time'", "2024-01-01 05:00")
+    assert "--fill-missing" not in line
+
+
+@pytest.mark.parametrize("args, code, needles", [
+    (["--epsilon", "2"], 2, ["--epsilon", "--delta"]),
+    (["--noise-multiplier", "auto", "--epsilon", "2"], 2, ["--noise-multiplier", "--epsilon", "--epochs"]),
+    (["--noise-multiplier", "-1"], 2, ["--noise-multiplier", "-1"]),
+    (["--noise-multiplier", "abc"], 2, ["--noise-multiplier", "abc"]),
+    (["--noise-multiplier", "0"], 2, ["--noise-multiplier", "0"]),
+    (["--clip-norm", "0"], 2, ["--clip-norm", "0"]),
+    (["--epochs", "2"], 2, ["--epochs", "--max-steps"]),
+    (["--label-noise", "0.5"], 2, ["--label-noise", "--value-bound"]),
+    (["--model", "foo"], 2, ["--model", "foo"]),
+    (["--epsilon", "0.001", "--delta", "1e-5"], 3, ["--epsilon 0.001"]),
+])
+def test_refuses_bad_options(refuse, small, args, code, needles):
+    base = list(SMALL_ARGS)
+    if args[0] == "--epsilon" and "--delta" not in args:  # --epsilon without --delta
+        i = base.index("--delta")
+        del base[i:i + 2]
+    if args[:2] == ["--noise-multiplier", "auto"]:  # auto without a length to calibrate for
+        i = base.index("--max-steps")
+        del base[i:i + 2]
+    if args[0] == "--noise-multiplier":
+        i = base.index("--noise-multiplier")
+        del base[i:i + 2]
+    refuse(["forecast-train", small, *base, *args, "-o", "fc.csv"], code, *needles)
+
+
+def test_refuses_noise_multiplier_auto_without_epsilon(refuse, small):
+    base = list(SMALL_ARGS)
+    i = base.index("--noise-multiplier")
+    del base[i:i + 2]
+    refuse(["forecast-train", small, *base, "--noise-multiplier", "auto", "-o", "fc.csv"], 2,
+           "--noise-multiplier", "--epsilon")
+
+
+@pytest.mark.parametrize("existing, needles", [
+    ("fc.csv", ["fc.csv", "--force"]),
+    ("fc.report.json", ["fc.report.json", "--force"]),
+    ("fc.model.json", ["--model-out", "fc.model.json", "--force"]),
+    ("fc.metrics.json", ["--metrics", "fc.metrics.json", "--force"]),
+])
+def test_refuses_to_overwrite_without_force(tsdp_cli, refuse, small, tmp_path, existing, needles):
+    (tmp_path / existing).write_text("keep me\n")
+    refuse(["forecast-train", small, *SMALL_ARGS, "-o", "fc.csv"], 2, *needles)
+    assert (tmp_path / existing).read_text() == "keep me\n"
+    run_ok(tsdp_cli, small, *SMALL_ARGS, "-o", "fc.csv", "--force")
+    assert (tmp_path / existing).read_text() != "keep me\n"
