@@ -32,12 +32,6 @@ SECRET_KEYS = {"r_params", "taps", "shift", "shift_bound", "lipschitz", "alpha",
 BIG_SEED = "918273645546372819"  # distinctive digits: cannot appear in the report by chance
 
 
-@pytest.fixture(autouse=True)
-def in_tmp(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    return tmp_path
-
-
 # ------------------------------------------------------------------------------------ data
 
 

@@ -48,12 +48,6 @@ def write_rows(path: Path, rows: list[list[str]], header: str = "id,time,v") -> 
     return path
 
 
-@pytest.fixture(autouse=True)
-def in_tmp(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    return tmp_path
-
-
 @pytest.fixture
 def traffic(tmp_path) -> Path:
     return Path(shutil.copy(SAMPLE_DIR / "traffic_hourly.parquet", tmp_path / "traffic.parquet"))

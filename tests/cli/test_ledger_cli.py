@@ -24,12 +24,6 @@ SAMPLE = Path(__file__).resolve().parents[2] / "sample_data"
 WIDE = SAMPLE / "traffic_hourly_wide.csv"  # 2000 hours x 20 sensors, wide layout
 
 
-@pytest.fixture(autouse=True)
-def in_tmp(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    return tmp_path
-
-
 @pytest.fixture
 def ok(tsdp_cli):
     def run(*args):

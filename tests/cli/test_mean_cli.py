@@ -32,12 +32,6 @@ SMALL_ARGS = ["--user-col", "user", "--value-col", "v", "--upper", "10", "--epsi
               "--time-col", "ts", "--cell-col", "cell"]
 
 
-@pytest.fixture(autouse=True)
-def in_tmp(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    return tmp_path
-
-
 @pytest.fixture
 def itms(tmp_path) -> Path:
     return Path(shutil.copy(SAMPLE, tmp_path / "itms.parquet"))

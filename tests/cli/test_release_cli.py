@@ -40,12 +40,6 @@ def report_of(path: Path) -> dict:
     return json.loads(path.with_name(path.stem + ".report.json").read_text())
 
 
-@pytest.fixture(autouse=True)
-def in_tmp(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    return tmp_path
-
-
 @pytest.fixture
 def long_frame() -> pl.DataFrame:
     """Two sensors x 5 hours, rows in a shuffled order."""

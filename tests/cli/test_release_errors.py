@@ -51,13 +51,6 @@ def write(path: Path, text: str) -> Path:
     return path
 
 
-@pytest.fixture(autouse=True)
-def in_tmp(tmp_path, monkeypatch):
-    """Run every test inside its own empty directory (default outputs land there)."""
-    monkeypatch.chdir(tmp_path)
-    return tmp_path
-
-
 @pytest.fixture
 def long_csv(tmp_path):
     return write(tmp_path / "data.csv", LONG)

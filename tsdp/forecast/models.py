@@ -45,6 +45,7 @@ from ``U(-1/sqrt(fan_in), 1/sqrt(fan_in))`` (PyTorch's default ``nn.Linear`` ini
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 import math
 from collections.abc import Mapping, Sequence
 from typing import NamedTuple
@@ -214,7 +215,7 @@ def _positive_int(value, option: str) -> int:
     return int(value)
 
 
-class ForecastModel:
+class ForecastModel(ABC):
     """Common machinery: parameter layout, mean scaling, Student-t loss, per-window gradients.
 
     Subclasses define ``name``, ``_params`` (list of ``(name, shape, fan_in)``), ``_forward(p, x)``
@@ -247,18 +248,22 @@ class ForecastModel:
             offset += size
         self.n_params = offset
 
-    # -- to be provided by subclasses ----------------------------------------------------------
-    def _params(self) -> list[tuple[str, tuple[int, ...], int]]:  # pragma: no cover - abstract
-        raise NotImplementedError
+    # -- provided by each model ----------------------------------------------------------------
+    @abstractmethod
+    def _params(self) -> list[tuple[str, tuple[int, ...], int]]:
+        """(name, shape, fan_in) of every parameter tensor, in flat order."""
 
-    def _options(self) -> dict:  # pragma: no cover - abstract
-        raise NotImplementedError
+    @abstractmethod
+    def _options(self) -> dict:
+        """The model-specific options that config() records."""
 
-    def _forward(self, p: dict, x: np.ndarray):  # pragma: no cover - abstract
-        raise NotImplementedError
+    @abstractmethod
+    def _forward(self, p: dict, x: np.ndarray):
+        """(raw outputs (B, L_F, 3), cache for _backward) for scaled inputs x."""
 
-    def _backward(self, p: dict, cache, g: np.ndarray) -> list:  # pragma: no cover - abstract
-        raise NotImplementedError
+    @abstractmethod
+    def _backward(self, p: dict, cache, g: np.ndarray) -> list:
+        """Per-layer gradient pieces from d loss / d raw outputs g."""
 
     def _raw(self, p: dict, x: np.ndarray) -> np.ndarray:
         """Raw outputs only (no backprop cache); subclasses may override with a cheaper product."""
