@@ -5,7 +5,8 @@ entity can change it:
 
 * ``event``: one event changes one cell (one series, one step) by at most M;
 * ``w-event``: the events of one entity inside any window of ``w`` consecutive steps, at most M
-  per step, in at most ``series_per_unit`` series (default: all of them);
+  per step, in at most ``series_per_unit`` series *per step* (default: all of them), so at most
+  ``series_per_unit * w`` cells;
 * ``user``: everything one user contributes, at most M per step, in at most I steps of each series
   and in at most ``series_per_unit`` series (default: all of them).
 
@@ -54,6 +55,11 @@ class ContributionBounds:
             )
         if self.level == "w-event" and (self.w is None or self.w < 1):
             raise UsageError(f"--w must be an integer >= 1 for --unit w-event, got {self.w}")
+        if self.level != "user" and self.max_steps is not None:
+            raise UsageError(f"--max-steps applies to --unit user only; with --unit {self.level} "
+                             f"remove --max-steps {self.max_steps}")
+        if self.level != "w-event" and self.w is not None:
+            raise UsageError(f"--w applies to --unit w-event only; with --unit {self.level} remove --w {self.w}")
         if self.series_per_unit is not None and self.series_per_unit < 1:
             raise UsageError(f"--series-per-user must be >= 1, got {self.series_per_unit}")
         if self.neighbouring not in NEIGHBOURING:

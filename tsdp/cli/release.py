@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
 from enum import Enum
 from typing import Optional
 
@@ -12,10 +11,10 @@ import typer
 from tsdp.accounting.budget import check_delta, check_epsilon
 from tsdp.accounting.sensitivity import ContributionBounds
 from tsdp.cli import common
+from tsdp.engine.panel import ALL_STEPS, event_caps, load_panel
 from tsdp.errors import UsageError
-from tsdp.io.events import EventCaps
 from tsdp.io.files import read_numbers, read_table
-from tsdp.io.load import InputSpec, load_input
+from tsdp.io.load import InputSpec
 from tsdp.mechanisms import postprocess as post
 from tsdp.mechanisms.baseline import Panel, release_gaussian, release_laplace
 from tsdp.mechanisms.noise import PrefetchedNormals
@@ -53,7 +52,6 @@ class Noise(str, Enum):
 # Mechanisms that treat cells independently work on the flat values in file order (no sorting);
 # the others need each series in time order.
 CELLWISE = {Mechanism.gaussian, Mechanism.laplace}
-ALL_STEPS = 2**62  # --assume-none: replaced by the series length T once the data is loaded
 
 
 class Layout(str, Enum):
@@ -182,7 +180,7 @@ def release(
         series_keys=common.split_list(series_keys), start=start, end=end, freq=freq,
         fill_missing=fill_missing is FillMissing.zero, allow_negative=allow_negative,
     )
-    caps = _event_caps(declared, value_bound) if spec.resolved_layout == "events" else None
+    caps = event_caps(declared, value_bound) if spec.resolved_layout == "events" else None
     run = _mechanism(mechanism, epsilon, delta, calibration, noise, dft_k, fast, koga)  # budget checked before the data
     randomness = make_random_source(seed)
     if evaluate:
@@ -201,7 +199,7 @@ def release(
         prefetched = (PrefetchedNormals(randomness.generator, df.height)
                       if mechanism is Mechanism.gaussian and spec.resolved_layout == "long" else None)
         stage("checking and aggregating")
-        loaded, panel, notes = _load(df, spec, caps, declared, user_col)
+        loaded, panel, notes = load_panel(df, spec, declared, caps)
         table = loaded.table
 
         stage("adding noise")
@@ -239,36 +237,6 @@ def release(
     if loaded.diagnostics:
         summary["diagnostics (not private, do not publish)"] = loaded.diagnostics
     console.summary(summary, "tsdp release")
-
-
-def _event_caps(declared: ContributionBounds, value_bound: float | None) -> EventCaps:
-    """The caps tsdp enforces on raw events for the declared unit."""
-    if declared.level == "event":
-        return EventCaps(value_bound=value_bound)
-    if declared.max_per_step != int(declared.max_per_step):
-        raise UsageError(
-            f"--max-per-step must be a whole number of events for event input, got {declared.max_per_step}"
-        )
-    return EventCaps(
-        max_per_step=int(declared.max_per_step),
-        max_steps=declared.max_steps if declared.level == "user" else None,
-        series_per_user=declared.series_per_unit,
-        value_bound=value_bound,
-    )
-
-
-def _load(df, spec: InputSpec, caps: EventCaps | None, declared: ContributionBounds, user_col: str | None):
-    """Load the input and derive the panel the mechanism protects, with the report's notes."""
-    loaded = load_input(df, spec, caps)
-    table = loaded.table
-    if declared.max_steps == ALL_STEPS:
-        declared = replace(declared, max_steps=table.n_steps)
-    bounds = replace(declared, max_per_step=caps.cell_bound()) if caps else declared
-    notes = list(loaded.notes)
-    if not loaded.enforced and declared.level != "event":
-        notes.insert(0, "contribution bounds were declared by the data steward and not enforced: "
-                        "the input is pre-aggregated, so the guarantee holds only if they are true")
-    return loaded, Panel(table.n_series, table.n_steps, bounds, user_col, enforced=loaded.enforced), notes
 
 
 def _gains(text: str | None) -> tuple[float, float, float] | None:
@@ -342,7 +310,7 @@ def _evaluate(input, spec, caps, declared, user_col, run, randomness, repeats: i
     """Run the mechanism ``repeats`` times and print MAE/MRE against the input; writes nothing."""
     from tsdp.mechanisms.metrics import mae, mre, summarize
 
-    loaded, panel, _ = _load(read_table(input), spec, caps, declared, user_col)
+    loaded, panel, _ = load_panel(read_table(input), spec, declared, caps)
     truth = loaded.table.values_matrix()
     maes, mres = [], []
     for _ in range(repeats):  # each run is a full release of the whole panel

@@ -1,12 +1,31 @@
 """Event layout: one row per (user id, time[, series][, value]), aggregated by tsdp itself.
 
 Aggregating raw events lets tsdp *enforce* the contribution bounds that the guarantee assumes
-instead of trusting them. Rows are kept by rules that never look at values:
+instead of trusting them. Rows are kept by rules that never look at values, only at time (ties
+broken by the series key, then by input order), and every rule is **stable for the unit it
+serves**: which of a user's rows are kept depends only on that user's rows inside the scope that
+one neighbouring step may change, so removing (or substituting) one unit changes only the cells
+that unit may touch.
+
+``level="user"`` (the whole user is the unit; scope: all of the user's rows):
 
 1. a user keeps at most ``series_per_user`` series, the ones they appear in first;
-2. in each series a user keeps at most ``max_steps`` time buckets, the earliest ones;
-3. in each bucket a user keeps at most ``max_per_step`` events, the earliest ones;
-4. an event's value (if any) is clipped to [0, value_bound].
+2. in each kept series a user keeps at most ``max_steps`` time buckets, the earliest ones;
+3. in each bucket a user keeps at most ``max_per_step`` events per series, the earliest ones.
+
+``level="w-event"`` (a user's events in any w consecutive buckets; scope: one bucket):
+
+1. in each bucket a user keeps at most ``series_per_user`` series, the ones they appear in first
+   *within that bucket*; a choice over the whole stream would let events outside a window decide
+   which cells inside it are kept, so a w-window neighbour could move cells far from the window;
+2. in each bucket a user keeps at most ``max_per_step`` events per series, the earliest ones.
+   ``max_steps`` is refused: "the earliest I buckets" looks beyond any one window.
+
+``level="event"``: no per-user caps (one event is the unit).
+
+In every level an event's value (if any) is clipped to [0, value_bound]. Once these caps hold, one
+unit changes at most ``series_per_user`` series per bucket (user level: in total) and at most
+``max_per_step * value_bound`` per cell, which is what :mod:`tsdp.accounting.sensitivity` assumes.
 
 The time grid (``start``, ``end``, ``freq``) and the series keys must be public: they are given as
 options, never read off the data. Events outside the grid or of undeclared series are dropped.
@@ -26,6 +45,7 @@ from tsdp.io.layouts import SeriesTable, numeric_values, require_columns
 from tsdp.io.timegrid import fixed_grid, parse_instant, parse_time_column
 
 _POS, _SER = "__step", "__series"
+CAP_LEVELS = ("event", "w-event", "user")
 
 
 @dataclass(frozen=True)
@@ -36,6 +56,38 @@ class EventCaps:
     max_steps: int | None = None
     series_per_user: int | None = None
     value_bound: float | None = None
+    level: str = "user"
+
+    def __post_init__(self) -> None:
+        if self.level not in CAP_LEVELS:
+            raise UsageError(f"--unit must be one of {', '.join(CAP_LEVELS)}, got {self.level!r}")
+        if self.level != "user" and self.max_steps is not None:
+            raise UsageError(f"--max-steps applies to --unit user only; with --unit {self.level} "
+                             f"remove --max-steps {self.max_steps}")
+        if self.level == "event" and (self.max_per_step is not None or self.series_per_user is not None):
+            raise UsageError("--unit event enforces no per-user caps: one event is the unit")
+
+    def describe(self) -> str:
+        """The enforced rule in words, for the report."""
+        if self.level == "event":
+            rule = "no per-user caps (one event is the protected unit)"
+        else:
+            parts = []
+            if self.series_per_user is not None:
+                where = "in total" if self.level == "user" else "in each time bucket"
+                parts.append(f"at most {self.series_per_user} series per user {where} (the first "
+                             f"it appears in{' within the bucket' if self.level != 'user' else ''})")
+            if self.max_steps is not None:
+                parts.append(f"at most {self.max_steps} time buckets per user and series (the earliest)")
+            if self.max_per_step is not None:
+                parts.append(f"at most {self.max_per_step} events per user, series and bucket (the earliest)")
+            rule = "; ".join(parts) or "no caps"
+        if self.value_bound is not None:
+            rule += f"; each event's value clipped to [0, {self.value_bound:g}]"
+        scope = {"user": "all of a user's events", "w-event": "the user's events in the same time bucket",
+                 "event": "the event itself"}[self.level]
+        return (f"enforced caps: {rule}. Rows are chosen by time (ties by series key, then input order), "
+                f"never by value, and each choice depends only on {scope}")
 
     def cell_bound(self) -> float:
         """Largest total one user adds to one (series, bucket) cell once the caps are enforced:
@@ -111,12 +163,14 @@ def aggregate_events(
     work = work.sort([user_col, time_col, _SER], maintain_order=True)
 
     if caps.series_per_user is not None:
-        firsts = (work.group_by([user_col, _SER]).agg(pl.col(time_col).min().alias("__first"))
-                  .sort([user_col, "__first", _SER])
-                  .with_columns(pl.int_range(pl.len()).over(user_col).alias("__rank"))
-                  .filter(pl.col("__rank") < caps.series_per_user).select([user_col, _SER]))
+        # the scope of the choice: the whole user at user level, one bucket otherwise (stability)
+        scope = [user_col] if caps.level == "user" else [user_col, _POS]
+        firsts = (work.group_by([*scope, _SER]).agg(pl.col(time_col).min().alias("__first"))
+                  .sort([*scope, "__first", _SER])
+                  .with_columns(pl.int_range(pl.len()).over(scope).alias("__rank"))
+                  .filter(pl.col("__rank") < caps.series_per_user).select([*scope, _SER]))
         before = work.height
-        work = work.join(firsts, on=[user_col, _SER], how="semi", maintain_order="left")
+        work = work.join(firsts, on=[*scope, _SER], how="semi", maintain_order="left")
         diag["dropped_series_cap"] = before - work.height
     if caps.max_steps is not None:
         kept = (work.select([user_col, _SER, _POS]).unique(maintain_order=True)

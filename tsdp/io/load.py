@@ -60,7 +60,8 @@ def load_input(df: pl.DataFrame, spec: InputSpec, caps: EventCaps | None = None)
             raise UsageError(f"{', '.join(missing)} required for event input: the time grid must be public")
         agg = aggregate_events(df, spec.user_col, spec.time_col, spec.freq, spec.start, spec.end,
                                caps or EventCaps(), spec.series_col, spec.series_keys, spec.value_col)
-        notes = ["contribution bounds enforced by tsdp on the raw events, choosing rows by time, never by value",
+        caps = caps or EventCaps()
+        notes = [caps.describe(),
                  "the time grid and the series keys are public parameters, not read off the data"]
         return LoadedInput(agg.table, True, notes, agg.diagnostics)
     if spec.user_col is not None:

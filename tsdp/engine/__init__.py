@@ -1,0 +1,1 @@
+"""Bounding and aggregation: from an input table to the panel a mechanism protects."""

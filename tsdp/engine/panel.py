@@ -1,0 +1,66 @@
+"""The panel a release mechanism protects, derived from the declared privacy unit.
+
+:func:`load_panel` is the one route from an input table to ``(loaded input, Panel, notes)`` that
+``tsdp release`` and the neighbour tests share: it turns the declared contribution bounds into the
+caps tsdp enforces on raw events (:func:`event_caps`), aggregates, and states the sensitivity the
+mechanism must cover. For events the per-cell bound is the enforced one (M events of value at most
+V); for pre-aggregated series it is the declared one, and a note says it is trusted, not enforced.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import polars as pl
+
+from tsdp.accounting.sensitivity import ContributionBounds
+from tsdp.errors import UsageError
+from tsdp.io.events import EventCaps
+from tsdp.io.load import InputSpec, LoadedInput, load_input
+from tsdp.mechanisms.baseline import Panel
+
+ALL_STEPS = 2**62  # "no participation bound": replaced by the series length T once the data is loaded
+
+TRUSTED_NOTE = ("contribution bounds were declared by the data steward and not enforced: the input is "
+                "pre-aggregated, so the guarantee holds only if they are true")
+
+
+def event_caps(declared: ContributionBounds, value_bound: float | None) -> EventCaps:
+    """The caps tsdp enforces on raw events for the declared unit (see :mod:`tsdp.io.events`)."""
+    if declared.level == "event":
+        return EventCaps(value_bound=value_bound)
+    if declared.max_per_step != int(declared.max_per_step):
+        raise UsageError(
+            f"--max-per-step must be a whole number of events for event input, got {declared.max_per_step}"
+        )
+    return EventCaps(
+        max_per_step=int(declared.max_per_step),
+        max_steps=declared.max_steps if declared.level == "user" else None,
+        series_per_user=declared.series_per_unit,
+        value_bound=value_bound,
+        level=declared.level,
+    )
+
+
+def load_panel(df: pl.DataFrame, spec: InputSpec, declared: ContributionBounds,
+               caps: EventCaps | None = None, value_bound: float | None = None,
+               ) -> tuple[LoadedInput, Panel, list[str]]:
+    """Load ``df`` and derive the panel the mechanism protects, with the report's notes.
+
+    ``caps`` defaults to :func:`event_caps` of ``declared`` for event input (``value_bound`` is
+    the V of the per-event value clip) and is ignored for series input.
+    """
+    if spec.resolved_layout == "events":
+        caps = caps or event_caps(declared, value_bound)
+    else:
+        caps = None
+    loaded = load_input(df, spec, caps)
+    table = loaded.table
+    if declared.max_steps == ALL_STEPS:
+        declared = replace(declared, max_steps=table.n_steps)
+    bounds = replace(declared, max_per_step=caps.cell_bound()) if caps else declared
+    notes = list(loaded.notes)
+    if not loaded.enforced and declared.level != "event":
+        notes.insert(0, TRUSTED_NOTE)
+    panel = Panel(table.n_series, table.n_steps, bounds, spec.user_col, enforced=loaded.enforced)
+    return loaded, panel, notes
