@@ -81,6 +81,48 @@ def test_fast_release_laplace_by_default(tmp_path, repo_root):
     assert pl.read_parquet(out).height == 40_000
 
 
+EVENTS = ["sample_data/events.csv", "--layout", "events", "--user-col", "user_id", "--time-col", "timestamp",
+          "--series-col", "station", "--series-keys", "st1,st2,st3,st4,st5", "--start", "2024-03-04 00:00:00",
+          "--end", "2024-03-18 00:00:00", "--freq", "1h"]
+
+
+@pytest.mark.parametrize("source", ["events", "long"])
+def test_fast_claims_exactly_the_declared_event_unit(tmp_path, repo_root, source):
+    """Audit regression (issue 11, item 2): `--mechanism fast --unit event` used to report 'add or remove
+    one user ... enforced: true' with no per-user cap enforced (users in the bundled events have up to
+    10 events in one station-hour; empirical epsilon >= 3.38 for a claimed 1). The claim must be for one
+    event, and on pre-aggregated input it must not say the bounds were enforced."""
+    if source == "events":
+        args = [str(repo_root / EVENTS[0]), *EVENTS[1:]]
+    else:
+        args = [str(repo_root / "sample_data/traffic_hourly.parquet"), "--value-col", "count", "--series-col", "sensor"]
+    out = tmp_path / "fast.csv"
+    assert main(["release", *args, "--mechanism", "fast", "--epsilon", "1", "--unit", "event",
+                 "-o", str(out), "--quiet"]) == 0
+    claim = json.loads((tmp_path / "fast.report.json").read_text())["claim"]
+    unit = claim["unit"]
+    assert unit["level"] == "event" and unit["max_steps"] is None and "user" not in unit["neighbouring"]
+    assert unit["neighbouring"] == "add or remove one event"
+    assert unit["enforced"] is (source == "events")
+    # one event changes one cell by 1, and at most one sample can fall on it: Laplace(1/epsilon)
+    assert claim["parameters"]["samples_per_unit"] == 1 and claim["parameters"]["scale"] == pytest.approx(1.0)
+    event = claim["events"][0]
+    assert (event["kind"], event["sensitivity"], event["count"]) == ("laplace", 1.0, 1)
+
+
+def test_fast_user_level_on_events_enforces_and_covers_the_caps(tmp_path, repo_root):
+    """A user-level FAST release on events: the caps are enforced and the noise covers min(M, I) samples in
+    each of the K series a user may touch, each of sensitivity M_per_step."""
+    out = tmp_path / "fast.csv"
+    assert main(["release", str(repo_root / EVENTS[0]), *EVENTS[1:], "--mechanism", "fast", "--epsilon", "1",
+                 "--unit", "user", "--max-per-step", "2", "--max-steps", "3", "--series-per-user", "1",
+                 "-o", str(out), "--quiet"]) == 0
+    claim = json.loads((tmp_path / "fast.report.json").read_text())["claim"]
+    assert claim["unit"]["level"] == "user" and claim["unit"]["enforced"] is True
+    assert claim["unit"]["max_steps"] == 3 and claim["unit"]["series_per_unit"] == 1
+    assert claim["parameters"]["samples_per_unit"] == 3 and claim["parameters"]["scale"] == pytest.approx(2 * 3 / 1)
+
+
 def test_fast_gaussian_needs_delta_and_fast_options_need_fast(capsys, tmp_path, repo_root):
     base = ["release", str(repo_root / WIDE), "--epsilon", "1", "--unit", "user", "--max-steps", "24",
             "-o", str(tmp_path / "x.csv")]

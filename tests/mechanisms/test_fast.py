@@ -195,13 +195,27 @@ def test_substitution_doubles_the_per_sample_sensitivity():
     assert rel.claim.unit.relation == "substitute"
 
 
-@pytest.mark.parametrize("level", ["event", "w-event"])
-def test_weaker_declared_units_get_the_user_level_claim(level):
+@pytest.mark.parametrize("level, hits", [("event", 1), ("w-event", 5), ("user", 15)])
+def test_the_claim_is_for_the_declared_unit(level, hits):
+    """Audit finding: FAST used to rewrite every unit as 'user' (and enforced: true). The claim is
+    now for the declared unit, and the noise covers the c = min(M, steps the unit touches) samples
+    per series that can fall on its cells (M = 15 here; w = 5; a user may touch all 100 steps)."""
     rel = release_fast(np.zeros((2, 100)), panel(2, 100, level=level), 1.0, np.random.default_rng(0))
-    assert rel.claim.unit.level == "user" and rel.claim.unit.max_steps == 100
-    assert rel.claim.parameters["declared_unit_level"] == level
-    # an event touches one series (M / epsilon); a w-event unit may touch both (2 M / epsilon)
-    assert rel.claim.parameters["scale"] == (15.0 if level == "event" else 30.0)
+    c = rel.claim
+    assert c.unit.level == level
+    assert c.unit.max_steps == (100 if level == "user" else None) and c.unit.w == (5 if level == "w-event" else None)
+    touched = 1 if level == "event" else 2  # an event is one cell of one series
+    assert c.parameters["samples_per_unit"] == hits
+    assert c.parameters["scale"] == pytest.approx(hits * touched / 1.0)
+    ev = c.events[0]
+    assert (ev.kind, ev.sensitivity, ev.count) == ("laplace", 1.0, hits * touched)
+    assert ev.count * ev.sensitivity / ev.noise == pytest.approx(c.epsilon)
+
+
+def test_user_level_with_few_steps_needs_only_min_of_i_and_m_samples():
+    p = Panel(1, 200, ContributionBounds("user", 1.0, max_steps=4))
+    rel = release_fast(np.zeros(200), p, 1.0, np.random.default_rng(0))  # M = 30 > I = 4
+    assert rel.claim.parameters["samples_per_unit"] == 4 and rel.claim.parameters["scale"] == pytest.approx(4.0)
 
 
 def test_claim_is_json_and_does_not_depend_on_the_data():

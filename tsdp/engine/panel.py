@@ -60,7 +60,7 @@ def load_panel(df: pl.DataFrame, spec: InputSpec, declared: ContributionBounds,
         declared = replace(declared, max_steps=table.n_steps)
     bounds = replace(declared, max_per_step=caps.cell_bound()) if caps else declared
     notes = list(loaded.notes)
-    if not loaded.enforced and declared.level != "event":
+    if not loaded.enforced:
         notes.insert(0, TRUSTED_NOTE)
     panel = Panel(table.n_series, table.n_steps, bounds, spec.user_col, enforced=loaded.enforced)
     return loaded, panel, notes

@@ -34,23 +34,32 @@ Mechanism, per series of known length T (spec section 2.9):
 * Fixed-rate sampling: k = 0, I, 2I, ...; ``ceil(T/I)`` samples, each with epsilon/ceil(T/I)
   (not the paper's epsilon I / T, which overspends when I does not divide T: F-P12).
 
-Privacy (Theorem 2, spec 1.4): the protected unit is a user who may contribute up to Delta_q to
-**every** time stamp of a series (user level over the whole horizon, spec 1.2), so each sample has
-sensitivity Delta_q and the at most M samples compose sequentially to epsilon; the filter, the PID
-controller and the sampling decisions read only earlier noisy outputs and are post-processing.
+Privacy (Theorem 2, spec 1.4, applied to the DECLARED unit). The paper protects a user who may
+contribute up to Delta_q to every time stamp of a series. tsdp accounts for exactly the unit that
+was declared (and, for event input, enforced): a unit changes at most ``steps_per_series`` time
+stamps of each of at most K series (1 for ``event``, ``w`` for ``w-event``, ``I`` for ``user``;
+:meth:`ContributionBounds.steps_per_series`), each by at most Delta_q. A series is sampled at most
+once per time stamp and at most M times in all, so at most ``c = min(M, steps_per_series)`` of its
+samples fall on changed cells; every other sample has the same distribution under both neighbours
+(privacy loss exactly 0). The sampling decisions, the filter and the PID controller read only
+earlier noisy outputs and are post-processing. Hence:
+
+* Laplace: every privacy-loss term is at most Delta_q / lambda in absolute value and at most c K of
+  them are non-zero, so ``lambda = Delta_q c K / epsilon`` gives pure epsilon-DP (the pointwise bound
+  on the privacy-loss sum; Fan and Xiong's Theorem 2 is the case c = M, K = 1);
+* Gaussian [D, not in the paper]: the samples that fall on changed cells are chosen adaptively, and
+  their squared sensitivities sum to at most ``c K Delta_q^2``; by fully adaptive composition of
+  Gaussian DP (Smith and Thakurta 2022) the release is (Delta_q sqrt(c K) / sigma)-GDP, so
+  ``sigma = analytic_sigma(epsilon, delta, Delta_q sqrt(c K))`` gives (epsilon, delta)-DP; ``R = auto``
+  is then ``sigma^2``.
+
 The guarantee covers the released values and the sampled flags together. The number of samples
 actually taken is at most M and depends on the data only through noisy outputs; the guarantee uses
 M whatever that number is (unspent budget is not refunded, F-P5), and it is not part of the claim.
-
-Several series (spec 4, F-P15): when one unit can touch K > 1 of the S series, Laplace noise splits
-epsilon equally by basic composition (epsilon/K per series, so ``lambda = Delta_q M K / epsilon``);
-Gaussian noise is calibrated for the K M samples one unit can touch. Under substitution neighbours
-the per-sample sensitivity is ``2 Delta_q`` (tsdp's convention, as in :mod:`.baseline`).
-
-``noise="gaussian"`` [D, not in the paper]: each sample gets N(0, sigma^2). At most M K Gaussian
-samples of sensitivity Delta_q compose (adaptively) to one Gaussian mechanism of sensitivity
-``Delta_q sqrt(M K)``, so ``sigma = analytic_sigma(epsilon, delta, Delta_q sqrt(M K))`` gives
-(epsilon, delta)-DP; ``R = auto`` is then ``sigma^2``.
+When one unit can touch K > 1 of the S series (spec 4, F-P15) the Laplace budget splits equally
+(epsilon/K per series, basic composition). Under substitution neighbours the per-sample sensitivity
+is ``2 Delta_q`` (tsdp's convention, as in :mod:`.baseline`): the old and the new unit's cells may
+both change.
 
 The recursion runs over time steps; each step updates all series at once with numpy arrays. The
 noise is drawn up front, one value per (series, sample index), through :mod:`.noise`: it does not
@@ -79,13 +88,15 @@ from tsdp.mechanisms import kalman
 from tsdp.mechanisms.baseline import Panel, Release
 from tsdp.mechanisms.noise import gaussian_noise, laplace_noise
 
-FAST_THEOREM = ("Fan and Xiong 2012, Theorem 2 (sequential composition of at most M Laplace samples; "
-                "filtering and sampling decisions are post-processing)")
+FAST_THEOREM = ("Fan and Xiong 2012, Theorem 2 for the declared unit: at most c = min(M, steps the unit "
+                "touches) Laplace samples per series fall on changed cells, each with privacy loss at most "
+                "Delta_q/lambda, all others with loss 0; filtering and sampling decisions are post-processing")
 FAST_GAUSSIAN_THEOREM = (
-    "Fan and Xiong 2012, Theorem 2 argument with Gaussian samples: the at most M*K adaptively chosen "
-    "Gaussian samples of sensitivity Delta_q compose to one Gaussian mechanism of sensitivity "
-    "Delta_q*sqrt(M*K) (Dong, Roth and Su 2022, composition of Gaussian differential privacy); "
-    "filtering and sampling decisions are post-processing; " + gauss.ANALYTIC_THEOREM
+    "Fan and Xiong 2012, Theorem 2 argument with Gaussian samples for the declared unit: the at most "
+    "c*K adaptively chosen samples that fall on changed cells (c = min(M, steps the unit touches)) have "
+    "squared sensitivities summing to at most c*K*Delta_q^2, so the release is Delta_q*sqrt(c*K)/sigma-GDP "
+    "by fully adaptive composition of Gaussian DP (Smith and Thakurta 2022); filtering and sampling "
+    "decisions are post-processing; " + gauss.ANALYTIC_THEOREM
 )
 EXPONENT_CLIP = 50.0  # F-P8: exp((Delta - xi)/xi) is evaluated with the exponent clipped at 50
 ERROR_MODES = ("absolute", "relative")
@@ -340,11 +351,12 @@ def release_fast(
     """Release each series of ``values`` (n_series x n_steps, time order; or one 1-D series) by FAST.
 
     ``epsilon`` is the total budget of the panel (``None``: the preset's, 0.01 for both presets).
-    ``noise="laplace"`` gives pure epsilon-DP with ``Lap(Delta_q M K / epsilon)`` per sample
+    The claim is for exactly the unit of ``panel.bounds``.
+    ``noise="laplace"`` gives pure epsilon-DP with ``Lap(Delta_q c K / epsilon)`` per sample
     (Theorem 2); ``noise="gaussian"`` gives (epsilon, delta)-DP with
-    ``sigma = analytic_sigma(epsilon, delta, Delta_q sqrt(M K))``. ``Delta_q`` is
-    ``panel.bounds.max_per_step`` (doubled for substitution neighbours) and K the number of series
-    one unit can touch. Adaptive sampling (default) takes at most M samples per series (M given,
+    ``sigma = analytic_sigma(epsilon, delta, Delta_q sqrt(c K))``. ``Delta_q`` is
+    ``panel.bounds.max_per_step`` (doubled for substitution neighbours), K the number of series
+    one unit can touch and ``c = min(M, steps of a series the unit touches)`` (:func:`samples_per_unit`). Adaptive sampling (default) takes at most M samples per series (M given,
     or ``floor(ratio T)`` with ratio 0.15 by default); ``adaptive=False`` samples every
     ``interval`` steps (M = ceil(T / interval)). The other keyword arguments are the filter and
     controller parameters of the module docstring (``None``: the preset's, else the default);
@@ -387,17 +399,18 @@ def release_fast(
     bounds = panel.bounds
     m = settings.max_samples
     touched = bounds.series_touched(n_series)
+    hits = samples_per_unit(bounds, n_steps, m)  # c: samples per series that can fall on changed cells
     sensitivity = bounds.max_per_step * (2.0 if bounds.neighbouring == "substitute" else 1.0)
     if noise == "laplace":
-        scale = sensitivity * m * touched / epsilon
+        scale = sensitivity * hits * touched / epsilon
         noise_variance = 2.0 * scale * scale
         draws = laplace_noise(rng, scale, n_series * m)
-        event = MechanismEvent("laplace", sensitivity, scale, m * touched)
+        event = MechanismEvent("laplace", sensitivity, scale, hits * touched)
         definition, claim_delta, theorem = "pure-dp", 0.0, FAST_THEOREM
         noise_params = {"noise": "laplace", "scale": scale,
-                        "epsilon_per_sample": epsilon / (m * touched)}
+                        "epsilon_per_sample": epsilon / (hits * touched)}
     else:
-        l2 = sensitivity * math.sqrt(m * touched)
+        l2 = sensitivity * math.sqrt(hits * touched)
         scale = gauss.analytic_sigma(epsilon, delta, l2)
         noise_variance = scale * scale
         draws = gaussian_noise(rng, scale, n_series * m)
@@ -413,17 +426,13 @@ def release_fast(
     )
     claim = PrivacyClaim(
         definition=definition,
-        unit=privacy_unit(
-            ContributionBounds("user", bounds.max_per_step, max_steps=n_steps, series_per_unit=touched,
-                               neighbouring=bounds.neighbouring),
-            n_series, panel.id_column, panel.enforced,
-        ),
+        unit=privacy_unit(bounds, n_series, panel.id_column, panel.enforced),
         epsilon=float(epsilon),
         delta=claim_delta,
         mechanism="fast",
         theorem=theorem,
         events=(event,),
-        parameters=_claim_parameters(settings, panel, epsilon, touched, sensitivity, r_val, p0_val,
+        parameters=_claim_parameters(settings, panel, epsilon, touched, hits, sensitivity, r_val, p0_val,
                                      noise_params),
     )
     if one_d:
@@ -526,7 +535,13 @@ def run_fast(
     return released, sampled, {name: np.ascontiguousarray(val.T) for name, val in tr.items()}
 
 
-def _claim_parameters(settings: FastSettings, panel: Panel, epsilon: float, touched: int,
+def samples_per_unit(bounds: ContributionBounds, n_steps: int, max_samples: int) -> int:
+    """c = min(M, steps of one series the unit touches): the most samples of a series that can fall
+    on cells one unit changes (1 for ``event``, min(M, w) for ``w-event``, min(M, I) for ``user``)."""
+    return min(int(max_samples), bounds.steps_per_series(n_steps))
+
+
+def _claim_parameters(settings: FastSettings, panel: Panel, epsilon: float, touched: int, hits: int,
                       sensitivity: float, r: float, p0: float, noise_params: dict) -> dict:
     n_series = panel.n_series
     if n_series == 1:
@@ -542,7 +557,7 @@ def _claim_parameters(settings: FastSettings, panel: Panel, epsilon: float, touc
     else:
         composition = {"across_series": "joint", "series_per_unit": touched,
                        "explanation": f"a protected unit may affect {touched} of the {n_series} series: "
-                                      f"the noise is calibrated for the {touched}*M Gaussian samples "
+                                      f"the noise is calibrated for the {touched}*c Gaussian samples "
                                       "it can touch (exact composition)"}
     m = settings.max_samples
     params: dict[str, Any] = {
@@ -550,11 +565,14 @@ def _claim_parameters(settings: FastSettings, panel: Panel, epsilon: float, touc
         "preset": settings.preset,
         **noise_params,
         "sensitivity_per_timestamp": sensitivity,
-        "declared_unit_level": panel.bounds.level,
         "series_length_T": panel.n_steps,
         "n_series": n_series,
+        "n_steps": panel.n_steps,
         "epsilon_per_series": epsilon / touched,
         "max_samples_M": m,
+        "samples_per_unit": hits,
+        "samples_per_unit_rule": "c = min(M, steps of one series the declared unit touches: 1 for event, "
+                                 "w for w-event, I for user)",
         "composition": composition,
         "Q": settings.q,
         "R": r,
