@@ -85,7 +85,9 @@ def test_flip_config_runs(config, tmp_path):
     report = json.loads((tmp_path / "flipped.report.json").read_text())
     jsonschema.validate(report, schema())
     assert report["claim"]["definition"] == "lip" and "epsilon" not in report["claim"]
-    for row in report["lip"]["series"]:
+    custodian = json.loads((tmp_path / "flipped.custodian.NOT-FOR-PUBLICATION.json").read_text())
+    assert custodian["figures"]["lip_series"]
+    for row in custodian["figures"]["lip_series"]:
         assert row["lip_ideal"] >= 1 - settings["lip-delta"]
         assert row["lip_budget_delta"] == settings["lip-delta"]
 

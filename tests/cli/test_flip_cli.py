@@ -77,6 +77,16 @@ def load_report(path) -> dict:
     return json.loads(Path(path).read_text())
 
 
+CUSTODIAN = "out.custodian.NOT-FOR-PUBLICATION.json"
+
+
+def custodian_rows(path=CUSTODIAN) -> list[dict]:
+    """The per-series figures: functions of the data, so in the custodian file, never in the report."""
+    data = json.loads(Path(path).read_text())
+    assert data["publish"] is False and "NOT FOR PUBLICATION" in data["note"]
+    return data["figures"]["lip_series"]
+
+
 def all_keys(node) -> set[str]:
     """Every key of every object in a JSON document, at any depth."""
     if isinstance(node, dict):
@@ -112,7 +122,7 @@ def test_report_is_a_lip_claim_without_epsilon(tsdp_cli, panel, tmp_path, lip_de
     assert any("not differential privacy" in note.lower() for note in report["notes"])
     assert report["claim"]["parameters"]["lip_budget_delta"] == lip_delta
 
-    rows = report["lip"]["series"]
+    rows = custodian_rows()
     assert sorted(r["entity"] for r in rows) == list(ENTITIES)
     for row in rows:
         assert row["column"] == "v" and row["aux"] == ["z"]
@@ -124,6 +134,22 @@ def test_report_is_a_lip_claim_without_epsilon(tsdp_cli, panel, tmp_path, lip_de
         assert row["lip_ideal"] >= 1 - lip_delta - 1e-9
         assert row["utility"]["D_path"] >= 0 and np.isfinite(row["utility"]["D_path"])
         assert 0 <= row["utility"]["D_ACF"] < 0.1
+
+
+def test_report_holds_no_figure_of_the_data(tsdp_cli, panel, tmp_path):
+    """Audit item 5: per-series LIP, D_path, D_ACF, trend moments and model warnings are functions of the
+    data; they go to the custodian file (mode 0600), never into the report that ships with the release."""
+    run_ok(tsdp_cli, panel, *PANEL, "--aux-cols", "z", "-o", "out.csv", "--quiet")
+    report = load_report("out.report.json")
+    keys = all_keys(report)
+    for figure in ("lip_applied", "lip_ideal", "lip_lagged_min", "lip_guess_inversion", "D_path", "D_ACF",
+                   "var_ratio", "S_sup", "utility"):
+        assert figure not in keys
+    assert set(report["lip"]) == {"statement", "guarantee", "disclaimer"}
+    assert stat.S_IMODE((tmp_path / CUSTODIAN).stat().st_mode) == 0o600
+    rows = custodian_rows()
+    assert {"lip_applied", "utility"} <= set(rows[0])
+    assert report["command"]["parameters"]["custodian_file"] == CUSTODIAN
 
 
 def test_report_and_output_hold_no_secrets(tsdp_cli, panel, tmp_path):
@@ -148,7 +174,7 @@ def test_report_and_output_hold_no_secrets(tsdp_cli, panel, tmp_path):
 def test_without_secrets_only_output_and_report_appear(tsdp_cli, panel, tmp_path, dir_snapshot):
     before = set(dir_snapshot(tmp_path))
     run_ok(tsdp_cli, panel, *PANEL, "-o", "out.csv", "--seed", "5", "--quiet")
-    assert set(dir_snapshot(tmp_path)) - before == {"out.csv", "out.report.json"}
+    assert set(dir_snapshot(tmp_path)) - before == {"out.csv", "out.report.json", CUSTODIAN}
     assert load_report("out.report.json")["command"]["parameters"]["secrets_written"] is False
 
 
@@ -158,7 +184,7 @@ def test_secrets_file(tsdp_cli, panel, tmp_path):
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     secrets = json.loads(path.read_text())
     assert secrets["master_seed"] == "5"
-    rows = load_report("out.report.json")["lip"]["series"]
+    rows = custodian_rows()
     assert [(s["entity"], s["column"]) for s in secrets["series"]] == [(r["entity"], r["column"]) for r in rows]
     for series, row in zip(secrets["series"], rows):
         taps = np.asarray(series["taps"], dtype=float)
@@ -273,7 +299,7 @@ def test_aux_cols_pass_through(tsdp_cli, panel, tmp_path):
     assert out["z"].equals(source["z"]) and out["id"].equals(source["id"]) and out["t"].equals(source["t"])
     assert not np.allclose(out["v"].to_numpy(), source["v"].to_numpy())
     report = load_report("out.report.json")
-    assert all(row["aux"] == ["z"] and row["aux_entity"] is None for row in report["lip"]["series"])
+    assert all(row["aux"] == ["z"] and row["aux_entity"] is None for row in custodian_rows())
 
 
 def test_aux_entity_passes_through(tsdp_cli, tmp_path):
@@ -287,7 +313,7 @@ def test_aux_entity_passes_through(tsdp_cli, tmp_path):
     assert (out["v"].to_numpy()[~is_a] != source["v"].to_numpy()[~is_a]).all()
     report = load_report("out.report.json")
     jsonschema.Draft202012Validator(schema()).validate(report)
-    rows = report["lip"]["series"]
+    rows = custodian_rows()
     assert sorted(r["entity"] for r in rows) == ["B", "C"]
     assert all(r["aux_entity"] == "A" for r in rows)
     assert any("'A'" in note and "unchanged" in note for note in report["notes"])
@@ -333,14 +359,15 @@ def test_min_lip_above_achieved_is_refused(refuse, panel, extra):
 
 def test_min_lip_met(tsdp_cli, panel):
     run_ok(tsdp_cli, panel, *PANEL, "--min-lip", "0.5", "-o", "out.csv", "--seed", "5", "--quiet")
-    assert all(r["lip_applied"] >= 0.5 for r in load_report("out.report.json")["lip"]["series"])
+    assert all(r["lip_applied"] >= 0.5 for r in custodian_rows())
 
 
 def test_cepstral_paper_warns_about_all_pass(tsdp_cli, panel):
     result = run_ok(tsdp_cli, panel, *PANEL, "--coef-method", "cepstral-paper", "-o", "out.csv", "--seed", "5")
     assert "all-pass" in result.err
     report = load_report("out.report.json")
-    assert any("all-pass" in w for w in report["warnings"])
+    assert any("all-pass" in w for row in custodian_rows() for w in row["warnings"])
+    assert any("custodian file" in w for w in report["warnings"])
 
 
 # ---------------------------------------------------------------- refusals (spec 4.3, issue)
@@ -507,7 +534,7 @@ def test_config_file(tsdp_cli, tmp_path):
     params = report["command"]["parameters"]
     assert params["lip_delta"] == 0.1 and params["trend_order"] == 1 and params["M"] == 20
     assert params["aux_cols"] == "ca_asian"
-    rows = report["lip"]["series"]
+    rows = custodian_rows()
     assert [r["column"] for r in rows] == ["ca_white", "md_baltimore"]
     assert all(r["M"] == 20 and r["aux"] == ["ca_asian"] and r["lip_lower_bound"] == pytest.approx(0.9)
                and r["lip_ideal"] >= 0.9 for r in rows)
@@ -523,4 +550,4 @@ def test_config_is_overridden_by_flags(tsdp_cli, tmp_path):
     (tmp_path / "flip.toml").write_text('[flip]\ntime-col = "quarter"\nvalue-cols = "ca_asian"\n'
                                         "trend-order = 1\nM = 20\nlip-delta = 0.1\n")
     run_ok(tsdp_cli, data, "--config", "flip.toml", "--M", "15", "-o", "out.csv", "--seed", "3", "--quiet")
-    assert load_report("out.report.json")["lip"]["series"][0]["M"] == 15
+    assert custodian_rows()[0]["M"] == 15

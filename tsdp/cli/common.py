@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import sys
 import tomllib
@@ -86,6 +87,10 @@ OutputOption = typer.Option(
     help="Output file (.csv/.parquet, or - for stdout) [default: INPUT_NAME.released.EXT in the current directory].",
 )
 ReportOption = typer.Option(None, "--report", help="Privacy report path [default: OUTPUT with .report.json].")
+CustodianOption = typer.Option(
+    None, "--custodian",
+    help="File for the custodian-only figures (functions of the private data: NOT for publication; "
+         "written with mode 0600) [default: OUTPUT with .custodian.NOT-FOR-PUBLICATION.json].")
 SeedOption = typer.Option(None, "--seed", help="Fixed seed for tests and experiments; such output must not be published.", min=0)
 ForceOption = typer.Option(False, "--force", help="Overwrite existing output files.")
 JsonOption = typer.Option(False, "--json", help="Print a machine-readable summary on stdout.")
@@ -135,6 +140,49 @@ def default_report(output_path: str) -> str:
         raise UsageError("--report is required when the output goes to stdout (-o -)")
     p = Path(output_path)
     return str(p.with_name(p.stem + ".report.json"))
+
+
+CUSTODIAN_SUFFIX = ".custodian.NOT-FOR-PUBLICATION.json"
+CUSTODIAN_NOTE = ("NOT FOR PUBLICATION: every figure in this file is a function of the private input and is "
+                  "not privacy-protected. It is for the data custodian only; the release and its report are "
+                  "what may be published.")
+
+
+def resolve_custodian(custodian: str | None, input_path: str, output: str, report: str, force: bool) -> str:
+    """Default and check the custodian file's path (next to the output, or the report with ``-o -``)."""
+    if custodian is None:
+        base = Path(output if output != "-" else report)
+        stem = base.name[:-len(".report.json")] if base.name.endswith(".report.json") else base.stem
+        custodian = str(base.with_name(stem + CUSTODIAN_SUFFIX))
+    if custodian == "-":
+        raise UsageError("--custodian -: custodian-only figures go to a file only, never to stdout")
+    table_format(custodian, "--custodian", allowed=("json",))
+    for other, option in ((output, "--output"), (report, "--report")):
+        if other != "-" and Path(other).resolve() == Path(custodian).resolve():
+            raise UsageError(f"--custodian must differ from {option}")
+    check_output_path(custodian, force, (input_path,), "--custodian")
+    return custodian
+
+
+def custodian_document(command: str, figures: dict[str, Any]) -> bytes:
+    """The custodian file: figures that are functions of the private data, marked not for publication.
+
+    Strict JSON: a non-finite float becomes ``null``.
+    """
+    def clean(value):
+        if isinstance(value, dict):
+            return {str(k): clean(v) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [clean(v) for v in value]
+        if hasattr(value, "item") and callable(value.item):
+            value = value.item()
+        if isinstance(value, float) and not math.isfinite(value):
+            return None
+        return value
+
+    data = {"schema": "tsdp-custodian/1", "publish": False, "note": CUSTODIAN_NOTE, "command": command,
+            "figures": clean(figures)}
+    return (json.dumps(data, indent=2, allow_nan=False, default=str) + "\n").encode()
 
 
 def resolve_outputs(input_path: str, output: str | None, report: str | None, force: bool,

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import secrets as os_secrets
 from enum import Enum
+from pathlib import Path
 from typing import Any, Optional
 
 import typer
@@ -34,9 +35,9 @@ DISCLAIMER = ("LIP >= 1 - lip_budget_delta holds for the ideal filter under the 
               "can predict better than the same-date value (lip_lagged_min). Second-order features (mean, trend, "
               "variance, autocorrelation, spectrum) are released essentially exactly by design. Repeated releases "
               "of the same series are not analysed (no composition result).")
-CUSTODIAN_NOTE = ("the per-series figures under 'lip' (D_path, D_ACF, var_ratio, S_sup, cond_variance_ratio, the "
-                  "LIP values) are functions of the original data: this report is for the custodian; review it "
-                  "before publishing")
+CUSTODIAN_NOTE = ("the per-series figures (the LIP values, the attack diagnostics, D_path, D_ACF, var_ratio, S_sup, "
+                  "cond_variance_ratio, the trend moments) and the per-series model warnings are functions of the "
+                  "original data: they are written to the custodian file, never to this report")
 
 
 class Spectral(str, Enum):
@@ -85,6 +86,7 @@ def flip(
     min_lip: Optional[float] = typer.Option(None, help="Fail (exit 3, nothing written) if any series' applied LIP is below this."),
     suffix: Optional[str] = typer.Option(None, help="Keep the original value columns and add the released ones with this suffix (internal QA only)."),
     secrets: Optional[str] = typer.Option(None, "--secrets", help="Write the master seed and every filter to this JSON file (mode 0600). Anyone holding it can invert the release."),
+    custodian: Optional[str] = common.CustodianOption,
     delta: Optional[float] = typer.Option(None, "--delta", hidden=True),
     epsilon: Optional[float] = typer.Option(None, "--epsilon", hidden=True),
     output: Optional[str] = common.OutputOption,
@@ -109,7 +111,7 @@ def flip(
         raise UsageError(f"--epsilon {epsilon:g}: FLIP is not differential privacy and has no epsilon; its budget "
                          "is --lip-delta")
     params = {k: v for k, v in common.public_parameters(locals()).items()
-              if k not in ("r_params", "secrets", "delta", "epsilon")}
+              if k not in ("r_params", "secrets", "custodian", "delta", "epsilon")}
     settings = FlipSettings(
         lip_delta=lip_delta, trend_order=trend_order, spectral=spectral.value, var_order=_var_order(var_order),
         K=K, M=M, coef_method=coef_method.value, boundary=boundary.value, bound=bound.value,
@@ -121,8 +123,9 @@ def flip(
     if seed is not None and seed < 0:
         raise UsageError(f"--seed must be a non-negative integer, got {seed}")
     output, report = common.resolve_outputs(input, output, report, force, json_summary)
+    custodian = common.resolve_custodian(custodian, input, output, report, force)
     if secrets is not None:
-        _check_secrets_path(secrets, input, output, report, force)
+        _check_secrets_path(secrets, input, output, report, custodian, force)
     console = common.Console(quiet, json_summary, stdout_taken="-" in (output, report))
     master = seed if seed is not None else os_secrets.randbits(128)
 
@@ -137,32 +140,36 @@ def flip(
         stage("writing output")
         rows = _series_rows(panel, items, results)
         _check_min_lip(min_lip, rows)
-        warnings = [w for r in results for w in r.warnings]
-        if seed is not None:
-            warnings.append(SEEDED_FLIP_WARNING)
-        if secrets is not None:
-            warnings.append(SECRETS_WARNING)
+        series_warnings = [w for r in results for w in r.warnings]  # their figures depend on the data
+        general = ([SEEDED_FLIP_WARNING] if seed is not None else []) + ([SECRETS_WARNING] if secrets else [])
+        warnings = general if not series_warnings else [
+            f"{sum(1 for r in results if r.warnings)} of {len(results)} series carry warnings about their "
+            "estimated model; their text depends on the data, so they are in the custodian file", *general]
         released = {(entity, column): r.released for (entity, column, _, _), r in zip(items, results)}
         table = panel.released_frame(released, suffix)
-        private = ((_secrets_json(master, items, results), secrets),) if secrets is not None else ()
+        private = ((common.custodian_document("flip", {"lip_series": rows}), custodian),)
+        if secrets is not None:
+            private += ((_secrets_json(master, items, results), secrets),)
         common.publish(table, output, report, lambda described: Report(
             command="flip",
             parameters={**params, "input": common.display_name(input), "output": described["file"],
-                        "secrets_written": common.display_name(secrets) if secrets else False},
+                        "secrets_written": common.display_name(secrets) if secrets else False,
+                        "custodian_file": Path(custodian).name},
             claim=claim_for(settings, entity_col),
             output={**described, "columns": table.columns},
             randomness="seeded" if seed is not None else "os-entropy",
             grid={"freq": panel.freq, "entities": panel.n_entities, "series": len(items)},
             notes=_notes(panel, settings),
             warnings=warnings,
-            lip={"statement": NOT_DP, "guarantee": GUARANTEE, "disclaimer": DISCLAIMER, "series": rows},
+            lip={"statement": NOT_DP, "guarantee": GUARANTEE, "disclaimer": DISCLAIMER},
         ), private_files=private)
 
-    for message in warnings:
+    for message in series_warnings + general:
         console.warn(message)
     applied = [r["lip_applied"] for r in rows]
     console.summary({
-        "output": output, "report": report, "secrets": secrets or "not written",
+        "output": output, "report": report, "custodian (NOT for publication)": custodian,
+        "secrets": secrets or "not written",
         "privacy": "LIP (not differential privacy)", "lip_budget_delta": settings.lip_delta,
         "series": len(rows), "lip_applied_min": min(applied),
         "D_path_mean": sum(r["utility"]["D_path"] for r in rows) / len(rows),
@@ -197,12 +204,10 @@ def _r_params(text: str | None) -> BetaMixture | None:
         raise UsageError('--r-params: must be JSON {"alpha": [...], "a": [...], "b": [...]} with numbers') from None
 
 
-def _check_secrets_path(path: str, input: str, output: str, report: str, force: bool) -> None:
-    from pathlib import Path
-
+def _check_secrets_path(path: str, input: str, output: str, report: str, custodian: str, force: bool) -> None:
     if path == "-":
         raise UsageError("--secrets -: the secrets go to a file only, never to stdout")
-    for other, option in ((output, "--output"), (report, "--report")):
+    for other, option in ((output, "--output"), (report, "--report"), (custodian, "--custodian")):
         if other != "-" and Path(other).resolve() == Path(path).resolve():
             raise UsageError(f"--secrets must differ from {option}")
     check_output_path(path, force, (input,), "--secrets")
