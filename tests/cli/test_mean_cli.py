@@ -5,6 +5,7 @@ value, no output, input untouched: the ``refuse`` fixture)."""
 from __future__ import annotations
 
 import json
+import stat
 import shutil
 from pathlib import Path
 
@@ -83,8 +84,16 @@ def test_group_by_cell_and_slot(tsdp_cli, itms, tmp_path, suffix):
     jsonschema.validate(report, schema())
     params = report["claim"]["parameters"]
     assert report["claim"]["epsilon"] == groups == params["n_groups"]
-    assert 1 <= params["epsilon_total_if_participation_public"] < groups
-    assert any("epsilon_total_if_participation_public" in n for n in report["notes"])
+    # audit item 5: eps x the number of groups one user appears in is a figure of the data: custodian only
+    assert "participation" not in json.dumps(report["claim"])
+    assert any("custodian file" in n and "participation" in n for n in report["notes"])
+    custodian = tmp_path / "est.custodian.NOT-FOR-PUBLICATION.json"
+    assert stat.S_IMODE(custodian.stat().st_mode) == 0o600
+    figures = json.loads(custodian.read_text())
+    assert figures["publish"] is False
+    participation = figures["figures"]["participation"]
+    assert 1 <= participation["epsilon_total_if_participation_public"] < groups
+    assert participation["epsilon_total_if_participation_public"] == participation["max_groups_per_user"] * 1.0
     assert any("fewer than 10 arrays" in w for w in report["warnings"])
     assert any("single user" in w for w in report["warnings"])
 

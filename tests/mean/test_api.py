@@ -16,6 +16,7 @@ from tsdp.mean import (
     MeanSettings,
     claim_for,
     estimate_groups,
+    participation_epsilon,
     prepare_groups,
     release_prepared,
 )
@@ -262,7 +263,7 @@ def test_group_estimate_fields():
 # ---------------------------------------------------------------- the claim
 def test_claim_for():
     s = MeanSettings(epsilon=0.5, upper=65, lower=5)
-    c = claim_for(s, n_groups=12, user_column="bus_id", max_groups_per_user=3)
+    c = claim_for(s, n_groups=12, user_column="bus_id")
     assert c.definition == "pure-dp" and c.delta == 0.0 and c.epsilon == 6.0
     assert c.unit.level == "user" and c.unit.relation == "substitute"
     assert c.unit.neighbouring == NEIGHBOURING == (
@@ -270,10 +271,11 @@ def test_claim_for():
     assert c.unit.id_column == "bus_id" and c.unit.enforced is False and c.unit.max_per_step == 60
     p = c.parameters
     assert p["epsilon_per_group"] == 0.5 and p["n_groups"] == 12 and p["epsilon_total_bound"] == 6.0
-    assert p["epsilon_total_if_participation_public"] == 1.5
-    assert "public" in p["epsilon_total_if_participation_public_assumption"]
+    # eps x the number of groups one user appears in is a function of the data: never in the claim
+    assert not any("participation" in key for key in p)
+    assert participation_epsilon(s, 3) == {"max_groups_per_user": 3, "epsilon_total_if_participation_public": 1.5,
+                                           "assumption": participation_epsilon(s, 3)["assumption"]}
+    assert "public" in participation_epsilon(s, 3)["assumption"]
     assert "Thm. II.1" in c.theorem and "exponential mechanism" in c.theorem
     assert "composition" in c.theorem
-    c2 = claim_for(MeanSettings(epsilon=1.0, upper=65, algorithm="baseline"), 1, "u", None)
-    assert "epsilon_total_if_participation_public" not in c2.parameters
     assert type(c).from_dict(c.to_dict()) == c

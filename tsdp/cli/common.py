@@ -97,7 +97,7 @@ JsonOption = typer.Option(False, "--json", help="Print a machine-readable summar
 QuietOption = typer.Option(False, "--quiet", "-q", help="No progress bar, warnings or human summary.")
 
 
-RUN_ONLY = {"config", "seed", "force", "json_summary", "quiet", "output", "report"}
+RUN_ONLY = {"config", "seed", "force", "json_summary", "quiet", "output", "report", "custodian"}
 
 
 def public_parameters(arguments: dict[str, Any]) -> dict[str, Any]:

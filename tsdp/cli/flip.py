@@ -111,7 +111,7 @@ def flip(
         raise UsageError(f"--epsilon {epsilon:g}: FLIP is not differential privacy and has no epsilon; its budget "
                          "is --lip-delta")
     params = {k: v for k, v in common.public_parameters(locals()).items()
-              if k not in ("r_params", "secrets", "custodian", "delta", "epsilon")}
+              if k not in ("r_params", "secrets", "delta", "epsilon")}
     settings = FlipSettings(
         lip_delta=lip_delta, trend_order=trend_order, spectral=spectral.value, var_order=_var_order(var_order),
         K=K, M=M, coef_method=coef_method.value, boundary=boundary.value, bound=bound.value,

@@ -18,7 +18,7 @@ from tsdp.cli import common
 from tsdp.errors import DataError, UsageError
 from tsdp.io.files import read_table
 from tsdp.io.records import RecordSpec, Records, load_records
-from tsdp.mean import NEIGHBOURING, MeanSettings, claim_for, prepare_groups, release_prepared
+from tsdp.mean import NEIGHBOURING, MeanSettings, claim_for, participation_epsilon, prepare_groups, release_prepared
 from tsdp.mean.api import DEFAULT_GAMMA, DEFAULT_QUANTILES
 from tsdp.mean.errors import GroupDataError, GroupUsageError
 from tsdp.report import Report
@@ -82,6 +82,7 @@ def mean_estimate(
     evaluate: int = typer.Option(0, help="Run N times and print the MAE against the true per-group means: an internal, NOT private diagnostic; writes nothing.", min=0),
     output: Optional[str] = common.OutputOption,
     report: Optional[str] = common.ReportOption,
+    custodian: Optional[str] = common.CustodianOption,
     seed: Optional[int] = common.SeedOption,
     force: bool = common.ForceOption,
     json_summary: bool = common.JsonOption,
@@ -113,6 +114,7 @@ def mean_estimate(
         return _evaluate(input, spec, settings, randomness, evaluate,
                          common.Console(quiet, json_summary, stdout_taken=False))
     output, report = common.resolve_outputs(input, output, report, force, json_summary)
+    custodian = common.resolve_custodian(custodian, input, output, report, force)
     console = common.Console(quiet, json_summary, stdout_taken="-" in (output, report))
 
     with console.progress(4) as stage:
@@ -123,10 +125,12 @@ def mean_estimate(
         del df
         stage("estimating")
         estimates = _estimate(records, settings, randomness.generator)
-        claim = claim_for(settings, records.n_groups, user_col, records.max_groups_per_user)
+        claim = claim_for(settings, records.n_groups, user_col)
+        participation = (participation_epsilon(settings, records.max_groups_per_user)
+                         if records.max_groups_per_user is not None and records.n_groups > 1 else None)
         table = _output_table(records, estimates, settings)
         warnings = _warnings(records, estimates, settings) + ([SEEDED_WARNING] if randomness.seeded else [])
-        notes = _notes(records, settings, user_col, claim)
+        notes = _notes(records, settings, user_col, claim, participation is not None)
 
         stage("writing output")
         common.publish(table, output, report, lambda described: Report(
@@ -138,7 +142,8 @@ def mean_estimate(
             randomness=randomness.label,
             grid={"n_groups": records.n_groups, "key_columns": records.key_columns},
             notes=notes, warnings=warnings,
-        ))
+        ), private_files=((common.custodian_document("mean-estimate", {"participation": participation}),
+                           custodian),) if participation is not None else ())
 
     for message in warnings:
         console.warn(message)
@@ -146,7 +151,8 @@ def mean_estimate(
         "output": output, "report": report, "algorithm": settings.algorithm,
         "groups": records.n_groups, "epsilon_per_group": settings.epsilon,
         "epsilon_total_bound": claim.epsilon,
-        "epsilon_total_if_participation_public": claim.parameters.get("epsilon_total_if_participation_public"),
+        "epsilon_total_if_participation_public (custodian only)":
+            participation and participation["epsilon_total_if_participation_public"],
         "unit": f"user ({user_col})",
     }
     if records.n_groups == 1:
@@ -244,7 +250,7 @@ def _warnings(records: Records, estimates, settings: MeanSettings) -> list[str]:
     return out
 
 
-def _notes(records: Records, settings: MeanSettings, user_col: str, claim) -> list[str]:
+def _notes(records: Records, settings: MeanSettings, user_col: str, claim, custodian_figures: bool) -> list[str]:
     n = records.n_groups
     eps = settings.epsilon
     notes = [
@@ -254,11 +260,9 @@ def _notes(records: Records, settings: MeanSettings, user_col: str, claim) -> li
         f"each of the {n} estimate(s) is pure user-level {eps:g}-DP; releasing all of them is "
         f"{claim.epsilon:g}-DP by basic sequential composition (epsilon x {n} groups, data-independent)",
     ]
-    participation = claim.parameters.get("epsilon_total_if_participation_public")
-    if participation is not None and n > 1:
-        notes.append(f"epsilon_total_if_participation_public = {participation:g} (epsilon x the largest "
-                     f"number of groups one user appears in, {records.max_groups_per_user}): valid only "
-                     "under the paper's assumption that participation and per-user counts are public")
+    if custodian_figures:
+        notes.append("the smaller total that holds only if participation (which users appear in which groups) "
+                      "is public depends on the data; it is in the custodian file, not in this report")
     notes.append("users, records_used, num_arrays and m_ub in the output are public by the paper's "
                  "assumption that the user set and per-user record counts are public")
     notes.extend(records.notes)

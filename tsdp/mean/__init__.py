@@ -10,6 +10,7 @@ from tsdp.mean.api import (
     MeanSettings,
     claim_for,
     estimate_groups,
+    participation_epsilon,
     prepare_groups,
     release_prepared,
 )
@@ -17,5 +18,5 @@ from tsdp.mean.errors import GroupDataError, GroupUsageError
 
 __all__ = [
     "ALGORITHMS", "GROUPINGS", "NEIGHBOURING", "GroupEstimate", "MeanSettings", "claim_for",
-    "estimate_groups", "prepare_groups", "release_prepared", "GroupDataError", "GroupUsageError",
+    "estimate_groups", "participation_epsilon", "prepare_groups", "release_prepared", "GroupDataError", "GroupUsageError",
 ]

@@ -215,14 +215,12 @@ _THEOREMS = {
 }
 
 
-def claim_for(settings: MeanSettings, n_groups: int, user_column: str,
-              max_groups_per_user: int | None) -> PrivacyClaim:
+def claim_for(settings: MeanSettings, n_groups: int, user_column: str) -> PrivacyClaim:
     """The pure user-level claim for releasing ``n_groups`` estimates, each eps-DP.
 
-    epsilon = eps * n_groups by basic composition (a data-independent bound). When
-    ``max_groups_per_user`` is given, ``epsilon_total_if_participation_public`` = eps * that number,
-    valid only under the paper's assumption that participation (which user is in which group,
-    with how many records) is public."""
+    epsilon = eps * n_groups by basic composition (a data-independent bound). The smaller figure
+    that holds when participation is public (:func:`participation_epsilon`) is a function of the
+    data and never part of the claim."""
     eps = settings.epsilon
     unit = PrivacyUnit(level="user", relation="substitute", neighbouring=NEIGHBOURING,
                        max_per_step=settings.upper - settings.lower, id_column=user_column,
@@ -246,11 +244,16 @@ def claim_for(settings: MeanSettings, n_groups: int, user_column: str,
     if settings.algorithm == "levy":
         params["gamma"] = settings.gamma
         params["tau_k"] = settings.tau_k
-    if max_groups_per_user is not None:
-        params["epsilon_total_if_participation_public"] = eps * int(max_groups_per_user)
-        params["epsilon_total_if_participation_public_assumption"] = (
-            "valid only under the paper's assumption that participation (which users appear in "
-            "which groups, with how many records) is public")
     return PrivacyClaim(definition="pure-dp", unit=unit, epsilon=eps * n_groups, delta=0.0,
                         mechanism=f"user-level-mean/{settings.algorithm}",
                         theorem=_THEOREMS[settings.algorithm], events=(), parameters=params)
+
+
+def participation_epsilon(settings: MeanSettings, max_groups_per_user: int) -> dict:
+    """eps x the largest number of groups one user appears in: the total that holds only under the
+    paper's assumption that participation (which users appear in which groups, with how many
+    records) is public. Both numbers are functions of the data: custodian-only, never in a report."""
+    return {"max_groups_per_user": int(max_groups_per_user),
+            "epsilon_total_if_participation_public": settings.epsilon * int(max_groups_per_user),
+            "assumption": "valid only under the paper's assumption that participation (which users appear "
+                          "in which groups, with how many records) is public"}
