@@ -28,7 +28,7 @@ class PrivacyUnit:
     level: str
     relation: str
     neighbouring: str
-    max_per_step: float
+    max_per_step: float | None  # None: a unit may change a value by any amount (DP-SGD substitution)
     max_steps: int | None = None
     w: int | None = None
     series_per_unit: int | None = None
