@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import stat
 import shutil
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -195,7 +196,9 @@ def test_outputs_forecasts_model_metrics_and_report(tsdp_cli, traffic, tmp_path)
     # metrics: CRPS and MASE of the model and of seasonal naive (recomputed independently here)
     from tsdp.forecast import trainer
 
-    scores = read_json(tmp_path / "fc.metrics.json")["scores"]
+    custodian = read_json(tmp_path / "fc.custodian.NOT-FOR-PUBLICATION.json")
+    assert custodian["publish"] is False and stat.S_IMODE((tmp_path / "fc.custodian.NOT-FOR-PUBLICATION.json").stat().st_mode) == 0o600
+    scores = custodian["figures"]["scores"]
     model_key = next(k for k in scores if "model" in k)
     naive_key = next(k for k in scores if "seasonal naive" in k)
     split = trainer.split_panel(values.astype(float), 24, 12, 5)
@@ -212,16 +215,37 @@ def test_outputs_forecasts_model_metrics_and_report(tsdp_cli, traffic, tmp_path)
     assert claim["epsilon"] == summary["epsilon"] == meta["privacy"]["epsilon"]
     assert report["output"]["sha256"] == hashlib.sha256((tmp_path / "fc.parquet").read_bytes()).hexdigest()
     unaccounted = " ".join(claim["parameters"]["unaccounted"])
-    assert "hyper-parameter" in unaccounted and "checkpoint" in unaccounted
+    assert "hyper-parameter" in unaccounted and "checkpoint" not in unaccounted  # the last iterate is released
+    assert claim["parameters"]["checkpoint"] == "last" and claim["parameters"]["guarantee_covers_released_weights"]
+    # audit item 5: the unit says "by any amount" and carries no per-value bound (it used to hold the clip norm)
+    assert claim["unit"]["max_per_step"] is None and "by any amount" in claim["unit"]["neighbouring"]
+    assert meta["privacy"]["guarantee_covers_these_weights"] is True and "best_step" not in json.dumps(meta)
+    # held-out metrics and the validation history are figures of the private data: custodian only
+    assert "crps" not in text and "val_loss" not in text and "best_step" not in text
     notes = " ".join(report["notes"])
-    assert "not privacy-accounted" in notes and "checkpoint" in notes and "hyper-parameter" in notes
+    assert "not privacy-accounted" in notes and "last iterate" in notes and "hyper-parameter" in notes
     assert "own last context-length values" in notes and "does not cover" in notes
     assert report["randomness"] == "seeded"
     assert any("--seed" in w and "must not be published" in w for w in report["warnings"])
     # the seed never appears: not as a parameter, nor anywhere in the report or the model files
     assert "seed" not in report["command"]["parameters"]
-    for path in ("fc.report.json", "fc.model.json", "fc.metrics.json"):
+    for path in ("fc.report.json", "fc.model.json", "fc.custodian.NOT-FOR-PUBLICATION.json"):
         assert str(SEED) not in (tmp_path / path).read_text(), path
+
+
+def test_best_validation_checkpoint_is_an_opt_in_marked_as_not_covered(tsdp_cli, traffic, tmp_path):
+    """Audit regression (issue 11, item 4): releasing the best checkpoint on private validation windows is
+    not covered by the claim; it is an explicit opt-in, marked in the report and in the model file."""
+    run_ok(tsdp_cli, traffic, *LONG, *SMALL_MODEL, "--noise-multiplier", "1.5", "--delta", "1e-5",
+           "--max-steps", "20", "--checkpoint", "best-validation", "--quiet", "-o", "fc.csv")
+    report = read_json(tmp_path / "fc.report.json")
+    params = report["claim"]["parameters"]
+    assert params["checkpoint"] == "best-validation" and params["guarantee_covers_released_weights"] is False
+    assert "checkpoint" in " ".join(params["unaccounted"])
+    assert any("does NOT cover these weights" in w for w in report["warnings"])
+    meta = read_json(tmp_path / "fc.model.json")
+    assert meta["privacy"]["guarantee_covers_these_weights"] is False
+    assert any("does NOT cover" in c for c in meta["privacy"]["caveats"])
 
 
 def test_report_parameters_are_the_commands_public_options(tsdp_cli, traffic, tmp_path):
@@ -236,7 +260,7 @@ def test_report_parameters_are_the_commands_public_options(tsdp_cli, traffic, tm
 
     command = typer.main.get_command(app).commands["forecast-train"]
     options = {p.name for p in command.params}
-    allowed = options | {"model_files"}
+    allowed = options | {"model_files", "custodian_file"}
     assert set(params) <= allowed, f"unexpected report parameters: {sorted(set(params) - allowed)}"
     assert not any(isinstance(v, str) and v.startswith("<") for v in params.values()), params
 
@@ -255,7 +279,8 @@ def test_same_seed_gives_identical_outputs(tsdp_cli, traffic, tmp_path):
     run_ok(tsdp_cli, *args, "-o", "a.csv")
     run_ok(tsdp_cli, *args, "-o", "b.csv")
     assert (tmp_path / "a.csv").read_bytes() == (tmp_path / "b.csv").read_bytes()
-    assert (tmp_path / "a.metrics.json").read_bytes() == (tmp_path / "b.metrics.json").read_bytes()
+    custodian = ".custodian.NOT-FOR-PUBLICATION.json"
+    assert (tmp_path / f"a{custodian}").read_bytes() == (tmp_path / f"b{custodian}").read_bytes()
     with np.load(tmp_path / "a.model.npz") as a, np.load(tmp_path / "b.model.npz") as b:
         np.testing.assert_array_equal(a["theta"], b["theta"])
     ra, rb = read_json(tmp_path / "a.report.json"), read_json(tmp_path / "b.report.json")
@@ -401,7 +426,7 @@ def test_refuses_noise_multiplier_auto_without_epsilon(refuse, small):
     ("fc.csv", ["fc.csv", "--force"]),
     ("fc.report.json", ["fc.report.json", "--force"]),
     ("fc.model.json", ["--model-out", "fc.model.json", "--force"]),
-    ("fc.metrics.json", ["--metrics", "fc.metrics.json", "--force"]),
+    ("fc.custodian.NOT-FOR-PUBLICATION.json", ["--custodian", "fc.custodian.NOT-FOR-PUBLICATION.json", "--force"]),
 ])
 def test_refuses_to_overwrite_without_force(tsdp_cli, refuse, small, tmp_path, existing, needles):
     (tmp_path / existing).write_text("keep me\n")

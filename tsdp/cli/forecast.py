@@ -2,13 +2,13 @@
 
 Thin: parse and validate the options (:class:`tsdp.forecast.trainer.TrainConfig`), load the panel, plan
 the run with the accountant, train (:func:`tsdp.forecast.trainer.train`) and publish the forecasts,
-the model (weights + metadata), the held-out metrics and the privacy report atomically.
+the model (weights + metadata), the privacy report and the custodian file (held-out metrics and the
+validation history: figures of the private data, NOT for publication) atomically.
 ``--evaluate-only`` trains the NON-private baselines instead and writes nothing.
 """
 
 from __future__ import annotations
 
-import json
 from enum import Enum
 from pathlib import Path
 from typing import Any, Optional
@@ -39,17 +39,26 @@ class Layout(str, Enum):
     wide = "wide"
 
 
+class Checkpoint(str, Enum):
+    last = "last"
+    best_validation = "best-validation"
+
+
 SEASONS = {"1h": 24, "1d": 7, "1w": 52, "1mo": 12, "1q": 4, "30m": 48, "15m": 96, "10m": 144}
 MISSING_HINT = "forecast-train needs complete series without missing values"
 UNACCOUNTED = [
     "hyper-parameter choices (clipping norm, noise multiplier, batch size, context length, learning rate)",
-    "the choice of the best checkpoint on validation windows cut from the same private series",
 ]
+BEST_CHECKPOINT_CAVEAT = (
+    "--checkpoint best-validation: the released weights are the iterate with the lowest loss on validation windows "
+    "cut from the same private series; that choice reads private data the accountant does not charge, so the "
+    "claimed (epsilon, delta) does NOT cover these weights (it covers every iterate, not a data-dependent choice "
+    "among them). Use --checkpoint last (the default) for a release the guarantee covers")
 FORECAST_NOTE = ("the model weights are the differentially private release. The forecasts are the model applied to "
                  "each series' own last context-length values, which the DP-SGD guarantee does not cover (Schuchardt "
                  "et al. 2025, App. H): publish them only if those recent values may be disclosed")
 METRICS_NOTE = ("metrics are computed on the held-out tail and validation windows of the private series: they are "
-                "for the custodian, not privacy-protected")
+                "for the custodian, not privacy-protected, and never go into the report")
 
 
 def forecast_train(
@@ -77,6 +86,7 @@ def forecast_train(
     weight_decay: float = typer.Option(1e-8, help="Adam (L2) weight decay."),
     val_windows: int = typer.Option(5, help="Validation windows of L_F steps held out at the end of each series."),
     val_every: Optional[int] = typer.Option(None, help="Validate every this many steps [default: 25 times per run]."),
+    checkpoint: Checkpoint = typer.Option(Checkpoint.last, help="Released weights: the last iterate (covered by the guarantee), or the best on private validation windows (NOT covered; marked so in the report and the model file)."),
     unit: Unit = typer.Option(Unit.event, help="Protect w contiguous steps (event) or any w steps (user) of one series."),
     w: int = typer.Option(1, help="w: number of protected time steps."),
     label_noise: float = typer.Option(0.0, help="sigma_F: Gaussian noise on forecast windows, in units of --value-bound."),
@@ -87,7 +97,7 @@ def forecast_train(
     discretization: float = typer.Option(1e-3, help="Privacy-loss grid step of the accountant's PLD."),
     evaluate_only: bool = typer.Option(False, help="Train NON-private baselines (seasonal naive and the model without noise), print their metrics, write nothing."),
     model_out: Optional[str] = typer.Option(None, help="Model files prefix: PREFIX.npz and PREFIX.json [default: OUTPUT stem + .model]."),
-    metrics_out: Optional[str] = typer.Option(None, "--metrics", help="Held-out metrics JSON [default: OUTPUT stem + .metrics.json]."),
+    custodian: Optional[str] = common.CustodianOption,
     output: Optional[str] = common.OutputOption,
     report: Optional[str] = common.ReportOption,
     seed: Optional[int] = common.SeedOption,
@@ -108,12 +118,14 @@ def forecast_train(
         epsilon=epsilon, delta=delta, steps=max_steps, epochs=epochs, lr=lr, weight_decay=weight_decay,
         val_windows=val_windows, val_every=val_every, unit=unit.value, w=w, label_noise=label_noise,
         context_noise=context_noise, value_bound=value_bound, discretization=discretization,
+        checkpoint=checkpoint.value,
         # --evaluate-only without a length trains the baselines for as long as the private run would
         private=not evaluate_only or (epochs is None and max_steps is None),
     )
     if not evaluate_only:
         output, report = common.resolve_outputs(input, output, report, force, json_summary)
-        extra = _extra_paths(output, model_out, metrics_out, input, report, force)
+        custodian = common.resolve_custodian(custodian, input, output, report, force)
+        extra = _extra_paths(output, model_out, custodian, input, report, force)
     if not (min_scale > 0):
         raise UsageError(f"--min-scale must be > 0, got {min_scale}")
     randomness = make_random_source(seed)
@@ -142,38 +154,47 @@ def forecast_train(
     scores = {"model (DP-SGD)": trainer.evaluate(net, result.theta, split, season_length),
               "seasonal naive (not private)": trainer.evaluate_seasonal_naive(split, season_length)}
     claim = _claim(train_config, plan, result)
+    covered = train_config.checkpoint == Checkpoint.last.value
     forecasts = _forecast_table(net, result.theta, split, table, names)
-    warnings = [*plan.warnings, FORECAST_NOTE] + ([SEEDED_WARNING] if randomness.seeded else [])
+    warnings = [*plan.warnings, FORECAST_NOTE] + ([] if covered else [BEST_CHECKPOINT_CAVEAT]) + (
+        [SEEDED_WARNING] if randomness.seeded else [])
     training = _training_summary(train_config, plan, result, n_series, split, season_length)
     from tsdp.forecast import persist
 
     weights = persist.weights_bytes(net, result.theta)
     model_meta = persist.metadata_bytes(net, weights, Path(extra["weights"]).name, {
-        "training": training, "privacy": {"definition": "approx-dp", "epsilon": claim.epsilon, "delta": claim.delta,
-                                          "theorem": claim.theorem, "unit": claim.unit.neighbouring},
+        "training": training,
+        "privacy": {"definition": "approx-dp", "epsilon": claim.epsilon, "delta": claim.delta,
+                    "theorem": claim.theorem, "unit": claim.unit.neighbouring,
+                    "checkpoint": train_config.checkpoint, "guarantee_covers_these_weights": covered,
+                    "caveats": [FORECAST_NOTE, "not privacy-accounted: " + "; ".join(_unaccounted(train_config))]
+                    + ([] if covered else [BEST_CHECKPOINT_CAVEAT])},
         "input": {"time_col": time_col, "series": names, "freq": table.grid.freq},
     })
-    metrics_doc = {"note": METRICS_NOTE, "season": season_length, "scores": scores, "history": result.history,
-                   "best_step": result.best_step, "best_val_loss": result.best_val_loss}
+    figures = {"note": METRICS_NOTE, "season": season_length, "scores": scores, "history": result.history,
+               "best_step": result.best_step, "best_val_loss": result.best_val_loss,
+               "released_checkpoint": train_config.checkpoint}
     common.publish(forecasts, output, report, lambda described: Report(
         command="forecast-train",
         parameters={**params, "input": common.display_name(input), "output": described["file"],
                     "noise_multiplier": plan.noise_multiplier, "model_files": [Path(extra["weights"]).name,
-                                                                               Path(extra["meta"]).name]},
+                                                                               Path(extra["meta"]).name],
+                    "custodian_file": Path(custodian).name},
         claim=claim,
         output={**described, "columns": forecasts.columns},
         randomness=randomness.label,
         grid={"freq": table.grid.freq, "series": n_series, "train_length": split.train.shape[1]},
         notes=_notes(train_config, plan, result),
         warnings=warnings,
-    ), extra_files=((weights, extra["weights"]), (model_meta, extra["meta"]),
-                                      (_json(metrics_doc), extra["metrics"])))
+    ), extra_files=((weights, extra["weights"]), (model_meta, extra["meta"])),
+        private_files=((common.custodian_document("forecast-train", figures), custodian),))
     for message in warnings:
         console.warn(message)
     console.summary({
-        "output": output, "report": report, "model": extra["meta"], "metrics": extra["metrics"],
+        "output": output, "report": report, "model": extra["meta"], "custodian (NOT for publication)": custodian,
         "epsilon": result.epsilon, "delta": delta, "steps": result.steps, "compositions": result.compositions,
         "stopped_by": plan.stopped_by, "noise_multiplier": plan.noise_multiplier, "theorem": claim.theorem,
+        "checkpoint": train_config.checkpoint,
         **{f"crps {k}": v["crps"] for k, v in scores.items()},
         **{f"mase {k}": v["mase"] for k, v in scores.items()},
     }, "tsdp forecast-train")
@@ -191,20 +212,18 @@ def _noise_multiplier(text: str) -> float | None:
     return value
 
 
-def _extra_paths(output: str, model_out: str | None, metrics_out: str | None, input: str, report: str,
+def _extra_paths(output: str, model_out: str | None, custodian: str, input: str, report: str,
                  force: bool) -> dict[str, str]:
-    if output == "-" and (model_out is None or metrics_out is None):
-        raise UsageError("with -o - give --model-out and --metrics explicitly")
-    stem = Path(output).with_suffix("") if output != "-" else None
-    prefix = model_out or f"{stem}.model"
-    paths = {"weights": f"{prefix}.npz", "meta": f"{prefix}.json", "metrics": metrics_out or f"{stem}.metrics.json"}
-    taken = {str(Path(p).resolve()) for p in (output, report) if p != "-"}
-    for key, path in paths.items():
-        option = "--metrics" if key == "metrics" else "--model-out"
+    if output == "-" and model_out is None:
+        raise UsageError("with -o - give --model-out explicitly")
+    prefix = model_out or f"{Path(output).with_suffix('')}.model"
+    paths = {"weights": f"{prefix}.npz", "meta": f"{prefix}.json"}
+    taken = {str(Path(p).resolve()) for p in (output, report, custodian) if p != "-"}
+    for path in paths.values():
         if str(Path(path).resolve()) in taken:
-            raise UsageError(f"{option} {path!r} collides with another output")
+            raise UsageError(f"--model-out {path!r} collides with another output")
         taken.add(str(Path(path).resolve()))
-        check_output_path(path, force, (input,), option)
+        check_output_path(path, force, (input,), "--model-out")
     return paths
 
 
@@ -262,13 +281,13 @@ def _claim(config, plan, result) -> PrivacyClaim:
     level = "user" if config.unit == "user" else ("w-event" if config.w > 1 else "event")
     relation = {"event": "one value of one series", "w-event": f"up to {config.w} contiguous values of one series",
                 "user": f"up to {config.w} values (anywhere) of one series"}[level]
-    neighbouring = (f"substitution: the datasets differ in {relation}, by any amount"
-                    + (f" of at most {config.value_bound:g} per value" if config.value_bound else "")
+    neighbouring = (f"substitution: the datasets differ in {relation}, "
+                    + (f"by at most {config.value_bound:g} per value" if config.value_bound else "by any amount")
                     + "; the set of series and their lengths are public")
     return PrivacyClaim(
         definition="approx-dp",
         unit=PrivacyUnit(level=level, relation="substitute", neighbouring=neighbouring,
-                         max_per_step=config.value_bound or config.clip_norm, w=config.w),
+                         max_per_step=config.value_bound, w=config.w),
         epsilon=result.epsilon, delta=config.delta,
         mechanism="DP-SGD with structured subsampling (Schuchardt et al. 2025)",
         theorem=plan.derivation.theorem,
@@ -278,8 +297,16 @@ def _claim(config, plan, result) -> PrivacyClaim:
                     "steps": result.steps, "stopped_by": plan.stopped_by, "top": config.top, "bottom": config.bottom,
                     "instances": config.instances, "batch_size": config.batch_size, "series": setting.n_series,
                     "train_length": setting.length, "context": config.context, "horizon": config.horizon,
-                    "discretization": config.discretization, "unaccounted": UNACCOUNTED},
+                    "discretization": config.discretization, "unaccounted": _unaccounted(config),
+                    "checkpoint": config.checkpoint,
+                    "guarantee_covers_released_weights": config.checkpoint == Checkpoint.last.value},
     )
+
+
+def _unaccounted(config) -> list[str]:
+    if config.checkpoint == Checkpoint.last.value:
+        return list(UNACCOUNTED)
+    return [*UNACCOUNTED, "the choice of the released checkpoint by validation loss on the same private series"]
 
 
 def _training_summary(config, plan, result, n_series, split, season) -> dict[str, Any]:
@@ -287,7 +314,7 @@ def _training_summary(config, plan, result, n_series, split, season) -> dict[str
             "stopped_by": plan.stopped_by, "noise_multiplier": plan.noise_multiplier, "clip_norm": config.clip_norm,
             "batch_size": config.batch_size, "lr": config.lr, "weight_decay": config.weight_decay,
             "context": config.context, "horizon": config.horizon, "series": n_series,
-            "train_length": split.train.shape[1], "best_step": result.best_step, "season": season}
+            "train_length": split.train.shape[1], "checkpoint": config.checkpoint, "season": season}
 
 
 def _forecast_table(net, theta, split, table, names) -> pl.DataFrame:
@@ -309,28 +336,18 @@ def _forecast_table(net, theta, split, table, names) -> pl.DataFrame:
     return pl.DataFrame(frame)
 
 
-def _json(data: dict) -> bytes:
-    """Strict JSON: a NaN (the loss of an empty Poisson batch) becomes null."""
-    def clean(value):
-        if isinstance(value, dict):
-            return {k: clean(v) for k, v in value.items()}
-        if isinstance(value, (list, tuple)):
-            return [clean(v) for v in value]
-        if isinstance(value, (float, np.floating)):
-            return float(value) if np.isfinite(value) else None
-        return value
-
-    return (json.dumps(clean(data), indent=2, allow_nan=False, default=float) + "\n").encode()
-
-
 def _notes(config, plan, result) -> list[str]:
     notes = [
         f"(epsilon, delta) = ({result.epsilon:.6g}, {config.delta:g}) after {result.compositions} "
         f"{plan.derivation.accounting_unit}-level compositions, by {plan.derivation.theorem}; the same as "
         "'tsdp account dpsgd' for this setting and count",
         FORECAST_NOTE,
-        "not privacy-accounted, as in the paper: " + "; ".join(UNACCOUNTED),
-        "the guarantee covers every intermediate model, not only the final weights",
+        "not privacy-accounted, as in the paper: " + "; ".join(_unaccounted(config)),
+        "the guarantee covers every intermediate model; the released weights are "
+        + ("the last iterate, chosen without looking at the data" if config.checkpoint == Checkpoint.last.value
+           else "NOT covered: " + BEST_CHECKPOINT_CAVEAT),
+        "held-out metrics and the validation history are figures of the private data: they are in the custodian "
+        "file, not in this report",
     ]
     if plan.stopped_by == "budget":
         notes.append(f"training stopped before the budget epsilon {config.epsilon:g} would be exceeded")

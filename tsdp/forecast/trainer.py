@@ -15,8 +15,12 @@ for every step by one number, the largest admissible count K (:func:`max_composi
 stops before composition K + 1. The final epsilon is computed by exactly the route of
 ``tsdp account dpsgd`` for the same setting and count.
 
-The best checkpoint is chosen on validation windows cut from the end of the same private series, as
-in the paper; that selection (like any hyper-parameter tuning) is not privacy-accounted.
+The released weights are the LAST iterate by default: the guarantee covers every iterate, and the
+last one is chosen without looking at the data. ``checkpoint="best-validation"`` releases instead
+the iterate with the lowest loss on validation windows cut from the end of the same private series,
+as in the paper; that selection reads private data that the accountant does not charge, so the
+claimed epsilon does NOT cover such weights (an explicit opt-in, marked in the report and the
+model file). The validation losses are figures of the private data (custodian only) either way.
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ from tsdp.errors import BudgetError, DataError, UsageError
 from tsdp.forecast import metrics, sampling
 from tsdp.forecast.optim import Adam
 
+CHECKPOINTS = ("last", "best-validation")
 # Without --epochs/--max-steps, training runs until the budget, but never longer than this.
 STEP_CAP = 200_000
 VALIDATION_CHUNK = 4096
@@ -74,8 +79,11 @@ class TrainConfig:
     value_bound: float | None = None
     discretization: float = DEFAULT_DISCRETIZATION
     private: bool = True
+    checkpoint: str = "last"
 
     def __post_init__(self) -> None:
+        if self.checkpoint not in CHECKPOINTS:
+            raise UsageError(f"--checkpoint must be one of {', '.join(CHECKPOINTS)}, got {self.checkpoint!r}")
         if self.context < 1 or self.horizon < 1:
             raise UsageError(f"--context-length {self.context} and --forecast-length {self.horizon} must be >= 1")
         if not (self.clip_norm > 0 and math.isfinite(self.clip_norm)):
@@ -236,7 +244,7 @@ def dp_gradient(total: np.ndarray, noise_multiplier: float, clip: float, expecte
 
 @dataclass
 class TrainResult:
-    theta: np.ndarray  # the checkpoint with the best validation loss
+    theta: np.ndarray  # the released weights: the last iterate, or the best on validation (opt-in)
     last_theta: np.ndarray
     steps: int
     compositions: int
@@ -304,7 +312,8 @@ def train(model, split: Split, config: TrainConfig, rng: np.random.Generator,
             progress(step, plan.steps, loss, epsilon_now)
     done = _compositions_done(plan.steps, setting) if config.private else 0
     epsilon = epsilon_after(base, done, config.delta) if config.private and done else None
-    return TrainResult(best_theta, theta, plan.steps, done, epsilon, config.delta if config.private else None,
+    released = best_theta if config.checkpoint == "best-validation" else theta
+    return TrainResult(released, theta, plan.steps, done, epsilon, config.delta if config.private else None,
                        plan, best_step, best_loss, history)
 
 
