@@ -64,14 +64,22 @@ def schema() -> dict[str, Any]:
 
 
 def load_report(path: str) -> dict[str, Any]:
-    """Read a tsdp report and validate it against the schema (UsageError if missing, DataError if not a report)."""
+    """Read a tsdp report and validate it against the schema.
+
+    UsageError if the file is missing; DataError if it is not strict JSON (NaN, Infinity, duplicate
+    keys and excessive nesting are refused by :func:`tsdp.jsonfile.read_json`), not a valid report,
+    or holds a non-finite number.
+    """
     import jsonschema
 
     from tsdp.errors import DataError
     from tsdp.jsonfile import read_json
 
     data = read_json(path, "REPORT")
-    errors = sorted(jsonschema.Draft202012Validator(schema()).iter_errors(data), key=lambda e: list(e.path))
+    try:
+        errors = sorted(jsonschema.Draft202012Validator(schema()).iter_errors(data), key=lambda e: list(e.path))
+    except RecursionError:
+        raise DataError(f"REPORT {path!r} is nested too deeply to be a {SCHEMA_ID} report") from None
     if errors:
         where = "/".join(str(x) for x in errors[0].path) or "(top level)"
         raise DataError(f"REPORT {path!r} is not a valid {SCHEMA_ID} report: at {where}: {errors[0].message}")

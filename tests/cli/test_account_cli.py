@@ -129,13 +129,26 @@ def test_compose_is_tighter_than_basic(capsys, reports):
     assert out["epsilon"] < 1.3 and "PLD" in out["method"]
 
 
-def test_compose_falls_back_to_basic_without_events(capsys, reports, tmp_path):
+def test_compose_falls_back_to_basic_without_events(capsys, reports, tmp_path, repo_root):
+    """A mechanism that emits no events (the Laplace DFT) composes by basic composition."""
+    out = tmp_path / "dft.parquet"
+    assert main(["release", str(repo_root / "sample_data/traffic_hourly.parquet"), "--value-col", "count",
+                 "--series-col", "sensor", "--unit", "user", "--max-steps", "24", "--mechanism", "dft",
+                 "--noise", "laplace", "--epsilon", "0.5", "-o", str(out), "--quiet"]) == 0
+    code, out, _ = run_json(capsys, "account", "compose", str(tmp_path / "dft.report.json"), str(reports["g2"][0]))
+    assert code == 0 and out["epsilon"] == pytest.approx(1.0) and "basic" in out["method"]
+
+
+def test_compose_refuses_a_report_whose_events_were_removed(capsys, reports, tmp_path):
+    """Emptying a Gaussian claim's events used to fall back to basic composition; such a claim no
+    longer verifies (its mechanism must carry them), so compose refuses it (exit 3)."""
     data = json.loads(reports["g1"][0].read_text())
     data["claim"]["events"] = []
     bare = tmp_path / "bare.json"
     bare.write_text(json.dumps(data))
-    code, out, _ = run_json(capsys, "account", "compose", str(bare), str(reports["g2"][0]))
-    assert code == 0 and out["epsilon"] == pytest.approx(1.0) and "basic" in out["method"]
+    assert main(["account", "compose", str(bare), str(reports["g2"][0])]) == 3
+    err = capsys.readouterr().err
+    assert err.startswith("error:") and "does not verify" in err and "events" in err
 
 
 def test_compose_refuses_lip_and_lower_bounds(capsys, reports, tmp_path):
@@ -161,7 +174,7 @@ def test_verify_passes_and_fails(capsys, reports, tmp_path):
     fake = tmp_path / "fake.json"
     fake.write_text(json.dumps(tampered))
     assert main(["account", "verify", str(fake), "--quiet"]) == 3
-    assert "backed by events" in capsys.readouterr().err
+    assert "privacy_loss" in capsys.readouterr().err
     (tmp_path / "junk.json").write_text("{not json")
     assert main(["account", "verify", str(tmp_path / "junk.json")]) == 4
     broken = dict(tampered)

@@ -1,25 +1,33 @@
 """Composition of privacy claims, and checks that a claim is backed by its mechanism events.
 
-Claims whose mechanism events tsdp can rebuild (``gaussian``, ``laplace``) compose tightly: each
-event becomes a dominating privacy-loss distribution and the PLDs are composed (Schuchardt et al.
-2025, Lemma D.13: dominating pairs of adaptively composed mechanisms compose as products). Other
-claims compose by basic composition (Dwork and Roth 2014, Theorem 3.16): the epsilons add and the
-deltas add. Both are upper bounds; the smaller epsilon at the same total delta is reported.
+Claims whose mechanism events tsdp can rebuild (``gaussian``, ``laplace``, ``gaussian-mixture``)
+compose tightly: each event becomes a dominating privacy-loss distribution and the PLDs are composed
+(Schuchardt et al. 2025, Lemma D.13: dominating pairs of adaptively composed mechanisms compose as
+products). Other claims compose by basic composition (Dwork and Roth 2014, Theorem 3.16): the epsilons
+add and the deltas add. Both are upper bounds; the smaller epsilon at the same total delta is reported.
+
+Composition is a statement about one neighbouring relation: the reports must protect the same kind
+of unit (level), under the same relation, identified by the same column. The composed guarantee then
+holds for units within every report's bounds, i.e. within the strictest ones (:func:`composed_unit`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, field
+from typing import Any
 
 from tsdp.accounting.claim import MechanismEvent, PrivacyClaim
 from tsdp.accounting.gaussian import delta_for_epsilon as gaussian_delta
 from tsdp.accounting.pld import DEFAULT_DISCRETIZATION, TAIL_MASS, DiscretePLD, pld_from_profile, tail_mass_for
 from tsdp.accounting.profiles import GaussianMixtureProfile, GaussianProfile, LaplaceProfile
-from tsdp.errors import UsageError
+from tsdp.errors import BudgetError, NumericalError, UsageError
 
 BASIC = "basic composition (Dwork and Roth 2014, Theorem 3.16): epsilons and deltas add"
 TIGHT = ("PLD composition of the mechanism events (dominating pairs compose as products; "
          "Schuchardt et al. 2025, Lemma D.13), read off at the total delta")
+STRONGER = "the claim states more privacy than its noise gives"
+RECHECK_DISCRETIZATIONS = (DEFAULT_DISCRETIZATION, 1e-4)  # a finer grid only when the default one is too coarse
 
 
 def event_pld(event: MechanismEvent, discretization: float = DEFAULT_DISCRETIZATION,
@@ -44,11 +52,12 @@ class Composition:
     basic_epsilon: float
     tight_epsilon: float | None
     warnings: list[str]
+    unit: dict[str, Any] = field(default_factory=dict)
 
 
-def compose_claims(claims: list[PrivacyClaim], delta: float | None = None,
-                   discretization: float = DEFAULT_DISCRETIZATION) -> Composition:
-    """Compose DP claims; ``delta`` defaults to the sum of their deltas."""
+def check_composable(claims: list[PrivacyClaim]) -> None:
+    """Refuse claims that do not compose: LIP or lower bounds (UsageError), or units of different
+    levels, relations or id columns (BudgetError: the composed claim would hold for no unit)."""
     if not claims:
         raise UsageError("nothing to compose: give at least one report")
     for i, claim in enumerate(claims, 1):
@@ -57,14 +66,57 @@ def compose_claims(claims: list[PrivacyClaim], delta: float | None = None,
                              "and does not compose with DP claims")
         if claim.bound != "upper":
             raise UsageError(f"report {i} holds a lower bound, which is not a privacy guarantee")
+    first = claims[0].unit
+    for i, claim in enumerate(claims[1:], 2):
+        u = claim.unit
+        for attr, what in (("level", "level"), ("relation", "neighbouring relation"), ("id_column", "id column")):
+            if getattr(u, attr) != getattr(first, attr):
+                raise BudgetError(
+                    f"report {i} protects a different unit than report 1: {what} {getattr(u, attr)!r} vs "
+                    f"{getattr(first, attr)!r}; a composed guarantee needs one unit (same level, relation "
+                    "and id column) in every report")
+
+
+def composed_unit(claims: list[PrivacyClaim]) -> dict[str, Any]:
+    """The unit the composition covers: the common level, relation and id column, and the strictest
+    of every bound (a unit within all of them is a neighbouring unit of every report).
+
+    ``None`` for a bound means "not bounded" (e.g. ``max_per_step`` of DP-SGD, ``series_per_unit``
+    of a mean estimate) and does not restrict the minimum. ``enforced`` holds only when every
+    report enforced its bounds.
+    """
+    check_composable(claims)
+    units = [c.unit for c in claims]
+
+    def strictest(attr: str):
+        values = [getattr(u, attr) for u in units if getattr(u, attr) is not None]
+        return min(values) if values else None
+
+    out = {"level": units[0].level, "relation": units[0].relation, "id_column": units[0].id_column,
+           "max_per_step": strictest("max_per_step"), "max_steps": strictest("max_steps"),
+           "w": strictest("w"), "series_per_unit": strictest("series_per_unit"),
+           "enforced": all(u.enforced for u in units)}
+    differs = [k for k in ("max_per_step", "max_steps", "w", "series_per_unit")
+               if len({getattr(u, k) for u in units}) > 1]
+    out["covers"] = ("the bounds are the same in every report" if not differs else
+                     f"the reports' bounds differ ({', '.join(differs)}): the composed guarantee holds only "
+                     "for units within the strictest of them (the values above)")
+    return out
+
+
+def compose_claims(claims: list[PrivacyClaim], delta: float | None = None,
+                   discretization: float = DEFAULT_DISCRETIZATION) -> Composition:
+    """Compose DP claims of one unit; ``delta`` defaults to the sum of their deltas.
+
+    Refuses (see :func:`check_composable`) LIP claims, lower bounds and claims about different units.
+    """
+    unit = composed_unit(claims)
     basic_eps = sum(c.epsilon for c in claims)
     basic_delta = sum(c.delta or 0.0 for c in claims)
     target = basic_delta if delta is None else delta
     warnings = []
-    relations = {(c.unit.level, c.unit.relation, c.unit.id_column) for c in claims}
-    if len(relations) > 1:
-        warnings.append("the reports protect different units; the composed guarantee covers only datasets "
-                        "that are neighbours under every report's relation")
+    if unit["covers"].startswith("the reports' bounds differ"):
+        warnings.append(unit["covers"])
     tight = None
     if all(c.events for c in claims) and target > 0:
         total, tail = None, tail_mass_for(target)
@@ -78,51 +130,93 @@ def compose_claims(claims: list[PrivacyClaim], delta: float | None = None,
                          "every report carries mechanism events to recompose at another delta")
     use_tight = tight is not None and (delta is not None and delta < basic_delta or tight < basic_eps)
     if use_tight:
-        return Composition(tight, target, TIGHT, basic_eps, tight, warnings)
-    return Composition(basic_eps, basic_delta, BASIC, basic_eps, tight, warnings)
+        return Composition(tight, target, TIGHT, basic_eps, tight, warnings, unit)
+    return Composition(basic_eps, basic_delta, BASIC, basic_eps, tight, warnings, unit)
 
 
-def claim_backed_by_events(claim: PrivacyClaim, rel_tol: float = 1e-9) -> tuple[bool, str]:
-    """Whether the claim's (epsilon, delta) follows from its events by a closed form.
+def events_privacy(events: tuple[MechanismEvent, ...], definition: str, epsilon: float | None,
+                   delta: float | None, rel_tol: float = 1e-9) -> tuple[bool, str]:
+    """Whether ``(epsilon, delta)`` under ``definition`` follows from the mechanism events.
 
-    A single Gaussian event: the exact profile at epsilon must not exceed delta (Balle and Wang,
-    Thm 8). Laplace events: epsilon must be at least count * sensitivity / scale. Other claims
-    cannot be rechecked this way and pass with a note.
+    Laplace events alone: pure DP with ``epsilon >= sum count * sensitivity / scale`` (basic
+    composition of Laplace mechanisms). Gaussian events alone: one Gaussian mechanism with
+    ``mu^2 = sum count (sensitivity / sigma)^2`` (Gaussian mechanisms compose exactly), whose exact
+    profile at epsilon must not exceed delta (Balle and Wang 2018, Theorem 8). One mixture event: its
+    exact mixture profile. Anything else: a pessimistic PLD composition of the events read off at
+    delta (dp-accounting). Gaussian and mixture events never give pure DP; an empty list gives nothing.
     """
-    events = claim.events
-    if claim.definition == "lip" or not events:
-        return True, "no mechanism events to recheck"
+    if not events:
+        return False, "the claim carries no mechanism events to recompute its epsilon from"
+    if epsilon is None or not math.isfinite(epsilon) or epsilon < 0:
+        return False, f"the claim has no finite epsilon >= 0 (got {epsilon})"
+    kinds = {e.kind for e in events}
+    if kinds == {"laplace"}:
+        needed = sum(e.count * e.sensitivity / e.noise for e in events)
+        ok = epsilon >= needed * (1 - rel_tol)
+        return ok, (f"Laplace events give pure epsilon {needed:.6g} (claimed {epsilon:g})"
+                    + ("" if ok else f": {STRONGER}"))
+    if definition == "pure-dp":
+        return False, (f"{' and '.join(sorted(kinds))} events never give pure DP (delta 0); the claim must be "
+                       "approx-dp with a delta > 0")
+    if delta is None or not 0 < delta < 1:
+        return False, f"{'/'.join(sorted(kinds))} events need a delta in (0, 1), the claim has {delta}"
+    if kinds == {"gaussian"}:
+        mu = math.sqrt(sum(e.count * (e.sensitivity / e.noise) ** 2 for e in events))
+        exact = float(gaussian_delta(epsilon, mu))
+        ok = exact <= delta * (1 + rel_tol)
+        return ok, (f"Gaussian events (mu {mu:.6g}) give delta {exact:.6g} at epsilon {epsilon:g} "
+                    f"(claimed delta {delta:g})" + ("" if ok else f": {STRONGER}"))
     if len(events) == 1 and events[0].kind == "gaussian-mixture" and events[0].count == 1:
         e = events[0]
         weights, sens = zip(*e.mixture)
-        exact = float(GaussianMixtureProfile(weights, tuple(s / e.noise for s in sens)).delta([claim.epsilon])[0])
-        ok = exact <= claim.delta * (1 + rel_tol)
-        return ok, f"mixture profile gives delta {exact:.6g} at epsilon {claim.epsilon:g} (claimed {claim.delta:g})"
-    if len(events) == 1 and events[0].kind == "gaussian":
-        e = events[0]
-        exact = gaussian_delta(claim.epsilon, e.sensitivity / e.noise)
-        ok = exact <= claim.delta * (1 + rel_tol)
-        return ok, f"Gaussian profile gives delta {exact:.6g} at epsilon {claim.epsilon:g} (claimed {claim.delta:g})"
-    if all(e.kind == "laplace" for e in events):
-        needed = sum(e.count * e.sensitivity / e.noise for e in events)
-        ok = claim.epsilon >= needed * (1 - rel_tol)
-        return ok, f"Laplace events need epsilon >= {needed:.6g} (claimed {claim.epsilon:g})"
-    composed = compose_claims([claim], delta=claim.delta if claim.delta > 0 else None)
-    ok = composed.tight_epsilon is None or composed.tight_epsilon <= claim.epsilon * (1 + 1e-6) + 1e-12
-    return ok, f"composed events give epsilon {composed.tight_epsilon} (claimed {claim.epsilon:g})"
+        exact = float(GaussianMixtureProfile(weights, tuple(s / e.noise for s in sens)).delta([epsilon])[0])
+        ok = exact <= delta * (1 + rel_tol)
+        return ok, (f"the mixture profile gives delta {exact:.6g} at epsilon {epsilon:g} (claimed delta {delta:g})"
+                    + ("" if ok else f": {STRONGER}"))
+    composed = None
+    for discretization in RECHECK_DISCRETIZATIONS:
+        try:
+            total, tail = None, tail_mass_for(delta)
+            for event in events:
+                pld = event_pld(event, discretization, tail)
+                total = pld if total is None else total.compose(pld, tail)
+            composed = total.epsilon(delta)
+        except NumericalError as exc:
+            return False, f"the events' PLD cannot be built ({exc})"
+        if composed <= epsilon * (1 + 1e-6) + 1e-12:
+            return True, (f"PLD composition of the events (discretization {discretization:g}) gives epsilon "
+                          f"{composed:.6g} at delta {delta:g} (claimed epsilon {epsilon:g})")
+    return False, (f"PLD composition of the events gives epsilon {composed:.6g} at delta {delta:g}, more than the "
+                   f"claimed {epsilon:g}: {STRONGER}")
+
+
+def claim_backed_by_events(claim: PrivacyClaim, rel_tol: float = 1e-9) -> tuple[bool, str]:
+    """Whether the claim's definition, epsilon and delta follow from its events (:func:`events_privacy`).
+
+    A claim without events is not backed by them (False); :mod:`tsdp.accounting.verify` decides which
+    mechanisms must carry events and rechecks the others from their parameters.
+    """
+    if claim.definition == "lip":
+        return False, "a LIP claim has no epsilon and no mechanism events"
+    return events_privacy(claim.events, claim.definition, claim.epsilon, claim.delta, rel_tol)
 
 
 def within_budget(claim: PrivacyClaim, max_epsilon: float | None, max_delta: float | None) -> list[str]:
     """Reasons the claim exceeds the budget (empty when it is within)."""
     problems = []
+    if claim.definition == "lip":
+        if max_epsilon is not None or max_delta is not None:
+            problems.append("the claim has no epsilon and no delta (LIP is not differential privacy), so it "
+                            "cannot meet --max-epsilon/--max-delta")
+        return problems
     if max_epsilon is not None:
         if claim.epsilon is None:
-            problems.append("the claim has no epsilon (LIP is not differential privacy)")
+            problems.append("the claim has no epsilon")
         elif not claim.epsilon <= max_epsilon:
             problems.append(f"epsilon {claim.epsilon:g} exceeds --max-epsilon {max_epsilon:g}")
-    if max_delta is not None and claim.delta is not None and not claim.delta <= max_delta:
-        problems.append(f"delta {claim.delta:g} exceeds --max-delta {max_delta:g}")
-    if max_delta is not None and claim.delta is None and claim.definition != "lip":
-        problems.append("the claim has no delta")
+    if max_delta is not None:
+        if claim.delta is None:
+            problems.append("the claim has no delta")
+        elif not claim.delta <= max_delta:
+            problems.append(f"delta {claim.delta:g} exceeds --max-delta {max_delta:g}")
     return problems
-

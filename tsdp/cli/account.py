@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from enum import Enum
 from typing import Optional
 
@@ -173,69 +174,109 @@ def compose(
     config: Optional[str] = common.ConfigOption,
 ) -> None:
     """Compose the privacy claims of several reports: tightly through their mechanism events where
-    every report has them, otherwise by basic composition; says which."""
+    every report has them, otherwise by basic composition; says which.
+
+    The reports must protect one unit: the same level, neighbouring relation and id column (exit 3
+    otherwise), and each claim must pass the claim checks of 'tsdp account verify' (exit 3). The
+    composed guarantee covers units within the strictest of the reports' bounds, stated as 'unit'.
+    """
     from tsdp.accounting.budget import check_delta
     from tsdp.accounting.claim import PrivacyClaim
-    from tsdp.accounting.compose import compose_claims
+    from tsdp.accounting.compose import check_composable, compose_claims
+    from tsdp.accounting.verify import claim_checks
+    from tsdp.errors import BudgetError, DataError
     from tsdp.report import load_report
 
     if delta is not None:
         check_delta(delta)
-    claims = [PrivacyClaim.from_dict(load_report(path)["claim"]) for path in reports]
+    documents = [load_report(path) for path in reports]  # not a report: exit 4
+    try:
+        claims = [PrivacyClaim.from_dict(d["claim"]) for d in documents]
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise DataError(f"REPORT: a claim cannot be read ({exc})") from None
+    check_composable(claims)  # LIP or lower bounds: exit 2; different units: exit 3
+    for path, document in zip(reports, documents):
+        failed = [c for c in claim_checks(document) if not c.passed]
+        if failed:
+            raise BudgetError(f"{path!r} does not verify, so its claim cannot be composed: {failed[0].name}: "
+                              f"{failed[0].detail} (see 'tsdp account verify {path}')")
     result = compose_claims(claims, delta, discretization)
     console = common.Console(quiet, json_summary, stdout_taken=False)
     for message in result.warnings:
         console.warn(message)
     console.summary({"epsilon": result.epsilon, "delta": result.delta, "method": result.method,
                      "reports": len(reports), "basic_composition_epsilon": result.basic_epsilon,
-                     "pld_composition_epsilon": result.tight_epsilon}, "tsdp account compose")
+                     "pld_composition_epsilon": result.tight_epsilon, "unit": result.unit},
+                    "tsdp account compose")
 
 
 @app.command("verify")
 def verify(
-    report: str = typer.Argument(..., help="tsdp report file (JSON)."),
-    max_epsilon: Optional[float] = typer.Option(None, "--max-epsilon", help="Fail if the claim's epsilon exceeds this."),
-    max_delta: Optional[float] = typer.Option(None, "--max-delta", help="Fail if the claim's delta exceeds this."),
-    output: Optional[str] = typer.Option(None, "--output", help="Released file whose sha256 must match the report."),
+    reports: list[str] = typer.Argument(..., help="tsdp report files (JSON); every one must pass."),
+    max_epsilon: Optional[float] = typer.Option(None, "--max-epsilon", help="Fail if a claim's epsilon exceeds this (a finite number >= 0)."),
+    max_delta: Optional[float] = typer.Option(None, "--max-delta", help="Fail if a claim's delta exceeds this (in [0, 1])."),
+    output: Optional[list[str]] = typer.Option(None, "--output", help="Released file whose sha256 must match the report; once per report, in order [default: the file the report names, when it sits next to the report]."),
     json_summary: bool = common.JsonOption, quiet: bool = common.QuietOption,
     config: Optional[str] = common.ConfigOption,
 ) -> None:
-    """Check a report for CI: well formed, an upper bound backed by its events, within the budget,
-    and (with --output) about exactly this file. Exit 0 when every check passes, 3 otherwise."""
-    from tsdp.accounting.claim import PrivacyClaim
-    from tsdp.accounting.compose import claim_backed_by_events, within_budget
+    """Check reports for CI; exit 0 when every check of every report passes, 3 otherwise.
+
+    A pass proves that each claim is consistent: its definition is one its mechanism can give
+    (Gaussian noise is never pure DP; LIP is never DP), its unit, mechanism events and parameters
+    agree with each other and with the released grid (sensitivities from M, I, K, w), epsilon and
+    delta recomputed from the events or parameters (DP-SGD as 'tsdp account dpsgd') are no smaller
+    than claimed, it is an upper bound within --max-epsilon/--max-delta, the run was not seeded,
+    and the released file matches the report's sha256 (--output, or the file the report names next
+    to it; otherwise that check says 'not checked'). It does NOT prove who wrote the report (a
+    report edited consistently everywhere passes), that the file was made with the stated noise,
+    anything about the data, or that declared bounds held for pre-aggregated input.
+
+    Exit 4 for a file that is not a strict JSON report (NaN, Infinity, duplicate keys, too deep),
+    2 for a meaningless threshold.
+    """
+    from pathlib import Path
+
+    from tsdp.accounting.verify import check_thresholds, verify_report
     from tsdp.errors import BudgetError
     from tsdp.io.files import sha256_file
     from tsdp.report import load_report
 
-    data = load_report(report)  # schema errors: exit 4
-    claim = PrivacyClaim.from_dict(data["claim"])
-    checks = [("schema", True, f"valid {data['schema']} report from tsdp {data['tool']['version']}")]
-    if claim.definition == "lip":
-        checks.append(("definition", True, "LIP (FLIP), NOT differential privacy: LIP >= 1 - "
-                       f"{claim.parameters.get('lip_budget_delta')} under the estimated model; no epsilon"))
-    else:
-        checks.append(("upper bound", claim.bound == "upper",
-                       "the claim is an upper bound" if claim.bound == "upper" else "the claim is a LOWER bound"))
-    backed, note = claim_backed_by_events(claim)
-    checks.append(("backed by events", backed, note))
-    problems = within_budget(claim, max_epsilon, max_delta)
-    checks.append(("budget", not problems, "; ".join(problems) or "within the given budget"))
-    if data["randomness"] == "seeded":
-        checks.append(("randomness", False, "the release used a fixed --seed and must not be published"))
-    if output is not None:
-        from pathlib import Path
+    check_thresholds(max_epsilon, max_delta)
+    if output and len(output) != len(reports):
+        raise UsageError(f"--output was given {len(output)} times for {len(reports)} reports: give it once per "
+                         "report, in the same order, or leave it out to check the files next to the reports")
+    documents = [load_report(path) for path in reports]  # missing: exit 2; not a report: exit 4
+    results = []
+    for i, (path, data) in enumerate(zip(reports, documents)):
+        digest, note = None, None
+        if output:
+            if not Path(output[i]).is_file():
+                raise UsageError(f"--output: file {output[i]!r} does not exist")
+            digest = sha256_file(output[i])
+        else:
+            named = str((data.get("output") or {}).get("file", ""))
+            beside = Path(path).parent / named
+            if named in ("", ".", "..", "<stdout>") or Path(named).name != named:
+                note = f"the report names {named!r}, not a file next to it; pass --output"
+            elif beside.is_file():
+                digest = sha256_file(beside)
+            else:
+                note = f"{named!r} is not next to the report; pass --output to check the released file"
+        results.append((path, verify_report(data, max_epsilon, max_delta, digest, note)))
 
-        if not Path(output).is_file():
-            raise UsageError(f"--output: file {output!r} does not exist")
-        digest = sha256_file(output)
-        checks.append(("output sha256", digest == data["output"]["sha256"],
-                       "matches" if digest == data["output"]["sha256"] else
-                       f"file has {digest[:16]}..., report says {data['output']['sha256'][:16]}..."))
+    passed = all(r.passed for _, r in results)
     console = common.Console(quiet, json_summary, stdout_taken=False)
-    console.summary({name: ("ok: " if ok else "FAILED: ") + note for name, ok, note in checks},
-                    f"tsdp account verify {report}")
-    failed = [f"{name}: {note}" for name, ok, note in checks if not ok]
-    if failed:
-        raise BudgetError(f"verification of {report!r} failed: {failed[0]}"
-                          + (f" (and {len(failed) - 1} more)" if len(failed) > 1 else ""))
+    if json_summary:
+        print(json.dumps({"passed": passed, "reports": [r.to_dict(path) for path, r in results]}, indent=2))
+    else:
+        for path, r in results:
+            console.summary({c.name: ("ok: " if c.passed else "FAILED: ") + c.detail for c in r.checks},
+                            f"tsdp account verify {path}: {'passed' if r.passed else 'FAILED'}")
+    failing = [(path, r) for path, r in results if not r.passed]
+    if failing:
+        path, r = failing[0]
+        first = r.failures[0]
+        more = len(r.failures) - 1
+        others = f"; {len(failing) - 1} other report(s) failed too" if len(failing) > 1 else ""
+        raise BudgetError(f"verification of {path!r} failed: {first.name}: {first.detail}"
+                          + (f" (and {more} more failed check(s))" if more else "") + others)

@@ -1,0 +1,911 @@
+"""Verification of a privacy report: is its claim the one its own mechanism, unit and noise give?
+
+``verify_report(data)`` rechecks a parsed, schema-valid ``tsdp-report/1`` document and returns a
+:class:`ReportVerification`: a list of named checks, each passed or failed with a one-line detail.
+Nothing is printed and no file is read; the caller passes the sha256 of the released file when it
+has one (:func:`tsdp.io.files.sha256_file`).
+
+What a passing verification proves. The claim is internally consistent and follows from public
+figures by the mechanism's own theorem, recomputed here independently of the figures the report
+states:
+
+* the definition is the one the mechanism can give (Gaussian or mixture noise is never pure DP; a
+  LIP claim (FLIP) carries no epsilon, no delta and no events, and nothing else is LIP);
+* the unit is well formed for the mechanism, its description is the one its bounds give, and the
+  sensitivities follow from it and the released grid (M, I, K, w, n_series, n_steps:
+  :class:`tsdp.accounting.sensitivity.ContributionBounds`);
+* the mechanism events are exactly those the unit and the stated noise give (kind, sensitivity,
+  count, mixture), and the parameters (sigma, scale, sensitivities, samples) agree with them, so no
+  single figure can be edited alone;
+* epsilon and delta are recomputed: from the events (:func:`tsdp.accounting.compose.events_privacy`)
+  for every mechanism that emits them, which must carry them; from the parameters otherwise
+  (Laplace DFT, Koga et al.'s paper accounting, user-level means, DP-SGD through
+  :mod:`tsdp.accounting.structured` exactly as the trainer accounts);
+* the bound is an upper bound, the numbers are within the given budget, the run was not seeded,
+  and (when the caller hashed it) the released file is the one the report names.
+
+What it cannot prove: who wrote the report (a report edited consistently in every figure, or
+written by hand, verifies: sign or store reports where they cannot be altered); that the released
+file was produced with the stated noise (only its hash is compared); anything about the private
+data; and whether declared contribution bounds held for pre-aggregated input (``enforced: false``).
+For the conditional filter-subsample accounting the per-series spectral norms s_J, and for the
+paper filter accounting the kernel statistics (L, srank), are taken from the report: they depend on
+the released sampling pattern or the kernel, and are only checked for range and consistency.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from tsdp.accounting.claim import MechanismEvent, PrivacyClaim
+from tsdp.errors import DataError, TsdpError, UsageError
+
+REL_TOL = 1e-9  # recomputed figures must agree to this relative precision
+DPSGD_MECHANISM = "DP-SGD with structured subsampling (Schuchardt et al. 2025)"  # tsdp.cli.forecast._claim
+FLIP_MECHANISM = "FLIP all-pass filtering (McElroy, Roy & Hore 2022)"  # tsdp.flip.mechanism.MECHANISM
+MEAN_ALGORITHMS = ("baseline", "array-averaging", "levy", "quantile")  # tsdp.mean.api.ALGORITHMS
+DP_LEVELS = ("event", "w-event", "user")
+DP_RELATIONS = ("add-remove", "substitute")
+MIN_DPSGD_DISCRETIZATION = 1e-5  # a finer grid is refused rather than computed (it could take hours)
+
+
+@dataclass(frozen=True)
+class Check:
+    """One named check of a report, passed or failed, with a one-line detail."""
+
+    name: str
+    passed: bool
+    detail: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "passed": self.passed, "detail": self.detail}
+
+
+@dataclass(frozen=True)
+class ReportVerification:
+    """The checks of one report; it passes when every check passes."""
+
+    checks: tuple[Check, ...]
+
+    @property
+    def passed(self) -> bool:
+        return all(c.passed for c in self.checks)
+
+    @property
+    def failures(self) -> tuple[Check, ...]:
+        return tuple(c for c in self.checks if not c.passed)
+
+    def to_dict(self, path: str | None = None) -> dict[str, Any]:
+        out: dict[str, Any] = {} if path is None else {"path": path}
+        out.update(passed=self.passed, checks=[c.to_dict() for c in self.checks])
+        return out
+
+
+# ------------------------------------------------------------------------------------------------
+# entry points
+# ------------------------------------------------------------------------------------------------
+
+
+def check_thresholds(max_epsilon: float | None, max_delta: float | None) -> None:
+    """Refuse (UsageError, exit 2) a budget that means nothing: NaN, negative, infinite, delta > 1."""
+    if max_epsilon is not None and not (_is_real(max_epsilon) and math.isfinite(max_epsilon) and max_epsilon >= 0):
+        raise UsageError(f"--max-epsilon must be a finite number >= 0, got {max_epsilon!r}")
+    if max_delta is not None and not (_is_real(max_delta) and 0 <= max_delta <= 1):
+        raise UsageError(f"--max-delta must be a number in [0, 1], got {max_delta!r}")
+
+
+def verify_report(data: dict[str, Any], max_epsilon: float | None = None, max_delta: float | None = None,
+                  output_sha256: str | None = None, output_note: str | None = None) -> ReportVerification:
+    """Recheck a parsed report (validated against the schema by :func:`tsdp.report.load_report`).
+
+    ``output_sha256`` is the digest of the released file when the caller found it (``--output``, or
+    the file the report names next to it); otherwise ``output_note`` says why it was not hashed.
+    Raises DataError (exit 4) when ``data`` is not a report (non-finite numbers, a claim that cannot
+    be parsed) and UsageError (exit 2) for a meaningless budget.
+    """
+    check_thresholds(max_epsilon, max_delta)
+    report = _parse(data)
+    claim = report.claim
+    checks = [Check("schema", True, f"{data.get('schema')} report written by tsdp "
+                                    f"{(data.get('tool') or {}).get('version', '?')}")]
+    checks.extend(claim_checks(data, _parsed=report))
+    from tsdp.accounting.compose import within_budget
+
+    problems = within_budget(claim, max_epsilon, max_delta)
+    if max_epsilon is None and max_delta is None:
+        checks.append(Check("budget", True, "no --max-epsilon/--max-delta given"))
+    else:
+        checks.append(Check("budget", not problems, "; ".join(problems) or _budget_text(max_epsilon, max_delta)))
+    warned = any("fixed --seed" in str(w) for w in data.get("warnings") or ())
+    seeded = data.get("randomness") == "seeded" or warned
+    checks.append(Check("randomness", not seeded,
+                        "the release used a fixed --seed and must not be published" if seeded
+                        else f"noise from {data.get('randomness')}"))
+    expected = (data.get("output") or {}).get("sha256")
+    if output_sha256 is None:
+        checks.append(Check("output_sha256", True, "not checked: " + (output_note or "no released file given")))
+    else:
+        same = output_sha256 == expected
+        checks.append(Check("output_sha256", same, "the released file matches the report's sha256" if same else
+                            f"the released file has sha256 {output_sha256[:16]}..., the report says "
+                            f"{str(expected)[:16]}...: it is not the file this report covers"))
+    return ReportVerification(tuple(checks))
+
+
+def claim_checks(data: dict[str, Any], _parsed: "_Report | None" = None) -> list[Check]:
+    """The checks of the claim alone (mechanism, definition, bound, unit, events, parameters,
+    privacy loss): what ``tsdp account compose`` requires of every report it composes."""
+    report = _parsed or _parse(data)
+    claim = report.claim
+    checks = []
+    rule = _rule_for(claim.mechanism)
+    if rule is None:
+        known = ", ".join(sorted(k for k in RULES if not k.startswith("user-level-mean/")))
+        known += ", user-level-mean/<algorithm>"
+        checks.append(Check("mechanism", False, f"no rule rechecks claims of mechanism {claim.mechanism!r} "
+                                                f"(known: {known})"))
+        return checks
+    checks.append(Check("mechanism", True, f"{claim.mechanism}: {rule.describes}"))
+    checks.append(Check("bound", claim.bound == "upper",
+                        "the claim is an upper bound" if claim.bound == "upper"
+                        else "the claim is a LOWER bound, which is not a privacy guarantee"))
+    out = _Outcome()
+    try:
+        rule.check(report, out)
+    except Exception as exc:  # tampered figures of the wrong type or range: fail closed, never crash
+        out.group("parameters").fail(f"cannot recheck the claim ({type(exc).__name__}: {exc})")
+    if out.definition is not None:
+        want = out.definition
+        checks.append(Check("definition", claim.definition == want, _definition_text(claim, want)))
+    for name in ("unit", "events", "parameters", "privacy_loss", "command"):
+        checks.append(out.group(name).result(name))
+    return checks
+
+
+# ------------------------------------------------------------------------------------------------
+# parsing
+# ------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Report:
+    data: dict[str, Any]
+    claim: PrivacyClaim
+    params: dict[str, Any]
+    grid: dict[str, Any]
+    command: dict[str, Any]
+
+
+def _parse(data: Any) -> _Report:
+    if not isinstance(data, dict):
+        raise DataError("REPORT is not a tsdp report: its top level is not a JSON object")
+    bad = _first_non_finite(data)
+    if bad is not None:
+        raise DataError(f"REPORT holds a non-finite number at {bad}: a report never contains NaN or Infinity")
+    try:
+        claim = PrivacyClaim.from_dict(data["claim"])
+    except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as exc:
+        raise DataError(f"REPORT: its claim cannot be read ({type(exc).__name__}: {exc})") from None
+    grid = data.get("grid") if isinstance(data.get("grid"), dict) else {}
+    command = data.get("command") if isinstance(data.get("command"), dict) else {}
+    parameters = command.get("parameters") if isinstance(command.get("parameters"), dict) else {}
+    return _Report(data, claim, claim.parameters, grid, parameters)
+
+
+def _first_non_finite(data: Any) -> str | None:
+    """Path of the first NaN or infinite float in ``data`` (iterative: no recursion limit)."""
+    stack: list[tuple[str, Any]] = [("(top level)", data)]
+    while stack:
+        where, node = stack.pop()
+        if isinstance(node, float) and not math.isfinite(node):
+            return where
+        if isinstance(node, dict):
+            stack.extend((f"{where}/{k}" if where != "(top level)" else str(k), v) for k, v in node.items())
+        elif isinstance(node, (list, tuple)):
+            stack.extend((f"{where}/{i}", v) for i, v in enumerate(node))
+    return None
+
+
+# ------------------------------------------------------------------------------------------------
+# collecting the outcome of a rule
+# ------------------------------------------------------------------------------------------------
+
+
+class _Group:
+    """Problems found for one check, and what was confirmed."""
+
+    def __init__(self) -> None:
+        self.problems: list[str] = []
+        self.confirmed: list[str] = []
+
+    def fail(self, message: str) -> None:
+        self.problems.append(message)
+
+    def ok(self, message: str) -> None:
+        self.confirmed.append(message)
+
+    def expect(self, condition: bool, problem: str) -> bool:
+        if not condition:
+            self.problems.append(problem)
+        return bool(condition)
+
+    def same(self, label: str, got: Any, want: float, rel: float = REL_TOL) -> bool:
+        """``got`` is a number equal to ``want`` to ``rel`` (relative)."""
+        if not _is_real(want):
+            self.problems.append(f"{label} is {got!r}, but the report states no number to compare it with "
+                                 f"(got {want!r})")
+            return False
+        if not _is_real(got):
+            self.problems.append(f"{label} is {got!r}, not a number (expected {want:.10g})")
+            return False
+        if not _close(got, want, rel):
+            self.problems.append(f"{label} is {got:.10g}, expected {want:.10g}")
+            return False
+        return True
+
+    def equal(self, label: str, got: Any, want: Any) -> bool:
+        if got != want or isinstance(got, bool) != isinstance(want, bool):
+            self.problems.append(f"{label} is {got!r}, expected {want!r}")
+            return False
+        return True
+
+    def result(self, name: str) -> Check:
+        if self.problems:
+            more = f" (and {len(self.problems) - 1} more)" if len(self.problems) > 1 else ""
+            return Check(name, False, self.problems[0] + more)
+        return Check(name, True, "; ".join(self.confirmed) or "consistent")
+
+
+@dataclass
+class _Outcome:
+    definition: str | None = None
+    groups: dict[str, _Group] = field(default_factory=dict)
+
+    def group(self, name: str) -> _Group:
+        return self.groups.setdefault(name, _Group())
+
+
+@dataclass(frozen=True)
+class _Rule:
+    describes: str
+    check: Callable[[_Report, _Outcome], None]
+
+
+# ------------------------------------------------------------------------------------------------
+# shared pieces
+# ------------------------------------------------------------------------------------------------
+
+
+def _is_real(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _close(got: float, want: float, rel: float = REL_TOL) -> bool:
+    return abs(got - want) <= rel * max(abs(got), abs(want)) + 1e-300
+
+
+def _definition_text(claim: PrivacyClaim, want: str) -> str:
+    if claim.definition == want:
+        return {"approx-dp": "(epsilon, delta)-DP, as its noise gives",
+                "pure-dp": "pure epsilon-DP, as its noise gives",
+                "lip": "LIP (FLIP), NOT differential privacy: no epsilon, no delta"}[want]
+    if claim.definition == "pure-dp" and want == "approx-dp":
+        return f"the claim says pure-dp, but {claim.mechanism} with this noise gives only (epsilon, delta)-DP"
+    if want == "lip":
+        return f"the claim says {claim.definition}, but {claim.mechanism} is not differential privacy (LIP only)"
+    return f"the claim says {claim.definition}, but {claim.mechanism} with this noise gives {want}"
+
+
+def _budget_text(max_epsilon, max_delta) -> str:
+    parts = ([f"epsilon <= {max_epsilon:g}"] if max_epsilon is not None else []) + \
+            ([f"delta <= {max_delta:g}"] if max_delta is not None else [])
+    return "within the given budget (" + ", ".join(parts) + ")"
+
+
+def _grid(r: _Report, unit: _Group) -> tuple[int, int] | None:
+    s, t = r.grid.get("n_series"), r.grid.get("n_steps")
+    if not (_is_int(s) and s >= 1 and _is_int(t) and t >= 1):
+        unit.fail(f"the report's grid does not state n_series and n_steps (got {s!r}, {t!r})")
+        return None
+    return s, t
+
+
+def _release_unit(r: _Report, out: _Outcome):
+    """The declared bounds of a ``tsdp release`` claim and the grid, or None when they are malformed."""
+    from tsdp.accounting.sensitivity import ContributionBounds
+
+    unit, params = out.group("unit"), out.group("parameters")
+    u = r.claim.unit
+    shape = _grid(r, unit)
+    if not unit.expect(u.level in DP_LEVELS, f"level {u.level!r} is not a DP unit ({', '.join(DP_LEVELS)})"):
+        return None
+    if not unit.expect(u.relation in DP_RELATIONS, f"relation {u.relation!r} is not one of {', '.join(DP_RELATIONS)}"):
+        return None
+    try:
+        bounds = ContributionBounds(u.level, u.max_per_step, u.max_steps, u.w, u.series_per_unit, u.relation)
+    except (TsdpError, TypeError) as exc:
+        unit.fail(f"the unit's bounds are malformed: {exc}")
+        return None
+    if shape is None:
+        return None
+    S, T = shape
+    touched = bounds.series_touched(S)
+    unit.expect(u.series_per_unit == touched,
+                f"series_per_unit {u.series_per_unit!r}, but a {u.level} unit touches {touched} of the {S} series")
+    wanted = bounds.describe(u.id_column)
+    unit.expect(u.neighbouring == wanted, f"the neighbouring text {u.neighbouring!r} is not what the bounds give "
+                                          f"({wanted!r})")
+    if not unit.problems:
+        unit.ok(f"{u.neighbouring}; M = {u.max_per_step:g}" + (f", I = {u.max_steps}" if u.max_steps else "")
+                + (f", w = {u.w}" if u.w else "") + f", K = {touched} of {S} series x {T} steps"
+                + ("" if u.enforced else " (declared bounds, not enforced by tsdp)"))
+    params.equal("parameters.n_series", r.params.get("n_series"), S)
+    params.equal("parameters.n_steps", r.params.get("n_steps"), T)
+    _release_command(r, out, S, T)
+    return bounds, S, T
+
+
+def _command_name(r: _Report, out: _Outcome, name: str) -> _Group:
+    g = out.group("command")
+    command = r.data.get("command") if isinstance(r.data.get("command"), dict) else {}
+    g.equal("command.name", command.get("name"), name)
+    return g
+
+
+def _release_command(r: _Report, out: _Outcome, S: int, T: int) -> None:
+    """The claim is the one the recorded ``tsdp release`` command line asks for."""
+    g = _command_name(r, out, "release")
+    cmd, u, c = r.command, r.claim.unit, r.claim
+    mechanism = cmd.get("mechanism")
+    fallback = (mechanism in ("subsample", "filter-subsample") and c.mechanism == "gaussian"
+                and cmd.get("sampling_rate") == 1)  # p = 1: the plain Gaussian mechanism is released
+    if not fallback:
+        g.equal("claim mechanism (--mechanism)", c.mechanism, mechanism)
+    g.equal("unit.level (--unit)", u.level, cmd.get("unit"))
+    g.equal("unit.relation (--neighbouring)", u.relation, cmd.get("neighbouring"))
+    g.equal("unit.w (--w)", u.w, cmd.get("w"))
+    if cmd.get("assume_none"):
+        g.equal("unit.max_steps (--assume-none sets I = T)", u.max_steps, T)
+    else:
+        g.equal("unit.max_steps (--max-steps)", u.max_steps, cmd.get("max_steps"))
+    enforced = cmd.get("layout") == "events"
+    g.equal("unit.enforced (tsdp enforces the bounds of event input only)", u.enforced, enforced)
+    value_bound = cmd.get("value_bound")
+    if enforced:  # the enforced cell bound: at most M events (1 at event level) of value at most V
+        per_cell = 1 if u.level == "event" else cmd.get("max_per_step")
+        if g.expect(_is_real(per_cell) and (value_bound is None or _is_real(value_bound)),
+                    f"--max-per-step {per_cell!r} / --value-bound {value_bound!r} are not numbers"):
+            g.same("unit.max_per_step (enforced cell bound)", u.max_per_step, per_cell * (value_bound or 1.0))
+    else:
+        g.same("unit.max_per_step (--max-per-step)", u.max_per_step, cmd.get("max_per_step"))
+    g.equal("unit.id_column (--user-col)", u.id_column, cmd.get("user_col"))
+    per_user = cmd.get("series_per_user")
+    want = 1 if u.level == "event" else (min(per_user, S) if _is_int(per_user) else S)
+    g.equal("unit.series_per_unit (--series-per-user)", u.series_per_unit, want)
+    if cmd.get("epsilon") is not None or not cmd.get("fast_preset"):
+        g.same("claim epsilon (--epsilon)", c.epsilon, cmd.get("epsilon"))
+    if c.definition == "pure-dp":
+        g.equal("--delta (none for pure DP)", cmd.get("delta"), None)
+    elif r.params.get("accounting") == "paper":
+        g.expect(_is_real(cmd.get("delta")) and c.delta <= cmd.get("delta") * (1 + REL_TOL),
+                 f"claim delta {c.delta} exceeds --delta {cmd.get('delta')!r}")
+    else:
+        g.same("claim delta (--delta)", c.delta, cmd.get("delta"))
+    if not g.problems:
+        g.ok("the claim is the one the recorded command line asks for")
+
+
+def _expect_events(r: _Report, out: _Outcome, expected: tuple[MechanismEvent, ...], how: str) -> None:
+    """The claim's events are exactly ``expected`` (figures to REL_TOL)."""
+    g = out.group("events")
+    got = r.claim.events
+    if not expected:
+        g.expect(not got, f"{r.claim.mechanism} emits no mechanism events here, but the claim carries {len(got)}")
+        if not got:
+            g.ok(f"none ({how})")
+        return
+    if not got:
+        g.fail(f"{r.claim.mechanism} must carry its mechanism events, but the claim's events are missing; "
+               "its epsilon cannot be recomputed")
+        return
+    if len(got) != len(expected):
+        g.fail(f"the claim has {len(got)} mechanism events, {r.claim.mechanism} emits {len(expected)}")
+        return
+    for i, (e, want) in enumerate(zip(got, expected)):
+        label = f"event {i}"
+        if not g.equal(f"{label} kind", e.kind, want.kind):
+            continue
+        g.equal(f"{label} count", e.count, want.count)
+        g.same(f"{label} sensitivity", e.sensitivity, want.sensitivity)
+        g.same(f"{label} noise (the stated sigma or scale)", e.noise, want.noise)
+        if want.mixture is not None:
+            if e.mixture is None or len(e.mixture) != len(want.mixture):
+                g.fail(f"{label} mixture has {len(e.mixture or ())} components, the unit gives {len(want.mixture)}")
+            elif not all(_close(a, c, 1e-7) and _close(b, d, REL_TOL)
+                         for (a, b), (c, d) in zip(e.mixture, want.mixture)):
+                g.fail(f"{label} mixture weights or sensitivities differ from the unit's binomial mixture")
+    if not g.problems:
+        g.ok(f"{len(got)} event(s), as the unit and the noise give ({how})")
+
+
+def _events_loss(r: _Report, out: _Outcome) -> None:
+    from tsdp.accounting.compose import events_privacy
+
+    c = r.claim
+    ok, detail = events_privacy(c.events, c.definition, c.epsilon, c.delta)
+    g = out.group("privacy_loss")
+    (g.ok if ok else g.fail)(detail)
+
+
+def _param(r: _Report, *path: str) -> Any:
+    node: Any = r.params
+    for key in path:
+        node = node.get(key) if isinstance(node, dict) else None
+    return node
+
+
+def _noise(r: _Report, key: str, out: _Outcome) -> float | None:
+    value = _param(r, key)
+    if not (_is_real(value) and math.isfinite(value) and value > 0):
+        out.group("parameters").fail(f"parameters.{key} is {value!r}, not a positive number")
+        return None
+    return float(value)
+
+
+# ------------------------------------------------------------------------------------------------
+# per-mechanism rules
+# ------------------------------------------------------------------------------------------------
+
+
+def _gaussian(r: _Report, out: _Outcome) -> None:
+    out.definition = "approx-dp"
+    found = _release_unit(r, out)
+    sigma = _noise(r, "sigma", out)
+    if found is None or sigma is None:
+        return
+    bounds, S, T = found
+    l2, cells = bounds.l2(S, T), bounds.cells(S, T)
+    p = out.group("parameters")
+    p.same("parameters.l2_sensitivity", r.params.get("l2_sensitivity"), l2)
+    p.equal("parameters.cells_per_unit", r.params.get("cells_per_unit"), cells)
+    if not p.problems:
+        p.ok(f"sigma {sigma:.6g} on an L2 sensitivity of {l2:.6g} = M sqrt({cells} cells)")
+    _expect_events(r, out, (MechanismEvent("gaussian", l2, sigma, 1),), "one Gaussian mechanism on the panel")
+    _events_loss(r, out)
+
+
+def _laplace(r: _Report, out: _Outcome) -> None:
+    out.definition = "pure-dp"
+    found = _release_unit(r, out)
+    scale = _noise(r, "scale", out)
+    if found is None or scale is None:
+        return
+    bounds, S, T = found
+    cells, l1 = bounds.cells(S, T), bounds.l1(S, T)
+    p = out.group("parameters")
+    p.same("parameters.l1_sensitivity", r.params.get("l1_sensitivity"), l1)
+    p.equal("parameters.cells_per_unit", r.params.get("cells_per_unit"), cells)
+    if not p.problems:
+        p.ok(f"scale {scale:.6g} on an L1 sensitivity of {l1:.6g} = M x {cells} cells")
+    _expect_events(r, out, (MechanismEvent("laplace", bounds.max_per_step, scale, cells),),
+                   "Laplace noise on every cell")
+    _events_loss(r, out)
+
+
+def _dft(r: _Report, out: _Outcome) -> None:
+    found = _release_unit(r, out)
+    noise = r.params.get("noise")
+    out.definition = {"gaussian": "approx-dp", "laplace": "pure-dp"}.get(noise, "approx-dp")
+    p = out.group("parameters")
+    if not p.expect(noise in ("gaussian", "laplace"), f"parameters.noise is {noise!r}, not gaussian or laplace"):
+        return
+    if found is None:
+        return
+    bounds, S, T = found
+    k = r.params.get("k")
+    if not p.expect(_is_int(k) and 1 <= k <= T // 2 + 1, f"parameters.k is {k!r}, not in [1, {T // 2 + 1}]"):
+        return
+    n_real = 2 * k - 1 - (1 if T % 2 == 0 and k == T // 2 + 1 else 0)  # DC (and Nyquist) are real
+    series_l2, touched = bounds.l2(1, T), bounds.series_touched(S)
+    p.equal("parameters.kept_real_coefficients", r.params.get("kept_real_coefficients"), n_real)
+    p.same("parameters.series_l2_sensitivity", r.params.get("series_l2_sensitivity"), series_l2)
+    p.equal("parameters.series_per_unit", r.params.get("series_per_unit"), touched)
+    if noise == "gaussian":
+        sigma = _noise(r, "sigma", out)
+        if sigma is None:
+            return
+        l2 = series_l2 * math.sqrt(touched)
+        p.same("parameters.l2_sensitivity", r.params.get("l2_sensitivity"), l2)
+        _expect_events(r, out, (MechanismEvent("gaussian", l2, sigma, 1),),
+                       "Gaussian noise on the first k coefficients (Parseval)")
+        _events_loss(r, out)
+        return
+    scale = _noise(r, "scale", out)
+    if scale is None:
+        return
+    l1 = math.sqrt(n_real) * series_l2 * touched
+    p.same("parameters.l1_sensitivity", r.params.get("l1_sensitivity"), l1)
+    _expect_events(r, out, (), "the Laplace DFT claims pure epsilon from its parameters")
+    g = out.group("privacy_loss")
+    needed = l1 / scale
+    if g.expect(r.claim.epsilon >= needed * (1 - REL_TOL),
+                f"Laplace scale {scale:.6g} on L1 sensitivity {l1:.6g} gives epsilon {needed:.6g}, more than the "
+                f"claimed {r.claim.epsilon:g}") and \
+            g.expect(r.claim.epsilon <= needed * (1 + REL_TOL),  # scale = L1 / epsilon exactly
+                     f"Laplace scale {scale:.6g} on L1 sensitivity {l1:.6g} gives epsilon {needed:.6g}, not the "
+                     f"claimed {r.claim.epsilon:g}: the scale is not the one the claim used"):
+        g.ok(f"Laplace scale {scale:.6g} on L1 = sqrt({n_real}) x {series_l2:.6g} x {touched} gives epsilon "
+             f"{needed:.6g} (claimed {r.claim.epsilon:g})")
+
+
+def _fast(r: _Report, out: _Outcome) -> None:
+    found = _release_unit(r, out)
+    noise = r.params.get("noise")
+    out.definition = {"gaussian": "approx-dp", "laplace": "pure-dp"}.get(noise, "approx-dp")
+    p = out.group("parameters")
+    if not p.expect(noise in ("gaussian", "laplace"), f"parameters.noise is {noise!r}, not gaussian or laplace"):
+        return
+    if found is None:
+        return
+    bounds, S, T = found
+    u = r.claim.unit
+    dq = u.max_per_step * (2.0 if u.relation == "substitute" else 1.0)
+    m = r.params.get("max_samples_M")
+    if not p.expect(_is_int(m) and 1 <= m <= T, f"parameters.max_samples_M is {m!r}, not in [1, T={T}]"):
+        return
+    if r.params.get("variant") == "fixed":
+        interval = r.params.get("interval")
+        if p.expect(_is_int(interval) and 1 <= interval <= T, f"parameters.interval is {interval!r}, not in [1, {T}]"):
+            p.equal("parameters.max_samples_M (fixed sampling: ceil(T / interval))", m, -(-T // interval))
+    else:
+        p.equal("parameters.variant", r.params.get("variant"), "adaptive")
+    c = min(m, bounds.steps_per_series(T))  # samples of one series that can fall on changed cells
+    touched = bounds.series_touched(S)
+    p.equal("parameters.samples_per_unit", r.params.get("samples_per_unit"), c)
+    p.same("parameters.sensitivity_per_timestamp", r.params.get("sensitivity_per_timestamp"), dq)
+    p.equal("parameters.series_length_T", r.params.get("series_length_T"), T)
+    p.equal("parameters.composition.series_per_unit", _param(r, "composition", "series_per_unit"), touched)
+    epsilon = r.claim.epsilon
+    p.same("parameters.epsilon_per_series", r.params.get("epsilon_per_series"), epsilon / touched)
+    if noise == "laplace":
+        scale = _noise(r, "scale", out)
+        if scale is None:
+            return
+        p.same("parameters.epsilon_per_sample", r.params.get("epsilon_per_sample"), epsilon / (c * touched))
+        variance = 2.0 * scale * scale
+        events = (MechanismEvent("laplace", dq, scale, c * touched),)
+        how = f"Laplace samples: c = min(M, steps the unit touches) = {c} per series, K = {touched}"
+    else:
+        scale = _noise(r, "sigma", out)
+        if scale is None:
+            return
+        l2 = dq * math.sqrt(c * touched)
+        p.same("parameters.l2_sensitivity", r.params.get("l2_sensitivity"), l2)
+        variance = scale * scale
+        events = (MechanismEvent("gaussian", l2, scale, 1),)
+        how = f"Gaussian samples: Delta_q sqrt(c K), c = {c}, K = {touched}"
+    if str(r.params.get("R_mode", "")).startswith("auto"):
+        p.same("parameters.R (auto: the variance of the DP noise)", r.params.get("R"), variance)
+    _expect_events(r, out, events, how)
+    _events_loss(r, out)
+
+
+def _koga_geometry(r: _Report, out: _Outcome, mechanism: str):
+    """``(bounds, S, T, I_eff, M, K, p, sigma)`` of a subsampling claim, or None."""
+    from tsdp.accounting import timesubsampling as ts
+
+    found = _release_unit(r, out)
+    p = out.group("parameters")
+    p.equal("parameters.mechanism", r.params.get("mechanism"), mechanism)
+    rate = _param(r, "subsampling", "p")
+    sigma = _noise(r, "sigma", out)
+    if found is None or sigma is None:
+        return None
+    if not p.expect(_is_real(rate) and 0 < rate < 1, f"parameters.subsampling.p is {rate!r}, not in (0, 1)"):
+        return None
+    bounds, S, T = found
+    p.same("parameters.subsampling.probability_empty ((1 - p)^T)", _param(r, "subsampling", "probability_empty"),
+           ts.empty_probability(T, float(rate)))
+    u = r.claim.unit
+    if u.level == "user":
+        out.group("unit").expect(u.max_steps <= T, f"max_steps I = {u.max_steps} exceeds the series length T = {T} "
+                                                   "(Assumption 1 needs I <= T)")
+    I = min(bounds.cells(1, T), T)
+    M = float(u.max_per_step)
+    assumption = r.params.get("assumption") if isinstance(r.params.get("assumption"), dict) else {}
+    p.equal("parameters.assumption.I", assumption.get("I"), bounds.steps_per_series(T))
+    p.equal("parameters.assumption.I_effective", assumption.get("I_effective"), I)
+    p.same("parameters.assumption.M", assumption.get("M"), M)
+    p.equal("parameters.assumption.T", assumption.get("T"), T)
+    return bounds, S, T, I, M, bounds.series_touched(S), float(rate), sigma
+
+
+def _subsample(r: _Report, out: _Outcome) -> None:
+    from tsdp.accounting import timesubsampling as ts
+
+    out.definition = "approx-dp"
+    geometry = _koga_geometry(r, out, "subsample")
+    if geometry is None:
+        return
+    bounds, S, T, I, M, K, rate, sigma = geometry
+    p = out.group("parameters")
+    p.same("parameters.noise.sigma", _param(r, "noise", "sigma"), sigma)
+    accounting = r.params.get("accounting")
+    delta = r.claim.delta
+    if accounting == "exact":
+        if not p.expect(_is_real(delta) and 0 < delta < 1, f"claim delta {delta!r} is not in (0, 1)"):
+            return
+        mix = ts.subsample_mixture(I, rate, M, T, truncation=ts.MIXTURE_TRUNCATION * delta)
+        event = MechanismEvent("gaussian-mixture", float(mix.sensitivities.max()), sigma, K, mixture=mix.pairs())
+        p.same("parameters.sensitivity.l2_worst_case", _param(r, "sensitivity", "l2_worst_case"), M * math.sqrt(I))
+        _expect_events(r, out, (event,), f"binomial mixture Bin(k; I={I}, p={rate:g}), M sqrt(k), over K = {K} series")
+        _events_loss(r, out)
+    elif accounting == "paper":
+        _expect_events(r, out, (), "the paper accounting composes by basic composition")
+        i_prime = _param(r, "sensitivity", "I_prime")
+        if not p.expect(_is_int(i_prime) and 1 <= i_prime <= I, f"parameters.sensitivity.I_prime is {i_prime!r}, "
+                                                               f"not in [1, I = {I}]"):
+            return
+        eps_s = r.claim.epsilon / K
+        term = float(ts.corollary3_failure_term(I, i_prime, eps_s, rate, T)) if i_prime < I else 0.0
+        _paper_loss(r, out, K, eps_s, M * math.sqrt(i_prime), eps_s * math.sqrt(I / i_prime), M * math.sqrt(I),
+                    sigma, term, f"Corollary 3 with I' = {i_prime}")
+    else:
+        p.fail(f"parameters.accounting is {accounting!r}, not exact or paper")
+
+
+def _filter_subsample(r: _Report, out: _Outcome) -> None:
+    from tsdp.accounting import timesubsampling as ts
+
+    out.definition = "approx-dp"
+    geometry = _koga_geometry(r, out, "filter-subsample")
+    if geometry is None:
+        return
+    bounds, S, T, I, M, K, rate, sigma = geometry
+    p = out.group("parameters")
+    p.same("parameters.noise.sigma", _param(r, "noise", "sigma"), sigma)
+    p.same("parameters.sensitivity.l2_worst_case", _param(r, "sensitivity", "l2_worst_case"), M * math.sqrt(I))
+    accounting = r.params.get("accounting")
+    if accounting == "conditional":
+        s_j = _param(r, "sensitivity", "s_J")
+        sens = _param(r, "sensitivity", "l2_conditional")
+        sigmas = _param(r, "noise", "sigma_per_series")
+        lists = (s_j, sens, sigmas)
+        if not p.expect(all(isinstance(v, list) and len(v) == S and all(_is_real(x) for x in v) for v in lists),
+                        f"parameters s_J, l2_conditional and sigma_per_series must list {S} numbers"):
+            return
+        p.expect(all(0 <= s <= 1 + 1e-9 for s in s_j), "an s_J (spectral norm of sampled rows of a unit-norm "
+                                                        "filter) is outside [0, 1]")
+        p.expect(all(_close(x, M * s * math.sqrt(I)) for x, s in zip(sens, s_j)),
+                 "l2_conditional is not M s_J sqrt(I) for every series")
+        p.expect(all(x > 0 for x in sigmas), "a sigma_per_series is not positive")
+        if p.problems:
+            return
+        p.same("parameters.sigma", sigma, sigmas[0] if S == 1 else max(sigmas))
+        worst = max(range(S), key=lambda s: sens[s])
+        _expect_events(r, out, (MechanismEvent("gaussian", float(sens[worst]), float(sigmas[worst]), K),),
+                       f"the series with the largest conditional sensitivity, K = {K} series")
+        mus = [x / s for x, s in zip(sens, sigmas)]
+        events = r.claim.events
+        if events and events[0].kind == "gaussian":
+            mu_event = events[0].sensitivity / events[0].noise
+            p.expect(mu_event >= max(mus) * (1 - REL_TOL),
+                     f"the event's mu {mu_event:.6g} is below the largest series mu {max(mus):.6g}")
+        _events_loss(r, out)
+    elif accounting == "paper":
+        _expect_events(r, out, (), "the paper accounting composes by basic composition")
+        L, srank = _param(r, "filter", "L"), _param(r, "filter", "srank")
+        alpha = _param(r, "sensitivity", "alpha")
+        if not p.expect(_is_real(L) and L > 0 and _is_real(srank) and srank >= 1,
+                        f"parameters.filter L {L!r} / srank {srank!r} are not a kernel's statistics"):
+            return
+        if not p.expect(_is_real(alpha) and math.sqrt(rate) < alpha <= 1 and ts.tropp_condition(alpha, rate, L),
+                        f"parameters.sensitivity.alpha {alpha!r} is not in (sqrt(p), 1] with alpha^2 >= p + L"):
+            return
+        eps_s = r.claim.epsilon / K
+        term = ts.corollary2_failure_term(alpha, eps_s, rate, L, srank, T)
+        _paper_loss(r, out, K, eps_s, M * alpha * math.sqrt(I), eps_s / alpha, M * math.sqrt(I), sigma, term,
+                    f"Corollary 2 with alpha = {alpha:.6g}")
+    else:
+        p.fail(f"parameters.accounting is {accounting!r}, not conditional or paper")
+
+
+def _paper_loss(r: _Report, out: _Outcome, K: int, eps_s: float, sens_success: float, eps_fail: float,
+                sens_fail: float, sigma: float, term: float, how: str) -> None:
+    """Koga et al.'s corollaries: (eps_s, delta_noise + term) per series when both Gaussian branches meet
+    delta_noise under the exact profile; K series by basic composition."""
+    from tsdp.accounting import gaussian as gauss
+
+    g = out.group("privacy_loss")
+    d_noise = _param(r, "privacy", "delta_noise")
+    if not g.expect(_is_real(d_noise) and 0 < d_noise < 1, f"parameters.privacy.delta_noise is {d_noise!r}"):
+        return
+    success = float(gauss.delta_for_epsilon(eps_s, sens_success / sigma))
+    failure = float(gauss.delta_for_epsilon(eps_fail, sens_fail / sigma)) if eps_fail > eps_s else 0.0
+    g.expect(success <= d_noise * (1 + REL_TOL) and failure <= d_noise * (1 + REL_TOL),
+             f"the Gaussian branches give deltas {success:.3g} and {failure:.3g} > delta_noise {d_noise:.3g} at "
+             f"sigma {sigma:.6g}")
+    needed = K * (d_noise + term)
+    delta = r.claim.delta
+    if g.expect(_is_real(delta) and delta >= needed * (1 - REL_TOL),
+                f"{how} gives delta {needed:.6g} at epsilon {r.claim.epsilon:g}, more than the claimed {delta}"):
+        # tsdp claims exactly this delta: a larger one means a stated figure (p, I', alpha, delta_noise) was changed
+        g.expect(delta <= needed * (1 + 1e-6), f"{how} gives delta {needed:.6g} from the stated parameters, not "
+                                               f"the claimed {delta:g}: the parameters are not the ones the claim used")
+    if not g.problems:
+        g.ok(f"{how}: epsilon {eps_s:.6g} x {K} series, delta {K} x ({d_noise:.3g} + {term:.3g}) = {needed:.6g} "
+             f"(claimed {delta:g}); both Gaussian branches checked on the exact profile")
+
+
+def _mean(r: _Report, out: _Outcome) -> None:
+    out.definition = "pure-dp"
+    unit, p, g = out.group("unit"), out.group("parameters"), out.group("privacy_loss")
+    algorithm = r.claim.mechanism.split("/", 1)[1]
+    u = r.claim.unit
+    p.equal("parameters.algorithm", r.params.get("algorithm"), algorithm)
+    upper, lower = r.params.get("U"), r.params.get("lower")
+    unit.equal("level", u.level, "user")
+    unit.equal("relation", u.relation, "substitute")
+    unit.expect(bool(u.id_column), "the unit names no user id column")
+    if p.expect(_is_real(upper) and _is_real(lower) and upper > lower,
+                f"parameters U {upper!r} and lower {lower!r} are not a value range"):
+        unit.same("max_per_step (U - lower)", u.max_per_step, upper - lower)
+    if not unit.problems:
+        unit.ok(f"{u.neighbouring} (id column {u.id_column!r}), values in [{lower:g}, {upper:g}]")
+    eps, groups = r.params.get("epsilon_per_group"), r.params.get("n_groups")
+    _expect_events(r, out, (), "each group's estimate is accounted by its own epsilon")
+    if not p.expect(_is_real(eps) and eps > 0 and _is_int(groups) and groups >= 1,
+                    f"parameters epsilon_per_group {eps!r} / n_groups {groups!r} are malformed"):
+        return
+    p.equal("grid.n_groups", r.grid.get("n_groups"), groups)
+    split = r.params.get("budget_split")
+    if p.expect(isinstance(split, dict) and split and all(_is_real(v) and v >= 0 for v in split.values()),
+                f"parameters.budget_split is {split!r}"):
+        p.expect(sum(split.values()) <= eps * (1 + REL_TOL),
+                 f"the budget split {split} spends more than epsilon_per_group {eps:g}")
+    total = eps * groups
+    p.same("parameters.epsilon_total_bound", r.params.get("epsilon_total_bound"), total)
+    c = _command_name(r, out, "mean-estimate")
+    c.same("parameters.epsilon_per_group (--epsilon)", eps, r.command.get("epsilon"))
+    c.same("parameters.U (--upper)", upper, r.command.get("upper"))
+    c.same("parameters.lower (--lower)", lower, r.command.get("lower"))
+    c.equal("algorithm (--algorithm)", algorithm, r.command.get("algorithm") or "quantile")
+    c.equal("unit.id_column (--user-col)", u.id_column, r.command.get("user_col"))
+    if not c.problems:
+        c.ok("the claim is the one the recorded command line asks for")
+    if g.expect(r.claim.epsilon >= total * (1 - REL_TOL),
+                f"{groups} groups at epsilon {eps:g} each compose to {total:g}, more than the claimed "
+                f"{r.claim.epsilon:g}"):
+        g.ok(f"basic composition: {groups} groups x epsilon {eps:g} = {total:g} (claimed {r.claim.epsilon:g})")
+
+
+def _dpsgd(r: _Report, out: _Outcome) -> None:
+    from tsdp.accounting import structured as st
+    from tsdp.accounting.pld import pld_from_profile
+
+    out.definition = "approx-dp"
+    unit, p, g = out.group("unit"), out.group("parameters"), out.group("privacy_loss")
+    u, prm = r.claim.unit, r.params
+    cmd = r.command
+    w = u.w
+    unit.equal("relation", u.relation, "substitute")
+    if not unit.expect(_is_int(w) and w >= 1, f"w is {w!r}, not an integer >= 1"):
+        return
+    want_level = "user" if u.level == "user" else ("w-event" if w > 1 else "event")
+    unit.equal("level", u.level, want_level)
+    value_bound = cmd.get("value_bound")
+    if value_bound is None:
+        unit.expect(u.max_per_step is None, f"max_per_step is {u.max_per_step!r}, but without --value-bound a "
+                                            "value may change by any amount (it must be null)")
+    else:
+        unit.same("max_per_step (--value-bound)", u.max_per_step, value_bound)
+    if not unit.problems:
+        unit.ok(f"{u.neighbouring}")
+    setting = st.DpSgdSetting(
+        n_series=prm.get("series"), length=prm.get("train_length"), context=prm.get("context"),
+        horizon=prm.get("horizon"), batch_size=prm.get("batch_size"), noise_multiplier=prm.get("noise_multiplier"),
+        top=prm.get("top"), bottom=prm.get("bottom"), instances=prm.get("instances"),
+        unit="user" if u.level == "user" else "event", w=w, label_noise=cmd.get("label_noise") or 0.0,
+        context_noise=cmd.get("context_noise") or 0.0, value_bound=value_bound)
+    _expect_events(r, out, (), "DP-SGD is accounted from its parameters")
+    c = _command_name(r, out, "forecast-train")
+    for option, key in (("--context-length", "context"), ("--forecast-length", "horizon"),
+                        ("--batch-size", "batch_size"),
+                        ("--instances", "instances"), ("--top", "top"), ("--bottom", "bottom"),
+                        ("--clip-norm", "clip_norm"), ("--noise-multiplier", "noise_multiplier"),
+                        ("--discretization", "discretization"), ("--checkpoint", "checkpoint")):
+        c.equal(f"parameters.{key} ({option})", prm.get(key), cmd.get(option[2:].replace("-", "_")))
+    c.equal("unit.level (--unit)", "user" if u.level == "user" else "event", cmd.get("unit"))
+    c.equal("unit.w (--w)", w, cmd.get("w"))
+    c.same("claim delta (--delta)", r.claim.delta, cmd.get("delta"))
+    if not c.problems:
+        c.ok("the claim is the one the recorded command line asks for")
+    p.equal("grid.series", r.grid.get("series"), setting.n_series)
+    p.equal("grid.train_length", r.grid.get("train_length"), setting.length)
+    geometry = {k: (round(v, 10) if isinstance(v, float) else v) for k, v in setting.geometry().items()}
+    stated = {k: prm.get(k) for k in geometry}
+    extra = sorted(k for k in ("r_poisson", "tau_label", "tau_context") if k in prm and k not in geometry)
+    p.expect(stated == geometry and not extra, "the stated geometry (T, k, r, rho, q, ...) is not the one the "
+                                               f"setting gives: {_dict_diff(stated, geometry) or extra}")
+    steps, count = prm.get("steps"), prm.get("compositions")
+    if not p.expect(_is_int(steps) and steps >= 1, f"parameters.steps is {steps!r}"):
+        return
+    p.equal("parameters.compositions", count, st.compositions(setting, steps=steps))
+    profile, derivation = st.composition_profile(setting, "upper")
+    p.equal("parameters.accounting_unit", prm.get("accounting_unit"), derivation.accounting_unit)
+    p.equal("theorem", r.claim.theorem, derivation.theorem)
+    covered = prm.get("checkpoint") == "last" and prm.get("guarantee_covers_released_weights") is True
+    g.expect(covered, f"the released weights are checkpoint {prm.get('checkpoint')!r}, chosen on the private series: "
+                      "the DP-SGD guarantee does not cover them (only the last iterate is covered)")
+    discretization = prm.get("discretization")
+    if not g.expect(_is_real(discretization) and MIN_DPSGD_DISCRETIZATION <= discretization <= 1,
+                    f"parameters.discretization {discretization!r} is outside [{MIN_DPSGD_DISCRETIZATION:g}, 1]"):
+        return
+    delta = r.claim.delta
+    if not g.expect(_is_real(delta) and 0 < delta < 1, f"claim delta {delta!r} is not in (0, 1)"):
+        return
+    if not _is_int(count) or count < 1 or p.problems:
+        g.fail("epsilon is not recomputed: the parameters are inconsistent (see parameters)")
+        return
+    epsilon = st.epsilon_after(pld_from_profile(profile, discretization), count, delta)
+    # the trainer reports exactly this figure (tsdp.forecast.trainer): it must be reproduced, not just bounded,
+    # so that no parameter (noise multiplier, steps) can be edited alone
+    if g.expect(_close(r.claim.epsilon, epsilon, 1e-6),
+                f"{derivation.theorem} gives epsilon {epsilon:.6g} after {count} {derivation.accounting_unit}s at "
+                f"delta {delta:g} with noise multiplier {setting.noise_multiplier:g}, not the claimed "
+                f"{r.claim.epsilon:g}"):
+        g.ok(f"{count} {derivation.accounting_unit}s at noise multiplier {setting.noise_multiplier:g} give epsilon "
+             f"{epsilon:.6g} at delta {delta:g} ({derivation.theorem}; as tsdp account dpsgd)")
+
+
+def _dict_diff(a: dict, b: dict) -> str:
+    return ", ".join(f"{k} {a.get(k)!r} vs {b.get(k)!r}" for k in b if a.get(k) != b.get(k))
+
+
+def _flip(r: _Report, out: _Outcome) -> None:
+    out.definition = "lip"
+    c, unit, p, g = r.claim, out.group("unit"), out.group("parameters"), out.group("privacy_loss")
+    unit.equal("level", c.unit.level, "value")
+    unit.equal("relation", c.unit.relation, "none")
+    if not unit.problems:
+        unit.ok("no neighbouring relation (LIP is not differential privacy)")
+    _expect_events(r, out, (), "LIP has no privacy-loss events")
+    p.equal("parameters.differential_privacy", c.parameters.get("differential_privacy"), False)
+    budget = c.parameters.get("lip_budget_delta")
+    cmd = _command_name(r, out, "flip")
+    cmd.same("parameters.lip_budget_delta (--lip-delta)", budget, r.command.get("lip_delta")
+             if _is_real(r.command.get("lip_delta")) else math.nan)
+    if not cmd.problems:
+        cmd.ok("the claim is the one the recorded command line asks for")
+    lip = r.data.get("lip")
+    p.expect(isinstance(lip, dict) and isinstance(lip.get("statement"), str),
+             "the report has no 'lip' block with the LIP statement")
+    if g.expect(c.epsilon is None and c.delta is None, "a LIP claim must carry no epsilon and no delta") and \
+            g.expect(_is_real(budget) and 0 <= budget < 1, f"parameters.lip_budget_delta is {budget!r}, not in [0, 1)"):
+        g.ok(f"LIP >= 1 - {budget:g} under the estimated model; NOT differential privacy, no epsilon")
+
+
+RULES: dict[str, _Rule] = {
+    "gaussian": _Rule("Gaussian mechanism on the panel (L2 sensitivity of the unit)", _gaussian),
+    "laplace": _Rule("Laplace mechanism on the panel (L1 sensitivity of the unit)", _laplace),
+    "dft": _Rule("first k Fourier coefficients with Gaussian or Laplace noise (Rastogi and Nath)", _dft),
+    "fast": _Rule("FAST: at most c = min(M, steps the unit touches) noisy samples per series (Fan and Xiong)", _fast),
+    "subsample": _Rule("time subsampling with Gaussian noise (Koga et al.; exact or paper accounting)", _subsample),
+    "filter-subsample": _Rule("filtered time subsampling (Koga et al.; conditional or paper accounting)",
+                              _filter_subsample),
+    DPSGD_MECHANISM: _Rule("DP-SGD, recomputed with tsdp.accounting.structured", _dpsgd),
+    FLIP_MECHANISM: _Rule("FLIP: LIP only, never differential privacy", _flip),
+    **{f"user-level-mean/{a}": _Rule("user-level means, basic composition over the groups", _mean)
+       for a in MEAN_ALGORITHMS},
+}
+
+
+def _rule_for(mechanism: str) -> _Rule | None:
+    return RULES.get(mechanism)
