@@ -491,10 +491,11 @@ def flip_report(tsdp_cli, panel, tmp_path) -> Path:
 def test_account_verify_passes_on_flip_report(tsdp_cli, flip_report, tmp_path):
     result = tsdp_cli("account", "verify", flip_report, "--output", tmp_path / "out.csv", "--json")
     assert result.code == 0, result.err
-    checks = json.loads(result.out)
-    assert checks["definition"].startswith("ok") and "LIP" in checks["definition"]
-    assert "not differential privacy" in checks["definition"].lower()
-    assert all(v.startswith("ok") for v in checks.values()), checks
+    out = json.loads(result.out)
+    checks = {c["name"]: c for c in out["reports"][0]["checks"]}
+    assert out["passed"] and "LIP" in checks["definition"]["detail"]
+    assert "not differential privacy" in checks["definition"]["detail"].lower()
+    assert all(c["passed"] for c in checks.values()), checks
 
 
 def test_account_verify_with_epsilon_budget_fails(tsdp_cli, flip_report):
