@@ -28,7 +28,7 @@ TRUSTED_NOTE = ("contribution bounds were declared by the data steward and not e
 def event_caps(declared: ContributionBounds, value_bound: float | None) -> EventCaps:
     """The caps tsdp enforces on raw events for the declared unit (see :mod:`tsdp.io.events`)."""
     if declared.level == "event":
-        return EventCaps(value_bound=value_bound)
+        return EventCaps(value_bound=value_bound, level="event")
     if declared.max_per_step != int(declared.max_per_step):
         raise UsageError(
             f"--max-per-step must be a whole number of events for event input, got {declared.max_per_step}"
