@@ -36,21 +36,21 @@ class Report:
     lip: dict[str, Any] | None = None  # FLIP's statement and per-series diagnostics
 
     def to_dict(self) -> dict[str, Any]:
-        params = {k: _plain(v) for k, v in self.parameters.items() if k not in FORBIDDEN_PARAMETERS}
+        params = {k: json_ready(v) for k, v in self.parameters.items() if k not in FORBIDDEN_PARAMETERS}
         out = {
             "schema": SCHEMA_ID,
             "tool": {"name": "tsdp", "version": __version__},
             "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "command": {"name": self.command, "parameters": params},
-            "claim": _plain(self.claim.to_dict()),
-            "grid": _plain(self.grid),
-            "output": _plain(self.output),
+            "claim": json_ready(self.claim.to_dict()),
+            "grid": json_ready(self.grid),
+            "output": json_ready(self.output),
             "randomness": self.randomness,
             "notes": list(self.notes),
             "warnings": list(self.warnings),
         }
         if self.lip is not None:
-            out["lip"] = _plain(self.lip)
+            out["lip"] = json_ready(self.lip)
         return out
 
     def to_json(self) -> bytes:
@@ -86,15 +86,18 @@ def load_report(path: str) -> dict[str, Any]:
     return data
 
 
-def _plain(value: Any) -> Any:
-    """JSON-ready copy: tuples to lists, numpy scalars to Python, non-finite floats refused."""
+def json_ready(value: Any, nonfinite_as_null: bool = False) -> Any:
+    """JSON-ready copy: tuples to lists, numpy scalars to Python; a non-finite float is refused
+    (a report) or, with ``nonfinite_as_null``, becomes ``None`` (diagnostics such as a NaN loss)."""
     if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
+        return {str(k): json_ready(v, nonfinite_as_null) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
+        return [json_ready(v, nonfinite_as_null) for v in value]
     if hasattr(value, "item") and callable(value.item):
         value = value.item()
     if isinstance(value, float) and not math.isfinite(value):
+        if nonfinite_as_null:
+            return None
         raise ValueError(f"non-finite number {value} cannot go into a report")
     if isinstance(value, (str, int, float, bool)) or value is None:
         return value

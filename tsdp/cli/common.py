@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import math
 import os
 import sys
 import tomllib
@@ -22,7 +21,7 @@ import typer
 
 from tsdp.errors import UsageError
 from tsdp.io.files import AtomicOutputs, check_output_path, table_format
-from tsdp.report import Report
+from tsdp.report import Report, json_ready
 
 PATH_KEYS = {"input", "output", "report", "ledger", "secrets"}
 SUMMARY_ONLY = {"config"}
@@ -169,19 +168,8 @@ def custodian_document(command: str, figures: dict[str, Any]) -> bytes:
 
     Strict JSON: a non-finite float becomes ``null``.
     """
-    def clean(value):
-        if isinstance(value, dict):
-            return {str(k): clean(v) for k, v in value.items()}
-        if isinstance(value, (list, tuple)):
-            return [clean(v) for v in value]
-        if hasattr(value, "item") and callable(value.item):
-            value = value.item()
-        if isinstance(value, float) and not math.isfinite(value):
-            return None
-        return value
-
     data = {"schema": "tsdp-custodian/1", "publish": False, "note": CUSTODIAN_NOTE, "command": command,
-            "figures": clean(figures)}
+            "figures": json_ready(figures, nonfinite_as_null=True)}
     return (json.dumps(data, indent=2, allow_nan=False, default=str) + "\n").encode()
 
 
