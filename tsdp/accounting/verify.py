@@ -42,9 +42,9 @@ from typing import Any
 
 from tsdp.accounting.claim import MechanismEvent, PrivacyClaim
 from tsdp.errors import DataError, TsdpError, UsageError
+from tsdp.forecast.claim import MECHANISM as DPSGD_MECHANISM
 
 REL_TOL = 1e-9  # recomputed figures must agree to this relative precision
-DPSGD_MECHANISM = "DP-SGD with structured subsampling (Schuchardt et al. 2025)"  # tsdp.cli.forecast._claim
 FLIP_MECHANISM = "FLIP all-pass filtering (McElroy, Roy & Hore 2022)"  # tsdp.flip.mechanism.MECHANISM
 MEAN_ALGORITHMS = ("baseline", "array-averaging", "levy", "quantile")  # tsdp.mean.api.ALGORITHMS
 DP_LEVELS = ("event", "w-event", "user")

@@ -17,10 +17,10 @@ import numpy as np
 import polars as pl
 import typer
 
-from tsdp.accounting.claim import PrivacyClaim, PrivacyUnit
 from tsdp.cli import common
 from tsdp.cli.account import Bottom, Top, Unit
 from tsdp.errors import DataError, UsageError
+from tsdp.forecast.claim import dpsgd_claim, unaccounted
 from tsdp.io.files import check_output_path, read_table
 from tsdp.io.layouts import load_long, load_wide
 from tsdp.io.timegrid import following_points
@@ -46,9 +46,6 @@ class Checkpoint(str, Enum):
 
 SEASONS = {"1h": 24, "1d": 7, "1w": 52, "1mo": 12, "1q": 4, "30m": 48, "15m": 96, "10m": 144}
 MISSING_HINT = "forecast-train needs complete series without missing values"
-UNACCOUNTED = [
-    "hyper-parameter choices (clipping norm, noise multiplier, batch size, context length, learning rate)",
-]
 BEST_CHECKPOINT_CAVEAT = (
     "--checkpoint best-validation: the released weights are the iterate with the lowest loss on validation windows "
     "cut from the same private series; that choice reads private data the accountant does not charge, so the "
@@ -153,7 +150,7 @@ def forecast_train(
         result = trainer.train(net, split, train_config, rng, progress, plan)
     scores = {"model (DP-SGD)": trainer.evaluate(net, result.theta, split, season_length),
               "seasonal naive (not private)": trainer.evaluate_seasonal_naive(split, season_length)}
-    claim = _claim(train_config, plan, result)
+    claim = dpsgd_claim(train_config, plan, result)
     covered = train_config.checkpoint == Checkpoint.last.value
     forecasts = _forecast_table(net, result.theta, split, table, names)
     warnings = [*plan.warnings, FORECAST_NOTE] + ([] if covered else [BEST_CHECKPOINT_CAVEAT]) + (
@@ -167,7 +164,7 @@ def forecast_train(
         "privacy": {"definition": "approx-dp", "epsilon": claim.epsilon, "delta": claim.delta,
                     "theorem": claim.theorem, "unit": claim.unit.neighbouring,
                     "checkpoint": train_config.checkpoint, "guarantee_covers_these_weights": covered,
-                    "caveats": [FORECAST_NOTE, "not privacy-accounted: " + "; ".join(_unaccounted(train_config))]
+                    "caveats": [FORECAST_NOTE, "not privacy-accounted: " + "; ".join(unaccounted(train_config.checkpoint))]
                     + ([] if covered else [BEST_CHECKPOINT_CAVEAT])},
         "input": {"time_col": time_col, "series": names, "freq": table.grid.freq},
     })
@@ -276,39 +273,6 @@ class _training_progress:
         return False
 
 
-def _claim(config, plan, result) -> PrivacyClaim:
-    setting = plan.setting
-    level = "user" if config.unit == "user" else ("w-event" if config.w > 1 else "event")
-    relation = {"event": "one value of one series", "w-event": f"up to {config.w} contiguous values of one series",
-                "user": f"up to {config.w} values (anywhere) of one series"}[level]
-    neighbouring = (f"substitution: the datasets differ in {relation}, "
-                    + (f"by at most {config.value_bound:g} per value" if config.value_bound else "by any amount")
-                    + "; the set of series and their lengths are public")
-    return PrivacyClaim(
-        definition="approx-dp",
-        unit=PrivacyUnit(level=level, relation="substitute", neighbouring=neighbouring,
-                         max_per_step=config.value_bound, w=config.w),
-        epsilon=result.epsilon, delta=config.delta,
-        mechanism="DP-SGD with structured subsampling (Schuchardt et al. 2025)",
-        theorem=plan.derivation.theorem,
-        parameters={**{k: (round(v, 10) if isinstance(v, float) else v) for k, v in setting.geometry().items()},
-                    "noise_multiplier": plan.noise_multiplier, "clip_norm": config.clip_norm,
-                    "compositions": result.compositions, "accounting_unit": plan.derivation.accounting_unit,
-                    "steps": result.steps, "stopped_by": plan.stopped_by, "top": config.top, "bottom": config.bottom,
-                    "instances": config.instances, "batch_size": config.batch_size, "series": setting.n_series,
-                    "train_length": setting.length, "context": config.context, "horizon": config.horizon,
-                    "discretization": config.discretization, "unaccounted": _unaccounted(config),
-                    "checkpoint": config.checkpoint,
-                    "guarantee_covers_released_weights": config.checkpoint == Checkpoint.last.value},
-    )
-
-
-def _unaccounted(config) -> list[str]:
-    if config.checkpoint == Checkpoint.last.value:
-        return list(UNACCOUNTED)
-    return [*UNACCOUNTED, "the choice of the released checkpoint by validation loss on the same private series"]
-
-
 def _training_summary(config, plan, result, n_series, split, season) -> dict[str, Any]:
     return {"model": config.model, "steps": result.steps, "compositions": result.compositions,
             "stopped_by": plan.stopped_by, "noise_multiplier": plan.noise_multiplier, "clip_norm": config.clip_norm,
@@ -342,7 +306,7 @@ def _notes(config, plan, result) -> list[str]:
         f"{plan.derivation.accounting_unit}-level compositions, by {plan.derivation.theorem}; the same as "
         "'tsdp account dpsgd' for this setting and count",
         FORECAST_NOTE,
-        "not privacy-accounted, as in the paper: " + "; ".join(_unaccounted(config)),
+        "not privacy-accounted, as in the paper: " + "; ".join(unaccounted(config.checkpoint)),
         "the guarantee covers every intermediate model; the released weights are "
         + ("the last iterate, chosen without looking at the data" if config.checkpoint == Checkpoint.last.value
            else "NOT covered: " + BEST_CHECKPOINT_CAVEAT),
