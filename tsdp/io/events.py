@@ -40,11 +40,11 @@ from dataclasses import dataclass, field
 import numpy as np
 import polars as pl
 
+from tsdp.engine.kernel import ORDER, SERIES, STEP, TIME, USER, VALUE, cap_and_sum
 from tsdp.errors import DataError, UsageError
 from tsdp.io.layouts import SeriesTable, numeric_values, require_columns
 from tsdp.io.timegrid import fixed_grid, parse_instant, parse_time_column
 
-_POS, _SER = "__step", "__series"
 CAP_LEVELS = ("event", "w-event", "user")
 
 
@@ -114,8 +114,13 @@ def aggregate_events(
     series_keys: list[str] | None = None,
     value_col: str | None = None,
     output_col: str | None = None,
+    order_col: str | None = None,
 ) -> EventAggregation:
-    """Bucket events on the public grid, enforce ``caps`` and sum per (series, bucket)."""
+    """Bucket events on the public grid, enforce ``caps`` and sum per (series, bucket).
+
+    ``order_col`` holds the tie-break key assigned when the input was read (shards carry the
+    input's row number); without it, the row number of ``df`` is the key.
+    """
     require_columns(df, {"--user-col": user_col, "--time-col": time_col,
                          "--series-col": series_col, "--value-col": value_col})
     if series_col is not None and not series_keys:
@@ -137,62 +142,55 @@ def aggregate_events(
     out_col = output_col or (value_col if value_col else "count")
     diag = {"rows_in": df.height}
 
-    cols = [pl.col(user_col), pl.col(time_col)]
-    cols.append(pl.col(series_col).cast(pl.String).alias(_SER) if series_col else pl.lit("all").alias(_SER))
+    rows, names = _prepared_rows(df, user_col, time_col, grid, end_at, caps, series_col, series_keys,
+                                 value_col, out_col, order_col, diag)
+    sums, capped = cap_and_sum(rows, caps)
+    diag.update(capped)
+    matrix = cell_matrix(sums, names if series_col else ["all"], grid.n_steps)
+    frame = _long_frame(names, grid.points, matrix, series_col, time_col, out_col)
+    table = SeriesTable(frame, "long", time_col, [out_col], series_col, names, grid)
+    return EventAggregation(table, diag)
+
+
+def _prepared_rows(df, user_col, time_col, grid, end_at, caps, series_col, series_keys, value_col, out_col,
+                   order_col, diag) -> tuple[pl.DataFrame, list[str]]:
+    """The kernel's input (:mod:`tsdp.engine.kernel` columns): events on the grid, of declared series,
+    values clipped to [0, V], with the tie-break ORDER (``order_col``, else the row number)."""
+    cols = [pl.col(user_col).alias(USER), pl.col(time_col).alias(TIME),
+            pl.col(series_col).cast(pl.String).alias(SERIES) if series_col else pl.lit("all").alias(SERIES)]
     if value_col:
         values = numeric_values(df, value_col, allow_negative=True, allow_null=False,
                                 null_hint="give every event a value or drop the event")
-        clipped = values.clip(0.0, caps.value_bound)
+        clipped = values.clip(0.0, caps.value_bound).cast(pl.Float64)
         diag["values_clipped"] = int((clipped != values).sum())
-        cols.append(clipped.alias(out_col))
+        cols.append(clipped.alias(VALUE))
     else:
-        cols.append(pl.lit(1.0).alias(out_col))
-    work = df.select(cols).with_columns(pl.Series(_POS, grid.positions(df[time_col])))
+        cols.append(pl.lit(1.0).alias(VALUE))
+    cols.append(pl.col(order_col).cast(pl.Int64).alias(ORDER) if order_col else
+                pl.int_range(pl.len(), dtype=pl.Int64).alias(ORDER))
+    work = df.select(cols).with_columns(pl.Series(STEP, grid.positions(df[time_col])))
 
     # [start, end): the last bucket may be cut short by an --end that is not on the grid.
-    inside = (pl.col(_POS) >= 0) & (pl.col(_POS) < grid.n_steps) & (pl.col(time_col) < end_at)
+    inside = (pl.col(STEP) >= 0) & (pl.col(STEP) < grid.n_steps) & (pl.col(TIME) < end_at)
     diag["dropped_outside_grid"] = work.height - work.filter(inside).height
     work = work.filter(inside)
     names = list(series_keys) if series_col else [out_col]
     if series_col:
         if len(set(names)) != len(names):
             raise UsageError("--series-keys: duplicate keys")
-        known = pl.col(_SER).is_in(pl.Series(names, dtype=pl.String).implode())
+        known = pl.col(SERIES).is_in(pl.Series(names, dtype=pl.String).implode())
         diag["dropped_undeclared_series"] = work.height - work.filter(known).height
         work = work.filter(known)
-    work = work.sort([user_col, time_col, _SER], maintain_order=True)
+    return work, names
 
-    if caps.series_per_user is not None:
-        # the scope of the choice: the whole user at user level, one bucket otherwise (stability)
-        scope = [user_col] if caps.level == "user" else [user_col, _POS]
-        firsts = (work.group_by([*scope, _SER]).agg(pl.col(time_col).min().alias("__first"))
-                  .sort([*scope, "__first", _SER])
-                  .with_columns(pl.int_range(pl.len()).over(scope).alias("__rank"))
-                  .filter(pl.col("__rank") < caps.series_per_user).select([*scope, _SER]))
-        before = work.height
-        work = work.join(firsts, on=[*scope, _SER], how="semi", maintain_order="left")
-        diag["dropped_series_cap"] = before - work.height
-    if caps.max_steps is not None:
-        kept = (work.select([user_col, _SER, _POS]).unique(maintain_order=True)
-                .with_columns(pl.int_range(pl.len()).over([user_col, _SER]).alias("__rank"))
-                .filter(pl.col("__rank") < caps.max_steps).drop("__rank"))
-        before = work.height
-        work = work.join(kept, on=[user_col, _SER, _POS], how="semi", maintain_order="left")
-        diag["dropped_step_cap"] = before - work.height
-    if caps.max_per_step is not None:
-        before = work.height
-        work = work.filter(pl.int_range(pl.len()).over([user_col, _SER, _POS]) < caps.max_per_step)
-        diag["dropped_per_step_cap"] = before - work.height
 
-    lookup = pl.DataFrame({_SER: names if series_col else ["all"], "__row": np.arange(len(names))},
-                          schema_overrides={_SER: pl.String})
-    sums = work.group_by([_SER, _POS]).agg(pl.col(out_col).sum()).join(lookup, on=_SER)
-    matrix = np.zeros((len(names), grid.n_steps))
-    matrix[sums["__row"].to_numpy(), sums[_POS].to_numpy()] = sums[out_col].to_numpy()
-    diag["rows_kept"] = work.height
-    frame = _long_frame(names, grid.points, matrix, series_col, time_col, out_col)
-    table = SeriesTable(frame, "long", time_col, [out_col], series_col, names, grid)
-    return EventAggregation(table, diag)
+def cell_matrix(sums: pl.DataFrame, keys: list[str], n_steps: int) -> np.ndarray:
+    """The (series x steps) panel from kernel cell sums (series in the order of ``keys``)."""
+    lookup = pl.DataFrame({SERIES: keys, "__row": np.arange(len(keys))}, schema_overrides={SERIES: pl.String})
+    located = sums.join(lookup, on=SERIES)
+    matrix = np.zeros((len(keys), n_steps))
+    matrix[located["__row"].to_numpy(), located[STEP].to_numpy()] = located[VALUE].to_numpy()
+    return matrix
 
 
 def _long_frame(names, points, matrix, series_col, time_col, out_col) -> pl.DataFrame:
