@@ -102,6 +102,114 @@ class EventAggregation:
     diagnostics: dict = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class EventJob:
+    """Everything public about one event aggregation: the columns, the grid, the caps, the keys.
+
+    Every engine runs :func:`partial_cell_sums` on the rows of a set of whole users and
+    :func:`assemble` on the added-up partial sums; :func:`aggregate_events` is the in-memory route.
+    """
+
+    user_col: str
+    time_col: str
+    freq: str
+    start: str
+    end: str
+    caps: EventCaps
+    series_col: str | None = None
+    series_keys: tuple[str, ...] | None = None
+    value_col: str | None = None
+    output_col: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.series_col is not None and not self.series_keys:
+            raise UsageError(
+                "--series-keys is required with --series-col for event input: the set of released "
+                "series must be public, not read off the data"
+            )
+        if self.series_keys is not None:
+            object.__setattr__(self, "series_keys", tuple(self.series_keys))
+            if len(set(self.series_keys)) != len(self.series_keys):
+                raise UsageError("--series-keys: duplicate keys")
+        if self.value_col is not None and self.caps.value_bound is None:
+            raise UsageError("--value-bound is required with --value-col for event input")
+        if self.caps.value_bound is not None and not self.caps.value_bound > 0:
+            raise UsageError(f"--value-bound must be > 0, got {self.caps.value_bound}")
+
+    @property
+    def out_col(self) -> str:
+        return self.output_col or (self.value_col if self.value_col else "count")
+
+    @property
+    def names(self) -> list[str]:
+        """The released series: the public keys, or the one output column."""
+        return list(self.series_keys) if self.series_col else [self.out_col]
+
+    @property
+    def columns(self) -> list[str]:
+        """The input columns the job reads."""
+        return [c for c in (self.user_col, self.time_col, self.series_col, self.value_col) if c is not None]
+
+    def grid(self, like: pl.DataType):
+        """(the public grid, its exclusive end) for a time column of dtype ``like``."""
+        end_at = parse_instant(self.end, "--end", like)
+        return fixed_grid(parse_instant(self.start, "--start", like), end_at, self.freq, self.time_col, like), end_at
+
+
+@dataclass
+class PartialSums:
+    """Cell sums of a set of whole users (columns SERIES, STEP, VALUE), row counts, time dtype."""
+
+    sums: pl.DataFrame
+    diagnostics: dict[str, int]
+    time_dtype: pl.DataType
+
+
+def partial_cell_sums(df: pl.DataFrame, job: EventJob, order_col: str | None = None) -> PartialSums:
+    """Check, bucket, cap and sum the events of ``df``, which must hold every row of its users.
+
+    ``order_col`` holds the tie-break key assigned when the input was read (shards carry the
+    input's row number, and errors then name that row); without it, the row number of ``df`` is
+    the key.
+    """
+    require_columns(df, {"--user-col": job.user_col, "--time-col": job.time_col,
+                         "--series-col": job.series_col, "--value-col": job.value_col})
+    try:
+        if df[job.user_col].null_count():
+            row = int(df[job.user_col].is_null().arg_true()[0])
+            raise DataError(f"column {job.user_col!r}: missing user id at row {row + 1}")
+        df = parse_time_column(df, job.time_col)
+        like = df.schema[job.time_col]
+        grid, end_at = job.grid(like)
+        diag = {"rows_in": df.height}
+        rows = _prepared_rows(df, job, grid, end_at, order_col, diag)
+    except DataError as exc:
+        if order_col is None:
+            raise
+        raise DataError(_input_rows(str(exc), df[order_col])) from None
+    sums, capped = cap_and_sum(rows, job.caps)
+    diag.update(capped)
+    return PartialSums(sums, diag, like)
+
+
+def assemble(job: EventJob, parts: list[PartialSums]) -> EventAggregation:
+    """The panel from the partial sums of disjoint sets of users (they add up), with summed counts."""
+    dtypes = {str(p.time_dtype) for p in parts}
+    if len(dtypes) > 1:
+        raise DataError(f"column {job.time_col!r}: parts of the input parse to different time types "
+                        f"({', '.join(sorted(dtypes))}); write every timestamp in one format")
+    diag: dict[str, int] = {}
+    for part in parts:
+        for key, count in part.diagnostics.items():
+            diag[key] = diag.get(key, 0) + count
+    grid, _ = job.grid(parts[0].time_dtype)
+    sums = pl.concat([p.sums for p in parts]).group_by([SERIES, STEP]).agg(pl.col(VALUE).sum())
+    matrix = cell_matrix(sums, job.names if job.series_col else ["all"], grid.n_steps)
+    frame = _long_frame(job.names, grid.points, matrix, job.series_col, job.time_col, job.out_col)
+    table = SeriesTable(frame, "long", job.time_col, [job.out_col], job.series_col, job.names, grid)
+    return EventAggregation(table, diag)
+
+
 def aggregate_events(
     df: pl.DataFrame,
     user_col: str,
@@ -114,54 +222,33 @@ def aggregate_events(
     series_keys: list[str] | None = None,
     value_col: str | None = None,
     output_col: str | None = None,
-    order_col: str | None = None,
 ) -> EventAggregation:
-    """Bucket events on the public grid, enforce ``caps`` and sum per (series, bucket).
-
-    ``order_col`` holds the tie-break key assigned when the input was read (shards carry the
-    input's row number); without it, the row number of ``df`` is the key.
-    """
-    require_columns(df, {"--user-col": user_col, "--time-col": time_col,
-                         "--series-col": series_col, "--value-col": value_col})
-    if series_col is not None and not series_keys:
-        raise UsageError(
-            "--series-keys is required with --series-col for event input: the set of released "
-            "series must be public, not read off the data"
-        )
-    if value_col is not None and caps.value_bound is None:
-        raise UsageError("--value-bound is required with --value-col for event input")
-    if caps.value_bound is not None and not caps.value_bound > 0:
-        raise UsageError(f"--value-bound must be > 0, got {caps.value_bound}")
-    if df[user_col].null_count():
-        row = int(df[user_col].is_null().arg_true()[0])
-        raise DataError(f"column {user_col!r}: missing user id at row {row + 1}")
-    df = parse_time_column(df, time_col)
-    like = df.schema[time_col]
-    end_at = parse_instant(end, "--end", like)
-    grid = fixed_grid(parse_instant(start, "--start", like), end_at, freq, time_col, like)
-    out_col = output_col or (value_col if value_col else "count")
-    diag = {"rows_in": df.height}
-
-    rows, names = _prepared_rows(df, user_col, time_col, grid, end_at, caps, series_col, series_keys,
-                                 value_col, out_col, order_col, diag)
-    sums, capped = cap_and_sum(rows, caps)
-    diag.update(capped)
-    matrix = cell_matrix(sums, names if series_col else ["all"], grid.n_steps)
-    frame = _long_frame(names, grid.points, matrix, series_col, time_col, out_col)
-    table = SeriesTable(frame, "long", time_col, [out_col], series_col, names, grid)
-    return EventAggregation(table, diag)
+    """Bucket events on the public grid, enforce ``caps`` and sum per (series, bucket), in memory."""
+    job = EventJob(user_col, time_col, freq, start, end, caps, series_col, series_keys, value_col, output_col)
+    return assemble(job, [partial_cell_sums(df, job)])
 
 
-def _prepared_rows(df, user_col, time_col, grid, end_at, caps, series_col, series_keys, value_col, out_col,
-                   order_col, diag) -> tuple[pl.DataFrame, list[str]]:
+def _input_rows(message: str, order: pl.Series) -> str:
+    """A shard's error names the row of the input, not of the shard (``at row N``)."""
+    import re
+
+    def original(match: re.Match) -> str:
+        k = int(match.group(1))
+        return f"at row {int(order[k - 1]) + 1}" if 1 <= k <= order.len() else match.group(0)
+
+    return re.sub(r"at row (\d+)", original, message)
+
+
+def _prepared_rows(df: pl.DataFrame, job: EventJob, grid, end_at, order_col: str | None, diag) -> pl.DataFrame:
     """The kernel's input (:mod:`tsdp.engine.kernel` columns): events on the grid, of declared series,
     values clipped to [0, V], with the tie-break ORDER (``order_col``, else the row number)."""
+    user_col, time_col, series_col, value_col = job.user_col, job.time_col, job.series_col, job.value_col
     cols = [pl.col(user_col).alias(USER), pl.col(time_col).alias(TIME),
             pl.col(series_col).cast(pl.String).alias(SERIES) if series_col else pl.lit("all").alias(SERIES)]
     if value_col:
         values = numeric_values(df, value_col, allow_negative=True, allow_null=False,
                                 null_hint="give every event a value or drop the event")
-        clipped = values.clip(0.0, caps.value_bound).cast(pl.Float64)
+        clipped = values.clip(0.0, job.caps.value_bound).cast(pl.Float64)
         diag["values_clipped"] = int((clipped != values).sum())
         cols.append(clipped.alias(VALUE))
     else:
@@ -174,14 +261,11 @@ def _prepared_rows(df, user_col, time_col, grid, end_at, caps, series_col, serie
     inside = (pl.col(STEP) >= 0) & (pl.col(STEP) < grid.n_steps) & (pl.col(TIME) < end_at)
     diag["dropped_outside_grid"] = work.height - work.filter(inside).height
     work = work.filter(inside)
-    names = list(series_keys) if series_col else [out_col]
     if series_col:
-        if len(set(names)) != len(names):
-            raise UsageError("--series-keys: duplicate keys")
-        known = pl.col(SERIES).is_in(pl.Series(names, dtype=pl.String).implode())
+        known = pl.col(SERIES).is_in(pl.Series(job.names, dtype=pl.String).implode())
         diag["dropped_undeclared_series"] = work.height - work.filter(known).height
         work = work.filter(known)
-    return work, names
+    return work
 
 
 def cell_matrix(sums: pl.DataFrame, keys: list[str], n_steps: int) -> np.ndarray:
