@@ -35,3 +35,11 @@ class NumericalError(TsdpError):
     """A solver did not converge or a computation would be too large (exit 5)."""
 
     exit_code = 5
+
+
+class ResourceError(NumericalError):
+    """Memory or disk ran out, or would (exit 5, as a computation too large for this machine)."""
+
+MEMORY_HINT = ("lower --memory-limit so that tsdp shards the input (--engine local), or run on a cluster "
+               "with --engine spark")
+

@@ -18,7 +18,7 @@ from tsdp.cli.forecast import forecast_train
 from tsdp.cli.ledger import ledger_app
 from tsdp.cli.mean import mean_estimate
 from tsdp.cli.release import release
-from tsdp.errors import TsdpError
+from tsdp.errors import MEMORY_HINT, ResourceError, TsdpError
 
 app = typer.Typer(
     name="tsdp",
@@ -79,6 +79,11 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)
         code = 130
+    except MemoryError:
+        if debug:
+            raise
+        print(f"error: out of memory; {MEMORY_HINT}", file=sys.stderr)
+        code = ResourceError.exit_code
     except Exception as exc:  # anything unexpected: exit 1, one line unless --debug
         if debug:
             raise

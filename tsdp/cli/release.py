@@ -11,7 +11,7 @@ import typer
 from tsdp.accounting.budget import check_delta, check_epsilon
 from tsdp.accounting.sensitivity import ContributionBounds
 from tsdp.cli import common
-from tsdp.engine.panel import ALL_STEPS, event_caps, load_panel
+from tsdp.engine.panel import ALL_STEPS, EngineOptions, event_caps, load_event_panel, load_panel
 from tsdp.errors import UsageError
 from tsdp.io.files import read_numbers, read_table
 from tsdp.io.load import InputSpec
@@ -64,6 +64,11 @@ class Unit(str, Enum):
     event = "event"
     w_event = "w-event"
     user = "user"
+
+
+class Engine(str, Enum):
+    local = "local"
+    spark = "spark"
 
 
 class Neighbouring(str, Enum):
@@ -131,6 +136,11 @@ def release(
     round_values: bool = typer.Option(False, "--round", help="Post-process: round released values to integers."),
     ledger: Optional[str] = typer.Option(None, help="Budget ledger to charge this release to (with --dataset); refused with exit 3 if it does not fit."),
     dataset: Optional[str] = typer.Option(None, help="Dataset name in --ledger whose budget pays for this release."),
+    engine: Engine = typer.Option(Engine.local, help="Event layout: where events are bounded and aggregated: local (in memory, or user-hash shards within --memory-limit) or spark (a cluster; needs tsdp[spark])."),
+    memory_limit: Optional[str] = typer.Option(None, help="--engine local: memory the aggregation may use, e.g. 2GiB; larger inputs are sharded by user [default: a quarter of the machine, at most 2GiB]."),
+    work_dir: Optional[str] = typer.Option(None, help="--engine local: directory for the temporary shards [default: the system temp directory]."),
+    spark_master: Optional[str] = typer.Option(None, help="--engine spark: Spark master URL, e.g. spark://host:7077 [default: local[*]]."),
+    spark_conf: Optional[list[str]] = typer.Option(None, help="--engine spark: extra Spark configuration KEY=VALUE (repeatable)."),
     output: Optional[str] = common.OutputOption,
     report: Optional[str] = common.ReportOption,
     seed: Optional[int] = common.SeedOption,
@@ -181,10 +191,11 @@ def release(
         fill_missing=fill_missing is FillMissing.zero, allow_negative=allow_negative,
     )
     caps = event_caps(declared, value_bound) if spec.resolved_layout == "events" else None
+    engine_options = _engine_options(spec, engine, memory_limit, work_dir, spark_master, spark_conf)
     run = _mechanism(mechanism, epsilon, delta, calibration, noise, dft_k, fast, koga)  # budget checked before the data
     randomness = make_random_source(seed)
     if evaluate:
-        return _evaluate(input, spec, caps, declared, user_col, run, randomness, evaluate,
+        return _evaluate(input, spec, caps, declared, engine_options, run, randomness, evaluate,
                          common.Console(quiet, json_summary, stdout_taken=False))
     output, report = common.resolve_outputs(input, output, report, force, json_summary)
     console = common.Console(quiet, json_summary, stdout_taken="-" in (output, report))
@@ -193,13 +204,8 @@ def release(
         f"tsdp release {common.display_name(input)} -> {common.display_name(output)} ({mechanism.value})")
 
     with charge as held, console.progress(4) as stage:
-        stage("reading input")
-        df = read_table(input)
-        # Noise draws do not depend on the data: start them while the data is checked.
-        prefetched = (PrefetchedNormals(randomness.generator, df.height)
-                      if mechanism is Mechanism.gaussian and spec.resolved_layout == "long" else None)
-        stage("checking and aggregating")
-        loaded, panel, notes = load_panel(df, spec, declared, caps)
+        loaded, panel, notes, prefetched = _read(input, spec, declared, caps, engine_options, stage,
+                                                 randomness.generator if mechanism is Mechanism.gaussian else None)
         table = loaded.table
 
         stage("adding noise")
@@ -237,6 +243,46 @@ def release(
     if loaded.diagnostics:
         summary["diagnostics (not private, do not publish)"] = loaded.diagnostics
     console.summary(summary, "tsdp release")
+
+
+def _engine_options(spec: InputSpec, engine: Engine, memory_limit: str | None, work_dir: str | None,
+                    spark_master: str | None, spark_conf: list[str] | None) -> EngineOptions:
+    """Validate the engine options up front (before any data is read)."""
+    if spec.resolved_layout != "events":
+        given = [flag for flag, value in (("--engine spark", engine is Engine.spark or None),
+                                          ("--memory-limit", memory_limit), ("--work-dir", work_dir),
+                                          ("--spark-master", spark_master), ("--spark-conf", spark_conf))
+                 if value is not None]
+        if given:
+            raise UsageError(f"{given[0]} applies to --layout events (raw events that tsdp aggregates); "
+                             f"this input is --layout {spec.resolved_layout}")
+    if engine is not Engine.spark and (spark_master is not None or spark_conf):
+        raise UsageError("--spark-master and --spark-conf apply to --engine spark")
+    if engine is Engine.spark and (memory_limit is not None or work_dir is not None):
+        raise UsageError("--memory-limit and --work-dir apply to --engine local; size Spark with --spark-conf")
+    conf = []
+    for item in spark_conf or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(f"--spark-conf {item!r}: give KEY=VALUE, e.g. spark.executor.memory=4g")
+        conf.append((key.strip(), value.strip()))
+    from tsdp.engine.local import parse_memory
+
+    return EngineOptions(engine.value, parse_memory(memory_limit) if memory_limit is not None else None, work_dir,
+                         spark_master or "local[*]", tuple(conf))
+
+
+def _read(input: str, spec: InputSpec, declared, caps, options: EngineOptions, stage, generator):
+    """(loaded input, panel, notes, prefetched normals): events through the engine, series in memory."""
+    if spec.resolved_layout == "events":
+        return (*load_event_panel(input, spec, declared, options, caps.value_bound, stage), None)
+    stage("reading input")
+    df = read_table(input)
+    # Noise draws do not depend on the data: start them while the data is checked.
+    prefetched = (PrefetchedNormals(generator, df.height)
+                  if generator is not None and spec.resolved_layout == "long" else None)
+    stage("checking")
+    return (*load_panel(df, spec, declared, caps), prefetched)
 
 
 def _gains(text: str | None) -> tuple[float, float, float] | None:
@@ -306,11 +352,11 @@ def _mechanism(mechanism: Mechanism, epsilon: float, delta: float | None, calibr
     return run
 
 
-def _evaluate(input, spec, caps, declared, user_col, run, randomness, repeats: int, console) -> None:
+def _evaluate(input, spec, caps, declared, engine_options, run, randomness, repeats: int, console) -> None:
     """Run the mechanism ``repeats`` times and print MAE/MRE against the input; writes nothing."""
     from tsdp.mechanisms.metrics import mae, mre, summarize
 
-    loaded, panel, _ = load_panel(read_table(input), spec, declared, caps)
+    loaded, panel, _, _ = _read(input, spec, declared, caps, engine_options, lambda name: None, None)
     truth = loaded.table.values_matrix()
     maes, mres = [], []
     for _ in range(repeats):  # each run is a full release of the whole panel

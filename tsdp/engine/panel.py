@@ -9,16 +9,17 @@ V); for pre-aggregated series it is the declared one, and a note says it is trus
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import polars as pl
 
 from tsdp.accounting.sensitivity import ContributionBounds
 from tsdp.errors import UsageError
 from tsdp.io.events import EventCaps
-from tsdp.io.load import InputSpec, LoadedInput, load_input
+from tsdp.io.load import InputSpec, LoadedInput, event_job, load_input, loaded_events
 from tsdp.mechanisms.baseline import Panel
 
+ENGINES = ("local", "spark")
 ALL_STEPS = 2**62  # "no participation bound": replaced by the series length T once the data is loaded
 
 TRUSTED_NOTE = ("contribution bounds were declared by the data steward and not enforced: the input is "
@@ -42,6 +43,40 @@ def event_caps(declared: ContributionBounds, value_bound: float | None) -> Event
     )
 
 
+@dataclass(frozen=True)
+class EngineOptions:
+    """Where event aggregation runs: ``local`` (in memory, or user-hash shards within
+    ``memory_limit`` bytes) or ``spark`` (``spark_master``, extra Spark configuration)."""
+
+    engine: str = "local"
+    memory_limit: int | None = None
+    work_dir: str | None = None
+    spark_master: str = "local[*]"
+    spark_conf: tuple[tuple[str, str], ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.engine not in ENGINES:
+            raise UsageError(f"--engine must be one of {', '.join(ENGINES)}, got {self.engine!r}")
+
+
+def load_event_panel(path: str, spec: InputSpec, declared: ContributionBounds, options: EngineOptions,
+                     value_bound: float | None = None, stage=None) -> tuple[LoadedInput, Panel, list[str]]:
+    """:func:`load_panel` for event input read from ``path`` by the engine of ``options``."""
+    caps = event_caps(declared, value_bound)
+    job = event_job(spec, caps)
+    if options.engine == "spark":
+        from tsdp.engine.spark import aggregate_events_spark
+
+        if stage is not None:
+            stage("bounding and aggregating on Spark")
+        agg = aggregate_events_spark(path, job, options.spark_master, dict(options.spark_conf))
+    else:
+        from tsdp.engine.local import aggregate_events_local
+
+        agg = aggregate_events_local(path, job, options.memory_limit, options.work_dir, stage)
+    return _panel(loaded_events(agg, caps), spec, declared, caps)
+
+
 def load_panel(df: pl.DataFrame, spec: InputSpec, declared: ContributionBounds,
                caps: EventCaps | None = None, value_bound: float | None = None,
                ) -> tuple[LoadedInput, Panel, list[str]]:
@@ -54,7 +89,10 @@ def load_panel(df: pl.DataFrame, spec: InputSpec, declared: ContributionBounds,
         caps = caps or event_caps(declared, value_bound)
     else:
         caps = None
-    loaded = load_input(df, spec, caps)
+    return _panel(load_input(df, spec, caps), spec, declared, caps)
+
+
+def _panel(loaded: LoadedInput, spec: InputSpec, declared: ContributionBounds, caps: EventCaps | None):
     table = loaded.table
     if declared.max_steps == ALL_STEPS:
         declared = replace(declared, max_steps=table.n_steps)

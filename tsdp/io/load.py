@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from tsdp.errors import UsageError
-from tsdp.io.events import EventCaps, aggregate_events
+from tsdp.io.events import EventAggregation, EventCaps, EventJob, assemble, partial_cell_sums
 from tsdp.io.layouts import SeriesTable, load_long, load_wide
 
 
@@ -49,21 +49,30 @@ class LoadedInput:
     diagnostics: dict = field(default_factory=dict)  # not private: for the operator only
 
 
+def event_job(spec: InputSpec, caps: EventCaps) -> EventJob:
+    """The public description of the event aggregation the options ask for (UsageError if incomplete)."""
+    if spec.user_col is None:
+        raise UsageError("--user-col is required for --layout events")
+    missing = [o for o, v in (("--freq", spec.freq), ("--start", spec.start), ("--end", spec.end)) if v is None]
+    if missing:
+        raise UsageError(f"{', '.join(missing)} required for event input: the time grid must be public")
+    return EventJob(spec.user_col, spec.time_col, spec.freq, spec.start, spec.end, caps, spec.series_col,
+                    spec.series_keys, spec.value_col)
+
+
+def loaded_events(agg: EventAggregation, caps: EventCaps) -> LoadedInput:
+    """Aggregated events as a loaded input: bounds enforced, with the rule in the notes."""
+    notes = [caps.describe(), "the time grid and the series keys are public parameters, not read off the data"]
+    return LoadedInput(agg.table, True, notes, agg.diagnostics)
+
+
 def load_input(df: pl.DataFrame, spec: InputSpec, caps: EventCaps | None = None) -> LoadedInput:
     """Load ``df`` as a complete panel; for events, enforce ``caps`` while aggregating."""
     layout = spec.resolved_layout
     if layout == "events":
-        if spec.user_col is None:
-            raise UsageError("--user-col is required for --layout events")
-        missing = [o for o, v in (("--freq", spec.freq), ("--start", spec.start), ("--end", spec.end)) if v is None]
-        if missing:
-            raise UsageError(f"{', '.join(missing)} required for event input: the time grid must be public")
-        agg = aggregate_events(df, spec.user_col, spec.time_col, spec.freq, spec.start, spec.end,
-                               caps or EventCaps(), spec.series_col, spec.series_keys, spec.value_col)
         caps = caps or EventCaps()
-        notes = [caps.describe(),
-                 "the time grid and the series keys are public parameters, not read off the data"]
-        return LoadedInput(agg.table, True, notes, agg.diagnostics)
+        job = event_job(spec, caps)
+        return loaded_events(assemble(job, [partial_cell_sums(df, job)]), caps)
     if spec.user_col is not None:
         raise UsageError("--user-col needs --layout events")
     if layout == "long":

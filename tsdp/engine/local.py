@@ -1,0 +1,151 @@
+"""``--engine local``: event aggregation on one machine, in bounded memory.
+
+When the input fits the memory limit it is read whole and aggregated in memory. Otherwise polars
+streams it once into Parquet shards partitioned by a hash of the user id (every row of a user lands
+in the same shard), with the input's row number attached as the tie-break key
+(:data:`tsdp.engine.kernel.ORDER`); then the kernel runs on one shard at a time
+(:func:`tsdp.io.events.partial_cell_sums`) and the partial panels add up
+(:func:`tsdp.io.events.assemble`). The caps look only at one user's rows, so sharding changes no
+kept row; the tie-break key is the row number of the input, so no choice depends on the shards
+either. The shards live in a temporary directory that is removed whatever happens.
+
+Polars does the streaming, the partitioned write and the spill; tsdp writes no scheduler or spill.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import shutil
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+import polars as pl
+
+from tsdp.engine.kernel import ORDER
+from tsdp.errors import MEMORY_HINT, DataError, ResourceError, TsdpError, UsageError
+from tsdp.io.events import EventAggregation, EventJob, assemble, partial_cell_sums
+from tsdp.io.files import STDIO, read_table, table_format
+
+GIB = 1 << 30
+DEFAULT_CAP = 2 * GIB
+# Peak memory of the in-memory route per byte of input held in memory (prepare, sort, joins, the
+# polars and numpy working copies); measured on the events of bench/scale.py, rounded up.
+WORK_FACTOR = 8
+SHARD = "__shard"
+_UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 10**3, "kib": 1 << 10, "m": 1 << 20, "mb": 10**6,
+          "mib": 1 << 20, "g": GIB, "gb": 10**9, "gib": GIB, "t": 1 << 40, "tb": 10**12, "tib": 1 << 40}
+
+
+def physical_memory() -> int:
+    """Bytes of memory of this machine (or of its container's cgroup limit, when lower)."""
+    total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    try:
+        limit = int(Path("/sys/fs/cgroup/memory.max").read_text().strip())
+        return min(total, limit)
+    except (OSError, ValueError):
+        return total
+
+
+def default_memory_limit() -> int:
+    """A safe share of the machine: a quarter of its memory, at most 2 GiB."""
+    return min(DEFAULT_CAP, physical_memory() // 4)
+
+
+def parse_memory(text: str | int | None) -> int:
+    """``--memory-limit``: bytes from ``2GiB``, ``500MB``, ``1.5g`` or a plain number of bytes."""
+    if text is None:
+        return default_memory_limit()
+    raw = str(text).strip().lower().replace(" ", "")
+    number = raw.rstrip("abcdefghijklmnopqrstuvwxyz")
+    unit = raw[len(number):]
+    try:
+        value = float(number) * _UNITS[unit]
+    except (ValueError, KeyError):
+        raise UsageError(f"--memory-limit {text!r}: give a size such as 2GiB, 500MB or 1.5g") from None
+    if not (math.isfinite(value) and value >= 64 * (1 << 20)):
+        raise UsageError(f"--memory-limit {text!r}: must be at least 64MiB")
+    return int(value)
+
+
+def estimated_memory(path: str) -> int:
+    """Bytes the input takes in memory once read (an estimate from its size on disk)."""
+    if table_format(path) == "parquet":
+        import pyarrow.parquet as pq
+
+        try:
+            meta = pq.ParquetFile(path).metadata
+        except (OSError, ValueError) as exc:
+            raise DataError(f"INPUT: cannot read {path!r} as Parquet: {exc}") from None
+        return sum(meta.row_group(i).total_byte_size for i in range(meta.num_row_groups))
+    return Path(path).stat().st_size
+
+
+def shard_count(path: str, memory_limit: int) -> int:
+    """1 when the input fits in ``memory_limit`` with the in-memory route, else enough shards that
+    one shard does (never fewer than 4 once sharding)."""
+    if path == STDIO:
+        return 1
+    need = estimated_memory(path) * WORK_FACTOR
+    if need <= memory_limit:
+        return 1
+    return max(4, math.ceil(need / memory_limit))
+
+
+def scan_events(path: str, job: EventJob) -> pl.LazyFrame:
+    """The input as a lazy scan of the columns the job reads, with the input's row number (ORDER).
+
+    CSV: user, series and value columns are read as text (the aggregation parses and checks them
+    cell by cell, naming the input row); the time column keeps polars' type inference.
+    """
+    if table_format(path) == "parquet":
+        scan = pl.scan_parquet(path)
+    else:
+        text = {c: pl.String for c in (job.user_col, job.series_col, job.value_col) if c is not None}
+        scan = pl.scan_csv(path, schema_overrides=text, infer_schema_length=10_000)
+    return scan.select(job.columns).with_row_index(ORDER)
+
+
+def aggregate_events_local(path: str, job: EventJob, memory_limit: int | None = None,
+                           work_dir: str | None = None,
+                           stage: Callable[[str], None] | None = None) -> EventAggregation:
+    """Aggregate the events of ``path`` within ``memory_limit`` bytes (default: a safe share)."""
+    limit = memory_limit or default_memory_limit()
+    shards = shard_count(path, limit)
+    note = stage or (lambda name: None)
+    if shards == 1:
+        note("reading input")
+        df = read_table(path)
+        note("bounding and aggregating")
+        return assemble(job, [partial_cell_sums(df, job)])
+    base = Path(work_dir or tempfile.gettempdir())
+    if not base.is_dir():
+        raise UsageError(f"--work-dir: {str(base)!r} is not a directory")
+    tmp = Path(tempfile.mkdtemp(prefix=".tsdp-shards-", dir=base))
+    try:
+        note(f"sharding input by user into {shards} shards")
+        key = (pl.col(job.user_col).hash(seed=0) % shards).alias(SHARD)
+        try:
+            (scan_events(path, job).with_columns(key)
+             .sink_parquet(pl.PartitionBy(str(tmp), key=SHARD, include_key=False), mkdir=True))
+        except pl.exceptions.ColumnNotFoundError as exc:
+            raise DataError(f"INPUT: {str(exc).strip().splitlines()[0]}") from None
+        except (pl.exceptions.PolarsError, OSError) as exc:
+            raise _read_error(path, exc) from None
+        parts = []
+        for directory in sorted(tmp.iterdir()):
+            note(f"bounding and aggregating shard {len(parts) + 1}")
+            parts.append(partial_cell_sums(pl.read_parquet(directory / "*.parquet"), job, order_col=ORDER))
+        if not parts:
+            raise DataError(f"INPUT: {path!r} holds no rows")
+        return assemble(job, parts)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _read_error(path: str, exc: Exception) -> TsdpError:
+    message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    if "memory" in message.lower() or isinstance(exc, MemoryError):
+        return ResourceError(f"out of memory while sharding {path!r}: {MEMORY_HINT}")
+    return DataError(f"INPUT: cannot parse {path!r}: {message}")
