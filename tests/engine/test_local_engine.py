@@ -145,6 +145,12 @@ def test_parse_memory_refuses(text):
         local.parse_memory(text)
 
 
+def test_estimated_rows(tmp_path):
+    df = make_events(n_rows=3000)
+    assert local.estimated_rows(write(df, tmp_path / "e.parquet")) == 3000
+    assert abs(local.estimated_rows(write(df, tmp_path / "e.csv")) - 3000) <= 30  # from the mean line length
+
+
 def test_default_memory_limit_is_a_safe_share():
     assert 0 < local.default_memory_limit() <= min(local.DEFAULT_CAP, local.physical_memory() // 4)
 
@@ -160,7 +166,7 @@ EVENTS_ARGS = ["--layout", "events", "--user-col", "user_id", "--time-col", "tim
 def test_cli_sharded_release_equals_in_memory(tmp_path, repo_root, monkeypatch):
     source = str(repo_root / "sample_data/events.csv")
     assert main(["release", source, *EVENTS_ARGS, "-o", str(tmp_path / "memory.csv")]) == 0
-    monkeypatch.setattr(local, "WORK_FACTOR", 10**6)  # the sample now exceeds any limit: sharded
+    monkeypatch.setattr(local, "BYTES_PER_ROW", 10**6)  # the sample now exceeds any limit: sharded
     assert main(["release", source, *EVENTS_ARGS, "--memory-limit", "64MiB", "--work-dir", str(tmp_path),
                  "-o", str(tmp_path / "sharded.csv")]) == 0
     assert (tmp_path / "memory.csv").read_bytes() == (tmp_path / "sharded.csv").read_bytes()

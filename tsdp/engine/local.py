@@ -30,9 +30,11 @@ from tsdp.io.files import STDIO, read_table, table_format
 
 GIB = 1 << 30
 DEFAULT_CAP = 2 * GIB
-# Peak memory of the in-memory route per byte of input held in memory (prepare, sort, joins, the
-# polars and numpy working copies); measured on the events of bench/scale.py, rounded up.
-WORK_FACTOR = 8
+# Peak memory of the in-memory route per event row (the read frame, the prepared rows, the sorted
+# runs and the polars working copies): about 300 bytes measured on bench/scale.py's events
+# (10^7 rows: 3.0 GB from CSV and from Parquet alike), rounded up.
+BYTES_PER_ROW = 360
+HEADROOM = 1.5  # a shard is sized to use at most 1/HEADROOM of the limit
 SHARD = "__shard"
 _UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 10**3, "kib": 1 << 10, "m": 1 << 20, "mb": 10**6,
           "mib": 1 << 20, "g": GIB, "gb": 10**9, "gib": GIB, "t": 1 << 40, "tb": 10**12, "tib": 1 << 40}
@@ -69,28 +71,32 @@ def parse_memory(text: str | int | None) -> int:
     return int(value)
 
 
-def estimated_memory(path: str) -> int:
-    """Bytes the input takes in memory once read (an estimate from its size on disk)."""
+def estimated_rows(path: str) -> int:
+    """Rows of the input: exact for Parquet (its metadata), estimated for CSV from the mean length of
+    its first lines."""
     if table_format(path) == "parquet":
         import pyarrow.parquet as pq
 
         try:
-            meta = pq.ParquetFile(path).metadata
+            return pq.ParquetFile(path).metadata.num_rows
         except (OSError, ValueError) as exc:
             raise DataError(f"INPUT: cannot read {path!r} as Parquet: {exc}") from None
-        return sum(meta.row_group(i).total_byte_size for i in range(meta.num_row_groups))
-    return Path(path).stat().st_size
+    size = Path(path).stat().st_size
+    with open(path, "rb") as fh:
+        head = fh.read(1 << 20)
+    lines = max(1, head.count(b"\n") - 1)  # the header line is not a row
+    return math.ceil(size / (len(head) / lines)) if head else 0
 
 
 def shard_count(path: str, memory_limit: int) -> int:
     """1 when the input fits in ``memory_limit`` with the in-memory route, else enough shards that
-    one shard does (never fewer than 4 once sharding)."""
+    one shard uses at most 1/HEADROOM of it (never fewer than 4 once sharding)."""
     if path == STDIO:
         return 1
-    need = estimated_memory(path) * WORK_FACTOR
+    need = estimated_rows(path) * BYTES_PER_ROW
     if need <= memory_limit:
         return 1
-    return max(4, math.ceil(need / memory_limit))
+    return max(4, math.ceil(need * HEADROOM / memory_limit))
 
 
 def scan_events(path: str, job: EventJob) -> pl.LazyFrame:
