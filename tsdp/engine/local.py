@@ -18,6 +18,7 @@ import math
 import os
 import shutil
 import tempfile
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -139,10 +140,13 @@ def aggregate_events_local(path: str, job: EventJob, memory_limit: int | None = 
             raise DataError(f"INPUT: {str(exc).strip().splitlines()[0]}") from None
         except (pl.exceptions.PolarsError, OSError) as exc:
             raise _read_error(path, exc) from None
-        parts = []
-        for directory in sorted(tmp.iterdir()):
-            note(f"bounding and aggregating shard {len(parts) + 1}")
+        parts, rows, started = [], 0, time.monotonic()
+        directories = sorted(tmp.iterdir())
+        for k, directory in enumerate(directories, 1):
+            rate = f", {rows / max(time.monotonic() - started, 1e-9):,.0f} rows/s" if rows else ""
+            note(f"bounding and aggregating shard {k}/{len(directories)}{rate}")
             parts.append(partial_cell_sums(pl.read_parquet(directory / "*.parquet"), job, order_col=ORDER))
+            rows += parts[-1].diagnostics["rows_in"]
         if not parts:
             raise DataError(f"INPUT: {path!r} holds no rows")
         return assemble(job, parts)
