@@ -12,7 +12,7 @@ install: $(STAMP)
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --upgrade pip
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[test]'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[test,spark]'
 	@touch $(STAMP)
 
 demo: $(STAMP)
@@ -32,6 +32,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/release_mechanisms.py
 	$(BIN)/python bench/flip_scale.py
 	$(BIN)/python bench/forecast_speed.py
+	$(BIN)/python bench/scale.py --sizes 1e6,1e7
 
 sample-data: $(STAMP)
 	$(BIN)/python sample_data/generate.py
