@@ -98,20 +98,50 @@ def _opt_caps(c: np.ndarray, gs: np.ndarray, gid: np.ndarray, totals: np.ndarray
     return out
 
 
-def _trunc_sums(values: np.ndarray, starts: np.ndarray, t: np.ndarray) -> np.ndarray:
-    """sum(values[starts[i] : starts[i] + t[i]]) for every i (t >= 1), one reduceat pass."""
-    vpad = np.append(values, 0.0)
-    idx = np.empty(2 * starts.size, dtype=np.int64)
-    idx[0::2] = starts
-    idx[1::2] = starts + t
-    return np.add.reduceat(vpad, idx)[0::2]
+@dataclass
+class RunPlan:
+    """The public structure of every group, decided from the per-run record counts alone, and the
+    two pieces of each run whose value sums the array means need.
+
+    Runs are in the caller's order (group by group, users ascending). Run ``i`` contributes the sum
+    of its first ``cut1[i]`` records (in time order) to array ``arr1[i]`` and the sum of records
+    ``cut1[i] .. cut2[i] - 1`` to array ``arr2[i]`` (-1: to no array). BESTFIT keeps a user whole
+    in one array (cut1 = cut2 = min(m_l, m_UB)); WRAPAROUND may split a user over two consecutive
+    arrays; BASELINE sums every record (cut1 = cut2 = m_l, arrays unused). Any engine that can sum
+    a run's records by rank produces the sums (:func:`run_piece_sums` in memory).
+    """
+
+    structure: Prepared          # everything but array_means / group_mean
+    cut1: np.ndarray
+    cut2: np.ndarray
+    arr1: np.ndarray
+    arr2: np.ndarray
+    kept: np.ndarray             # records of each run inside some array (for the array sizes)
 
 
-def prepare(values: np.ndarray, user_starts: np.ndarray, group_starts: np.ndarray, *,
-            algorithm: str, grouping: str, m_ub: str | int) -> Prepared:
-    """Structure and array means for every group. See ``api.estimate_groups`` for the layout."""
-    values = np.ascontiguousarray(values, dtype=np.float64)
-    user_starts = np.asarray(user_starts, dtype=np.int64)
+def run_piece_sums(values: np.ndarray, user_starts: np.ndarray, cut1: np.ndarray,
+                   cut2: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(sum(values[s : s + cut1]), sum(values[s + cut1 : s + cut2])) of every run starting at s,
+    one reduceat pass over ``values`` sorted run by run in time order."""
+    starts = np.asarray(user_starts[:-1], dtype=np.int64)
+    vpad = np.append(np.asarray(values, dtype=np.float64), 0.0)
+    idx = np.empty(3 * starts.size, dtype=np.int64)
+    idx[0::3] = starts
+    idx[1::3] = starts + cut1
+    idx[2::3] = starts + cut2
+    sums = np.add.reduceat(vpad, idx)
+    # reduceat gives values[idx[k]] (not 0) for an empty slice idx[k] == idx[k + 1]
+    first = np.where(cut1 > 0, sums[0::3], 0.0)
+    second = np.where(cut2 > cut1, sums[1::3], 0.0)
+    return first, second
+
+
+def plan_runs(counts: np.ndarray, group_starts: np.ndarray, *, algorithm: str, grouping: str,
+              m_ub: str | int) -> RunPlan:
+    """Caps (spec 2.2), user order (2.0) and array assignment (2.1) of every group, from the
+    per-run record counts ``counts`` (one run = one user's records in one group, runs group by
+    group in ascending user order; ``group_starts``: offsets of each group's first run)."""
+    counts = np.asarray(counts, dtype=np.int64)
     group_starts = np.asarray(group_starts, dtype=np.int64)
     n_groups = group_starts.size - 1
     runs = np.diff(group_starts)
@@ -120,7 +150,6 @@ def prepare(values: np.ndarray, user_starts: np.ndarray, group_starts: np.ndarra
     empty = np.flatnonzero(runs <= 0)
     if empty.size:
         raise GroupDataError(int(empty[0]), "no records in this group")
-    counts = np.diff(user_starts)
     gid = np.repeat(np.arange(n_groups), runs)
     bad = np.flatnonzero(counts <= 0)
     if bad.size:
@@ -132,12 +161,13 @@ def prepare(values: np.ndarray, user_starts: np.ndarray, group_starts: np.ndarra
     m_max = c[gs[:-1]]
     m_min = c[gs[1:] - 1]
     zeros = np.zeros(n_groups, dtype=np.int64)
+    none = np.full(counts.size, -1, dtype=np.int64)
 
     if algorithm == "baseline":
-        gsum = np.add.reduceat(values, user_starts[group_starts[:-1]])
-        return Prepared(algorithm, grouping, "none", runs, totals, m_max, m_min, m_max.copy(),
-                        zeros, zeros, totals.copy(), np.zeros(n_groups + 1, dtype=np.int64),
-                        np.zeros(0), gsum / totals)
+        structure = Prepared(algorithm, grouping, "none", runs, totals, m_max, m_min, m_max.copy(),
+                             zeros, zeros, totals.copy(), np.zeros(n_groups + 1, dtype=np.int64),
+                             np.zeros(0))
+        return RunPlan(structure, counts.copy(), counts.copy(), none, none, counts.copy())
 
     rule = m_ub
     if rule == "auto":
@@ -158,7 +188,8 @@ def prepare(values: np.ndarray, user_starts: np.ndarray, group_starts: np.ndarra
     t = np.minimum(c, cap[gid])  # records kept per user, in sorted order
     kept = np.add.reduceat(t, gs[:-1])
     k_wrap = kept // cap
-    run_start = user_starts[:-1][order]
+    cut1, cut2, arr1, arr2 = (np.empty(counts.size, dtype=np.int64) for _ in range(4))
+    cut2[order] = t
 
     if grouping == "bestfit":
         c_list = c.tolist()
@@ -171,11 +202,10 @@ def prepare(values: np.ndarray, user_starts: np.ndarray, group_starts: np.ndarra
             assign.extend(a)
             n_arr[g] = k
         arr_starts = np.concatenate(([0], np.cumsum(n_arr)))
-        arr_id = arr_starts[:-1][gid] + np.asarray(assign, dtype=np.int64)
-        sums = _trunc_sums(values, run_start, t)
-        n_tot = int(arr_starts[-1])
-        means = (np.bincount(arr_id, weights=sums, minlength=n_tot)
-                 / np.bincount(arr_id, weights=t, minlength=n_tot))
+        cut1[order] = t
+        arr1[order] = arr_starts[:-1][gid] + np.asarray(assign, dtype=np.int64)
+        arr2[:] = -1
+        in_array = cut2
         used = kept
     elif grouping == "wraparound":
         n_arr = k_wrap
@@ -183,26 +213,56 @@ def prepare(values: np.ndarray, user_starts: np.ndarray, group_starts: np.ndarra
         if zero.size:
             raise GroupDataError(int(zero[0]), "WRAPAROUND gives K = 0 full arrays "
                                                "(S(m_UB) < m_UB); use --grouping bestfit")
-        # concatenate the truncated streams in user order, group by group, cut into chunks of m_UB
-        pos_off = np.cumsum(t) - t
-        idx = np.repeat(run_start - pos_off, t) + np.arange(int(t.sum()))
-        stream = np.append(values[idx], 0.0)
-        goff = np.concatenate(([0], np.cumsum(kept)))[:-1]
-        per = n_arr + 1  # K chunks plus the discarded tail
-        gg = np.repeat(np.arange(n_groups), per)
-        j = np.arange(int(per.sum())) - np.repeat(np.cumsum(per) - per, per)
-        bounds = goff[gg] + j * cap[gg]
-        chunk = np.add.reduceat(stream, bounds)
-        keep = j < n_arr[gg]
-        means = chunk[keep] / cap[gg][keep]
+        # the truncated streams concatenated in user order, group by group, cut into chunks of m_UB;
+        # a user's t <= m_UB records start at offset pos and reach into at most two chunks
+        pos = np.cumsum(t) - t
+        pos -= pos[gs[:-1]][gid]
+        cg = cap[gid]
+        j1 = pos // cg
+        first = np.minimum(t, (j1 + 1) * cg - pos)
         arr_starts = np.concatenate(([0], np.cumsum(n_arr)))
+        base = arr_starts[:-1][gid]
+        k = n_arr[gid]
+        cut1[order] = first
+        arr1[order] = np.where(j1 < k, base + j1, -1)
+        arr2[order] = np.where((first < t) & (j1 + 1 < k), base + j1 + 1, -1)
+        in_array = np.empty(counts.size, dtype=np.int64)
+        in_array[order] = np.where(j1 < k, first, 0) + np.where((first < t) & (j1 + 1 < k), t - first, 0)
         used = n_arr * cap
     else:
         raise ValueError(f"unknown grouping {grouping!r}")
     if np.any(n_arr == 0):
         raise GroupDataError(int(np.flatnonzero(n_arr == 0)[0]), "no arrays (K-bar = 0)")
-    return Prepared(algorithm, grouping, rule, runs, totals, m_max, m_min, cap, n_arr, k_wrap,
-                    used, arr_starts, means)
+    structure = Prepared(algorithm, grouping, rule, runs, totals, m_max, m_min, cap, n_arr, k_wrap,
+                         used, arr_starts, np.zeros(0))
+    return RunPlan(structure, cut1, cut2, arr1, arr2, in_array)
+
+
+def finish_plan(plan: RunPlan, first: np.ndarray, second: np.ndarray) -> Prepared:
+    """The array means (or, for BASELINE, the group means) from each run's two piece sums."""
+    s = plan.structure
+    if s.algorithm == "baseline":
+        gid = np.repeat(np.arange(s.n_groups), s.users)
+        group_mean = np.bincount(gid, weights=first, minlength=s.n_groups) / s.records_total
+        return replace(s, group_mean=group_mean)
+    n_tot = int(s.arr_starts[-1])
+    one, two = plan.arr1 >= 0, plan.arr2 >= 0
+    sums = (np.bincount(plan.arr1[one], weights=first[one], minlength=n_tot)
+            + np.bincount(plan.arr2[two], weights=second[two], minlength=n_tot))
+    if s.grouping == "bestfit":
+        sizes = np.bincount(plan.arr1[one], weights=plan.cut1[one], minlength=n_tot)
+    else:
+        sizes = np.repeat(s.m_ub, s.num_arrays).astype(np.float64)
+    return replace(s, array_means=sums / sizes)
+
+
+def prepare(values: np.ndarray, user_starts: np.ndarray, group_starts: np.ndarray, *,
+            algorithm: str, grouping: str, m_ub: str | int) -> Prepared:
+    """Structure and array means for every group. See ``api.estimate_groups`` for the layout."""
+    user_starts = np.asarray(user_starts, dtype=np.int64)
+    plan = plan_runs(np.diff(user_starts), group_starts, algorithm=algorithm, grouping=grouping, m_ub=m_ub)
+    first, second = run_piece_sums(values, user_starts, plan.cut1, plan.cut2)
+    return finish_plan(plan, first, second)
 
 
 def eps_dependent_rank(epsilon: float) -> int:
