@@ -80,8 +80,16 @@ def test_clip_keeps_every_record():
 
 
 def test_out_of_range_names_count_value_and_group():
-    with pytest.raises(DataError, match=r"2 value\(s\) outside .*\[0, 10\], the first 20 in group cell='x'"):
+    with pytest.raises(DataError, match=r"2 value\(s\) outside .*\[0, 10\], the first 20 at row 2 in group cell='x'"):
         load_records(frame(v=[1.0, 20.0, 3.0, 4.0, 50.0, 6.0, 7.0]), spec(group_by=("cell",)))
+
+
+def test_out_of_range_names_the_earliest_input_row_of_a_shard():
+    """A shard's rows carry their input row (order_col): the earliest input row is named."""
+    df = frame(v=[1.0, 20.0, 3.0, 4.0, 50.0, 6.0, 7.0]).with_columns(
+        pl.Series("__input_row", [9, 40, 2, 3, 17, 5, 6]))
+    with pytest.raises(DataError, match=r"the first 50 at row 18 "):
+        load_records(df, spec(group_by=("cell",)), order_col="__input_row")
 
 
 @pytest.mark.parametrize("column, values, message", [

@@ -15,10 +15,14 @@ import polars as pl
 import typer
 
 from tsdp.cli import common
+from tsdp.cli.engine_options import (Engine, EngineOption, MemoryLimitOption, SparkConfOption, SparkMasterOption,
+                                     WorkDirOption, engine_options)
 from tsdp.errors import DataError, UsageError
-from tsdp.io.files import read_table
-from tsdp.io.records import RecordSpec, Records, load_records
-from tsdp.mean import NEIGHBOURING, MeanSettings, claim_for, participation_epsilon, prepare_groups, release_prepared
+from tsdp.engine.options import EngineOptions
+from tsdp.engine.records import RecordRuns
+from tsdp.io.records import RecordSpec
+from tsdp.mean import (NEIGHBOURING, MeanSettings, claim_for, estimate_prepared, participation_epsilon,
+                       prepare_from_runs, release_prepared)
 from tsdp.mean.api import DEFAULT_GAMMA, DEFAULT_QUANTILES
 from tsdp.mean.errors import GroupDataError, GroupUsageError
 from tsdp.report import Report
@@ -79,6 +83,11 @@ def mean_estimate(
     gamma: Optional[float] = typer.Option(None, help="--algorithm levy: concentration failure probability gamma in (0, 1) [default: 0.2]."),
     tau_k: Optional[TauK] = typer.Option(None, help="--algorithm levy: number of arrays in tau: kbar (arrays averaged) or k [default: kbar]."),
     value_out_of_range: OutOfRange = typer.Option(OutOfRange.error, help="Values outside [lower, upper]: an error, or clip each record (keeps the public counts)."),
+    engine: Engine = EngineOption,
+    memory_limit: Optional[str] = MemoryLimitOption,
+    work_dir: Optional[str] = WorkDirOption,
+    spark_master: Optional[str] = SparkMasterOption,
+    spark_conf: Optional[list[str]] = SparkConfOption,
     evaluate: int = typer.Option(0, help="Run N times and print the MAE against the true per-group means: an internal, NOT private diagnostic; writes nothing.", min=0),
     output: Optional[str] = common.OutputOption,
     report: Optional[str] = common.ReportOption,
@@ -109,22 +118,19 @@ def mean_estimate(
     spec = RecordSpec(user_col=user_col, value_col=value_col, lower=settings.lower, upper=settings.upper,
                       time_col=time_col, cell_col=cell_col, slot_length=slot_length, cell=cell, slot=slot,
                       group_by=keys, out_of_range=value_out_of_range.value)
+    options = engine_options(engine, memory_limit, work_dir, spark_master, spark_conf)
     randomness = make_random_source(seed)
     if evaluate:
-        return _evaluate(input, spec, settings, randomness, evaluate,
+        return _evaluate(input, spec, settings, options, randomness, evaluate,
                          common.Console(quiet, json_summary, stdout_taken=False))
     output, report = common.resolve_outputs(input, output, report, force, json_summary)
     custodian = common.resolve_custodian(custodian, input, output, report, force)
     console = common.Console(quiet, json_summary, stdout_taken="-" in (output, report))
 
     with console.progress(4) as stage:
-        stage("reading input")
-        df = read_table(input)
-        stage("checking and sorting records")
-        records = load_records(df, spec)
-        del df
-        stage("estimating")
-        estimates = _estimate(records, settings, randomness.generator)
+        with _record_runs(input, spec, options, stage) as records:
+            stage("estimating")
+            estimates = _estimate(records, settings, randomness.generator)
         claim = claim_for(settings, records.n_groups, user_col)
         participation = (participation_epsilon(settings, records.max_groups_per_user)
                          if records.max_groups_per_user is not None and records.n_groups > 1 else None)
@@ -183,17 +189,32 @@ def _uses_slots(spec: RecordSpec) -> bool:
     return spec.slot is not None or "slot" in spec.group_by
 
 
-def _estimate(records: Records, settings: MeanSettings, rng: np.random.Generator):
-    from tsdp.mean import estimate_groups
+def _record_runs(input: str, spec: RecordSpec, options: EngineOptions, stage):
+    """The records reduced to runs by the chosen engine (a context: shards live until its end)."""
+    if options.engine == "spark":
+        from tsdp.engine.spark_records import spark_record_runs
 
+        return spark_record_runs(input, spec, options.spark_master, dict(options.spark_conf), stage=stage)
+    from tsdp.engine.records import record_runs
+
+    return record_runs(input, spec, options.memory_limit, options.work_dir, stage)
+
+
+def _prepare(records: RecordRuns, settings: MeanSettings):
     with _named_groups(records):
-        return estimate_groups(records.values, records.user_starts, records.group_starts, settings, rng)
+        return prepare_from_runs(records.counts, records.group_starts, records.piece_sums, settings)
+
+
+def _estimate(records: RecordRuns, settings: MeanSettings, rng: np.random.Generator):
+    prep = _prepare(records, settings)
+    with _named_groups(records):
+        return estimate_prepared(prep, settings, rng)
 
 
 class _named_groups:
     """Re-raise the algorithms' per-group errors naming the group by its keys, not its index."""
 
-    def __init__(self, records: Records) -> None:
+    def __init__(self, records: RecordRuns) -> None:
         self.records = records
 
     def __enter__(self):
@@ -206,7 +227,7 @@ class _named_groups:
         return False
 
 
-def _output_table(records: Records, estimates, settings: MeanSettings) -> pl.DataFrame:
+def _output_table(records: RecordRuns, estimates, settings: MeanSettings) -> pl.DataFrame:
     columns = {
         "estimate": pl.Series([e.estimate for e in estimates], dtype=pl.Float64),
         "laplace_scale": pl.Series([e.laplace_scale for e in estimates], dtype=pl.Float64),
@@ -222,7 +243,7 @@ def _output_table(records: Records, estimates, settings: MeanSettings) -> pl.Dat
     return frame
 
 
-def _warnings(records: Records, estimates, settings: MeanSettings) -> list[str]:
+def _warnings(records: RecordRuns, estimates, settings: MeanSettings) -> list[str]:
     """The spec's warnings (K-bar < 10, L = 1, clipping), one line per kind, naming a group."""
     out: list[str] = []
     if len(estimates) == 1:
@@ -250,7 +271,7 @@ def _warnings(records: Records, estimates, settings: MeanSettings) -> list[str]:
     return out
 
 
-def _notes(records: Records, settings: MeanSettings, user_col: str, claim, custodian_figures: bool) -> list[str]:
+def _notes(records: RecordRuns, settings: MeanSettings, user_col: str, claim, custodian_figures: bool) -> list[str]:
     n = records.n_groups
     eps = settings.epsilon
     notes = [
@@ -270,14 +291,15 @@ def _notes(records: Records, settings: MeanSettings, user_col: str, claim, custo
     return notes
 
 
-def _evaluate(input, spec: RecordSpec, settings: MeanSettings, randomness, repeats: int, console) -> None:
+def _evaluate(input, spec: RecordSpec, settings: MeanSettings, options: EngineOptions, randomness, repeats: int,
+              console) -> None:
     """Release ``repeats`` times and print the MAE against the true means; writes nothing."""
     from tsdp.mechanisms.metrics import mae_over_runs, summarize
 
-    records = load_records(read_table(input), spec)
-    truth = records.true_means()
+    with _record_runs(input, spec, options, None) as records:
+        truth = records.true_means()
+        prep = _prepare(records, settings)
     with _named_groups(records):
-        prep = prepare_groups(records.values, records.user_starts, records.group_starts, settings)
         mae = mae_over_runs((release_prepared(prep, settings, randomness.generator).estimate  # every group
                              for _ in range(repeats)), truth)
     console.warn("--evaluate compares the estimates with the true means: the figures are NOT private, "

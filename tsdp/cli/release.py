@@ -11,6 +11,8 @@ import typer
 from tsdp.accounting.budget import check_delta, check_epsilon
 from tsdp.accounting.sensitivity import ContributionBounds
 from tsdp.cli import common
+from tsdp.cli.engine_options import (Engine, EngineOption, MemoryLimitOption, SparkConfOption, SparkMasterOption,
+                                     WorkDirOption, engine_options, given_engine_flags)
 from tsdp.engine.panel import ALL_STEPS, EngineOptions, event_caps, load_event_panel, load_panel
 from tsdp.errors import UsageError
 from tsdp.io.files import read_numbers, read_table
@@ -64,11 +66,6 @@ class Unit(str, Enum):
     event = "event"
     w_event = "w-event"
     user = "user"
-
-
-class Engine(str, Enum):
-    local = "local"
-    spark = "spark"
 
 
 class Neighbouring(str, Enum):
@@ -136,11 +133,11 @@ def release(
     round_values: bool = typer.Option(False, "--round", help="Post-process: round released values to integers."),
     ledger: Optional[str] = typer.Option(None, help="Budget ledger to charge this release to (with --dataset); refused with exit 3 if it does not fit."),
     dataset: Optional[str] = typer.Option(None, help="Dataset name in --ledger whose budget pays for this release."),
-    engine: Engine = typer.Option(Engine.local, help="Event layout: where events are bounded and aggregated: local (in memory, or user-hash shards within --memory-limit) or spark (a cluster; needs tsdp[spark])."),
-    memory_limit: Optional[str] = typer.Option(None, help="--engine local: memory the aggregation may use, e.g. 2GiB; larger inputs are sharded by user [default: a quarter of the machine, at most 2GiB]."),
-    work_dir: Optional[str] = typer.Option(None, help="--engine local: directory for the temporary shards [default: the system temp directory]."),
-    spark_master: Optional[str] = typer.Option(None, help="--engine spark: Spark master URL, e.g. spark://host:7077 [default: local[*]]."),
-    spark_conf: Optional[list[str]] = typer.Option(None, help="--engine spark: extra Spark configuration KEY=VALUE (repeatable)."),
+    engine: Engine = EngineOption,
+    memory_limit: Optional[str] = MemoryLimitOption,
+    work_dir: Optional[str] = WorkDirOption,
+    spark_master: Optional[str] = SparkMasterOption,
+    spark_conf: Optional[list[str]] = SparkConfOption,
     output: Optional[str] = common.OutputOption,
     report: Optional[str] = common.ReportOption,
     seed: Optional[int] = common.SeedOption,
@@ -247,29 +244,13 @@ def release(
 
 def _engine_options(spec: InputSpec, engine: Engine, memory_limit: str | None, work_dir: str | None,
                     spark_master: str | None, spark_conf: list[str] | None) -> EngineOptions:
-    """Validate the engine options up front (before any data is read)."""
+    """Validate the engine options up front (before any data is read); events layout only."""
     if spec.resolved_layout != "events":
-        given = [flag for flag, value in (("--engine spark", engine is Engine.spark or None),
-                                          ("--memory-limit", memory_limit), ("--work-dir", work_dir),
-                                          ("--spark-master", spark_master), ("--spark-conf", spark_conf))
-                 if value is not None]
+        given = given_engine_flags(engine, memory_limit, work_dir, spark_master, spark_conf)
         if given:
             raise UsageError(f"{given[0]} applies to --layout events (raw events that tsdp aggregates); "
                              f"this input is --layout {spec.resolved_layout}")
-    if engine is not Engine.spark and (spark_master is not None or spark_conf):
-        raise UsageError("--spark-master and --spark-conf apply to --engine spark")
-    if engine is Engine.spark and (memory_limit is not None or work_dir is not None):
-        raise UsageError("--memory-limit and --work-dir apply to --engine local; size Spark with --spark-conf")
-    conf = []
-    for item in spark_conf or []:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise UsageError(f"--spark-conf {item!r}: give KEY=VALUE, e.g. spark.executor.memory=4g")
-        conf.append((key.strip(), value.strip()))
-    from tsdp.engine.local import parse_memory
-
-    return EngineOptions(engine.value, parse_memory(memory_limit) if memory_limit is not None else None, work_dir,
-                         spark_master or "local[*]", tuple(conf))
+    return engine_options(engine, memory_limit, work_dir, spark_master, spark_conf)
 
 
 def _read(input: str, spec: InputSpec, declared, caps, options: EngineOptions, stage, generator):

@@ -89,12 +89,13 @@ def estimated_rows(path: str) -> int:
     return math.ceil(size / (len(head) / lines)) if head else 0
 
 
-def shard_count(path: str, memory_limit: int) -> int:
-    """1 when the input fits in ``memory_limit`` with the in-memory route, else enough shards that
-    one shard uses at most 1/HEADROOM of it (never fewer than 4 once sharding)."""
-    if path == STDIO:
-        return 1
-    need = estimated_rows(path) * BYTES_PER_ROW
+def shard_count(path: str, memory_limit: int, bytes_per_row: int = BYTES_PER_ROW) -> int:
+    """1 when the input fits in ``memory_limit`` with the in-memory route (``bytes_per_row`` of it
+    per input row), else enough shards that one shard uses at most 1/HEADROOM of it (never fewer
+    than 4 once sharding)."""
+    if path == STDIO or not Path(path).is_file():
+        return 1  # stdin is read whole; a missing file is reported by the reader
+    need = estimated_rows(path) * bytes_per_row
     if need <= memory_limit:
         return 1
     return max(4, math.ceil(need * HEADROOM / memory_limit))
@@ -132,16 +133,8 @@ def aggregate_events_local(path: str, job: EventJob, memory_limit: int | None = 
     tmp = Path(tempfile.mkdtemp(prefix=".tsdp-shards-", dir=base))
     try:
         note(f"sharding input by user into {shards} shards")
-        key = (pl.col(job.user_col).hash(seed=0) % shards).alias(SHARD)
-        try:
-            (scan_events(path, job).with_columns(key)
-             .sink_parquet(pl.PartitionBy(str(tmp), key=SHARD, include_key=False), mkdir=True))
-        except pl.exceptions.ColumnNotFoundError as exc:
-            raise DataError(f"INPUT: {str(exc).strip().splitlines()[0]}") from None
-        except (pl.exceptions.PolarsError, OSError) as exc:
-            raise _read_error(path, exc) from None
+        directories = write_user_shards(scan_events(path, job), job.user_col, shards, tmp, path)
         parts, rows, started = [], 0, time.monotonic()
-        directories = sorted(tmp.iterdir())
         for k, directory in enumerate(directories, 1):
             rate = f", {rows / max(time.monotonic() - started, 1e-9):,.0f} rows/s" if rows else ""
             note(f"bounding and aggregating shard {k}/{len(directories)}{rate}")
@@ -152,6 +145,21 @@ def aggregate_events_local(path: str, job: EventJob, memory_limit: int | None = 
         return assemble(job, parts)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def write_user_shards(scan: pl.LazyFrame, user_col: str, shards: int, directory: Path,
+                      path: str) -> list[Path]:
+    """Stream ``scan`` into ``shards`` Parquet partitions of ``directory`` by a hash of the user id
+    (every row of a user in one partition); return the partitions' directories."""
+    key = (pl.col(user_col).hash(seed=0) % shards).alias(SHARD)
+    try:
+        scan.with_columns(key).sink_parquet(pl.PartitionBy(str(directory), key=SHARD, include_key=False),
+                                            mkdir=True)
+    except pl.exceptions.ColumnNotFoundError as exc:
+        raise DataError(f"INPUT: {str(exc).strip().splitlines()[0]}") from None
+    except (pl.exceptions.PolarsError, OSError) as exc:
+        raise _read_error(path, exc) from None
+    return sorted(directory.iterdir()) if directory.is_dir() else []
 
 
 def _read_error(path: str, exc: Exception) -> TsdpError:

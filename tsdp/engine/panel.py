@@ -15,11 +15,11 @@ import polars as pl
 
 from tsdp.accounting.sensitivity import ContributionBounds
 from tsdp.errors import UsageError
+from tsdp.engine.options import ENGINES, EngineOptions  # noqa: F401  (re-exported)
 from tsdp.io.events import EventCaps
 from tsdp.io.load import InputSpec, LoadedInput, event_job, load_input, loaded_events
 from tsdp.mechanisms.baseline import Panel
 
-ENGINES = ("local", "spark")
 ALL_STEPS = 2**62  # "no participation bound": replaced by the series length T once the data is loaded
 
 TRUSTED_NOTE = ("contribution bounds were declared by the data steward and not enforced: the input is "
@@ -41,22 +41,6 @@ def event_caps(declared: ContributionBounds, value_bound: float | None) -> Event
         value_bound=value_bound,
         level=declared.level,
     )
-
-
-@dataclass(frozen=True)
-class EngineOptions:
-    """Where event aggregation runs: ``local`` (in memory, or user-hash shards within
-    ``memory_limit`` bytes) or ``spark`` (``spark_master``, extra Spark configuration)."""
-
-    engine: str = "local"
-    memory_limit: int | None = None
-    work_dir: str | None = None
-    spark_master: str = "local[*]"
-    spark_conf: tuple[tuple[str, str], ...] = ()
-
-    def __post_init__(self) -> None:
-        if self.engine not in ENGINES:
-            raise UsageError(f"--engine must be one of {', '.join(ENGINES)}, got {self.engine!r}")
 
 
 def load_event_panel(path: str, spec: InputSpec, declared: ContributionBounds, options: EngineOptions,

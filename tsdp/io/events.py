@@ -186,7 +186,7 @@ def partial_cell_sums(df: pl.DataFrame, job: EventJob, order_col: str | None = N
     except DataError as exc:
         if order_col is None:
             raise
-        raise DataError(_input_rows(str(exc), df[order_col])) from None
+        raise DataError(input_rows(str(exc), df[order_col])) from None
     sums, capped = cap_and_sum(rows, job.caps)
     diag.update(capped)
     return PartialSums(sums, diag, like)
@@ -228,7 +228,7 @@ def aggregate_events(
     return assemble(job, [partial_cell_sums(df, job)])
 
 
-def _input_rows(message: str, order: pl.Series) -> str:
+def input_rows(message: str, order: pl.Series) -> str:
     """A shard's error names the row of the input, not of the shard (``at row N``)."""
     import re
 

@@ -29,6 +29,7 @@ from tsdp.io.timegrid import parse_freq, parse_instant, parse_time_column
 SLOT = "slot"  # name of the derived time-slot column
 DEFAULT_SLOT_LENGTH = "1h"  # the paper's 1-hour time slots
 OUT_OF_RANGE = ("error", "clip")
+DF_ROW, ORDER_KEY = "__df_row", "__order"  # a row's position in the frame read; its input row number
 
 
 @dataclass(frozen=True)
@@ -48,6 +49,25 @@ class RecordSpec:
     out_of_range: str = "error"
 
 
+class OutOfBounds(DataError):
+    """Values outside the public bounds (``--value-out-of-range error``): how many, and the one at
+    the earliest input row (``row``, 0-based; ``value``; ``group``: its group keys in words)."""
+
+    def __init__(self, spec: "RecordSpec", count: int, row: int, value: float, group: str) -> None:
+        self.spec, self.count, self.row, self.value, self.group = spec, count, row, value, group
+        super().__init__(
+            f"--value-col: column {spec.value_col!r} has {count} value(s) outside the public bounds "
+            f"[{spec.lower:g}, {spec.upper:g}], the first {value:g} at row {row + 1}"
+            + (f" in group {group}" if group else "")
+            + "; fix the data, raise the public --upper/--lower, or pass --value-out-of-range clip")
+
+    @classmethod
+    def combined(cls, parts: list["OutOfBounds"]) -> "OutOfBounds":
+        """One error for several shards: the counts add up, the earliest row is named."""
+        first = min(parts, key=lambda e: e.row)
+        return cls(first.spec, sum(e.count for e in parts), first.row, first.value, first.group)
+
+
 @dataclass
 class Records:
     """Records in CSR layout (see the module docstring) plus the group keys in the same order."""
@@ -61,6 +81,12 @@ class Records:
     max_groups_per_user: int
     clipped: bool = False  # whether clipping was requested (never how many records it changed)
     notes: list[str] = field(default_factory=list)
+    run_users: pl.Series | None = None  # the user id (as text) of every run
+
+    @property
+    def counts(self) -> np.ndarray:
+        """Records of every run."""
+        return np.diff(self.user_starts)
 
     def group_label(self, index: int) -> str:
         """The group's keys in words, e.g. ``cell_id='c00_01', slot=2024-05-06 09:00:00``."""
@@ -81,8 +107,27 @@ def _show(value) -> str:
     return repr(value) if isinstance(value, str) else str(value)
 
 
-def load_records(df: pl.DataFrame, spec: RecordSpec) -> Records:
-    """Check, select, group and sort ``df`` into :class:`Records` (see the module docstring)."""
+def load_records(df: pl.DataFrame, spec: RecordSpec, order_col: str | None = None,
+                 shard: bool = False) -> Records:
+    """Check, select, group and sort ``df`` into :class:`Records` (see the module docstring).
+
+    ``order_col``: the input's row number of each row (a shard of a larger input): it breaks ties
+    in time instead of the row order of ``df``, and errors name the input's row. ``shard``: ``df``
+    holds only some of the users, so an empty selection is no error (an empty :class:`Records`).
+    """
+    if order_col is None:
+        return _load_records(df, spec, None, shard)
+    from tsdp.io.events import input_rows
+
+    try:
+        return _load_records(df, spec, order_col, shard)
+    except OutOfBounds as exc:
+        raise OutOfBounds(spec, exc.count, int(df[order_col][exc.row]), exc.value, exc.group) from None
+    except DataError as exc:
+        raise DataError(input_rows(str(exc), df[order_col])) from None
+
+
+def _load_records(df: pl.DataFrame, spec: RecordSpec, order_col: str | None, shard: bool) -> Records:
     if spec.out_of_range not in OUT_OF_RANGE:
         raise UsageError(f"--value-out-of-range must be error or clip, got {spec.out_of_range!r}")
     keys = _key_columns(df, spec)
@@ -102,7 +147,9 @@ def load_records(df: pl.DataFrame, spec: RecordSpec) -> Records:
             raise DataError(f"--group-by: column {k!r} not found; the input has columns: {', '.join(df.columns)}")
     needed = list(dict.fromkeys(
         [spec.user_col, spec.value_col] + ([spec.time_col] if spec.time_col else []) + source_keys))
-    frame = df.select(needed)
+    position = pl.int_range(df.height, dtype=pl.Int64, eager=True)
+    frame = df.select(needed).with_columns(
+        position.alias(DF_ROW), (df[order_col].cast(pl.Int64) if order_col else position).alias(ORDER_KEY))
 
     # Column checks, on the whole table (row numbers refer to the input).
     users = frame[spec.user_col]
@@ -133,6 +180,8 @@ def load_records(df: pl.DataFrame, spec: RecordSpec) -> Records:
     if spec.slot is not None:
         frame = frame.filter(pl.col(SLOT) == _slot_instant(spec, frame.schema[spec.time_col]))
     if frame.height == 0:
+        if shard:
+            return _empty_records(spec, keys, frame.select(keys))
         raise DataError(f"no records in the selection {_selection(spec)}; check the value(s) against the data")
 
     # Public value bounds: error (default) or per-record clipping (keeps every record).
@@ -142,15 +191,9 @@ def load_records(df: pl.DataFrame, spec: RecordSpec) -> Records:
             frame = frame.with_columns(pl.col(spec.value_col).clip(spec.lower, spec.upper))
         else:
             bad = (v < spec.lower) | (v > spec.upper)
-            count = int(bad.sum())
-            first = int(bad.arg_true()[0])
+            first = int(bad.arg_true()[int(frame[ORDER_KEY].filter(bad).arg_min())])  # earliest input row
             where = ", ".join(f"{k}={_show(frame[k][first])}" for k in keys)
-            raise DataError(
-                f"--value-col: column {spec.value_col!r} has {count} value(s) outside the public bounds "
-                f"[{spec.lower:g}, {spec.upper:g}], the first {v[first]:g}"
-                + (f" in group {where}" if where else "")
-                + "; fix the data, raise the public --upper/--lower, or pass --value-out-of-range clip"
-            )
+            raise OutOfBounds(spec, int(bad.sum()), int(frame[DF_ROW][first]), float(v[first]), where)
 
     # Sort (stable: ties keep the input row order) and cut into runs and groups. Keys and user ids
     # are replaced by dense integer codes in their sort order, so that one or two int64 columns
@@ -173,6 +216,8 @@ def load_records(df: pl.DataFrame, spec: RecordSpec) -> Records:
         sort_cols["g"], sort_cols["u"] = group, user_codes
     if spec.time_col is not None:
         sort_cols["t"] = frame[spec.time_col]
+    if order_col is not None:  # a shard's rows are not in input order: the input row breaks ties
+        sort_cols["o"] = frame[ORDER_KEY]
     order = pl.DataFrame(sort_cols).select(
         pl.arg_sort_by(list(sort_cols), maintain_order=True, multithreaded=True)
     ).to_series().to_numpy()
@@ -198,9 +243,23 @@ def load_records(df: pl.DataFrame, spec: RecordSpec) -> Records:
         user_starts=user_starts, group_starts=group_starts, groups=groups, key_columns=keys,
         n_groups=group_run_starts.size, max_groups_per_user=int(runs_per_user.max()),
         clipped=spec.out_of_range == "clip",
-        notes=[] if spec.time_col else [
-            "no --time-col: each user's records are taken in input row order"],
+        notes=_notes(spec),
+        run_users=frame[spec.user_col].cast(pl.String).gather(order[run_start_rows]),
     )
+
+
+def _notes(spec: RecordSpec) -> list[str]:
+    return [] if spec.time_col else ["no --time-col: each user's records are taken in input row order"]
+
+
+def _empty_records(spec: RecordSpec, keys: list[str], key_frame: pl.DataFrame | None) -> Records:
+    """No records (a shard without any in the selection)."""
+    return Records(values=np.zeros(0), user_starts=np.zeros(1, dtype=np.int64),
+                   group_starts=np.zeros(1, dtype=np.int64),
+                   groups=key_frame.clear() if key_frame is not None else pl.DataFrame(),
+                   key_columns=keys, n_groups=0, max_groups_per_user=0,
+                   clipped=spec.out_of_range == "clip", notes=_notes(spec),
+                   run_users=pl.Series([], dtype=pl.String))
 
 
 def _dense_codes(series: pl.Series, as_text: bool = False) -> tuple[np.ndarray, int]:

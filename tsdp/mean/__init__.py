@@ -10,7 +10,9 @@ from tsdp.mean.api import (
     MeanSettings,
     claim_for,
     estimate_groups,
+    estimate_prepared,
     participation_epsilon,
+    prepare_from_runs,
     prepare_groups,
     release_prepared,
 )
@@ -18,5 +20,5 @@ from tsdp.mean.errors import GroupDataError, GroupUsageError
 
 __all__ = [
     "ALGORITHMS", "GROUPINGS", "NEIGHBOURING", "GroupEstimate", "MeanSettings", "claim_for",
-    "estimate_groups", "participation_epsilon", "prepare_groups", "release_prepared", "GroupDataError", "GroupUsageError",
+    "estimate_groups", "estimate_prepared", "participation_epsilon", "prepare_from_runs", "prepare_groups", "release_prepared", "GroupDataError", "GroupUsageError",
 ]

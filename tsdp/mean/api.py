@@ -151,6 +151,16 @@ def prepare_groups(values: np.ndarray, user_starts: np.ndarray, group_starts: np
                        grouping=settings.grouping, m_ub=settings.m_ub)
 
 
+def prepare_from_runs(counts: np.ndarray, group_starts: np.ndarray, piece_sums, settings: MeanSettings
+                      ) -> alg.Prepared:
+    """:func:`prepare_groups` when the records are held by an engine: the public plan from the
+    per-run counts (:func:`tsdp.mean.algorithms.plan_runs`), then ``piece_sums(cut1, cut2)``, the
+    two piece sums of every run, which the engine computes where the records are."""
+    plan = alg.plan_runs(counts, group_starts, algorithm=settings.algorithm, grouping=settings.grouping,
+                         m_ub=settings.m_ub)
+    return alg.finish_plan(plan, *piece_sums(plan.cut1, plan.cut2))
+
+
 def release_prepared(prep: alg.Prepared, settings: MeanSettings,
                      rng: np.random.Generator) -> alg.Released:
     return alg.release(prep, rng, epsilon=settings.epsilon, lower=settings.lower,
@@ -170,7 +180,11 @@ def estimate_groups(values: np.ndarray, user_starts: np.ndarray, group_starts: n
 
     Per-group failures raise :class:`~tsdp.mean.errors.GroupUsageError` /
     :class:`~tsdp.mean.errors.GroupDataError` with ``group_index``."""
-    prep = prepare_groups(values, user_starts, group_starts, settings)
+    return estimate_prepared(prepare_groups(values, user_starts, group_starts, settings), settings, rng)
+
+
+def estimate_prepared(prep: alg.Prepared, settings: MeanSettings, rng: np.random.Generator) -> list[GroupEstimate]:
+    """:func:`estimate_groups` from the prepared structure and array means."""
     rel = release_prepared(prep, settings, rng)
     split = settings.budget_split()
     selection = settings.algorithm in ("levy", "quantile")

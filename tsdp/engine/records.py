@@ -1,0 +1,195 @@
+"""The records of ``mean-estimate`` reduced to runs, on one machine in bounded memory.
+
+The estimators of :mod:`tsdp.mean.algorithms` need, per run (one user's records in one group),
+only its record count and the sums of two pieces of its records in time order, whose lengths the
+public plan decides from the counts (:func:`tsdp.mean.algorithms.plan_runs`). So every engine
+delivers a :class:`RecordRuns`: the counts in the canonical order (group keys, then user id as
+text), the group keys, and a ``piece_sums(cut1, cut2)`` that sums the pieces.
+
+* In memory (:func:`runs_from_records`): the records of :func:`tsdp.io.records.load_records`.
+* ``--engine local`` over the memory limit (:func:`sharded_runs`): polars streams the input once
+  into Parquet shards by a hash of the user id, with the input's row number as the tie-break key
+  (:data:`tsdp.engine.kernel.ORDER`); each shard is checked and sorted by the same
+  ``load_records`` (every run of a user is in one shard, ties broken by the input row, so a
+  shard's runs are exactly the in-memory runs), its sorted values are kept on disk, and the
+  counts of all shards are merged in the canonical order. ``piece_sums`` then sums pieces shard by
+  shard from the memory-mapped values. Two passes over the shards, no scheduler or spill of ours.
+
+Errors name the input's row. Values outside the public bounds are counted over every shard and
+the earliest input row is named, as in memory; other data errors name a bad row of the first
+shard holding one.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from tsdp.engine.kernel import ORDER
+from tsdp.engine.local import default_memory_limit, shard_count, write_user_shards
+from tsdp.errors import DataError, UsageError
+from tsdp.io.files import read_table, table_format
+from tsdp.io.records import OutOfBounds, RecordSpec, Records, load_records
+from tsdp.mean.algorithms import run_piece_sums
+
+# Peak memory of the in-memory route per record row (read frame, checked frame, sort keys and
+# order, sorted values): 134 bytes measured on 10^8 records (13.4 GB), rounded up.
+BYTES_PER_ROW = 160
+USER, COUNT, SHARD, RUN = "__user", "__count", "__shard_k", "__run"
+
+PieceSums = Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]
+
+
+@dataclass
+class RecordRuns:
+    """Runs in the canonical order (group keys ascending, then user id as text) and their sums."""
+
+    counts: np.ndarray           # records of every run
+    group_starts: np.ndarray     # offsets of each group's first run, n_groups + 1
+    groups: pl.DataFrame         # one row per group, the key columns only
+    key_columns: list[str]
+    max_groups_per_user: int
+    piece_sums: PieceSums        # (cut1, cut2) per run -> the two piece sums per run
+    clipped: bool = False
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def n_groups(self) -> int:
+        return int(self.group_starts.size - 1)
+
+    def group_label(self, index: int) -> str:
+        """The group's keys in words, e.g. ``cell_id='c00_01', slot=2024-05-06 09:00:00``."""
+        if not self.key_columns:
+            return "the selection"
+        row = self.groups.row(index, named=True)
+        return ", ".join(f"{k}={v!r}" if isinstance(v, str) else f"{k}={v}" for k, v in row.items())
+
+    def true_means(self) -> np.ndarray:
+        """The exact per-group sample means (NOT private: for ``--evaluate`` diagnostics only)."""
+        sums, _ = self.piece_sums(self.counts, self.counts)
+        gid = np.repeat(np.arange(self.n_groups), np.diff(self.group_starts))
+        return (np.bincount(gid, weights=sums, minlength=self.n_groups)
+                / np.bincount(gid, weights=self.counts, minlength=self.n_groups))
+
+
+def runs_from_records(records: Records) -> RecordRuns:
+    """The in-memory records as runs."""
+    def piece_sums(cut1, cut2):
+        return run_piece_sums(records.values, records.user_starts, cut1, cut2)
+
+    return RecordRuns(records.counts, records.group_starts, records.groups, records.key_columns,
+                      records.max_groups_per_user, piece_sums, records.clipped, list(records.notes))
+
+
+@contextmanager
+def record_runs(path: str, spec: RecordSpec, memory_limit: int | None = None, work_dir: str | None = None,
+                stage: Callable[[str], None] | None = None) -> Iterator[RecordRuns]:
+    """The runs of ``path`` within ``memory_limit`` bytes; shards (if any) live until the block ends."""
+    note = stage or (lambda name: None)
+    shards = shard_count(path, memory_limit or default_memory_limit(), BYTES_PER_ROW)
+    if shards == 1:
+        note("reading input")
+        df = read_table(path)
+        note("checking and sorting records")
+        records = load_records(df, spec)
+        del df
+        yield runs_from_records(records)
+        return
+    base = Path(work_dir or tempfile.gettempdir())
+    if not base.is_dir():
+        raise UsageError(f"--work-dir: {str(base)!r} is not a directory")
+    tmp = Path(tempfile.mkdtemp(prefix=".tsdp-records-", dir=base))
+    try:
+        note(f"sharding input by user into {shards} shards")
+        directories = write_user_shards(scan_records(path, spec), spec.user_col, shards, tmp / "shards", path)
+        yield sharded_runs(directories, spec, tmp, note)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def scan_records(path: str, spec: RecordSpec) -> pl.LazyFrame:
+    """The columns the records can need, lazily, with the input's row number (ORDER). CSV user and
+    value columns are read as text (load_records parses and checks them cell by cell)."""
+    if table_format(path) == "parquet":
+        scan = pl.scan_parquet(path)
+    else:
+        text = {spec.user_col: pl.String, spec.value_col: pl.String}
+        scan = pl.scan_csv(path, schema_overrides=text, infer_schema_length=10_000)
+    wanted = [spec.user_col, spec.value_col, spec.time_col, spec.cell_col, *spec.group_by, "cell"]
+    present = set(scan.collect_schema().names())
+    columns = list(dict.fromkeys(c for c in wanted if c is not None and c in present))
+    return scan.select(columns).with_row_index(ORDER)
+
+
+def sharded_runs(directories: list[Path], spec: RecordSpec, tmp: Path,
+                 note: Callable[[str], None]) -> RecordRuns:
+    """Pass 1: every shard checked and sorted by load_records; its sorted values and run starts go
+    to ``tmp`` and its runs (keys, user, count) are merged in the canonical order."""
+    tables, stores, out_of_bounds = [], [], []
+    max_groups, rows, started = 0, 0, time.monotonic()
+    records = None
+    for k, directory in enumerate(directories):
+        rate = f", {rows / max(time.monotonic() - started, 1e-9):,.0f} rows/s" if rows else ""
+        note(f"checking and sorting records of shard {k + 1}/{len(directories)}{rate}")
+        df = pl.read_parquet(directory / "*.parquet")
+        rows += df.height
+        try:
+            records = load_records(df, spec, order_col=ORDER, shard=True)
+        except OutOfBounds as exc:
+            out_of_bounds.append(exc)
+            continue
+        del df
+        if out_of_bounds or records.n_groups == 0:
+            continue
+        values, starts = tmp / f"values_{k}.npy", tmp / f"starts_{k}.npy"
+        np.save(values, records.values)
+        np.save(starts, records.user_starts)
+        stores.append((values, starts))
+        group_of_run = np.repeat(np.arange(records.n_groups), np.diff(records.group_starts))
+        keys = records.groups[group_of_run] if records.key_columns else pl.DataFrame()
+        tables.append(keys.with_columns(
+            records.run_users.alias(USER), pl.Series(COUNT, records.counts),
+            pl.lit(len(stores) - 1, dtype=pl.Int64).alias(SHARD),
+            pl.int_range(records.counts.size, dtype=pl.Int64, eager=True).alias(RUN)))
+        max_groups = max(max_groups, records.max_groups_per_user)
+    if out_of_bounds:
+        raise OutOfBounds.combined(out_of_bounds)
+    if not tables:
+        from tsdp.io.records import _selection
+
+        raise DataError(f"no records in the selection {_selection(spec)}; check the value(s) against the data")
+    keys = records.key_columns
+    runs = pl.concat(tables, how="vertical").sort([*keys, USER])
+    if keys:
+        new_group = pl.any_horizontal([pl.col(k) != pl.col(k).shift(1) for k in keys]).fill_null(True)
+        flags = runs.select(new_group).to_series().to_numpy()
+    else:
+        flags = np.zeros(runs.height, dtype=bool)
+        flags[0] = True
+    group_runs = np.flatnonzero(flags)
+    group_starts = np.append(group_runs, runs.height).astype(np.int64)
+    shard_of = runs[SHARD].to_numpy()
+    run_of = runs[RUN].to_numpy()
+
+    def piece_sums(cut1: np.ndarray, cut2: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        first = np.zeros(runs.height)
+        second = np.zeros(runs.height)
+        for s, (values, starts) in enumerate(stores):
+            at = np.flatnonzero(shard_of == s)
+            local = np.argsort(run_of[at])  # this shard's runs in its own order
+            where = at[local]
+            a, b = run_piece_sums(np.load(values, mmap_mode="r"), np.load(starts), cut1[where], cut2[where])
+            first[where], second[where] = a, b
+        return first, second
+
+    return RecordRuns(runs[COUNT].to_numpy().astype(np.int64), group_starts,
+                      runs.select(keys)[group_runs] if keys else pl.DataFrame(), keys, max_groups,
+                      piece_sums, records.clipped, list(records.notes))
