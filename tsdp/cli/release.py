@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from enum import Enum
 from typing import Optional
 
@@ -13,13 +14,14 @@ from tsdp.accounting.sensitivity import ContributionBounds
 from tsdp.cli import common
 from tsdp.cli.engine_options import (Engine, EngineOption, MemoryLimitOption, SparkConfOption, SparkMasterOption,
                                      WorkDirOption, engine_options, given_engine_flags)
-from tsdp.engine.panel import ALL_STEPS, EngineOptions, event_caps, load_event_panel, load_panel
+from tsdp.engine import series_stream
+from tsdp.engine.panel import ALL_STEPS, EngineOptions, event_caps, load_event_panel, load_panel, panel_of
 from tsdp.errors import UsageError
 from tsdp.io.files import read_numbers, read_table
-from tsdp.io.load import InputSpec
+from tsdp.io.load import SERIES_NOTE, InputSpec
 from tsdp.mechanisms import postprocess as post
 from tsdp.mechanisms.baseline import Panel, release_gaussian, release_laplace
-from tsdp.mechanisms.noise import PrefetchedNormals
+from tsdp.mechanisms.noise import NoiseStream, PrefetchedNormals
 from tsdp.report import Report
 from tsdp.rng import SEEDED_WARNING, make_random_source
 
@@ -200,30 +202,44 @@ def release(
         ledger, dataset, epsilon, delta or 0.0,
         f"tsdp release {common.display_name(input)} -> {common.display_name(output)} ({mechanism.value})")
 
-    with charge as held, console.progress(4) as stage:
-        loaded, panel, notes, prefetched = _read(input, spec, declared, caps, engine_options, stage,
-                                                 randomness.generator if mechanism is Mechanism.gaussian else None)
-        table = loaded.table
+    streamed = mechanism in CELLWISE and engine_options.engine == "local" and input != "-" \
+        and series_stream.streamable(input, spec, engine_options.memory_limit)
+    with charge as held, console.progress(4) as stage, _chunks(streamed, input, spec, engine_options, stage) as chunks:
+        post_notes = [f"post-processing: {s}" for s in post.describe(clip_min, clip_max, round_values)]
+        if chunks is None:
+            loaded, panel, notes, prefetched = _read(input, spec, declared, caps, engine_options, stage,
+                                                     randomness.generator if mechanism is Mechanism.gaussian else None)
+            table, diagnostics = loaded.table, loaded.diagnostics
 
-        stage("adding noise")
-        result, _, rebuild = run(table, panel, randomness.generator, prefetched)
-        released = post.postprocess(result.values, clip_min, clip_max, round_values)
-        notes.extend(f"post-processing: {s}" for s in post.describe(clip_min, clip_max, round_values))
+            stage("adding noise")
+            result, _, rebuild = run(table, panel, randomness.generator, prefetched)
+            released = rebuild(post.postprocess(result.values, clip_min, clip_max, round_values))
+            results = [result]
+        else:
+            table, diagnostics = chunks, {}
+            panel, notes = panel_of(chunks.n_series, chunks.n_steps, spec, declared, None, False, [SERIES_NOTE])
+            released, results = _release_chunks(chunks, panel, run, randomness.generator, diagnostics, stage,
+                                                clip_min, clip_max, round_values)
+        notes.extend(post_notes)
 
         stage("writing output")
-        warnings = list(result.warnings) + ([SEEDED_WARNING] if randomness.seeded else [])
-        common.publish(rebuild(released), output, report, lambda described: Report(
+
+        def warnings_now() -> list[str]:  # known once the (possibly streamed) release has run
+            return list(results[-1].warnings) + ([SEEDED_WARNING] if randomness.seeded else [])
+
+        common.publish(released, output, report, lambda described: Report(
             command="release",
             parameters={**params, "input": common.display_name(input),
                         "output": described["file"], "layout": spec.resolved_layout,
                         **common.ledger_parameters(ledger, held)},
-            claim=result.claim,
+            claim=results[-1].claim,
             output={**described, "layout": table.layout},
             randomness=randomness.label,
             grid={"n_series": table.n_series, "n_steps": table.n_steps, "freq": table.grid.freq,
                   "start": table.grid.points[0], "end": table.grid.points[-1]},
-            notes=notes, warnings=warnings,
+            notes=notes, warnings=warnings_now(),
         ), before_commit=common.confirm_reservation(held))
+        result, warnings = results[-1], warnings_now()
 
     for message in warnings:
         console.warn(message)
@@ -237,20 +253,51 @@ def release(
     }
     if held is not None:
         summary["ledger"] = {"dataset": dataset, "entry": held.id}
-    if loaded.diagnostics:
-        summary["diagnostics (not private, do not publish)"] = loaded.diagnostics
+    if diagnostics:
+        summary["diagnostics (not private, do not publish)"] = diagnostics
     console.summary(summary, "tsdp release")
 
 
 def _engine_options(spec: InputSpec, engine: Engine, memory_limit: str | None, work_dir: str | None,
                     spark_master: str | None, spark_conf: list[str] | None) -> EngineOptions:
-    """Validate the engine options up front (before any data is read); events layout only."""
+    """Validate the engine options up front (before any data is read): every engine for events;
+    --memory-limit/--work-dir also for long input (released in chunks of series when larger)."""
     if spec.resolved_layout != "events":
-        given = given_engine_flags(engine, memory_limit, work_dir, spark_master, spark_conf)
+        given = given_engine_flags(engine, *((None, None) if spec.resolved_layout == "long" else
+                                             (memory_limit, work_dir)), spark_master, spark_conf)
         if given:
-            raise UsageError(f"{given[0]} applies to --layout events (raw events that tsdp aggregates); "
-                             f"this input is --layout {spec.resolved_layout}")
+            raise UsageError(f"{given[0]} applies to --layout events (raw events that tsdp aggregates)"
+                             + ("" if spec.resolved_layout == "long" else " and --layout long")
+                             + f"; this input is --layout {spec.resolved_layout}")
     return engine_options(engine, memory_limit, work_dir, spark_master, spark_conf)
+
+
+def _chunks(streamed: bool, input: str, spec: InputSpec, options: EngineOptions, stage):
+    """The long input's chunks of series when it is released streamed (see
+    :mod:`tsdp.engine.series_stream`), else None; the chunks live until the block ends."""
+    if not streamed:
+        return contextlib.nullcontext(None)
+    return series_stream.series_chunks(input, spec, options.memory_limit, options.work_dir, stage)
+
+
+def _release_chunks(chunks, panel, run, rng, diagnostics: dict, stage, clip_min, clip_max, round_values):
+    """(the released frames, produced lazily chunk by chunk, and the list their releases are
+    appended to). Every chunk's noise comes from one stream over the whole panel's cells."""
+    stream = NoiseStream(rng, chunks.n_cells)
+    results = []
+
+    def frames():
+        for k, table in enumerate(chunks.tables(), 1):
+            stage(f"adding noise: chunk {k}/{len(chunks.directories)} ({table.n_series} series)")
+            result, _, rebuild = run(table, panel, rng, None, stream)
+            results.append(result)
+            if table.filled_cells:
+                diagnostics["filled_cells"] = diagnostics.get("filled_cells", 0) + table.filled_cells
+            yield rebuild(post.postprocess(result.values, clip_min, clip_max, round_values))
+        if stream.taken != chunks.n_cells:  # every cell of the panel got its noise, once
+            raise RuntimeError(f"streamed release drew {stream.taken} of {chunks.n_cells} noise values")
+
+    return frames(), results
 
 
 def _read(input: str, spec: InputSpec, declared, caps, options: EngineOptions, stage, generator):
@@ -287,14 +334,15 @@ def _mechanism(mechanism: Mechanism, epsilon: float, delta: float | None, calibr
     if delta is not None:
         check_delta(delta)
 
-    def run(table, panel, rng, prefetched):
-        """(release, its values as an (n_series, n_steps) matrix, the output frame builder)."""
+    def run(table, panel, rng, prefetched, stream=None):
+        """(release, its values as an (n_series, n_steps) matrix, the output frame builder);
+        ``stream``: the noise of a panel released in chunks of series (cellwise mechanisms)."""
         if mechanism in CELLWISE:
             values = table.value_chunks()
             if mechanism is Mechanism.gaussian:
-                result = release_gaussian(values, panel, epsilon, delta, rng, calibration.value, prefetched)
+                result = release_gaussian(values, panel, epsilon, delta, rng, calibration.value, prefetched, stream)
             else:
-                result = release_laplace(values, panel, epsilon, rng)
+                result = release_laplace(values, panel, epsilon, rng, stream)
             return result, lambda: table.flat_to_matrix(result.values), table.with_values_flat
         matrix = table.values_matrix()
         if mechanism in (Mechanism.subsample, Mechanism.filter_subsample):

@@ -151,15 +151,22 @@ def write_user_shards(scan: pl.LazyFrame, user_col: str, shards: int, directory:
                       path: str) -> list[Path]:
     """Stream ``scan`` into ``shards`` Parquet partitions of ``directory`` by a hash of the user id
     (every row of a user in one partition); return the partitions' directories."""
-    key = (pl.col(user_col).hash(seed=0) % shards).alias(SHARD)
+    return write_partitions(scan, pl.col(user_col).hash(seed=0) % shards, directory, path)
+
+
+def write_partitions(scan: pl.LazyFrame, key: pl.Expr, directory: Path, path: str) -> list[Path]:
+    """Stream ``scan`` into Parquet partitions of ``directory``, one per value of the integer
+    ``key``; return the partitions' directories in the order of their key."""
     try:
-        scan.with_columns(key).sink_parquet(pl.PartitionBy(str(directory), key=SHARD, include_key=False),
+        scan.with_columns(key.alias(SHARD)).sink_parquet(pl.PartitionBy(str(directory), key=SHARD, include_key=False),
                                             mkdir=True)
     except pl.exceptions.ColumnNotFoundError as exc:
         raise DataError(f"INPUT: {str(exc).strip().splitlines()[0]}") from None
     except (pl.exceptions.PolarsError, OSError) as exc:
         raise _read_error(path, exc) from None
-    return sorted(directory.iterdir()) if directory.is_dir() else []
+    if not directory.is_dir():
+        return []
+    return sorted(directory.iterdir(), key=lambda d: int(d.name.rpartition("=")[2]))
 
 
 def _read_error(path: str, exc: Exception) -> TsdpError:

@@ -78,11 +78,18 @@ def load_panel(df: pl.DataFrame, spec: InputSpec, declared: ContributionBounds,
 
 def _panel(loaded: LoadedInput, spec: InputSpec, declared: ContributionBounds, caps: EventCaps | None):
     table = loaded.table
-    if declared.max_steps == ALL_STEPS:
-        declared = replace(declared, max_steps=table.n_steps)
-    bounds = replace(declared, max_per_step=caps.cell_bound()) if caps else declared
-    notes = list(loaded.notes)
-    if not loaded.enforced:
-        notes.insert(0, TRUSTED_NOTE)
-    panel = Panel(table.n_series, table.n_steps, bounds, spec.user_col, enforced=loaded.enforced)
+    panel, notes = panel_of(table.n_series, table.n_steps, spec, declared, caps, loaded.enforced, loaded.notes)
     return loaded, panel, notes
+
+
+def panel_of(n_series: int, n_steps: int, spec: InputSpec, declared: ContributionBounds, caps: EventCaps | None,
+             enforced: bool, notes: list[str]) -> tuple[Panel, list[str]]:
+    """The panel of ``n_series`` x ``n_steps`` cells the mechanism protects, and the report's notes
+    (also for a long input released in chunks of series, whose panel is the whole input's)."""
+    if declared.max_steps == ALL_STEPS:
+        declared = replace(declared, max_steps=n_steps)
+    bounds = replace(declared, max_per_step=caps.cell_bound()) if caps else declared
+    notes = list(notes)
+    if not enforced:
+        notes.insert(0, TRUSTED_NOTE)
+    return Panel(n_series, n_steps, bounds, spec.user_col, enforced=enforced), notes

@@ -229,14 +229,14 @@ def aggregate_events(
 
 
 def input_rows(message: str, order: pl.Series) -> str:
-    """A shard's error names the row of the input, not of the shard (``at row N``)."""
+    """A shard's error names the row of the input, not of the shard (``at row N``, ``(row N)``)."""
     import re
 
     def original(match: re.Match) -> str:
-        k = int(match.group(1))
-        return f"at row {int(order[k - 1]) + 1}" if 1 <= k <= order.len() else match.group(0)
+        k = int(match.group(2))
+        return f"{match.group(1)} {int(order[k - 1]) + 1}" if 1 <= k <= order.len() else match.group(0)
 
-    return re.sub(r"at row (\d+)", original, message)
+    return re.sub(r"(at row|\(row) (\d+)", original, message)
 
 
 def _prepared_rows(df: pl.DataFrame, job: EventJob, grid, end_at, order_col: str | None, diag) -> pl.DataFrame:

@@ -151,9 +151,18 @@ class AtomicOutputs:
         self._staged.append((tmp, target))
         return tmp
 
-    def stage_table(self, df: pl.DataFrame, path: str | Path) -> str:
-        """Stage ``df`` for ``path`` (format by extension); return the sha256 of its bytes."""
+    def stage_table(self, df, path: str | Path) -> str:
+        """Stage ``df`` for ``path`` (format by extension); return the sha256 of its bytes.
+
+        ``df`` is a DataFrame, or an iterable of DataFrames with one schema (a release streamed
+        chunk by chunk), written as they come: Parquet row groups, or CSV blocks under one header.
+        """
         fmt = table_format(path, "--output")
+        if not isinstance(df, pl.DataFrame):
+            if str(path) == STDIO:
+                df = pl.concat(list(df))
+            else:
+                return self._stage_stream(df, Path(path), fmt)
         if str(path) == STDIO:
             self.stdout_payload = serialise_table(df, fmt)
             return hashlib.sha256(self.stdout_payload).hexdigest()
@@ -164,6 +173,25 @@ class AtomicOutputs:
                 df.write_parquet(sink, compression=PARQUET_COMPRESSION)
             else:
                 df.write_csv(sink, datetime_format=CSV_DATETIME_FORMAT)
+        return sink.digest.hexdigest()
+
+    def _stage_stream(self, frames, path: Path, fmt: str) -> str:
+        tmp = self._temp_beside(path)
+        with open(tmp, "wb") as fh:
+            sink = _HashingWriter(fh)
+            writer = None
+            for k, frame in enumerate(frames):
+                if fmt == "csv":
+                    frame.write_csv(sink, include_header=k == 0, datetime_format=CSV_DATETIME_FORMAT)
+                    continue
+                table = frame.to_arrow()
+                if writer is None:
+                    import pyarrow.parquet as pq
+
+                    writer = pq.ParquetWriter(sink, table.schema, compression=PARQUET_COMPRESSION)
+                writer.write_table(table)
+            if writer is not None:
+                writer.close()
         return sink.digest.hexdigest()
 
     def stage_bytes(self, data: bytes, path: str | Path, private: bool = False) -> str:

@@ -160,8 +160,12 @@ def load_long(
     fill_missing: bool = False,
     allow_negative: bool = False,
     null_hint: str = FILL_HINT,
+    grid: TimeGrid | None = None,
 ) -> SeriesTable:
-    """Check and complete a long-layout table (one row per series id, time, value)."""
+    """Check and complete a long-layout table (one row per series id, time, value).
+
+    ``grid``: the grid of the whole input when ``df`` holds only some of its series (a chunk of a
+    streamed release); otherwise it is built from ``df``'s times."""
     require_columns(df, {"--time-col": time_col, "--value-col": value_col, "--series-col": series_col})
     df = df.select([c for c in (series_col, time_col, value_col) if c is not None])
     if series_col is not None and df[series_col].null_count():
@@ -171,10 +175,10 @@ def load_long(
     df = df.with_columns(numeric_values(df, value_col, allow_negative, allow_null=fill_missing, null_hint=null_hint))
     if not df[value_col].null_count():
         fast = _sorted_complete_panel(df, series_col, time_col, freq)
-        if fast is not None:
-            grid, names = fast
-            return SeriesTable(df, "long", time_col, [value_col], series_col, names or [value_col], grid)
-    grid = build_grid(df[time_col], time_col, freq, fill_missing)
+        if fast is not None and (grid is None or fast[0].points.equals(grid.points)):
+            return SeriesTable(df, "long", time_col, [value_col], series_col, fast[1] or [value_col],
+                               grid or fast[0])
+    grid = grid or build_grid(df[time_col], time_col, freq, fill_missing)
     keys = [series_col] if series_col else []
     if series_col is None:
         names = [value_col]

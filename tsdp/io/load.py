@@ -66,6 +66,9 @@ def loaded_events(agg: EventAggregation, caps: EventCaps) -> LoadedInput:
     return LoadedInput(agg.table, True, notes, agg.diagnostics)
 
 
+SERIES_NOTE = "the series names and the time grid of the input are treated as public"
+
+
 def load_input(df: pl.DataFrame, spec: InputSpec, caps: EventCaps | None = None) -> LoadedInput:
     """Load ``df`` as a complete panel; for events, enforce ``caps`` while aggregating."""
     layout = spec.resolved_layout
@@ -85,5 +88,5 @@ def load_input(df: pl.DataFrame, spec: InputSpec, caps: EventCaps | None = None)
     else:
         raise UsageError(f"--layout must be one of long, wide, events, got {layout!r}")
     diagnostics = {"filled_cells": table.filled_cells} if table.filled_cells else {}
-    notes = ["the series names and the time grid of the input are treated as public"]
+    notes = [SERIES_NOTE]
     return LoadedInput(table, False, notes, diagnostics)

@@ -20,7 +20,7 @@ from tsdp.accounting.budget import check_epsilon
 from tsdp.accounting.claim import MechanismEvent, PrivacyClaim
 from tsdp.accounting.sensitivity import ContributionBounds, privacy_unit
 from tsdp.errors import UsageError
-from tsdp.mechanisms.noise import PrefetchedNormals, gaussian_noise, laplace_noise
+from tsdp.mechanisms.noise import NoiseStream, PrefetchedNormals, gaussian_noise, laplace_noise
 
 LAPLACE_THEOREM = "Dwork, McSherry, Nissim and Smith 2006; Dwork and Roth 2014, Theorem 3.6 (Laplace mechanism)"
 CALIBRATIONS = ("analytic", "classic")
@@ -103,11 +103,13 @@ def release_gaussian(
     rng: np.random.Generator,
     calibration: str = "analytic",
     prefetched: PrefetchedNormals | None = None,
+    stream: NoiseStream | None = None,
 ) -> Release:
     """Add N(0, sigma^2) to every cell, sigma calibrated to the panel's L2 sensitivity.
 
     ``values`` is an array, or a sequence of 1-D chunks of the flat panel (see :func:`_add`).
-    ``prefetched`` standard normals, drawn before the data was read, may supply the noise.
+    ``prefetched`` standard normals, drawn before the data was read, may supply the noise; a
+    ``stream`` supplies it when the panel is released in chunks of series (``values`` one chunk).
     """
     l2 = panel.bounds.l2(panel.n_series, panel.n_steps)
     sigma, theorem, warnings = gaussian_sigma(epsilon, delta, l2, calibration)
@@ -136,15 +138,17 @@ def release_gaussian(
         events=(MechanismEvent("gaussian", l2, sigma, 1),),
         parameters=parameters,
     )
-    return Release(_add(values, gaussian_noise(rng, sigma, _size(values), prefetched)), claim, tuple(warnings))
+    return Release(_add(values, gaussian_noise(rng, sigma, _size(values), prefetched, stream)), claim, tuple(warnings))
 
 
 def release_laplace(
-    values: np.ndarray | Sequence[np.ndarray], panel: Panel, epsilon: float, rng: np.random.Generator
+    values: np.ndarray | Sequence[np.ndarray], panel: Panel, epsilon: float, rng: np.random.Generator,
+    stream: NoiseStream | None = None,
 ) -> Release:
     """Add Laplace(0, b) to every cell with ``b = L1 / epsilon`` (pure epsilon-DP).
 
-    ``values`` is an array, or a sequence of 1-D chunks of the flat panel (see :func:`_add`).
+    ``values`` is an array, or a sequence of 1-D chunks of the flat panel (see :func:`_add`);
+    ``stream``: as for :func:`release_gaussian`.
     """
     check_epsilon(epsilon)
     cells = panel.bounds.cells(panel.n_series, panel.n_steps)
@@ -168,7 +172,7 @@ def release_laplace(
             "composition": panel.composition,
         },
     )
-    return Release(_add(values, laplace_noise(rng, scale, _size(values))), claim)
+    return Release(_add(values, laplace_noise(rng, scale, _size(values), stream)), claim)
 
 
 def _size(values) -> int:

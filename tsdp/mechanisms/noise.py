@@ -68,28 +68,82 @@ class PrefetchedNormals:
         return out
 
 
-def gaussian_noise(rng: np.random.Generator, sigma: float, size: int,
-                   prefetched: PrefetchedNormals | None = None) -> np.ndarray:
-    """Independent N(0, sigma^2) draws (from ``prefetched`` standard normals when given)."""
-    if prefetched is not None:
-        out = prefetched.take(size)
-        out *= sigma
+class NoiseStream:
+    """The draws a sampler makes for ``total`` cells, handed out in consecutive pieces.
+
+    ``take(n, fill)`` returns the next ``n`` of exactly the numbers ``_fill_chunked(rng, total,
+    fill)`` would return at once (the same chunks, each from the same spawned child), so a panel
+    released series chunk by series chunk gets the noise it would get in one piece. Only one
+    chunk of draws is held at a time.
+    """
+
+    def __init__(self, rng: np.random.Generator, total: int) -> None:
+        self._rng, self._total = rng, int(total)
+        self._children = rng.spawn(-(-self._total // CHUNK)) if self._total > CHUNK else None
+        self._next = 0            # index of the next chunk to draw
+        self._buf = np.empty(0)   # the current chunk's draws not yet handed out
+        self.taken = 0
+
+    def take(self, n: int, fill) -> np.ndarray:
+        if self.taken + n > self._total:
+            raise ValueError(f"noise stream of {self._total} draws asked for {self.taken + n}")
+        out = np.empty(n, dtype=np.float64)
+        done = 0
+        while done < n:
+            if not self._buf.size:
+                self._buf = self._draw(fill)
+            k = min(n - done, self._buf.size)
+            out[done:done + k] = self._buf[:k]
+            self._buf = self._buf[k:]
+            done += k
+        self.taken += n
         return out
 
+    def _draw(self, fill) -> np.ndarray:
+        start = self._next * CHUNK
+        buf = np.empty(min(CHUNK, self._total - start) if self._children else self._total, dtype=np.float64)
+        fill(self._children[self._next] if self._children else self._rng, buf)
+        self._next += 1
+        return buf
+
+
+def gaussian_fill(sigma: float):
+    """Fill a buffer with N(0, sigma^2) draws."""
     def fill(gen: np.random.Generator, buf: np.ndarray) -> None:
         gen.standard_normal(out=buf)
         buf *= sigma
 
-    return _fill_chunked(rng, size, fill)
+    return fill
 
 
-def laplace_noise(rng: np.random.Generator, scale: float, size: int) -> np.ndarray:
-    """Independent Laplace(0, scale) draws (density exp(-|x|/scale) / (2 scale))."""
-
+def laplace_fill(scale: float):
+    """Fill a buffer with Laplace(0, scale) draws (density exp(-|x|/scale) / (2 scale))."""
     def fill(gen: np.random.Generator, buf: np.ndarray) -> None:
         # Laplace(0, b) = b * (E1 - E2) with E1, E2 independent standard exponentials.
         gen.standard_exponential(out=buf)
         buf -= gen.standard_exponential(buf.size)
         buf *= scale
 
-    return _fill_chunked(rng, size, fill)
+    return fill
+
+
+def gaussian_noise(rng: np.random.Generator, sigma: float, size: int,
+                   prefetched: PrefetchedNormals | None = None,
+                   stream: NoiseStream | None = None) -> np.ndarray:
+    """Independent N(0, sigma^2) draws (from ``prefetched`` standard normals, or the next ones of
+    ``stream``, when given)."""
+    if stream is not None:
+        return stream.take(size, gaussian_fill(sigma))
+    if prefetched is not None:
+        out = prefetched.take(size)
+        out *= sigma
+        return out
+    return _fill_chunked(rng, size, gaussian_fill(sigma))
+
+
+def laplace_noise(rng: np.random.Generator, scale: float, size: int,
+                  stream: NoiseStream | None = None) -> np.ndarray:
+    """Independent Laplace(0, scale) draws (the next ones of ``stream`` when given)."""
+    if stream is not None:
+        return stream.take(size, laplace_fill(scale))
+    return _fill_chunked(rng, size, laplace_fill(scale))
