@@ -828,7 +828,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sizes", default="1e6,1e7,1e8", help="row counts, e.g. 1e6,1e7")
     parser.add_argument("--engines", default="local,spark", help="tsdp engines to measure: local,spark")
     parser.add_argument("--formats", default="parquet,csv", help="input formats: parquet,csv")
-    parser.add_argument("--what", default="events,records", help="which benches: events,records")
+    parser.add_argument("--what", default="events,records", help="which benches: events,records (long: only --long-gb)")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--workdir", default=str(Path(tempfile.gettempdir()) / "tsdp-bench-scale"),
                         help="where generated inputs are cached (needs about 13 GB per 10^8 rows)")
@@ -850,7 +850,7 @@ def main(argv: list[str] | None = None) -> int:
     what = [w.strip() for w in args.what.split(",") if w.strip()]
     for name, values, allowed in (("--engines", args.engines, ("local", "spark")),
                                   ("--formats", formats, ("parquet", "csv")),
-                                  ("--what", what, ("events", "records"))):
+                                  ("--what", what, ("events", "records", "long"))):
         bad = [v for v in values if v not in allowed]
         if bad or not values:
             raise SystemExit(f"error: {name}: expected some of {','.join(allowed)}, got {','.join(values) or 'nothing'}")
