@@ -123,10 +123,45 @@ def scan_records(path: str, spec: RecordSpec) -> pl.LazyFrame:
     else:
         text = {spec.user_col: pl.String, spec.value_col: pl.String}
         scan = pl.scan_csv(path, schema_overrides=text, infer_schema_length=10_000)
+    return scan.select(record_columns(spec, scan.collect_schema().names())).with_row_index(ORDER)
+
+
+def record_columns(spec: RecordSpec, present: list[str]) -> list[str]:
+    """The columns of an input with columns ``present`` that the records can need."""
     wanted = [spec.user_col, spec.value_col, spec.time_col, spec.cell_col, *spec.group_by, "cell"]
-    present = set(scan.collect_schema().names())
-    columns = list(dict.fromkeys(c for c in wanted if c is not None and c in present))
-    return scan.select(columns).with_row_index(ORDER)
+    return list(dict.fromkeys(c for c in wanted if c is not None and c in set(present)))
+
+
+def run_table(records: Records) -> pl.DataFrame:
+    """One row per run of ``records``, in their order: its group keys, user id as text (USER)
+    and record count (COUNT)."""
+    runs = [records.run_users.alias(USER), pl.Series(COUNT, records.counts, dtype=pl.Int64)]
+    if not records.key_columns:
+        return pl.DataFrame(runs)
+    group_of_run = np.repeat(np.arange(records.n_groups), np.diff(records.group_starts))
+    return records.groups[group_of_run].with_columns(runs)
+
+
+def merge_runs(tables: list[pl.DataFrame], keys: list[str], spec: RecordSpec
+               ) -> tuple[pl.DataFrame, np.ndarray, pl.DataFrame]:
+    """The runs of several parts of the input (tables of :func:`run_table`, plus any columns of
+    the engine's; every user's runs in one part) in the canonical order (group keys, then user
+    id as text), the offsets of each group's first run (n_groups + 1), and the groups' keys.
+    DataError when there are no runs at all (the selection is empty)."""
+    if not tables:
+        from tsdp.io.records import _selection
+
+        raise DataError(f"no records in the selection {_selection(spec)}; check the value(s) against the data")
+    runs = pl.concat(tables, how="vertical").sort([*keys, USER])
+    if keys:
+        new_group = pl.any_horizontal([pl.col(k) != pl.col(k).shift(1) for k in keys]).fill_null(True)
+        flags = runs.select(new_group).to_series().to_numpy()
+    else:
+        flags = np.zeros(runs.height, dtype=bool)
+        flags[0] = True
+    group_runs = np.flatnonzero(flags)
+    group_starts = np.append(group_runs, runs.height).astype(np.int64)
+    return runs, group_starts, runs.select(keys)[group_runs] if keys else pl.DataFrame()
 
 
 def sharded_runs(directories: list[Path], spec: RecordSpec, tmp: Path,
@@ -153,29 +188,14 @@ def sharded_runs(directories: list[Path], spec: RecordSpec, tmp: Path,
         np.save(values, records.values)
         np.save(starts, records.user_starts)
         stores.append((values, starts))
-        group_of_run = np.repeat(np.arange(records.n_groups), np.diff(records.group_starts))
-        keys = records.groups[group_of_run] if records.key_columns else pl.DataFrame()
-        tables.append(keys.with_columns(
-            records.run_users.alias(USER), pl.Series(COUNT, records.counts),
+        tables.append(run_table(records).with_columns(
             pl.lit(len(stores) - 1, dtype=pl.Int64).alias(SHARD),
             pl.int_range(records.counts.size, dtype=pl.Int64, eager=True).alias(RUN)))
         max_groups = max(max_groups, records.max_groups_per_user)
     if out_of_bounds:
         raise OutOfBounds.combined(out_of_bounds)
-    if not tables:
-        from tsdp.io.records import _selection
-
-        raise DataError(f"no records in the selection {_selection(spec)}; check the value(s) against the data")
     keys = records.key_columns
-    runs = pl.concat(tables, how="vertical").sort([*keys, USER])
-    if keys:
-        new_group = pl.any_horizontal([pl.col(k) != pl.col(k).shift(1) for k in keys]).fill_null(True)
-        flags = runs.select(new_group).to_series().to_numpy()
-    else:
-        flags = np.zeros(runs.height, dtype=bool)
-        flags[0] = True
-    group_runs = np.flatnonzero(flags)
-    group_starts = np.append(group_runs, runs.height).astype(np.int64)
+    runs, group_starts, groups = merge_runs(tables, keys, spec)
     shard_of = runs[SHARD].to_numpy()
     run_of = runs[RUN].to_numpy()
 
@@ -190,6 +210,5 @@ def sharded_runs(directories: list[Path], spec: RecordSpec, tmp: Path,
             first[where], second[where] = a, b
         return first, second
 
-    return RecordRuns(runs[COUNT].to_numpy().astype(np.int64), group_starts,
-                      runs.select(keys)[group_runs] if keys else pl.DataFrame(), keys, max_groups,
+    return RecordRuns(runs[COUNT].to_numpy().astype(np.int64), group_starts, groups, keys, max_groups,
                       piece_sums, records.clipped, list(records.notes))

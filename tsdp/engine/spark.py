@@ -56,8 +56,9 @@ JAVA_HINT = ("--engine spark needs Java 17 or newer: install a Java 17 runtime (
 # Records of the bound-and-aggregate stage (one schema for every kind of result of a partition).
 RECORD_SCHEMA = "record string, key string, step long, value double, count long, text string"
 CELL, DIAG, TIME_TYPE, ERROR = "cell", "diag", "time_type", "error"
-# Per file split, from the first pass over a CSV input.
-SPLIT_SCHEMA = ("path string, block long, rows long, first_id long, nonnull long, n_int long, "
+# Per file split and text column (its index in the columns examined, -1 if none), from the first
+# pass over a CSV input.
+SPLIT_SCHEMA = ("path string, block long, rows long, first_id long, column long, nonnull long, n_int long, "
                 "n_float long, n_bool long, n_date long")
 PATH, BLOCK, ID = "__path", "__block", "__id"
 
@@ -238,6 +239,19 @@ def aggregate_events_spark(path: str, job: EventJob, master: str = "local[*]", c
     same panel as the local engine. ``spark``: a running SparkSession to use (left running);
     otherwise one is started for ``master`` with ``conf`` (see :func:`spark_session`) and stopped.
     """
+    fmt = check_input(path)
+    if spark is not None:
+        return _aggregate(spark, path, fmt, job)
+    session = spark_session(master, conf)
+    try:
+        return _aggregate(session, path, fmt, job)
+    finally:
+        session.stop()
+
+
+def check_input(path: str) -> str:
+    """The input's format (``csv`` or ``parquet``); UsageError for a missing local file, a
+    directory, or stdin."""
     fmt = table_format(path)
     if "://" not in path and not path.startswith("-"):
         p = Path(path)
@@ -247,13 +261,7 @@ def aggregate_events_spark(path: str, job: EventJob, master: str = "local[*]", c
             raise UsageError(f"INPUT: {path!r} is a directory, not a file")
     elif path == "-":
         raise UsageError("INPUT: --engine spark cannot read stdin; give a file")
-    if spark is not None:
-        return _aggregate(spark, path, fmt, job)
-    session = spark_session(master, conf)
-    try:
-        return _aggregate(session, path, fmt, job)
-    finally:
-        session.stop()
+    return fmt
 
 
 def _aggregate(spark, path: str, fmt: str, job: EventJob, worker=None) -> EventAggregation:
@@ -275,38 +283,50 @@ def _aggregate(spark, path: str, fmt: str, job: EventJob, worker=None) -> EventA
 
 def _event_rows(spark, path: str, fmt: str, job: EventJob):
     """(the input as Spark reads it, its job columns with the tie-break key ORDER, the TimeHint)."""
-    from pyspark.sql import functions as F
-
-    source = os.path.abspath(path) if "://" not in path else path
-    if fmt == "csv":
-        frame = spark.read.option("header", True).option("mode", "PERMISSIVE").csv(source)
-    else:
-        frame = spark.read.parquet(source)
+    frame = read_input(spark, path, fmt)
     require_columns(pl.DataFrame({c: [] for c in dict.fromkeys(frame.columns)}),
                     {"--user-col": job.user_col, "--time-col": job.time_col,
                      "--series-col": job.series_col, "--value-col": job.value_col})
-    columns = [_col(c) for c in job.columns]
     if fmt == "parquet" and frame.schema[job.time_col].dataType.typeName() != "string":
-        hint = TimeHint(target=_parquet_time_type(path, job.time_col))
-        return frame, frame.select(*columns, F.col("_metadata.row_index").alias(ORDER)), hint
+        rows, _ = ordered_rows(spark, frame, fmt, job.columns, [])
+        return frame, rows, TimeHint(target=_parquet_time_type(path, job.time_col))
+    rows, splits = ordered_rows(spark, frame, fmt, job.columns, [job.time_col])
+    return frame, rows, text_hint(splits, 0, csv=fmt == "csv")
 
-    # First pass: rows per file split (CSV) and what the time texts look like (CSV, text time).
-    scan = frame.select(*columns, F.col("_metadata.file_path").alias(PATH),
+
+def read_input(spark, path: str, fmt: str):
+    """The input as Spark reads it: CSV with a header and every column as text, Parquet typed."""
+    source = os.path.abspath(path) if "://" not in path else path
+    if fmt == "csv":
+        return spark.read.option("header", True).option("mode", "PERMISSIVE").csv(source)
+    return spark.read.parquet(source)
+
+
+def ordered_rows(spark, frame, fmt: str, columns: list[str], texts: list[str]):
+    """(``columns`` of ``frame`` with the tie-break key ORDER, the split statistics of the text
+    columns ``texts`` (see :func:`text_hint`; None when there is no first pass))."""
+    from pyspark.sql import functions as F
+
+    selected = [_col(c) for c in columns]
+    if fmt == "parquet" and not texts:
+        return frame.select(*selected, F.col("_metadata.row_index").alias(ORDER)), None
+
+    # First pass: rows per file split (CSV) and what the texts look like.
+    scan = frame.select(*selected, F.col("_metadata.file_path").alias(PATH),
                         F.col("_metadata.file_block_start").alias(BLOCK),
                         F.monotonically_increasing_id().alias(ID))
-    stats = _quiet(lambda: scan.select(_col(job.time_col), PATH, BLOCK, ID)
-                   .mapInArrow(partial(_split_stats, job.time_col), SPLIT_SCHEMA))
+    stats = _quiet(lambda: scan.select(*[_col(c) for c in dict.fromkeys(texts)], PATH, BLOCK, ID)
+                   .mapInArrow(partial(_split_stats, list(texts)), SPLIT_SCHEMA))
     splits = pl.from_arrow(stats.toArrow())
-    hint = _text_time_hint(splits, csv=fmt == "csv")
     if fmt == "parquet":
-        return frame, frame.select(*columns, F.col("_metadata.row_index").alias(ORDER)), hint
-    bases = (splits.sort(["path", "block"])
+        return frame.select(*selected, F.col("_metadata.row_index").alias(ORDER)), splits
+    bases = (splits.unique(["path", "block"]).sort(["path", "block"])
              .select(pl.col("path"), pl.col("block"),
                      (pl.col("rows").cum_sum() - pl.col("rows") - pl.col("first_id")).alias("base")))
     offsets = spark.createDataFrame(list(bases.iter_rows()), f"{PATH} string, {BLOCK} long, base long")
     rows = (scan.join(F.broadcast(offsets), on=[PATH, BLOCK])
-            .select(*columns, (F.col(ID) + F.col("base")).alias(ORDER)))
-    return frame, rows, hint
+            .select(*selected, (F.col(ID) + F.col("base")).alias(ORDER)))
+    return rows, splits
 
 
 def _col(name: str):
@@ -319,10 +339,7 @@ def _assemble(job: EventJob, result: pl.DataFrame) -> EventAggregation:
     """The panel from the reduced records (or the first data error, by input row)."""
     failures = result.filter(pl.col("record") == ERROR).sort(["step", "text"], nulls_last=False)
     if failures.height:
-        cls = getattr(errors, failures["key"][0], None)
-        if not (isinstance(cls, type) and issubclass(cls, TsdpError)):
-            cls = TsdpError
-        raise cls(failures["text"][0])
+        raise_failure(failures["key"][0], failures["text"][0])
     cells = result.filter(pl.col("record") == CELL)
     sums = pl.DataFrame({SERIES: cells["key"], STEP: cells["step"], VALUE: cells["value"]},
                         schema={SERIES: pl.String, STEP: pl.Int64, VALUE: pl.Float64})
@@ -349,24 +366,33 @@ def _frame(batches) -> pl.DataFrame | None:
     return pl.from_arrow(table) if table.num_rows else None
 
 
-def _split_stats(time_col: str, batches):
-    """Per file split: its rows, its first row id, and what its time texts look like."""
+def _split_stats(columns: list[str], batches):
+    """Per file split: its rows, its first row id, and per text column what its texts look like."""
     import pyarrow as pa
 
     df = _frame(batches)
     if df is None:
         return
-    text = pl.col(time_col)
-    stripped = text.str.strip_chars()
-    stats = df.group_by(PATH, BLOCK).agg(
-        pl.len().cast(pl.Int64).alias("rows"),
-        pl.col(ID).min().alias("first_id"),
-        text.is_not_null().sum().cast(pl.Int64).alias("nonnull"),
-        text.str.contains(_INT_RE).sum().cast(pl.Int64).alias("n_int"),
-        (text.str.contains(_FLOAT_RE) | text.str.contains(_INT_RE)).sum().cast(pl.Int64).alias("n_float"),
-        text.str.contains(_BOOL_RE).sum().cast(pl.Int64).alias("n_bool"),
-        stripped.str.to_date(format="%Y-%m-%d", strict=False).is_not_null().sum().cast(pl.Int64).alias("n_date"),
-    ).rename({PATH: "path", BLOCK: "block"})
+    split = [pl.len().cast(pl.Int64).alias("rows"), pl.col(ID).min().alias("first_id")]
+    parts = []
+    for index, name in enumerate(columns or [None]):
+        if name is None:
+            text = pl.lit(None, dtype=pl.String)
+            index = -1
+        else:
+            text = pl.col(name)
+        stripped = text.str.strip_chars()
+        parts.append(df.group_by(PATH, BLOCK).agg(
+            *split,
+            pl.lit(index, dtype=pl.Int64).alias("column"),
+            text.is_not_null().sum().cast(pl.Int64).alias("nonnull"),
+            text.str.contains(_INT_RE).sum().cast(pl.Int64).alias("n_int"),
+            (text.str.contains(_FLOAT_RE) | text.str.contains(_INT_RE)).sum().cast(pl.Int64).alias("n_float"),
+            text.str.contains(_BOOL_RE).sum().cast(pl.Int64).alias("n_bool"),
+            stripped.str.to_date(format="%Y-%m-%d", strict=False).is_not_null().sum().cast(pl.Int64)
+            .alias("n_date"),
+        ))
+    stats = pl.concat(parts).rename({PATH: "path", BLOCK: "block"})
     schema = pa.schema([("path", pa.string())] + [(c, pa.int64()) for c in stats.columns[1:]])
     yield from stats.to_arrow().cast(schema).to_batches()
 
@@ -384,10 +410,8 @@ def _partition_sums(job: EventJob, hint: TimeHint, batches):
     try:
         part = partial_cell_sums(df, job, order_col=ORDER)
     except TsdpError as exc:
-        message = str(exc)
-        row = re.search(r"at row (\d+)", message)
-        records = pl.DataFrame({"record": [ERROR], "key": [type(exc).__name__],
-                                "step": [int(row.group(1)) if row else 0], "text": [message]})
+        name, row, message = failure(exc)
+        records = pl.DataFrame({"record": [ERROR], "key": [name], "step": [row], "text": [message]})
     else:
         sums = part.sums
         records = pl.concat([
@@ -406,8 +430,9 @@ def _partition_sums(job: EventJob, hint: TimeHint, batches):
 
 
 def _align_time(df: pl.DataFrame, column: str, hint: TimeHint) -> pl.DataFrame:
-    """The time column as the local engine would have read it from the whole file (see TimeHint);
-    never raises: the kernel's own checks report bad values."""
+    """The time column (or another column: mean-estimate's group keys) as the local engine would
+    have read it from the whole file (see TimeHint); never raises: the kernel's own checks report
+    bad values."""
     s = df[column]
     if s.dtype == pl.String and hint.csv_type == "Int64":
         s = s.cast(pl.Int64, strict=False)
@@ -440,7 +465,25 @@ def _align_time(df: pl.DataFrame, column: str, hint: TimeHint) -> pl.DataFrame:
 # ------------------------------------------------------------------------------------------
 
 
-def _text_time_hint(splits: pl.DataFrame, csv: bool) -> TimeHint:
+def failure(exc: TsdpError) -> tuple[str, int, str]:
+    """(class name, the input row the message names or 0, message) of an error in a worker."""
+    message = str(exc)
+    row = re.search(r"at row (\d+)", message)
+    return type(exc).__name__, int(row.group(1)) if row else 0, message
+
+
+def raise_failure(name: str, message: str):
+    """Raise a worker's error on the driver, as the tsdp.errors class it had (else TsdpError)."""
+    cls = getattr(errors, name, None)
+    if not (isinstance(cls, type) and issubclass(cls, TsdpError)):
+        cls = TsdpError
+    raise cls(message)
+
+
+def text_hint(splits: pl.DataFrame, index: int, csv: bool) -> TimeHint:
+    """What the split statistics say about text column ``index``: the type polars infers for it
+    in a CSV file, and whether a time column holds more than plain dates (see TimeHint)."""
+    splits = splits.filter(pl.col("column") == index)
     total = {c: int(splits[c].sum()) for c in ("nonnull", "n_int", "n_float", "n_bool", "n_date")}
     n = total["nonnull"]
     csv_type = None
