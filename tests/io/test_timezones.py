@@ -233,6 +233,14 @@ def test_daily_zoned_grid_with_a_missing_day_is_still_an_error():
         build_grid(days.filter(days.dt.day() != 31), "time", "1d", fill_missing=False)
 
 
+def test_daily_steps_of_24_elapsed_hours_are_not_calendar_days():
+    """UTC midnights shown in Berlin are 01:00 in winter and 02:00 in summer: not one local grid."""
+    utc_days = pl.datetime_range(datetime(2024, 3, 29), datetime(2024, 4, 2), "1d", time_zone="UTC", eager=True)
+    with pytest.raises(DataError, match="calendar days of Europe/Berlin"):
+        build_grid(utc_days.dt.convert_time_zone(BERLIN), "time", None, fill_missing=False)
+    assert build_grid(utc_days, "time", None, fill_missing=False).n_steps == 5
+
+
 def test_fixed_daily_grid_for_events_spans_local_days():
     start = parse_instant("2024-10-26", "--start", ZONED)
     end = parse_instant("2024-10-29", "--end", ZONED)

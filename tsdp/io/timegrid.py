@@ -286,9 +286,11 @@ def build_grid(times: pl.Series, column: str, freq: str | None, fill_missing: bo
         n_steps = int((phys[-1] - phys[0]) // step.amount) + 1
     if off.size:
         bad = uniq[int(off[0])]
+        calendar = (f" (whole days count calendar days of {times.dtype.time_zone}, from local midnight; "
+                    "convert the column to UTC to count 24-hour steps)" if _calendar_days(step, times.dtype) else "")
         raise DataError(
             f"column {column!r}: time {_fmt(bad)} is not on the grid with step {step.label} starting at "
-            f"{_fmt(uniq[0])}; pass --freq with the right step"
+            f"{_fmt(uniq[0])}{calendar}; pass --freq with the right step"
         )
     grid = TimeGrid(_grid_points(uniq[0], uniq[-1], step, times.dtype), step)
     if grid.n_steps != n_steps:  # pragma: no cover - guards the two grid constructions agreeing
