@@ -96,6 +96,19 @@ JsonOption = typer.Option(False, "--json", help="Print a machine-readable summar
 QuietOption = typer.Option(False, "--quiet", "-q", help="No progress bar, warnings or human summary.")
 
 
+def _check_timezone(value: str | None) -> str | None:
+    from tsdp.io.timezones import check_zone
+
+    return check_zone(value)  # an unknown zone is a usage error before any data is read
+
+
+TimezoneOption = typer.Option(
+    None, "--timezone", metavar="ZONE", callback=_check_timezone,
+    help="Time zone (IANA name, e.g. Europe/Berlin) of timestamps written without a UTC offset; a local "
+         "time skipped or repeated by a clock change is then an error. Times with offsets and zone-aware "
+         "Parquet columns need none [default: such times have no zone].")
+
+
 RUN_ONLY = {"config", "seed", "force", "json_summary", "quiet", "output", "report", "custodian"}
 
 

@@ -69,6 +69,7 @@ def flip(
     aux_cols: Optional[str] = typer.Option(None, "--aux-cols", "--aux-col", help="Auxiliary column(s) Z the attacker is assumed to know (same rows); passed through unchanged."),
     aux_entity: Optional[str] = typer.Option(None, help="Use this entity's value series as Z for every other entity (passed through unchanged)."),
     freq: Optional[str] = typer.Option(None, help="Time step, e.g. 1q, 1mo, 1d, 1h [default: inferred]."),
+    timezone: Optional[str] = common.TimezoneOption,
     lip_delta: float = typer.Option(0.0, "--lip-delta", help="LIP budget delta in [0, 1): guarantees LIP >= 1 - delta (NOT a DP delta)."),
     trend_order: int = typer.Option(0, help="Order d of the polynomial trend removed before filtering and added back (0 = mean)."),
     spectral: Spectral = typer.Option(Spectral.var, help="Spectral estimator: VAR(p) or flat-top lag window."),
@@ -131,7 +132,7 @@ def flip(
 
     df = read_table(input)
     panel = load_entity_panel(df, time_col, common.split_list(value_cols) or [], entity_col,
-                              common.split_list(aux_cols), aux_entity, freq)
+                              common.split_list(aux_cols), aux_entity, freq, timezone)
     items = list(panel.series())
     with console.progress(len(items) + 1) as stage:
         stage(f"filtering {len(items)} series")

@@ -66,6 +66,7 @@ def forecast_train(
     layout: Layout = typer.Option(Layout.long, help="long: series, time, value rows; wide: time + one column per series."),
     series_cols: Optional[str] = typer.Option(None, help="Wide layout: series columns, comma-separated [default: all but time]."),
     freq: Optional[str] = typer.Option(None, help="Time step, e.g. 1h [default: inferred]."),
+    timezone: Optional[str] = common.TimezoneOption,
     context_length: int = typer.Option(..., help="L_C: context window fed to the model (its whole receptive field)."),
     forecast_length: int = typer.Option(..., help="L_F: forecast horizon."),
     model: Model = typer.Option(Model.simple_ff, help="Model: SimpleFeedForward (2 x 64 ReLU), linear autoregressive, or DLinear."),
@@ -129,7 +130,7 @@ def forecast_train(
     rng = randomness.generator
     console = common.Console(quiet, json_summary, stdout_taken=not evaluate_only and "-" in (output, report))
 
-    table = _load(input, layout, time_col, value_col, series_col, series_cols, freq)
+    table = _load(input, layout, time_col, value_col, series_col, series_cols, freq, timezone)
     values = table.values_matrix()
     names = table.series_names
     n_series = values.shape[0]
@@ -224,17 +225,18 @@ def _extra_paths(output: str, model_out: str | None, custodian: str, input: str,
     return paths
 
 
-def _load(input, layout, time_col, value_col, series_col, series_cols, freq):
+def _load(input, layout, time_col, value_col, series_col, series_cols, freq, timezone=None):
     df = read_table(input)
     try:
         if layout is Layout.wide:
             if value_col or series_col:
                 raise UsageError("--value-col/--series-col are for --layout long; use --series-cols with wide")
             return load_wide(df, time_col, common.split_list(series_cols), freq, allow_negative=True,
-                             null_hint=MISSING_HINT)
+                             null_hint=MISSING_HINT, timezone=timezone)
         if value_col is None:
             raise UsageError("--value-col is required with --layout long")
-        return load_long(df, time_col, value_col, series_col, freq, allow_negative=True, null_hint=MISSING_HINT)
+        return load_long(df, time_col, value_col, series_col, freq, allow_negative=True, null_hint=MISSING_HINT,
+                         timezone=timezone)
     except DataError as exc:
         message = str(exc).replace("; pass --fill-missing zero to fill them with 0", f"; {MISSING_HINT}")
         raise DataError(message) from None

@@ -69,6 +69,7 @@ def mean_estimate(
     lower: float = typer.Option(0.0, help="PUBLIC lower bound of the values."),
     epsilon: float = typer.Option(..., help="Privacy budget epsilon of each released estimate (> 0)."),
     time_col: Optional[str] = typer.Option(None, help="Timestamp column: orders each user's records and cuts time slots."),
+    timezone: Optional[str] = common.TimezoneOption,
     cell_col: Optional[str] = typer.Option(None, help="Cell (location) id column, e.g. an H3 index."),
     slot_length: Optional[str] = typer.Option(None, help="Time slot length, e.g. 1h, 30min, 1d [default: 1h when slots are used]."),
     cell: Optional[str] = typer.Option(None, help="Select one cell (value of --cell-col)."),
@@ -117,7 +118,7 @@ def mean_estimate(
     _check_algorithm_flags(algorithm, quantiles, quantile_mode, gamma, tau_k)
     spec = RecordSpec(user_col=user_col, value_col=value_col, lower=settings.lower, upper=settings.upper,
                       time_col=time_col, cell_col=cell_col, slot_length=slot_length, cell=cell, slot=slot,
-                      group_by=keys, out_of_range=value_out_of_range.value)
+                      group_by=keys, out_of_range=value_out_of_range.value, timezone=timezone)
     options = engine_options(engine, memory_limit, work_dir, spark_master, spark_conf)
     randomness = make_random_source(seed)
     if evaluate:

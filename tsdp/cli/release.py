@@ -124,9 +124,10 @@ def release(
     series_cols: Optional[str] = typer.Option(None, help="Comma-separated series columns (wide layout) [default: all but time]."),
     user_col: Optional[str] = typer.Option(None, help="User id column (event layout)."),
     series_keys: Optional[str] = typer.Option(None, help="Comma-separated public series keys (event layout with --series-col)."),
-    start: Optional[str] = typer.Option(None, help="First bucket of the public grid (event layout)."),
-    end: Optional[str] = typer.Option(None, help="End of the public grid, exclusive (event layout)."),
+    start: Optional[str] = typer.Option(None, help="First bucket of the public grid (event layout); without a UTC offset, a time of the data's zone."),
+    end: Optional[str] = typer.Option(None, help="End of the public grid, exclusive (event layout); without a UTC offset, a time of the data's zone."),
     freq: Optional[str] = typer.Option(None, help="Time step, e.g. 15min, 1h, 1d, 1mo, 1q [default: inferred]."),
+    timezone: Optional[str] = common.TimezoneOption,
     fill_missing: FillMissing = typer.Option(FillMissing.error, help="Treat missing steps and values as an error or as 0."),
     allow_negative: bool = typer.Option(False, help="Accept negative values in the input series."),
     value_bound: Optional[float] = typer.Option(None, help="Clip each event's value to [0, V] (event layout with --value-col)."),
@@ -187,7 +188,7 @@ def release(
         layout=layout.value if layout else None, time_col=time_col, value_col=value_col,
         series_col=series_col, series_cols=common.split_list(series_cols), user_col=user_col,
         series_keys=common.split_list(series_keys), start=start, end=end, freq=freq,
-        fill_missing=fill_missing is FillMissing.zero, allow_negative=allow_negative,
+        fill_missing=fill_missing is FillMissing.zero, allow_negative=allow_negative, timezone=timezone,
     )
     caps = event_caps(declared, value_bound) if spec.resolved_layout == "events" else None
     engine_options = _engine_options(spec, engine, memory_limit, work_dir, spark_master, spark_conf)

@@ -133,7 +133,7 @@ def _plan(scan: pl.LazyFrame, spec: InputSpec, path: str) -> tuple[pl.Series, Ti
     if ids.null_count():
         row = scan.filter(pl.col(series).is_null()).select(pl.col(ORDER).min()).collect(engine="streaming").item()
         raise DataError(f"column {series!r}: missing series id at row {row + 1}")
-    parsed = parse_time_column(times, time)[time]
+    parsed = parse_time_column(times, time, spec.timezone)[time]
     if parsed.null_count():
         raise DataError(f"column {time!r}: missing timestamp; every row needs a time")
     return ids.sort(), build_grid(parsed, time, spec.freq, spec.fill_missing)
@@ -146,6 +146,6 @@ def load_chunk(directory: Path, spec: InputSpec, grid: TimeGrid) -> SeriesTable:
         df = df.sort(ORDER)
     try:
         return load_long(df, spec.time_col, spec.value_col, spec.series_col, spec.freq, spec.fill_missing,
-                         spec.allow_negative, grid=grid)
+                         spec.allow_negative, timezone=spec.timezone, grid=grid)
     except DataError as exc:
         raise DataError(input_rows(str(exc), df[ORDER])) from None

@@ -94,8 +94,9 @@ def _label(entity: Any) -> str:
 
 def load_entity_panel(df: pl.DataFrame, time_col: str, value_cols: list[str], entity_col: str | None = None,
                       aux_cols: list[str] | None = None, aux_entity: str | None = None,
-                      freq: str | None = None) -> EntityPanel:
-    """Check the table and sort it into an :class:`EntityPanel` (every rule raises one clear error)."""
+                      freq: str | None = None, timezone: str | None = None) -> EntityPanel:
+    """Check the table and sort it into an :class:`EntityPanel` (every rule raises one clear error);
+    ``timezone`` is the zone of timestamps written without an offset."""
     aux_cols = list(aux_cols or [])
     if not value_cols:
         raise UsageError("--value-cols: name at least one sensitive column")
@@ -121,7 +122,7 @@ def load_entity_panel(df: pl.DataFrame, time_col: str, value_cols: list[str], en
     if df.height == 0:
         raise DataError("the input has no rows")
 
-    work = parse_time_column(df.select([c for c in (entity_col, time_col) if c]), time_col)
+    work = parse_time_column(df.select([c for c in (entity_col, time_col) if c]), time_col, timezone)
     if entity_col is not None and work[entity_col].null_count():
         row = int(work[entity_col].is_null().arg_true()[0])
         raise DataError(f"column {entity_col!r}: missing entity id at row {row + 1}")

@@ -120,6 +120,7 @@ class EventJob:
     series_keys: tuple[str, ...] | None = None
     value_col: str | None = None
     output_col: str | None = None
+    timezone: str | None = None  # the zone of timestamps without an offset, and of --start/--end
 
     def __post_init__(self) -> None:
         if self.series_col is not None and not self.series_keys:
@@ -178,7 +179,7 @@ def partial_cell_sums(df: pl.DataFrame, job: EventJob, order_col: str | None = N
         if df[job.user_col].null_count():
             row = int(df[job.user_col].is_null().arg_true()[0])
             raise DataError(f"column {job.user_col!r}: missing user id at row {row + 1}")
-        df = parse_time_column(df, job.time_col)
+        df = parse_time_column(df, job.time_col, job.timezone)
         like = df.schema[job.time_col]
         grid, end_at = job.grid(like)
         diag = {"rows_in": df.height}
@@ -222,9 +223,11 @@ def aggregate_events(
     series_keys: list[str] | None = None,
     value_col: str | None = None,
     output_col: str | None = None,
+    timezone: str | None = None,
 ) -> EventAggregation:
     """Bucket events on the public grid, enforce ``caps`` and sum per (series, bucket), in memory."""
-    job = EventJob(user_col, time_col, freq, start, end, caps, series_col, series_keys, value_col, output_col)
+    job = EventJob(user_col, time_col, freq, start, end, caps, series_col, series_keys, value_col, output_col,
+                   timezone)
     return assemble(job, [partial_cell_sums(df, job)])
 
 

@@ -2,6 +2,8 @@
 
 Writes are atomic: every output is first written to a temporary file in its target directory and
 renamed into place only when all outputs of a command are complete (:class:`AtomicOutputs`).
+CSV writes zone-aware times as ISO 8601 with their UTC offset (``Z`` for UTC), so that the two
+02:00 hours of a fall-back day stay distinct; Parquet keeps the zone-aware column.
 An existing output is never replaced without ``force``, and an input is never an output.
 """
 
@@ -17,10 +19,11 @@ from pathlib import Path
 import polars as pl
 
 from tsdp.errors import DataError, UsageError
+from tsdp.io.timezones import csv_ready
 
 FORMATS = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet", ".json": "json"}
 STDIO = "-"
-CSV_DATETIME_FORMAT = "%Y-%m-%d %H:%M:%S%.f"  # fractional seconds only when present
+CSV_DATETIME_FORMAT = "%Y-%m-%d %H:%M:%S%.f"  # zone-less times; fractional seconds only when present
 # Snappy: readable by every Parquet implementation, and fast. Released values carry noise in
 # every digit, so stronger codecs (zstd) buy little size for clearly more time.
 PARQUET_COMPRESSION = "snappy"
@@ -77,7 +80,7 @@ def serialise_table(df: pl.DataFrame, fmt: str) -> bytes:
     if fmt == "parquet":
         df.write_parquet(buf, compression=PARQUET_COMPRESSION)
     else:
-        df.write_csv(buf, datetime_format=CSV_DATETIME_FORMAT)
+        csv_ready(df).write_csv(buf, datetime_format=CSV_DATETIME_FORMAT)
     return buf.getvalue()
 
 
@@ -172,7 +175,7 @@ class AtomicOutputs:
             if fmt == "parquet":
                 df.write_parquet(sink, compression=PARQUET_COMPRESSION)
             else:
-                df.write_csv(sink, datetime_format=CSV_DATETIME_FORMAT)
+                csv_ready(df).write_csv(sink, datetime_format=CSV_DATETIME_FORMAT)
         return sink.digest.hexdigest()
 
     def _stage_stream(self, frames, path: Path, fmt: str) -> str:

@@ -160,9 +160,11 @@ def load_long(
     fill_missing: bool = False,
     allow_negative: bool = False,
     null_hint: str = FILL_HINT,
+    timezone: str | None = None,
     grid: TimeGrid | None = None,
 ) -> SeriesTable:
-    """Check and complete a long-layout table (one row per series id, time, value).
+    """Check and complete a long-layout table (one row per series id, time, value); ``timezone``
+    is the zone of timestamps written without an offset (:func:`parse_time_column`).
 
     ``grid``: the grid of the whole input when ``df`` holds only some of its series (a chunk of a
     streamed release); otherwise it is built from ``df``'s times."""
@@ -171,7 +173,7 @@ def load_long(
     if series_col is not None and df[series_col].null_count():
         row = int(df[series_col].is_null().arg_true()[0])
         raise DataError(f"column {series_col!r}: missing series id at row {row + 1}")
-    df = parse_time_column(df, time_col)
+    df = parse_time_column(df, time_col, timezone)
     df = df.with_columns(numeric_values(df, value_col, allow_negative, allow_null=fill_missing, null_hint=null_hint))
     if not df[value_col].null_count():
         fast = _sorted_complete_panel(df, series_col, time_col, freq)
@@ -220,6 +222,7 @@ def load_wide(
     fill_missing: bool = False,
     allow_negative: bool = False,
     null_hint: str = FILL_HINT,
+    timezone: str | None = None,
 ) -> SeriesTable:
     """Check and complete a wide-layout table (time column + one column per series)."""
     require_columns(df, {"--time-col": time_col})
@@ -235,7 +238,7 @@ def load_wide(
     repeated = [c for c in series_cols if series_cols.count(c) > 1]
     if repeated:
         raise UsageError(f"--series-cols: column {repeated[0]!r} is listed twice")
-    df = parse_time_column(df.select([time_col] + series_cols), time_col)
+    df = parse_time_column(df.select([time_col] + series_cols), time_col, timezone)
     df = df.with_columns([numeric_values(df, c, allow_negative, fill_missing, null_hint) for c in series_cols])
     if df[time_col].n_unique() != df.height:
         _raise_duplicate(df, [], time_col)
@@ -277,7 +280,10 @@ def _raise_duplicate(df: pl.DataFrame, keys: list[str], time_col: str) -> None:
     dup = df.select(pl.struct(keys + [time_col]).is_duplicated()).to_series()
     row = int(dup.arg_true()[0])
     where = f" for series {df[keys[0]][row]!r}" if keys else ""
-    raise DataError(f"column {time_col!r}: duplicate timestamp {df[time_col][row]}{where} (row {row + 1})")
+    dtype = df.schema[time_col]
+    hint = ("; if these are local clock times, the clocks going back repeat an hour: write the times with "
+            "UTC offsets" if isinstance(dtype, pl.Datetime) and dtype.time_zone is None else "")
+    raise DataError(f"column {time_col!r}: duplicate timestamp {df[time_col][row]}{where} (row {row + 1}){hint}")
 
 
 def _first_missing(grid: TimeGrid, present: pl.Series):

@@ -32,6 +32,7 @@ class InputSpec:
     freq: str | None = None
     fill_missing: bool = False
     allow_negative: bool = False
+    timezone: str | None = None  # --timezone: the zone of timestamps written without an offset
 
     @property
     def resolved_layout(self) -> str:
@@ -57,7 +58,7 @@ def event_job(spec: InputSpec, caps: EventCaps) -> EventJob:
     if missing:
         raise UsageError(f"{', '.join(missing)} required for event input: the time grid must be public")
     return EventJob(spec.user_col, spec.time_col, spec.freq, spec.start, spec.end, caps, spec.series_col,
-                    spec.series_keys, spec.value_col)
+                    spec.series_keys, spec.value_col, timezone=spec.timezone)
 
 
 def loaded_events(agg: EventAggregation, caps: EventCaps) -> LoadedInput:
@@ -82,9 +83,10 @@ def load_input(df: pl.DataFrame, spec: InputSpec, caps: EventCaps | None = None)
         if spec.value_col is None:
             raise UsageError("--value-col is required for --layout long")
         table = load_long(df, spec.time_col, spec.value_col, spec.series_col, spec.freq,
-                          spec.fill_missing, spec.allow_negative)
+                          spec.fill_missing, spec.allow_negative, timezone=spec.timezone)
     elif layout == "wide":
-        table = load_wide(df, spec.time_col, spec.series_cols, spec.freq, spec.fill_missing, spec.allow_negative)
+        table = load_wide(df, spec.time_col, spec.series_cols, spec.freq, spec.fill_missing, spec.allow_negative,
+                          timezone=spec.timezone)
     else:
         raise UsageError(f"--layout must be one of long, wide, events, got {layout!r}")
     diagnostics = {"filled_cells": table.filled_cells} if table.filled_cells else {}

@@ -47,6 +47,7 @@ class RecordSpec:
     slot: str | None = None
     group_by: tuple[str, ...] = ()
     out_of_range: str = "error"
+    timezone: str | None = None  # --timezone: the zone of timestamps written without an offset
 
 
 class OutOfBounds(DataError):
@@ -137,6 +138,8 @@ def _load_records(df: pl.DataFrame, spec: RecordSpec, order_col: str | None, sha
         raise UsageError("--slot-length needs --time-col (the column the slots are cut from)")
     if slot_needed and spec.time_col is None:
         raise UsageError("time slots (--slot or --group-by slot) need --time-col and --slot-length")
+    if spec.timezone is not None and spec.time_col is None:
+        raise UsageError("--timezone needs --time-col (the column whose timestamps it describes)")
     columns = {"--user-col": spec.user_col, "--value-col": spec.value_col, "--time-col": spec.time_col}
     if spec.cell_col is not None:
         columns["--cell-col"] = spec.cell_col
@@ -166,7 +169,7 @@ def _load_records(df: pl.DataFrame, spec: RecordSpec, order_col: str | None, sha
                                       "(the guarantee then covers the cleaned dataset)")
     frame = frame.with_columns(values.cast(pl.Float64).alias(spec.value_col))
     if spec.time_col is not None:
-        frame = parse_time_column(frame, spec.time_col)
+        frame = parse_time_column(frame, spec.time_col, spec.timezone)
     if spec.slot_length is not None:
         _slots(frame[spec.time_col][:0], spec.slot_length)  # a bad --slot-length is refused even if unused
     if slot_needed:

@@ -5,6 +5,19 @@ A released series lives on a regular grid ``start, start + step, ...``. The step
 Fixed steps (``30s``, ``15m``, ``1h``, ``1d``, ``1w``) are checked with integer arithmetic on the
 physical representation; calendar steps (``1mo``, ``1q``, ``1y``) by month arithmetic.
 Integer time columns use integer steps.
+
+Time zones (:mod:`tsdp.io.timezones` says how a column gets one). Zone-aware times are instants
+(their physical value is UTC), so on a zone-aware column:
+
+* a step shorter than a day (``1h``, ``15min``) is elapsed time: the grid is built and bucketed on
+  UTC instants, so a day on which the clocks change has 23 or 25 hourly points and no hour is
+  missing or repeated;
+* a step of whole days (``1d``, ``7d``, ``1w``; ``24h`` counts as ``1d``) is calendar days of the
+  column's zone: points and buckets follow local midnight (or the start's local clock time), so
+  a day is 23 or 25 hours long across a clock change;
+* months, quarters and years are calendar months of the zone, as for zone-less times.
+
+Zone-less times are computed as they are written (no clock changes exist for them).
 """
 
 from __future__ import annotations
@@ -16,6 +29,8 @@ import numpy as np
 import polars as pl
 
 from tsdp.errors import DataError, NumericalError, UsageError
+from tsdp.io.timezones import (EXAMPLE, check_offsets, check_zone, has_offset, is_zoned, localize,
+                               localize_instant, strip_offsets, wall_clock, with_zone)
 
 _UNIT_ALIASES = {
     "ns": "ns", "us": "us", "ms": "ms", "s": "s", "sec": "s", "second": "s", "seconds": "s",
@@ -77,13 +92,24 @@ def parse_freq(freq: str, integer_time: bool) -> Step:
     return Step(int(us), "us")
 
 
-def parse_time_column(df: pl.DataFrame, column: str) -> pl.DataFrame:
-    """Return ``df`` with ``column`` as Datetime, Date or Int64; DataError if unparseable."""
+def parse_time_column(df: pl.DataFrame, column: str, timezone: str | None = None) -> pl.DataFrame:
+    """Return ``df`` with ``column`` as Datetime, Date or Int64; DataError if unparseable.
+
+    Text with UTC offsets becomes zone-aware (UTC, or ``timezone``); ``timezone`` (the
+    ``--timezone`` option) reads zone-less timestamps as local times of that zone. Dates are
+    calendar days in any zone and stay dates. :mod:`tsdp.io.timezones` states the rules.
+    """
+    timezone = check_zone(timezone)
     dtype = df.schema[column]
     if dtype.is_integer():
+        if timezone is not None:
+            raise UsageError(f"--timezone {timezone}: column {column!r} holds integers, not timestamps; "
+                             "remove --timezone")
         out = df.with_columns(pl.col(column).cast(pl.Int64))
-    elif dtype == pl.Date or isinstance(dtype, pl.Datetime):
+    elif dtype == pl.Date:
         out = df
+    elif isinstance(dtype, pl.Datetime):
+        out = df if timezone is None else df.with_columns(with_zone(df[column], timezone, column))
     elif dtype == pl.String:
         parsed = df[column].str.strip_chars()
         # a value longer than YYYY-MM-DD is no date: skip the pass that would try every value as one
@@ -92,14 +118,7 @@ def parse_time_column(df: pl.DataFrame, column: str) -> pl.DataFrame:
         if as_date is not None and as_date.null_count() == parsed.null_count():
             converted = as_date
         else:
-            converted = _to_datetime(parsed)
-        bad = converted.is_null() & parsed.is_not_null()
-        if bad.any():
-            row = int(bad.arg_true()[0])
-            raise DataError(
-                f"column {column!r}: cannot parse timestamp {df[column][row]!r} at row {row + 1}; "
-                "use ISO 8601 such as 2024-01-31 or 2024-01-31 13:00:00"
-            )
+            converted = _text_times(parsed, column, timezone, df[column])
         out = df.with_columns(converted.alias(column))
     else:
         raise DataError(f"column {column!r} has type {dtype}, which is not a time or integer column")
@@ -109,10 +128,44 @@ def parse_time_column(df: pl.DataFrame, column: str) -> pl.DataFrame:
     return out
 
 
+def _text_times(texts: pl.Series, column: str, timezone: str | None, raw: pl.Series) -> pl.Series:
+    """Text timestamps (stripped) as Datetime: zone-less, or instants when they carry UTC offsets.
+
+    The first timestamp decides which: parsing the other kind costs nothing on the usual columns,
+    and a column mixing both is an error (``raw``: the column as read, for messages).
+    """
+    first = texts[0] if not texts.null_count() else next(iter(texts.drop_nulls().head(1)), None)
+    offsets = has_offset(first)
+    converted = _to_instant(texts) if offsets else _to_datetime(texts)
+    bad = converted.is_null() & texts.is_not_null()
+    if bad.any():
+        row = int(bad.arg_true()[0])
+        cell = texts[row:row + 1]
+        if (_to_datetime(cell) if offsets else _to_instant(cell)).is_not_null().all():
+            raise DataError(
+                f"column {column!r}: timestamp {raw[row]!r} at row {row + 1} "
+                f"{'has no' if offsets else 'has a'} UTC offset, unlike the first timestamp {first!r}; "
+                f"write every timestamp of the column with an offset (e.g. {EXAMPLE}) or none"
+            )
+        raise DataError(
+            f"column {column!r}: cannot parse timestamp {raw[row]!r} at row {row + 1}; "
+            f"use ISO 8601 such as 2024-01-31, 2024-01-31 13:00:00 or {EXAMPLE}"
+        )
+    if offsets:
+        if timezone is None:
+            return converted
+        return check_offsets(converted, _to_datetime(strip_offsets(texts)), timezone, column, raw)
+    return converted if timezone is None else localize(converted, timezone, column, raw)
+
+
 ISO_DATETIME_FORMATS = (  # whole seconds first: parsing them without %.f is several times faster
     "%Y-%m-%d %H:%M:%S", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M:%S%.f", "%Y-%m-%dT%H:%M:%S%.f",
     "%Y-%m-%d %H:%M", "%Y-%m-%dT%H:%M", "%Y-%m-%d",
 )
+
+
+# The same layouts ending in a UTC offset (Z, +HH, +HHMM or +HH:MM): parsed to UTC instants.
+ISO_OFFSET_FORMATS = tuple(f + "%#z" for f in ISO_DATETIME_FORMATS[:-1])
 
 
 def _to_datetime(texts: pl.Series) -> pl.Series:
@@ -121,10 +174,24 @@ def _to_datetime(texts: pl.Series) -> pl.Series:
     Only ISO layouts are accepted: a guessed format could read 01/02/2024 as either day first or
     month first. The ISO layouts cannot be confused with one another, so they are combined.
     """
+    return _by_layout(texts, ISO_DATETIME_FORMATS)
+
+
+def _to_instant(texts: pl.Series) -> pl.Series:
+    """Parse ISO 8601 datetimes with UTC offsets as instants (``Datetime('us', 'UTC')``), null
+    where unparseable or without an offset; offsets may differ from value to value."""
+    return _by_layout(texts, ISO_OFFSET_FORMATS)
+
+
+def _by_layout(texts: pl.Series, formats: tuple[str, ...]) -> pl.Series:
     # One layout at a time, each only on the values still unparsed: a column in one layout (the
-    # usual case) costs one pass.
-    result = texts.str.to_datetime(format=ISO_DATETIME_FORMATS[0], strict=False, time_unit="us")
-    for fmt in ISO_DATETIME_FORMATS[1:]:
+    # usual case) costs one pass. The first value's layout goes first (found on that value alone).
+    first = texts[:1].drop_nulls()
+    if first.len():
+        fits = [f for f in formats if first.str.to_datetime(format=f, strict=False).is_not_null().all()]
+        formats = tuple(fits[:1]) + tuple(f for f in formats if f not in fits[:1])
+    result = texts.str.to_datetime(format=formats[0], strict=False, time_unit="us")
+    for fmt in formats[1:]:
         missing = result.is_null() & texts.is_not_null()
         if not missing.any():
             break
@@ -154,8 +221,8 @@ class TimeGrid:
             return np.zeros(times.len(), dtype=np.int64)
         if self.step.unit == "mo":
             return (_month_index(times) - _month_index(self.points[:1])[0]) // self.step.amount
-        start = _physical_us(self.points[:1])[0]
-        return ((_physical_us(times) - start) // self.step.amount).astype(np.int64)
+        start = _axis(self.points[:1], self.step)[0]
+        return ((_axis(times, self.step) - start) // self.step.amount).astype(np.int64)
 
 
 def _physical_us(times: pl.Series) -> np.ndarray:
@@ -170,14 +237,26 @@ def _physical_us(times: pl.Series) -> np.ndarray:
     return phys
 
 
+def _calendar_days(step: Step, dtype: pl.DataType) -> bool:
+    """Whether ``step`` counts calendar days of the column's zone: whole days on zone-aware times."""
+    return step.unit == "us" and step.amount % _FIXED_US["d"] == 0 and is_zoned(dtype)
+
+
+def _axis(times: pl.Series, step: Step) -> np.ndarray:
+    """The int64 values the arithmetic of a fixed ``step`` runs on: local clock microseconds for
+    calendar days (so that a 23- or 25-hour day is one step), otherwise :func:`_physical_us`."""
+    return _physical_us(wall_clock(times) if _calendar_days(step, times.dtype) else times)
+
+
 def _month_index(times: pl.Series) -> np.ndarray:
     return (times.dt.year().cast(pl.Int64) * 12 + times.dt.month().cast(pl.Int64) - 1).to_numpy()
 
 
 def _within_month_offset(times: pl.Series) -> np.ndarray:
     """Microseconds since the start of the month: equal for all points of a monthly grid."""
-    starts = times.dt.truncate("1mo")  # midnight of the 1st (dt.month_start keeps the time of day)
-    return _physical_us(times) - _physical_us(starts)
+    wall = wall_clock(times)  # on the local clock: a clock change within the month is no offset
+    starts = wall.dt.truncate("1mo")  # midnight of the 1st (dt.month_start keeps the time of day)
+    return _physical_us(wall) - _physical_us(starts)
 
 
 def _fmt(value) -> str:
@@ -202,14 +281,16 @@ def build_grid(times: pl.Series, column: str, freq: str | None, fill_missing: bo
         off = np.flatnonzero((offsets != offsets[0]) | ((months - months[0]) % step.amount != 0))
         n_steps = int((months[-1] - months[0]) // step.amount) + 1
     else:
-        phys = _physical_us(uniq)
+        phys = _axis(uniq, step)
         off = np.flatnonzero((phys - phys[0]) % step.amount != 0)
         n_steps = int((phys[-1] - phys[0]) // step.amount) + 1
     if off.size:
         bad = uniq[int(off[0])]
+        calendar = (f" (whole days count calendar days of {times.dtype.time_zone}, from local midnight; "
+                    "convert the column to UTC to count 24-hour steps)" if _calendar_days(step, times.dtype) else "")
         raise DataError(
             f"column {column!r}: time {_fmt(bad)} is not on the grid with step {step.label} starting at "
-            f"{_fmt(uniq[0])}; pass --freq with the right step"
+            f"{_fmt(uniq[0])}{calendar}; pass --freq with the right step"
         )
     grid = TimeGrid(_grid_points(uniq[0], uniq[-1], step, times.dtype), step)
     if grid.n_steps != n_steps:  # pragma: no cover - guards the two grid constructions agreeing
@@ -222,14 +303,24 @@ def build_grid(times: pl.Series, column: str, freq: str | None, fill_missing: bo
         raise DataError(
             f"column {column!r}: {missing} missing step(s) on the grid with step {step.label} "
             f"(first missing: {_fmt(first_gap)}); pass --fill-missing zero to fill them with 0"
+            + _clock_change_hint(times.dtype, step)
         )
     return grid
+
+
+def _clock_change_hint(dtype: pl.DataType, step: Step) -> str:
+    """For zone-less times on a sub-day grid: a skipped hour may be a clock change, not a gap."""
+    if isinstance(dtype, pl.Datetime) and dtype.time_zone is None and step.unit == "us" \
+            and step.amount < _FIXED_US["d"]:
+        return (" (if these are local clock times, a daylight-saving change skips an hour: pass "
+                "--timezone with their zone instead)")
+    return ""
 
 
 def _grid_points(start, end, step: Step, dtype) -> pl.Series:
     if dtype == pl.Date and step.unit == "us" and step.amount % _FIXED_US["d"]:
         raise UsageError(f"--freq {step.label} is finer than a day, but the time column holds dates")
-    n_steps = _count_steps(start, end, step)
+    n_steps = _count_steps(start, end, step, dtype)
     if n_steps > MAX_STEPS:
         raise NumericalError(
             f"the time grid from {start} to {end} with --freq {step.label} would have {n_steps:,} "
@@ -238,6 +329,8 @@ def _grid_points(start, end, step: Step, dtype) -> pl.Series:
     if step.unit == "int":
         return pl.Series("time", np.arange(start, end + 1, step.amount, dtype=np.int64))
     interval = f"{step.amount}mo" if step.unit == "mo" else f"{step.amount}us"
+    if _calendar_days(step, dtype):
+        interval = f"{step.amount // _FIXED_US['d']}d"  # polars: calendar days in a zone
     if dtype == pl.Date:
         if step.unit == "us":
             interval = f"{step.amount // _FIXED_US['d']}d"
@@ -246,15 +339,15 @@ def _grid_points(start, end, step: Step, dtype) -> pl.Series:
                              time_zone=dtype.time_zone, eager=True)
 
 
-def _count_steps(start, end, step: Step) -> int:
+def _count_steps(start, end, step: Step, dtype: pl.DataType) -> int:
     """Points of the grid ``start, start + step, ...`` up to ``end`` (inclusive), by arithmetic."""
     if step.unit == "int":
         return (end - start) // step.amount + 1
-    bounds = pl.Series([start, end])
+    bounds = pl.Series([start, end], dtype=dtype)
     if step.unit == "mo":
         months = _month_index(bounds)
         return int(months[1] - months[0]) // step.amount + 1
-    phys = _physical_us(bounds)
+    phys = _axis(bounds, step)
     return int(phys[1] - phys[0]) // step.amount + 1
 
 
@@ -263,6 +356,12 @@ def _infer_step(uniq: pl.Series, column: str, integer_time: bool) -> Step | None
         return None
     phys = _physical_us(uniq)
     diffs = np.diff(phys)
+    if is_zoned(uniq.dtype) and diffs.min() >= 23 * _FIXED_US["h"]:
+        # Daily or coarser: whole calendar days of the zone? (23- and 25-hour days are one step.)
+        local = np.diff(_physical_us(wall_clock(uniq)))
+        days = int(local.min())
+        if days > 0 and days % _FIXED_US["d"] == 0 and np.all(local % days == 0):
+            return Step(days, "us")
     smallest = int(diffs.min())
     if np.all(diffs % smallest == 0):
         return Step(smallest, "int" if integer_time else "us")
@@ -298,24 +397,42 @@ def _first_off_grid(uniq: pl.Series, phys: np.ndarray, integer_time: bool) -> in
 
 
 def parse_instant(text: str, option: str, like: pl.DataType):
-    """Parse ``--start``/``--end`` into a value comparable with a time column of type ``like``."""
+    """Parse ``--start``/``--end`` into a value comparable with a time column of type ``like``.
+
+    With a UTC offset the value is that instant (the column must be zone-aware); without one it is
+    a local time of the column's zone (an error if the clocks skip or repeat it there).
+    """
     if like.is_integer():
         try:
             return int(text)
         except ValueError:
             raise UsageError(f"{option} must be an integer for an integer time column, got {text!r}") from None
-    parsed = _to_datetime(pl.Series([str(text).strip()]))
+    raw = str(text).strip()
+    if has_offset(raw):
+        if not is_zoned(like):
+            kind = "dates" if like == pl.Date else "times without a time zone"
+            raise UsageError(f"{option} {text!r} has a UTC offset, but the time column holds {kind}; "
+                             "drop the offset, or pass --timezone with the zone of the column's times")
+        parsed = _to_instant(pl.Series([raw]))
+        if parsed.is_null().any():
+            raise UsageError(f"{option}: cannot parse {text!r}; use ISO 8601 such as {EXAMPLE}")
+        return parsed.dt.convert_time_zone(like.time_zone).cast(like)[0]
+    parsed = _to_datetime(pl.Series([raw]))
     if parsed.is_null().any():
-        raise UsageError(f"{option}: cannot parse {text!r}; use ISO 8601 such as 2024-03-04 or 2024-03-04 06:00:00")
+        raise UsageError(f"{option}: cannot parse {text!r}; use ISO 8601 such as 2024-03-04, "
+                         f"2024-03-04 06:00:00 or {EXAMPLE}")
     if like == pl.Date:
         return parsed.dt.date()[0]
+    if is_zoned(like):
+        parsed = localize_instant(parsed, like.time_zone, option, raw)
     return parsed.cast(like)[0]
 
 
 def fixed_grid(start, end, freq: str, column: str, like: pl.DataType) -> TimeGrid:
     """The public grid ``start, start + freq, ...`` of all points strictly before ``end``."""
     step = parse_freq(freq, like.is_integer())
-    if not end > start:
+    bounds = pl.Series([start, end], dtype=like).to_physical()  # instants (Python ignores fold)
+    if not bounds[1] > bounds[0]:
         raise UsageError(f"--end ({end}) must be after --start ({start})")
     if step.unit == "mo":
         first = pl.Series([start])
@@ -348,6 +465,8 @@ def block_grid(times: pl.Series, freq: str | None) -> TimeGrid | None:
         step = Step(int(first[1] - first[0]), "int" if integer_time else "us")
         if step.amount <= 0:
             return None
+    if is_zoned(times.dtype) and step.amount >= 23 * _FIXED_US["h"]:
+        return None  # perhaps calendar days, whose length varies: left to the general checks
     native = _native_amount(step, times.dtype)
     if native is None:
         return None
@@ -400,7 +519,10 @@ def following_points(grid: TimeGrid, count: int) -> pl.Series:
     dtype = grid.points.dtype
     if step.unit == "int":
         return pl.Series(grid.points.name, last + step.amount * np.arange(1, count + 1, dtype=np.int64))
-    offsets = [f"{step.amount * k}mo" if step.unit == "mo" else f"{step.amount * k}us" for k in range(1, count + 1)]
+    unit, amount = ("mo", step.amount) if step.unit == "mo" else ("us", step.amount)
+    if _calendar_days(step, dtype):
+        unit, amount = "d", step.amount // _FIXED_US["d"]  # polars: calendar days in the zone
+    offsets = [f"{amount * k}{unit}" for k in range(1, count + 1)]
     frame = pl.DataFrame({"t": [last] * count, "o": offsets}, schema={"t": dtype, "o": pl.String})
     if dtype == pl.Date and step.unit == "us":
         frame = frame.with_columns(pl.col("t").cast(pl.Datetime("us")))

@@ -1,0 +1,140 @@
+"""Time zones: UTC offsets in text, ``--timezone`` for local clock times, offsets written back.
+
+The rules (the README's "Time zones" section says the same for users):
+
+* A text timestamp may end in an ISO 8601 UTC offset: ``Z``, ``+HH``, ``+HHMM`` or ``+HH:MM``
+  (``2024-03-30T01:00:00+01:00``, ``2024-03-30 00:00:00.5Z``). Such a timestamp is an instant.
+  Within one column either every timestamp carries an offset or none does; offsets may differ from
+  row to row (a zone across a daylight-saving change), they are all converted to UTC instants.
+* The column's zone decides what a calendar day is and how the output is written. It is never read
+  off the values (it would move the public grid of event input with one private row): it is the
+  zone of a zone-aware Parquet column, else ``--timezone``, else UTC for text with offsets.
+  With ``--timezone`` each written offset must be the zone's offset at that instant (DataError).
+* A timestamp without an offset is a local clock time. With ``--timezone ZONE`` it is read in ZONE:
+  a local time that does not exist there (the hour skipped when clocks go forward) or exists twice
+  (the hour repeated when they go back) is an error naming the timestamp, its row and the option.
+  Without ``--timezone`` such times stay zone-less, as before.
+* A zone-aware column (Parquet) keeps its zone; ``--timezone`` naming another zone is a usage
+  error rather than a silent conversion.
+* Computation is on instants (polars keeps zone-aware times as UTC microseconds). Output: CSV
+  writes zone-aware columns as ISO 8601 with the offset (``Z`` for UTC), so the two 02:00 hours
+  of a fall-back day stay distinct; Parquet keeps the zone-aware column.
+"""
+
+from __future__ import annotations
+
+import re
+
+import polars as pl
+
+from tsdp.errors import DataError, UsageError
+
+OPTION = "--timezone"
+# An offset right after a clock time: the whole value must look like an ISO date-time to count.
+_OFFSET_AT_END = r"(?:Z|z|[+-]\d{2}(?::?\d{2})?)$"
+_HAS_OFFSET = re.compile(r"^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?" + _OFFSET_AT_END)
+CSV_FORMAT = "%Y-%m-%dT%H:%M:%S%.f"  # fractional seconds only when present
+EXAMPLE = "2024-01-31T13:00:00+01:00"
+
+
+def check_zone(zone: str | None, option: str = OPTION) -> str | None:
+    """``zone`` if polars knows it as a time zone (an IANA name such as Europe/Berlin, or UTC)."""
+    if zone is None:
+        return None
+    try:
+        pl.Series([0], dtype=pl.Datetime("us")).dt.replace_time_zone(str(zone))
+    except (pl.exceptions.PolarsError, ValueError):
+        raise UsageError(f"{option} {zone!r}: unknown time zone; give an IANA name such as "
+                         "Europe/Berlin, America/New_York or UTC") from None
+    return str(zone)
+
+
+def has_offset(text: str | None) -> bool:
+    """Whether ``text`` is a date-time ending in a UTC offset (``Z``, ``+01``, ``+0100``, ``+01:00``)."""
+    return text is not None and _HAS_OFFSET.search(text.strip()) is not None
+
+
+def strip_offsets(texts: pl.Series) -> pl.Series:
+    """The local clock time each text was written in (its offset removed)."""
+    return texts.str.replace(r"\s*" + _OFFSET_AT_END, "")
+
+
+def localize(times: pl.Series, zone: str, column: str, shown: pl.Series | None = None) -> pl.Series:
+    """Naive local clock times as instants of ``zone``; DataError naming the first local time that
+    does not exist in ``zone`` or exists twice (``shown``: the values as the input wrote them)."""
+    zoned = times.dt.replace_time_zone(zone, ambiguous="null", non_existent="null")
+    failed = zoned.is_null() & times.is_not_null()
+    if failed.any():
+        row = int(failed.arg_true()[0])
+        value = str((shown if shown is not None else times)[row])
+        problem, why, advice = _problem(times[row:row + 1], zone)
+        raise DataError(f"column {column!r}: local time {value!r} at row {row + 1} {problem} "
+                        f"({OPTION} {zone}): {why}; {advice}")
+    return zoned
+
+
+def localize_instant(time: pl.Series, zone: str, option: str, text: str) -> pl.Series:
+    """One naive option value (``--start 2024-03-31 02:30``) as an instant of ``zone`` (UsageError)."""
+    zoned = time.dt.replace_time_zone(zone, ambiguous="null", non_existent="null")
+    if zoned.is_null().any():
+        problem, why, advice = _problem(time, zone)
+        raise UsageError(f"{option} {text!r} {problem}, the zone of the time column: {why}; {advice}")
+    return zoned
+
+
+def _problem(time: pl.Series, zone: str) -> tuple[str, str, str]:
+    """Why a local time cannot be read in ``zone`` (skipped or repeated by a clock change), and
+    what to do about it."""
+    earliest = time.dt.replace_time_zone(zone, ambiguous="earliest", non_existent="null")
+    if earliest.is_null().any():
+        return (f"does not exist in {zone}", "the clocks skip it when daylight saving time starts",
+                f"fix the time, or write it with its UTC offset (e.g. {EXAMPLE})")
+    return (f"is ambiguous in {zone}", "it occurs twice when the clocks go back",
+            f"write the times with UTC offsets (e.g. {EXAMPLE}) to say which of the two is meant")
+
+
+def check_offsets(instants: pl.Series, walls: pl.Series, zone: str, column: str, shown: pl.Series) -> pl.Series:
+    """``instants`` in ``zone`` after checking that each was written (``walls``: the clock time of
+    its text) with ``zone``'s offset at that instant; DataError naming the first that was not."""
+    local = instants.dt.convert_time_zone(zone)
+    wrong = (local.dt.replace_time_zone(None) != walls).fill_null(False)
+    if wrong.any():
+        row = int(wrong.arg_true()[0])
+        expected = local[row:row + 1].dt.to_string("%:z")[0]
+        raise DataError(f"column {column!r}: timestamp {shown[row]!r} at row {row + 1} does not have the "
+                        f"offset of {zone} ({OPTION}), which is {expected} at that instant; drop "
+                        f"{OPTION} to use the offsets as written, or name the zone they were written in")
+    return local
+
+
+def with_zone(times: pl.Series, zone: str, column: str) -> pl.Series:
+    """A Datetime column read with ``--timezone zone``: naive times are localized; a zone-aware
+    column must already be in ``zone`` (converting it silently would change what a day is)."""
+    current = times.dtype.time_zone
+    if current is None:
+        return localize(times, zone, column)
+    if current != zone:
+        raise UsageError(f"{OPTION} {zone}: column {column!r} already carries the time zone {current}; "
+                         f"drop {OPTION} or pass {OPTION} {current}")
+    return times
+
+
+def is_zoned(dtype: pl.DataType) -> bool:
+    return isinstance(dtype, pl.Datetime) and dtype.time_zone is not None
+
+
+def wall_clock(times: pl.Series) -> pl.Series:
+    """Local clock times (zone-less) of zone-aware ``times``; others unchanged."""
+    return times.dt.replace_time_zone(None) if is_zoned(times.dtype) else times
+
+
+def csv_ready(df: pl.DataFrame) -> pl.DataFrame:
+    """``df`` with every zone-aware column as ISO 8601 text with its offset (``Z`` for UTC), the
+    form CSV output uses; other columns untouched (no copy when there is none)."""
+    zoned = [name for name, dtype in df.schema.items() if is_zoned(dtype)]
+    if not zoned:
+        return df
+    return df.with_columns(
+        pl.col(name).dt.to_string(CSV_FORMAT + ("Z" if df.schema[name].time_zone == "UTC" else "%:z"))
+        for name in zoned
+    )
