@@ -289,7 +289,7 @@ def _release_chunks(chunks, panel, run, rng, diagnostics: dict, stage, clip_min,
 
     def frames():
         for k, table in enumerate(chunks.tables(), 1):
-            stage(f"adding noise: chunk {k}/{len(chunks.directories)} ({table.n_series} series)")
+            stage(f"adding noise: chunk {k}/{chunks.n_chunks} ({table.n_series} series)")
             result, _, rebuild = run(table, panel, rng, None, stream)
             results.append(result)
             if table.filled_cells:

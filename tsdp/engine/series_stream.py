@@ -41,6 +41,7 @@ from tsdp.io.load import InputSpec
 from tsdp.io.timegrid import TimeGrid, build_grid, parse_time_column
 
 CHUNK = "__chunk"
+MAX_PARTITIONS = 16
 # Peak memory of the in-memory long release per input row (read frame, checked table, values,
 # noise, output frame): 55 bytes measured on 10^7 rows (553 MB), rounded up. Beyond the limit the
 # input is released in chunks, whose route holds more per row (the input row number, the chunk as
@@ -57,8 +58,12 @@ class SeriesChunks:
 
     n_series: int
     grid: TimeGrid
-    directories: list[Path]
+    parts: list[tuple[Path, int]]  # (partition directory, chunk number) of every chunk, in series order
     spec: InputSpec
+
+    @property
+    def n_chunks(self) -> int:
+        return len(self.parts)
 
     layout = "long"
 
@@ -72,8 +77,8 @@ class SeriesChunks:
 
     def tables(self) -> Iterator[SeriesTable]:
         """Each chunk checked and completed against the global grid, rows in input order."""
-        for directory in self.directories:
-            yield load_chunk(directory, self.spec, self.grid)
+        for directory, chunk in self.parts:
+            yield load_chunk(directory, chunk, self.spec, self.grid)
 
 
 def streamable(path: str, spec: InputSpec, memory_limit: int | None) -> bool:
@@ -100,12 +105,19 @@ def series_chunks(path: str, spec: InputSpec, memory_limit: int | None = None, w
         n_chunks = max(1, math.ceil(rows * CHUNK_BYTES_PER_ROW * HEADROOM / limit))
         per_chunk = max(1, math.ceil(keys.len() / n_chunks))
         chunk_of = pl.int_range(keys.len(), eager=True, dtype=pl.Int64) // per_chunk
-        note(f"partitioning {keys.len()} series into {math.ceil(keys.len() / per_chunk)} chunks")
+        n_chunks = int(chunk_of[-1]) + 1 if keys.len() else 0
+        # Consecutive chunks share a partition: polars holds about 4 MB per open partition while
+        # it writes, so their number is capped; a chunk is read back by its chunk number, which
+        # row-group statistics make cheap when the input is sorted by series.
+        per_partition = max(1, math.ceil(n_chunks / MAX_PARTITIONS))
+        note(f"partitioning {keys.len()} series into {n_chunks} chunks")
         # a join with the small key table streams (replace_strict with many keys held 7 GB at 10^8 rows)
         chunks = pl.DataFrame({spec.series_col: keys, CHUNK: chunk_of}).lazy()
         directories = write_partitions(scan.join(chunks, on=spec.series_col, how="left", maintain_order="left"),
-                                       pl.col(CHUNK), tmp, path)
-        yield SeriesChunks(keys.len(), grid, directories, spec)
+                                       pl.col(CHUNK) // per_partition, tmp, path)
+        by_key = {int(d.name.rpartition("=")[2]): d for d in directories}
+        parts = [(by_key[c // per_partition], c) for c in range(n_chunks)]
+        yield SeriesChunks(keys.len(), grid, parts, spec)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -139,9 +151,10 @@ def _plan(scan: pl.LazyFrame, spec: InputSpec, path: str) -> tuple[pl.Series, Ti
     return ids.sort(), build_grid(parsed, time, spec.freq, spec.fill_missing)
 
 
-def load_chunk(directory: Path, spec: InputSpec, grid: TimeGrid) -> SeriesTable:
+def load_chunk(directory: Path, chunk: int, spec: InputSpec, grid: TimeGrid) -> SeriesTable:
     """One chunk of series, checked and completed against the whole input's grid."""
-    df = pl.read_parquet(directory / "*.parquet")
+    df = (pl.scan_parquet(directory / "*.parquet").filter(pl.col(CHUNK) == chunk).drop(CHUNK)
+          .collect())
     if not df[ORDER].is_sorted():
         df = df.sort(ORDER)
     try:
