@@ -7,7 +7,8 @@ rules and why each is stable for its unit), the kept rows of a user never depend
 users share the partition, and partial cell sums of disjoint user sets add up to the whole panel.
 
 Input: prepared rows with the canonical columns below (one row per event on the public grid, of a
-declared series, value already clipped to [0, V]). ``ORDER`` is the tie-break key assigned when the
+declared series as an Enum whose categories are the sorted declared keys, value already clipped to
+[0, V]). ``ORDER`` is the tie-break key assigned when the
 input was read (file ordinal and row ordinal), so that "the earliest rows" means the same rows
 whatever the partitioning: rows are ranked by (time, series key, ORDER), never by value.
 """
@@ -21,37 +22,74 @@ USER, TIME, SERIES, STEP, VALUE, ORDER = "__user", "__time", "__series", "__step
 COLUMNS = (USER, TIME, SERIES, STEP, VALUE, ORDER)
 
 
-# The user's hash leads the sort only for speed (an integer compare); the user id itself follows,
-# so two users whose hashes collide still form separate runs.
-RUN_ORDER = ["__user_hash", USER, SERIES, STEP, TIME, ORDER]
+# Runs are sorted on integers only: one key packing the user id's hash (high 48 bits) with the
+# series' rank among the keys (low 16 bits; SERIES arrives as an Enum whose categories are the
+# sorted keys), then time and ORDER. Which user comes first does not matter (every cap looks at one
+# user); within a user the order is (series key, time, ORDER), and a row's bucket follows from its
+# time, so the bucket needs no key of its own. Two users whose hashes collide would share runs, so
+# the sorted ids are checked, and on a collision (or with more than 2^16 series) the user is coded
+# by its id itself (exact, slower).
+RUN_ORDER = ["__key", TIME, ORDER]
+_SERIES_BITS = 16
 
 
-def runs(frame: pl.LazyFrame) -> pl.LazyFrame:
+def _sorted(frame: pl.DataFrame) -> pl.DataFrame:
+    """``frame`` with ``__key`` (user code << 16 | series rank), ``__ucode`` and ``__srank``,
+    sorted by RUN_ORDER."""
+    srank = pl.col(SERIES).to_physical().cast(pl.UInt64)
+    fits = frame.height == 0 or frame.select(srank.max()).item() < (1 << _SERIES_BITS)
+    if fits:
+        code = pl.col(USER).hash(seed=0) // (1 << _SERIES_BITS)
+        work = _keyed(frame, code, srank)
+        same = pl.col("__ucode") == pl.col("__ucode").shift(1)
+        other = pl.col(USER).cast(pl.String) != pl.col(USER).cast(pl.String).shift(1)
+        if not work.select((same & other).any()).item():
+            return work
+    code = pl.col(USER).cast(pl.String).cast(pl.Categorical).to_physical().cast(pl.UInt64)
+    if fits:
+        return _keyed(frame, code, srank)
+    return frame.with_columns(code.alias("__ucode"), srank.alias("__srank"),
+                              pl.lit(0, dtype=pl.UInt64).alias("__key")).sort(["__ucode", "__srank", TIME, ORDER])
+
+
+def _keyed(frame: pl.DataFrame, code: pl.Expr, srank: pl.Expr) -> pl.DataFrame:
+    return (frame.with_columns(code.alias("__ucode"), srank.alias("__srank"))
+            .with_columns((pl.col("__ucode") * (1 << _SERIES_BITS) + pl.col("__srank")).alias("__key"))
+            .sort(RUN_ORDER))
+
+
+def runs(frame: pl.DataFrame) -> pl.DataFrame:
     """Sort rows into runs (user, series, bucket), each earliest first (time, then ORDER), and
     number them: ``__pair`` (user, series) and ``__cell`` (user, series, bucket) run ids,
     ``__in_cell`` the row's rank in its cell and ``__step_rank`` the cell's rank among the user's
     buckets of that series. Sorted runs replace hash windows: every rank is a difference of
-    running counts."""
-    new_pair = (pl.col(USER) != pl.col(USER).shift(1)) | (pl.col(SERIES) != pl.col(SERIES).shift(1))
-    new_cell = pl.col("__new_pair") | (pl.col(STEP) != pl.col(STEP).shift(1))
-    row = pl.int_range(pl.len(), dtype=pl.Int64)
-    return (frame.with_columns(pl.col(USER).hash(seed=0).alias("__user_hash")).sort(RUN_ORDER)
-            .with_columns(new_pair.fill_null(True).alias("__new_pair"))
-            .with_columns(new_cell.fill_null(True).alias("__new_cell"))
-            .with_columns((pl.col("__new_pair").cum_sum().cast(pl.Int64) - 1).alias("__pair"),
-                          (pl.col("__new_cell").cum_sum().cast(pl.Int64) - 1).alias("__cell"))
-            .with_columns((row - pl.when(pl.col("__new_cell")).then(row).forward_fill()).alias("__in_cell"),
-                          (pl.col("__cell") - pl.when(pl.col("__new_pair")).then(pl.col("__cell")).forward_fill())
-                          .alias("__step_rank")))
+    positions (numpy over the sorted columns)."""
+    work = _sorted(frame)
+    n = work.height
+    user, series, step = (work[c].to_numpy() for c in ("__ucode", "__srank", STEP))
+    new_pair = np.ones(n, dtype=bool)
+    if n:
+        new_pair[1:] = (user[1:] != user[:-1]) | (series[1:] != series[:-1])
+    new_cell = new_pair.copy()
+    if n:
+        new_cell[1:] |= step[1:] != step[:-1]
+    pair = np.cumsum(new_pair) - 1
+    cell = np.cumsum(new_cell) - 1
+    in_cell = np.arange(n) - np.flatnonzero(new_cell)[cell] if n else np.zeros(0, dtype=np.int64)
+    step_rank = cell - cell[np.flatnonzero(new_pair)][pair] if n else np.zeros(0, dtype=np.int64)
+    return work.with_columns(pl.Series("__new_pair", new_pair), pl.Series("__new_cell", new_cell),
+                             pl.Series("__pair", pair, dtype=pl.Int64), pl.Series("__cell", cell, dtype=pl.Int64),
+                             pl.Series("__in_cell", in_cell, dtype=pl.Int64),
+                             pl.Series("__step_rank", step_rank, dtype=pl.Int64))
 
 
 def first_series(frame: pl.LazyFrame, series_per_user: int, level: str) -> pl.Expr:
     """Keep-flag of each row for "a user keeps their first ``series_per_user`` series": ranked by the
     first event time, then the series key, over the user's whole stream at user level and within
     each bucket otherwise (the run's first row is its earliest event)."""
-    scope, run = ([USER], "__pair") if level == "user" else ([USER, STEP], "__cell")
-    starts = (frame.filter(pl.col(f"__new_{run[2:]}")).select(run, "__user_hash", *scope, SERIES, TIME)
-              .sort(["__user_hash", *scope, TIME, SERIES]))
+    scope, run = (["__ucode"], "__pair") if level == "user" else (["__ucode", STEP], "__cell")
+    starts = (frame.filter(pl.col(f"__new_{run[2:]}")).select(run, *scope, "__srank", TIME)
+              .sort([*scope, TIME, "__srank"]))
     new_scope = pl.any_horizontal([pl.col(c) != pl.col(c).shift(1) for c in scope]).fill_null(True)
     rank = pl.int_range(pl.len(), dtype=pl.Int64)
     kept = (starts.with_columns((rank - pl.when(new_scope).then(rank).forward_fill()).alias("__rank"))
@@ -61,7 +99,7 @@ def first_series(frame: pl.LazyFrame, series_per_user: int, level: str) -> pl.Ex
 
 def cell_sums(frame: pl.LazyFrame) -> pl.LazyFrame:
     """The partial panel: the sum of kept values per (series, bucket)."""
-    return frame.group_by([SERIES, STEP]).agg(pl.col(VALUE).sum())
+    return frame.group_by([SERIES, STEP]).agg(pl.col(VALUE).sum()).with_columns(pl.col(SERIES).cast(pl.String))
 
 
 def cap_and_sum(rows: pl.DataFrame, caps) -> tuple[pl.DataFrame, dict[str, int]]:
@@ -72,7 +110,7 @@ def cap_and_sum(rows: pl.DataFrame, caps) -> tuple[pl.DataFrame, dict[str, int]]
     sorted frame and combined; the counts follow the caps' order (series, then buckets, then
     events per bucket), as diagnostics for the operator, never published.
     """
-    work = runs(rows.lazy()).collect()
+    work = runs(rows)
     keep = pl.Series(np.ones(work.height, dtype=bool))
     diag: dict[str, int] = {}
     if caps.series_per_user is not None:

@@ -268,7 +268,9 @@ def _prepared_rows(df: pl.DataFrame, job: EventJob, grid, end_at, order_col: str
         known = pl.col(SERIES).is_in(pl.Series(job.names, dtype=pl.String).implode())
         diag["dropped_undeclared_series"] = work.height - work.filter(known).height
         work = work.filter(known)
-    return work
+    # the kernel ranks series by key through the Enum's physical codes
+    keys = sorted(set(job.names)) if series_col else ["all"]
+    return work.with_columns(pl.col(SERIES).cast(pl.Enum(keys)))
 
 
 def cell_matrix(sums: pl.DataFrame, keys: list[str], n_steps: int) -> np.ndarray:
