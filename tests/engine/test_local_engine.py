@@ -209,3 +209,24 @@ def test_out_of_memory_is_one_error_line_with_exit_5(tmp_path, repo_root, capsys
     err = capsys.readouterr().err
     assert code == 5 and err.count("\n") == 1 and "out of memory" in err and "--memory-limit" in err
     assert not (tmp_path / "x.csv").exists()
+
+
+@pytest.mark.parametrize("fallback", ["hash-collision", "many-series"])
+def test_kernel_fallbacks_give_the_same_cells(tmp_path, monkeypatch, fallback):
+    """Every user hashing alike (a collision), or too many series for the packed key: the runs
+    are keyed by exact user codes instead, and the cells are the same."""
+    from tsdp.engine import kernel
+
+    path = write(make_events(values=True), tmp_path / "events.parquet")
+    j = job(CAPS["user-values"], values=True)
+    want = local.aggregate_events_local(path, j, memory_limit=1 << 40).table.values_matrix()
+    calls = []
+    keyed = kernel._keyed
+    monkeypatch.setattr(kernel, "_keyed", lambda *a: calls.append(1) or keyed(*a))
+    if fallback == "hash-collision":
+        monkeypatch.setattr(kernel, "_hash_code", lambda: pl.lit(0, dtype=pl.UInt64))
+    else:
+        monkeypatch.setattr(kernel, "_SERIES_BITS", 0)
+    got = local.aggregate_events_local(path, j, memory_limit=1 << 40).table.values_matrix()
+    assert calls == ([1, 1] if fallback == "hash-collision" else [])
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)  # sums in another order

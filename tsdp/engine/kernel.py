@@ -39,8 +39,7 @@ def _sorted(frame: pl.DataFrame) -> pl.DataFrame:
     srank = pl.col(SERIES).to_physical().cast(pl.UInt64)
     fits = frame.height == 0 or frame.select(srank.max()).item() < (1 << _SERIES_BITS)
     if fits:
-        code = pl.col(USER).hash(seed=0) // (1 << _SERIES_BITS)
-        work = _keyed(frame, code, srank)
+        work = _keyed(frame, _hash_code(), srank)
         same = pl.col("__ucode") == pl.col("__ucode").shift(1)
         other = pl.col(USER).cast(pl.String) != pl.col(USER).cast(pl.String).shift(1)
         if not work.select((same & other).any()).item():
@@ -50,6 +49,10 @@ def _sorted(frame: pl.DataFrame) -> pl.DataFrame:
         return _keyed(frame, code, srank)
     return frame.with_columns(code.alias("__ucode"), srank.alias("__srank"),
                               pl.lit(0, dtype=pl.UInt64).alias("__key")).sort(["__ucode", "__srank", TIME, ORDER])
+
+
+def _hash_code() -> pl.Expr:
+    return pl.col(USER).hash(seed=0) // (1 << _SERIES_BITS)
 
 
 def _keyed(frame: pl.DataFrame, code: pl.Expr, srank: pl.Expr) -> pl.DataFrame:
