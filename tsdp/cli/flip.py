@@ -66,8 +66,8 @@ def flip(
     time_col: str = typer.Option(..., help="Time column: ISO dates/timestamps or integers on a regular grid."),
     value_cols: str = typer.Option(..., "--value-cols", "--value-col", help="Sensitive column(s), comma-separated; each is filtered with its own secret filter."),
     entity_col: Optional[str] = typer.Option(None, "--entity-col", "--series-col", help="Entity id column [default: the whole file is one entity]."),
-    aux_cols: Optional[str] = typer.Option(None, "--aux-cols", "--aux-col", help="Auxiliary column(s) Z the attacker is assumed to know (same rows); passed through unchanged."),
-    aux_entity: Optional[str] = typer.Option(None, help="Use this entity's value series as Z for every other entity (passed through unchanged)."),
+    aux_cols: Optional[str] = typer.Option(None, "--aux-cols", "--aux-col", help="Auxiliary column(s) Z the attacker is assumed to know (same rows); not part of the output."),
+    aux_entity: Optional[str] = typer.Option(None, help="Use this entity's value series as Z for every other entity (its rows are not part of the output)."),
     freq: Optional[str] = typer.Option(None, help="Time step, e.g. 1q, 1mo, 1d, 1h [default: inferred]."),
     lip_delta: float = typer.Option(0.0, "--lip-delta", help="LIP budget delta in [0, 1): guarantees LIP >= 1 - delta (NOT a DP delta)."),
     trend_order: int = typer.Option(0, help="Order d of the polynomial trend removed before filtering and added back (0 = mean)."),
@@ -147,9 +147,9 @@ def flip(
             "estimated model; their text depends on the data, so they are in the custodian file", *general]
         released = {(entity, column): r.released for (entity, column, _, _), r in zip(items, results)}
         table = panel.released_frame(released, suffix)
-        private = ((common.custodian_document("flip", {"lip_series": rows}), custodian),)
+        private = ((common.custodian_document("flip", {"lip_series": rows}), custodian, "--custodian"),)
         if secrets is not None:
-            private += ((_secrets_json(master, items, results), secrets),)
+            private += ((_secrets_json(master, items, results), secrets, "--secrets"),)
         common.publish(table, output, report, lambda described: Report(
             command="flip",
             parameters={**params, "input": common.display_name(input), "output": described["file"],
@@ -162,7 +162,7 @@ def flip(
             notes=_notes(panel, settings),
             warnings=warnings,
             lip={"statement": NOT_DP, "guarantee": GUARANTEE, "disclaimer": DISCLAIMER},
-        ), private_files=private)
+        ), private_files=private, force=force)
 
     for message in series_warnings + general:
         console.warn(message)
@@ -247,6 +247,8 @@ def _notes(panel: EntityPanel, settings: FlipSettings) -> list[str]:
     notes = [
         NOT_DP,
         CUSTODIAN_NOTE,
+        "the output holds the time column, the entity column (if any) and the released value columns only: no "
+        "other input column is published",
         "secrets (the seed, R's parameters, L_R, B, the shift and the filter taps) are never written to the report "
         "or the output; --secrets writes them to a separate file on request",
         "each series gets its own filter drawn from a generator derived from the master seed and its "
@@ -255,10 +257,10 @@ def _notes(panel: EntityPanel, settings: FlipSettings) -> list[str]:
         "series filtered independently do not keep their cross-covariances or sums (spec pitfall P9)",
     ]
     if panel.aux_entity is not None:
-        notes.append(f"entity {panel.aux_entity!r} served as the auxiliary series Z and was passed through unchanged")
+        notes.append(f"entity {panel.aux_entity!r} served as the auxiliary series Z; its rows are not part of the output")
     elif panel.aux_cols:
-        notes.append(f"auxiliary columns {', '.join(panel.aux_cols)} define the attacker's knowledge Z and were "
-                     "passed through unchanged")
+        notes.append(f"auxiliary columns {', '.join(panel.aux_cols)} define the attacker's knowledge Z and are "
+                     "not part of the output")
     else:
         notes.append("no auxiliary series: LIP is computed against an attacker with no side information (f_X|Z = f_X)")
     if settings.boundary == "circular":
