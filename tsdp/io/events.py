@@ -42,6 +42,7 @@ import polars as pl
 
 from tsdp.engine.kernel import ORDER, SERIES, STEP, TIME, USER, VALUE, cap_and_sum
 from tsdp.errors import DataError, UsageError
+from tsdp.io.ids import reject_nan_ids
 from tsdp.io.layouts import SeriesTable, numeric_values, require_columns
 from tsdp.io.timegrid import fixed_grid, parse_instant, parse_time_column
 
@@ -178,6 +179,7 @@ def partial_cell_sums(df: pl.DataFrame, job: EventJob, order_col: str | None = N
         if df[job.user_col].null_count():
             row = int(df[job.user_col].is_null().arg_true()[0])
             raise DataError(f"column {job.user_col!r}: missing user id at row {row + 1}")
+        reject_nan_ids(df[job.user_col], job.user_col, "user id")
         df = parse_time_column(df, job.time_col)
         like = df.schema[job.time_col]
         grid, end_at = job.grid(like)

@@ -14,6 +14,7 @@ import numpy as np
 import polars as pl
 
 from tsdp.errors import DataError, UsageError
+from tsdp.io.ids import reject_nan_ids
 from tsdp.io.timegrid import TimeGrid, block_grid, build_grid, parse_time_column
 
 LAYOUTS = ("long", "wide", "events")
@@ -167,6 +168,8 @@ def load_long(
     if series_col is not None and df[series_col].null_count():
         row = int(df[series_col].is_null().arg_true()[0])
         raise DataError(f"column {series_col!r}: missing series id at row {row + 1}")
+    if series_col is not None:
+        reject_nan_ids(df[series_col], series_col, "series id")
     df = parse_time_column(df, time_col)
     df = df.with_columns(numeric_values(df, value_col, allow_negative, allow_null=fill_missing, null_hint=null_hint))
     if not df[value_col].null_count():
