@@ -168,11 +168,12 @@ def test_sigterm_cleans_up_like_sigint(tmp_path, ledger_db):
     assert entries(ledger_db) == []
 
 
-def test_sigterm_while_reading_cleans_up(tmp_path, ledger_db):
-    """SIGTERM at a random moment of a real run (no pause): whatever the stage, nothing is left
-    half-done: either the run finished (exit 0, charged once) or it left no file and no entry."""
+def test_sigterm_while_working_cleans_up(tmp_path, ledger_db):
+    """SIGTERM while the run reads and computes (no pause; the budget is already reserved): nothing
+    is left half-done: either the run finished (exit 0, charged once) or it left no file and no entry."""
     proc = start(tmp_path, release_args("out.csv", "--ledger", "budget.db", "--dataset", "traffic"))
-    time.sleep(1.0)
+    wait_for(tmp_path / "sync" / "checked.*")
+    time.sleep(0.1)
     proc.send_signal(signal.SIGTERM)
     code = proc.wait(timeout=60)
     proc.communicate()

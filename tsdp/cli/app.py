@@ -23,7 +23,7 @@ from tsdp.cli.ledger import ledger_app
 from tsdp.cli.mean import mean_estimate
 from tsdp.cli.messages import one_line
 from tsdp.cli.release import release
-from tsdp.errors import MEMORY_HINT, ResourceError, TsdpError
+from tsdp.errors import MEMORY_HINT, NumericalError, ResourceError, TsdpError
 
 app = typer.Typer(
     name="tsdp",
@@ -89,6 +89,12 @@ def main(argv: list[str] | None = None) -> int:
             _error("terminated by SIGTERM; nothing was published and the ledger reservation, if any, was "
                    "cancelled")
             code = 143
+        except (OverflowError, FloatingPointError, ZeroDivisionError) as exc:  # arithmetic out of range
+            if debug:
+                raise
+            _error(f"numerical failure ({type(exc).__name__}: {exc}); the options or the data put a computation "
+                   "outside the float range (rerun with --debug for a traceback)")
+            code = NumericalError.exit_code
         except MemoryError:
             if debug:
                 raise

@@ -23,6 +23,7 @@ import typer
 from tsdp.cli.messages import one_line
 from tsdp.errors import UsageError
 from tsdp.io.files import AtomicOutputs, check_output_path, table_format
+from tsdp.io.magnitudes import require_finite_output
 from tsdp.report import Report, json_ready
 
 PATH_KEYS = {"input", "output", "report", "ledger", "secrets"}
@@ -242,6 +243,7 @@ def publish(frame, output: str, report_path: str, make_report: Callable[[dict], 
     only (mode 0600). Without ``force`` no file is replaced, not even one that another process
     wrote after :func:`resolve_outputs` checked the paths (exit 2, nothing published or charged).
     """
+    require_finite_output(frame)
     with AtomicOutputs(replace=force) as outputs:
         digest = outputs.stage_table(frame, output, "--output")
         described = {"file": "<stdout>" if output == "-" else Path(output).name,

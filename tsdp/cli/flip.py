@@ -17,11 +17,12 @@ from typing import Any, Optional
 import typer
 
 from tsdp.cli import common
-from tsdp.errors import BudgetError, UsageError
+from tsdp.errors import BudgetError, ResourceError, UsageError
 from tsdp.flip import GUARANTEE, NOT_DP, BetaMixture, FlipSettings, claim_for, flip_many
 from tsdp.flip.utility import SEASONAL_PERIODS
 from tsdp.io.entities import EntityPanel, load_entity_panel
 from tsdp.io.files import check_output_path, read_table
+from tsdp.jsonfile import loads_strict
 from tsdp.report import Report
 
 SEEDED_FLIP_WARNING = ("this run used a fixed --seed: anyone who knows the seed and the estimated spectra can "
@@ -118,6 +119,7 @@ def flip(
         r_components=r_components, r_range=_pair(r_range), r_params=_r_params(r_params), grid=grid,
         acf_lags=acf_lags,
     )
+    _check_grid_memory(settings)
     if min_lip is not None and not 0 <= min_lip <= 1:
         raise UsageError(f"--min-lip {min_lip:g}: must be in [0, 1]")
     if seed is not None and seed < 0:
@@ -178,6 +180,19 @@ def flip(
     }, "tsdp flip")
 
 
+def _check_grid_memory(settings: FlipSettings) -> None:
+    """ResourceError (exit 5) before any work when the frequency grid would not fit in half of the
+    machine's memory (a --grid of 1e9 would otherwise allocate gigabytes and be killed)."""
+    from tsdp.engine.local import GIB, physical_memory
+    from tsdp.flip.mechanism import grid_memory
+
+    need, have = grid_memory(settings), physical_memory()
+    if need > have // 2:
+        raise ResourceError(f"--grid {settings.grid}: FLIP would need about {need / GIB:.3g} GiB for the frequency "
+                            f"grid, more than half of this machine's {have / GIB:.3g} GiB; use a smaller --grid "
+                            "(the default 8192 is refined automatically where the spectrum needs it)")
+
+
 def _var_order(text: str) -> int | str:
     if str(text).strip().lower() == "aic":
         return "aic"
@@ -198,10 +213,11 @@ def _r_params(text: str | None) -> BetaMixture | None:
     if text is None:
         return None
     try:
-        data = json.loads(text)
+        data = loads_strict(text)  # no NaN, Infinity or repeated keys; deep nesting is a RecursionError
         return BetaMixture(tuple(data["alpha"]), tuple(data["a"]), tuple(data["b"]))
-    except (json.JSONDecodeError, KeyError, TypeError, ValueError):
-        raise UsageError('--r-params: must be JSON {"alpha": [...], "a": [...], "b": [...]} with numbers') from None
+    except (KeyError, TypeError, ValueError, RecursionError):
+        raise UsageError('--r-params: must be JSON {"alpha": [...], "a": [...], "b": [...]} with finite '
+                         "numbers") from None
 
 
 def _check_secrets_path(path: str, input: str, output: str, report: str, custodian: str, force: bool) -> None:

@@ -45,6 +45,7 @@ from tsdp.errors import DataError, UsageError
 from tsdp.io.ids import reject_nan_ids
 from tsdp.io.layouts import SeriesTable, numeric_values, require_columns
 from tsdp.io.timegrid import fixed_grid, parse_instant, parse_time_column
+from tsdp.limits import MAX_MAGNITUDE
 
 CAP_LEVELS = ("event", "w-event", "user")
 
@@ -136,6 +137,8 @@ class EventJob:
             raise UsageError("--value-bound is required with --value-col for event input")
         if self.caps.value_bound is not None and not self.caps.value_bound > 0:
             raise UsageError(f"--value-bound must be > 0, got {self.caps.value_bound}")
+        if self.caps.value_bound is not None and not self.caps.value_bound <= MAX_MAGNITUDE:
+            raise UsageError(f"--value-bound {self.caps.value_bound}: must be at most 2**53; rescale the values")
 
     @property
     def out_col(self) -> str:

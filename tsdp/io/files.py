@@ -105,6 +105,9 @@ def check_output_path(path: str | Path, force: bool, inputs: tuple = (), option:
         raise UsageError(f"{option}: directory {str(p.parent)!r} does not exist")
     if not p.parent.is_dir():
         raise UsageError(f"{option}: {str(p.parent)!r} is a file, not a directory")
+    if not os.access(p.parent, os.W_OK | os.X_OK):  # early; publishing checks again (root passes this)
+        raise UsageError(f"{option}: directory {str(p.parent)!r} is not writable; choose a directory you can "
+                         "write to")
 
 
 class _HashingWriter(io.RawIOBase):

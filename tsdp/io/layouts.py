@@ -15,6 +15,7 @@ import polars as pl
 
 from tsdp.errors import DataError, UsageError
 from tsdp.io.ids import reject_nan_ids
+from tsdp.io.magnitudes import check_magnitude
 from tsdp.io.timegrid import TimeGrid, block_grid, build_grid, parse_time_column
 
 LAYOUTS = ("long", "wide", "events")
@@ -68,6 +69,7 @@ def numeric_values(df: pl.DataFrame, column: str, allow_negative: bool, allow_nu
     if values.dtype.is_float() and (values.is_nan().any() or values.is_infinite().any()):
         row = int((values.is_nan() | values.is_infinite()).arg_true()[0])
         raise DataError(f"column {column!r}: non-finite value {values[row]} at row {row + 1}")
+    values = check_magnitude(values, column)
     if not allow_negative and values.len() > values.null_count() and values.min() < 0:
         row = int((values < 0).fill_null(False).arg_true()[0])
         raise DataError(

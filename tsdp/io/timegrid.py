@@ -16,6 +16,7 @@ import numpy as np
 import polars as pl
 
 from tsdp.errors import DataError, NumericalError, UsageError
+from tsdp.io.magnitudes import int64_times
 
 _UNIT_ALIASES = {
     "ns": "ns", "us": "us", "ms": "ms", "s": "s", "sec": "s", "second": "s", "seconds": "s",
@@ -81,7 +82,7 @@ def parse_time_column(df: pl.DataFrame, column: str) -> pl.DataFrame:
     """Return ``df`` with ``column`` as Datetime, Date or Int64; DataError if unparseable."""
     dtype = df.schema[column]
     if dtype.is_integer():
-        out = df.with_columns(pl.col(column).cast(pl.Int64))
+        out = df.with_columns(int64_times(df[column], column))
     elif dtype == pl.Date or isinstance(dtype, pl.Datetime):
         out = df
     elif dtype == pl.String:
