@@ -48,12 +48,12 @@ DRIVER = textwrap.dedent("""
         return paths
     common.resolve_outputs = resolve_outputs
 
-    publish_all = files.publish_all
-    def staged(*args, **kwargs):
+    commit = files.AtomicOutputs.commit
+    def staged(self, *args, **kwargs):
         barrier("staged")
         time.sleep(pause)  # the SIGTERM tests stop the process here
-        return publish_all(*args, **kwargs)
-    files.publish_all = staged
+        return commit(self, *args, **kwargs)
+    files.AtomicOutputs.commit = staged
 
     from tsdp.cli.app import main
     sys.exit(main(sys.argv[1:]))

@@ -10,7 +10,8 @@ target; :func:`publish_all` then moves the set into place:
 * without ``replace``, a target that exists at that point (another process published it while this
   one was working) refuses the whole set before anything is moved or charged, and each file is
   published by ``link`` (which fails if the name appeared meanwhile, even from a program that takes
-  no lock) rather than by ``rename`` (which would silently replace it);
+  no lock) rather than by ``rename`` (which would silently replace it); on a file system without
+  hard links (FAT, some network shares) by ``rename`` after one more check under the lock;
 * if moving one file fails, the files already moved are taken back (with ``replace``, the files
   they replaced are restored), so a reader never sees an output without its report.
 
@@ -29,6 +30,7 @@ from typing import Callable, Iterator
 from tsdp.errors import ResourceError, UsageError
 
 DISK_FULL = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
+NO_HARD_LINKS = {errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.ENOSYS, errno.EMLINK, errno.EXDEV}
 
 
 @dataclass
@@ -125,6 +127,15 @@ def _move(item: Staged, replace: bool) -> Path | None:
                 os.link(item.tmp, item.target)
             except FileExistsError:
                 raise _raced(item) from None
+            except OSError as exc:
+                if exc.errno not in NO_HARD_LINKS:
+                    raise
+                # FAT, exFAT and some network shares have no hard links: rename under the lock,
+                # after checking once more (only a writer that takes no lock can still race us).
+                if os.path.lexists(item.target):
+                    raise _raced(item) from None
+                os.rename(item.tmp, item.target)
+                return None
             item.tmp.unlink()
             return None
         backup = None
