@@ -36,21 +36,22 @@ class Report:
     lip: dict[str, Any] | None = None  # FLIP's statement and per-series diagnostics
 
     def to_dict(self) -> dict[str, Any]:
-        params = {k: json_ready(v) for k, v in self.parameters.items() if k not in FORBIDDEN_PARAMETERS}
+        params = {k: json_ready(v, where=f"parameters.{k}") for k, v in self.parameters.items()
+                  if k not in FORBIDDEN_PARAMETERS}
         out = {
             "schema": SCHEMA_ID,
             "tool": {"name": "tsdp", "version": __version__},
             "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "command": {"name": self.command, "parameters": params},
-            "claim": json_ready(self.claim.to_dict()),
-            "grid": json_ready(self.grid),
-            "output": json_ready(self.output),
+            "claim": json_ready(self.claim.to_dict(), where="claim"),
+            "grid": json_ready(self.grid, where="grid"),
+            "output": json_ready(self.output, where="output"),
             "randomness": self.randomness,
             "notes": list(self.notes),
             "warnings": list(self.warnings),
         }
         if self.lip is not None:
-            out["lip"] = json_ready(self.lip)
+            out["lip"] = json_ready(self.lip, where="lip")
         return out
 
     def to_json(self) -> bytes:
@@ -86,19 +87,23 @@ def load_report(path: str) -> dict[str, Any]:
     return data
 
 
-def json_ready(value: Any, nonfinite_as_null: bool = False) -> Any:
+def json_ready(value: Any, nonfinite_as_null: bool = False, where: str = "") -> Any:
     """JSON-ready copy: tuples to lists, numpy scalars to Python; a non-finite float is refused
-    (a report) or, with ``nonfinite_as_null``, becomes ``None`` (diagnostics such as a NaN loss)."""
+    (a report: NumericalError naming where it sits) or, with ``nonfinite_as_null``, becomes
+    ``None`` (diagnostics such as a NaN loss)."""
     if isinstance(value, dict):
-        return {str(k): json_ready(v, nonfinite_as_null) for k, v in value.items()}
+        return {str(k): json_ready(v, nonfinite_as_null, f"{where}.{k}" if where else str(k)) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [json_ready(v, nonfinite_as_null) for v in value]
+        return [json_ready(v, nonfinite_as_null, f"{where}[{i}]") for i, v in enumerate(value)]
     if hasattr(value, "item") and callable(value.item):
         value = value.item()
     if isinstance(value, float) and not math.isfinite(value):
         if nonfinite_as_null:
             return None
-        raise ValueError(f"non-finite number {value} cannot go into a report")
+        from tsdp.errors import NumericalError
+
+        raise NumericalError(f"the report would hold the non-finite number {value} at {where or 'top level'}: "
+                             "a parameter or a computed figure overflowed; check the options that set it")
     if isinstance(value, (str, int, float, bool)) or value is None:
         return value
     return str(value)

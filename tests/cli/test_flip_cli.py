@@ -239,14 +239,17 @@ def test_unseeded_run_uses_os_entropy(tsdp_cli, panel):
 # ---------------------------------------------------------------------------------- panels
 
 
-def test_output_keeps_rows_and_columns(tsdp_cli, tmp_path):
+def test_output_keeps_rows_and_only_the_released_columns(tsdp_cli, tmp_path):
+    """Rows stay in input order; only the entity, time and released value columns leave: the
+    unnamed column z (neither value nor aux) is not published."""
     source = make_panel().sample(fraction=1.0, shuffle=True, seed=7)  # rows in no particular order
     write(source, "panel.csv")
     run_ok(tsdp_cli, "panel.csv", *PANEL, "-o", "out.csv", "--seed", "5", "--quiet")
     out = pl.read_csv(tmp_path / "out.csv")
     source = pl.read_csv(tmp_path / "panel.csv")
-    assert out.columns == source.columns and out.height == source.height
-    assert out.drop("v").equals(source.drop("v"))
+    assert out.columns == ["id", "t", "v"] and out.height == source.height
+    assert out.drop("v").equals(source.select("id", "t"))
+    assert load_report("out.report.json")["output"]["columns"] == ["id", "t", "v"]
     assert (out["v"] != source["v"]).all()
     # the released series keeps the level of each entity (mean preserved by FLIP)
     for entity in ENTITIES:
@@ -261,7 +264,7 @@ def test_row_order_does_not_matter(tsdp_cli, panel, tmp_path):
     run_ok(tsdp_cli, "shuffled.csv", *PANEL, "-o", "shuffled_out.csv", "--seed", "5", "--quiet")
     assert released(tmp_path / "sorted_out.csv") == released(tmp_path / "shuffled_out.csv")
     out = pl.read_csv(tmp_path / "shuffled_out.csv")
-    assert out.drop("v").equals(shuffled.drop("v"))  # the shuffled order is kept
+    assert out.drop("v").equals(shuffled.select("id", "t"))  # the shuffled order is kept
 
 
 def test_other_entities_do_not_matter(tsdp_cli, panel, tmp_path):
@@ -292,31 +295,30 @@ def test_entities_get_different_filters(tsdp_cli, tmp_path):
     assert taps["A"].shape == taps["B"].shape and np.abs(taps["A"] - taps["B"]).max() > 1e-3
 
 
-def test_aux_cols_pass_through(tsdp_cli, panel, tmp_path):
+def test_aux_cols_are_not_published(tsdp_cli, panel, tmp_path):
     run_ok(tsdp_cli, panel, *PANEL, "--aux-cols", "z", "-o", "out.csv", "--seed", "5", "--quiet")
     out, source = pl.read_csv(tmp_path / "out.csv"), pl.read_csv(panel)
-    assert out.columns == source.columns
-    assert out["z"].equals(source["z"]) and out["id"].equals(source["id"]) and out["t"].equals(source["t"])
+    assert out.columns == ["id", "t", "v"]
+    assert out["id"].equals(source["id"]) and out["t"].equals(source["t"])
     assert not np.allclose(out["v"].to_numpy(), source["v"].to_numpy())
     report = load_report("out.report.json")
     assert all(row["aux"] == ["z"] and row["aux_entity"] is None for row in custodian_rows())
 
 
-def test_aux_entity_passes_through(tsdp_cli, tmp_path):
+def test_aux_entity_is_not_published(tsdp_cli, tmp_path):
     source = make_panel(dates=True)
     write(source, "qwi_like.csv")
     run_ok(tsdp_cli, "qwi_like.csv", *PANEL, "--aux-entity", "A", "-o", "out.csv", "--seed", "5", "--quiet")
     out, source = pl.read_csv(tmp_path / "out.csv"), pl.read_csv(tmp_path / "qwi_like.csv")
-    assert out.columns == source.columns and out.drop("v").equals(source.drop("v"))
-    is_a = (source["id"] == "A").to_numpy()
-    assert np.array_equal(out["v"].to_numpy()[is_a], source["v"].to_numpy()[is_a])
-    assert (out["v"].to_numpy()[~is_a] != source["v"].to_numpy()[~is_a]).all()
+    others = source.filter(pl.col("id") != "A")
+    assert out.columns == ["id", "t", "v"] and out.drop("v").equals(others.select("id", "t"))
+    assert (out["v"].to_numpy() != others["v"].to_numpy()).all()
     report = load_report("out.report.json")
     jsonschema.Draft202012Validator(schema()).validate(report)
     rows = custodian_rows()
     assert sorted(r["entity"] for r in rows) == ["B", "C"]
     assert all(r["aux_entity"] == "A" for r in rows)
-    assert any("'A'" in note and "unchanged" in note for note in report["notes"])
+    assert any("'A'" in note and "not part of the output" in note for note in report["notes"])
 
 
 def test_aux_entity_refusals(refuse, panel):
@@ -346,8 +348,8 @@ def test_suffix_keeps_the_original(tsdp_cli, panel, tmp_path):
     run_ok(tsdp_cli, panel, *PANEL, "-o", "plain.csv", "--seed", "5", "--quiet")
     run_ok(tsdp_cli, panel, *PANEL, "--suffix", "_flip", "-o", "qa.csv", "--seed", "5", "--quiet")
     source, qa = pl.read_csv(panel), pl.read_csv(tmp_path / "qa.csv")
-    assert qa.columns == [*source.columns, "v_flip"]
-    assert qa.drop("v_flip").equals(source)
+    assert qa.columns == ["id", "t", "v", "v_flip"]
+    assert qa.drop("v_flip").equals(source.select("id", "t", "v"))
     np.testing.assert_array_equal(qa["v_flip"].to_numpy(), pl.read_csv(tmp_path / "plain.csv")["v"].to_numpy())
 
 
@@ -540,9 +542,8 @@ def test_config_file(tsdp_cli, tmp_path):
     assert all(r["M"] == 20 and r["aux"] == ["ca_asian"] and r["lip_lower_bound"] == pytest.approx(0.9)
                and r["lip_ideal"] >= 0.9 for r in rows)
     out, source = pl.read_csv(tmp_path / "out.csv"), pl.read_csv(data)
-    assert out.columns == source.columns and out.height == source.height == 100
-    assert out.select("quarter", "ca_asian", "md_montgomery").equals(source.select("quarter", "ca_asian",
-                                                                                   "md_montgomery"))
+    assert out.columns == ["quarter", "ca_white", "md_baltimore"] and out.height == source.height == 100
+    assert out["quarter"].equals(source["quarter"])
     assert not np.allclose(out["ca_white"].to_numpy(), source["ca_white"].to_numpy())
 
 

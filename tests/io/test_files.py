@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import io
 import os
@@ -13,7 +14,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from tsdp.errors import DataError, UsageError
+from tsdp.errors import DataError, ResourceError, UsageError
 from tsdp.io import files
 from tsdp.io.files import AtomicOutputs, check_output_path, read_table, serialise_table, table_format
 
@@ -150,9 +151,9 @@ def test_exception_leaves_nothing(tmp_path):
 
 def test_exception_while_staging_leaves_nothing(tmp_path, monkeypatch):
     def broken_write(self, *args, **kwargs):
-        raise OSError("disk full")
+        raise OSError(errno.ENOSPC, "No space left on device")
 
-    with pytest.raises(OSError, match="disk full"):
+    with pytest.raises(ResourceError, match="--output: cannot write .*No space left on device"):
         with AtomicOutputs() as outputs:
             outputs.stage_bytes(b"{}", tmp_path / "r.json")
             monkeypatch.setattr(pl.DataFrame, "write_csv", broken_write)
@@ -172,7 +173,7 @@ def test_exception_keeps_existing_files(tmp_path):
 
 def test_commit_replaces_existing_files(tmp_path):
     (tmp_path / "out.parquet").write_bytes(b"previous")
-    with AtomicOutputs() as outputs:
+    with AtomicOutputs(replace=True) as outputs:
         digest = outputs.stage_table(FRAME, tmp_path / "out.parquet")
         outputs.commit()
     assert pl.read_parquet(tmp_path / "out.parquet").equals(FRAME)

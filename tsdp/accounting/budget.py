@@ -7,9 +7,19 @@ import math
 from tsdp.errors import UsageError
 
 
+# The largest epsilon tsdp calibrates for. e^epsilon overflows a float beyond 709, so far larger
+# budgets promise nothing and only drive the calibrations (root finding on privacy profiles in log
+# space) outside the range where they are accurate; 1e6 keeps every mechanism's calibration exact.
+MAX_EPSILON = 1e6
+
+
 def check_epsilon(epsilon: float, option: str = "--epsilon") -> None:
-    if not (isinstance(epsilon, (int, float)) and math.isfinite(epsilon) and epsilon > 0):
+    if isinstance(epsilon, bool) or not (isinstance(epsilon, (int, float)) and math.isfinite(epsilon)
+                                         and epsilon > 0):
         raise UsageError(f"{option} must be finite and > 0, got {epsilon}")
+    if epsilon > MAX_EPSILON:
+        raise UsageError(f"{option} {epsilon:g} is beyond {MAX_EPSILON:g}: such a budget promises no privacy "
+                         f"(e^epsilon overflows), and tsdp calibrates noise for epsilon <= {MAX_EPSILON:g} only")
 
 
 def check_delta(delta: float | None, option: str = "--delta") -> None:

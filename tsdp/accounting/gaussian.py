@@ -107,7 +107,13 @@ def classic_sigma(epsilon: float, delta: float, sensitivity: float) -> float:
 
 
 def _log_ratio(value: float, target: float) -> float:
-    """log(value / target), with an underflowed ``value`` treated as the smallest subnormal."""
+    """log(value / target), with an underflowed ``value`` treated as the smallest subnormal.
+
+    A NaN profile (an input far outside the range the formula is accurate in) is a numerical
+    failure, never a value for the root finder to wander on."""
+    if math.isnan(value):
+        raise NumericalError("the Gaussian privacy profile is not a number at these parameters; "
+                             "check --epsilon and --delta")
     return math.log(max(value, 5e-324)) - math.log(target)
 
 

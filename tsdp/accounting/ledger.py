@@ -151,6 +151,15 @@ def confirm(path: str | Path, reservation_id: int, output_name: str | None = Non
                    "WHERE id = ?", (output_name, output_sha256, _now(), int(reservation_id)))
 
 
+def reopen(path: str | Path, reservation_id: int, output_sha256: str | None) -> None:
+    """Make an entry this process just confirmed pending again: its output could not be published
+    after all (another process won the race for the name). Only the entry confirmed for exactly
+    ``output_sha256`` is reopened; a steward's ``cancel`` of a spent entry stays impossible."""
+    with _transaction(path) as db:
+        db.execute("UPDATE entries SET state = 'pending', output_name = NULL, output_sha256 = NULL, confirmed = NULL "
+                   "WHERE id = ? AND state = 'spent' AND output_sha256 IS ?", (int(reservation_id), output_sha256))
+
+
 def cancel(path: str | Path, reservation_id: int) -> LedgerEntry:
     """Remove a pending reservation (nothing was published) and return it.
 
@@ -213,10 +222,18 @@ class Reservation:
     path: str | Path
     id: int
     confirmed: bool = False
+    output_sha256: str | None = None
 
     def confirm(self, output_name: str | None = None, output_sha256: str | None = None) -> None:
         confirm(self.path, self.id, output_name, output_sha256)
         self.confirmed = True
+        self.output_sha256 = output_sha256
+
+    def unconfirm(self) -> None:
+        """Undo :meth:`confirm` when the output could not be published after all (the block then
+        cancels the reservation as if it had never been confirmed)."""
+        reopen(self.path, self.id, self.output_sha256)
+        self.confirmed = False
 
 
 # ---------------------------------------------------------------------------------------------

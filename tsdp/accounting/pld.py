@@ -41,6 +41,9 @@ MAX_COMPOSED = 40_000_000  # predicted points of a composed PMF before truncatio
 def grid_bounds(profile: Profile, discretization: float) -> tuple[int, int]:
     """Integer range ``[lo, hi]`` of the rounded privacy losses of the PMF."""
     top = max(profile.max_loss(), discretization)
+    if not math.isfinite(top):
+        raise NumericalError("the privacy loss is unbounded at this noise level (largest loss "
+                             f"{top}); raise --noise-multiplier")
     hi = int(math.ceil(top / discretization))
     return -hi, hi
 

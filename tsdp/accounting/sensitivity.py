@@ -25,6 +25,7 @@ import math
 from dataclasses import dataclass
 
 from tsdp.errors import UsageError
+from tsdp.limits import MAX_MAGNITUDE
 
 LEVELS = ("event", "w-event", "user")
 NEIGHBOURING = {
@@ -49,6 +50,9 @@ class ContributionBounds:
             raise UsageError(f"--unit must be one of {', '.join(LEVELS)}, got {self.level!r}")
         if not (self.max_per_step > 0 and math.isfinite(self.max_per_step)):
             raise UsageError(f"--max-per-step must be positive and finite, got {self.max_per_step}")
+        if self.max_per_step > MAX_MAGNITUDE:
+            raise UsageError(f"--max-per-step {self.max_per_step:g} (the bound of one cell) is beyond 2**53, where "
+                             "float64 cannot carry noise of that scale exactly; rescale the data")
         if self.level == "user" and (self.max_steps is None or self.max_steps < 1):
             raise UsageError(
                 f"--max-steps must be an integer >= 1 for --unit user, got {self.max_steps}"

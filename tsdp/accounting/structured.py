@@ -49,6 +49,11 @@ BINOMIAL_TAIL = 1e-30  # binomial mass dropped from mixtures, accounted as blata
 PAPER = "Schuchardt et al. 2025"
 
 
+# Above this noise multiplier the privacy loss is below float precision; its square would overflow
+# long before sigma reached the float range.
+MAX_NOISE_MULTIPLIER = 1e6
+
+
 @dataclass(frozen=True)
 class DpSgdSetting:
     """The data geometry, batching and noise of a DP-SGD forecasting run."""
@@ -88,6 +93,9 @@ class DpSgdSetting:
             raise UsageError(f"--horizon {self.horizon} is longer than the series (--length {self.length})")
         if not (self.noise_multiplier > 0 and math.isfinite(self.noise_multiplier)):
             raise UsageError(f"--noise-multiplier must be finite and > 0, got {self.noise_multiplier}")
+        if self.noise_multiplier > MAX_NOISE_MULTIPLIER:
+            raise UsageError(f"--noise-multiplier {self.noise_multiplier:g} is beyond {MAX_NOISE_MULTIPLIER:g}: the "
+                             "noise would swamp every gradient (epsilon is 0 to float precision already at 1e6)")
         if self.batch_size % self.instances:
             raise UsageError(
                 f"--instances {self.instances} must divide --batch-size {self.batch_size} "

@@ -7,7 +7,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import signal
 import sys
+import threading
+import warnings
 
 import typer
 
@@ -17,8 +21,9 @@ from tsdp.cli.flip import flip
 from tsdp.cli.forecast import forecast_train
 from tsdp.cli.ledger import ledger_app
 from tsdp.cli.mean import mean_estimate
+from tsdp.cli.messages import one_line
 from tsdp.cli.release import release
-from tsdp.errors import MEMORY_HINT, ResourceError, TsdpError
+from tsdp.errors import MEMORY_HINT, NumericalError, ResourceError, TsdpError
 
 app = typer.Typer(
     name="tsdp",
@@ -55,43 +60,101 @@ def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in args
     args = [a for a in args if a != "--debug"]
-    try:
-        result = app(args=args, prog_name="tsdp", standalone_mode=False)
-        code = result if isinstance(result, int) else 0
-    except TsdpError as exc:
-        if debug:
-            raise
-        print(f"error: {exc}", file=sys.stderr)
-        code = exc.exit_code
-    except typer.Exit as exc:
-        code = exc.exit_code
-    except typer.Abort:
-        print("error: aborted", file=sys.stderr)
-        code = 1
-    except typer.TyperException as exc:  # Typer's (vendored Click's) usage errors
-        if debug:
-            raise
-        if type(exc).__name__ == "NoArgsIsHelpError":  # bare `tsdp`: the help itself, on stderr
-            exc.show()
-        else:
-            print(f"error: {_usage_message(exc)}", file=sys.stderr)
-        code = exc.exit_code
-    except KeyboardInterrupt:
-        print("error: interrupted", file=sys.stderr)
-        code = 130
-    except MemoryError:
-        if debug:
-            raise
-        print(f"error: out of memory; {MEMORY_HINT}", file=sys.stderr)
-        code = ResourceError.exit_code
-    except Exception as exc:  # anything unexpected: exit 1, one line unless --debug
-        if debug:
-            raise
-        print(f"error: unexpected {type(exc).__name__}: {exc} (rerun with --debug for a traceback)",
-              file=sys.stderr)
-        code = 1
-    sys.stdout.flush()
+    with _terminate_on_sigterm(), _numeric_warnings(debug):
+        try:
+            result = app(args=args, prog_name="tsdp", standalone_mode=False)
+            code = result if isinstance(result, int) else 0
+        except TsdpError as exc:
+            if debug:
+                raise
+            _error(str(exc))
+            code = exc.exit_code
+        except typer.Exit as exc:
+            code = exc.exit_code
+        except typer.Abort:
+            _error("aborted")
+            code = 1
+        except typer.TyperException as exc:  # Typer's (vendored Click's) usage errors
+            if debug:
+                raise
+            if type(exc).__name__ == "NoArgsIsHelpError":  # bare `tsdp`: the help itself, on stderr
+                exc.show()
+            else:
+                _error(_usage_message(exc))
+            code = exc.exit_code
+        except KeyboardInterrupt:
+            _error("interrupted; nothing was published and the ledger reservation, if any, was cancelled")
+            code = 130
+        except Terminated:
+            _error("terminated by SIGTERM; nothing was published and the ledger reservation, if any, was "
+                   "cancelled")
+            code = 143
+        except (OverflowError, FloatingPointError, ZeroDivisionError) as exc:  # arithmetic out of range
+            if debug:
+                raise
+            _error(f"numerical failure ({type(exc).__name__}: {exc}); the options or the data put a computation "
+                   "outside the float range (rerun with --debug for a traceback)")
+            code = NumericalError.exit_code
+        except MemoryError:
+            if debug:
+                raise
+            _error(f"out of memory; {MEMORY_HINT}")
+            code = ResourceError.exit_code
+        except Exception as exc:  # anything unexpected: exit 1, one line unless --debug
+            if debug:
+                raise
+            _error(f"unexpected {type(exc).__name__}: {exc} (rerun with --debug for a traceback)")
+            code = 1
+    with contextlib.suppress(OSError, ValueError):  # stdout closed by the reader: nothing to flush to
+        sys.stdout.flush()
     return code
+
+
+def _error(message: str) -> None:
+    """Print the one ``error:`` line (see :func:`tsdp.cli.messages.one_line`)."""
+    print(f"error: {one_line(message)}", file=sys.stderr)
+
+
+class Terminated(BaseException):
+    """SIGTERM arrived (cron, systemd, ``timeout``): unwinds like KeyboardInterrupt, so every
+    ``with`` block cleans up (temporary files removed, ledger reservation cancelled); exit 143."""
+
+
+@contextlib.contextmanager
+def _terminate_on_sigterm():
+    """Raise :class:`Terminated` on the first SIGTERM, ignore further ones while cleaning up.
+
+    Installed only in the main thread of the main interpreter (where Python runs signal handlers);
+    the previous handler is restored afterwards, so embedding ``main()`` leaves no trace.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum, frame):
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second SIGTERM must not interrupt the clean-up
+        raise Terminated()
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+@contextlib.contextmanager
+def _numeric_warnings(debug: bool):
+    """Floating-point warnings (overflow, invalid value) stay off stderr unless ``--debug``.
+
+    Outputs and reports are checked for non-finite numbers before they are published, so such a
+    warning never stands for a silently wrong result; it would only add lines to the one-line error.
+    """
+    if debug:
+        yield
+        return
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        yield
 
 
 def _usage_message(exc: typer.TyperException) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import sys
 import tomllib
@@ -19,8 +20,10 @@ from typing import Any, Callable, Iterator
 
 import typer
 
+from tsdp.cli.messages import one_line
 from tsdp.errors import UsageError
 from tsdp.io.files import AtomicOutputs, check_output_path, table_format
+from tsdp.io.magnitudes import require_finite_output
 from tsdp.report import Report, json_ready
 
 PATH_KEYS = {"input", "output", "report", "ledger", "secrets"}
@@ -38,6 +41,8 @@ def load_config(ctx: typer.Context, param: typer.CallbackParam, value: str | Non
         data = tomllib.loads(path.read_text())
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise typer.BadParameter(f"{value!r} is not valid TOML: {exc}", ctx=ctx, param=param)
+    except RecursionError:
+        raise typer.BadParameter(f"{value!r} is nested too deeply to be a tsdp config", ctx=ctx, param=param)
     command = ctx.info_name or ""
     section = data.get(command) if isinstance(data.get(command), dict) else None
     group = ctx.parent.info_name if ctx.parent is not None and ctx.parent.parent is not None else None
@@ -45,6 +50,7 @@ def load_config(ctx: typer.Context, param: typer.CallbackParam, value: str | Non
         section = data[group][command]  # a table [ledger.spend] for 'tsdp ledger spend'
     settings = section if section is not None else data
     names = _setting_names(ctx.command.params)
+    params = {p.name: p for p in ctx.command.params}
     defaults: dict[str, Any] = {}
     for key, val in settings.items():
         if isinstance(val, dict):
@@ -54,6 +60,9 @@ def load_config(ctx: typer.Context, param: typer.CallbackParam, value: str | Non
             raise typer.BadParameter(
                 f"{value!r}: unknown setting {key!r} for '{ctx.command_path}'", ctx=ctx, param=param
             )
+        problem = _setting_type_problem(val, params.get(name))
+        if problem:
+            raise typer.BadParameter(f"{value!r}: setting {key!r} {problem}", ctx=ctx, param=param)
         if name in PATH_KEYS and isinstance(val, str) and val != "-" and not Path(val).is_absolute():
             val = os.path.normpath(path.parent / val)
         if isinstance(val, list):
@@ -61,6 +70,26 @@ def load_config(ctx: typer.Context, param: typer.CallbackParam, value: str | Non
         defaults[name] = val
     ctx.default_map = {**(ctx.default_map or {}), **defaults}
     return value
+
+
+def _setting_type_problem(value: Any, param) -> str | None:
+    """Why a TOML value cannot stand for ``param`` (None when it can).
+
+    TOML values are typed, and Typer would convert some of them silently: ``epsilon = true`` would
+    become 1.0 and ``quiet = 1`` a true flag. A boolean goes only to a flag, a flag takes only a
+    boolean, and NaN goes nowhere. Other conversions (``epsilon = "0.5"``) are left to the option.
+    """
+    annotation = getattr(getattr(param, "type_descriptor", None), "annotation", None)
+    values = value if isinstance(value, list) else [value]
+    if any(isinstance(v, float) and math.isnan(v) for v in values):
+        return "is nan, which is never a valid setting"
+    if annotation is bool:
+        if not isinstance(value, bool):
+            return f"must be true or false, got {value!r}"
+    elif any(isinstance(v, bool) for v in values):
+        kind = {int: "an integer", float: "a number"}.get(annotation, "a value")
+        return f"must be {kind}, got the boolean {str(value).lower()}"
+    return None
 
 
 def _setting_names(params) -> dict[str, str]:
@@ -214,28 +243,38 @@ def resolve_outputs(input_path: str, output: str | None, report: str | None, for
 
 def publish(frame, output: str, report_path: str, make_report: Callable[[dict], Report],
             before_commit: Callable[[dict], None] | None = None,
-            private_files: tuple[tuple[bytes, str], ...] = (),
-            extra_files: tuple[tuple[bytes, str], ...] = ()) -> dict:
+            private_files: tuple[tuple, ...] = (),
+            extra_files: tuple[tuple, ...] = (), force: bool = False) -> dict:
     """Write the output table and its report atomically: both appear, or neither does.
 
     ``make_report`` receives the output's description (file name, format, sha256), which is also
-    returned. ``before_commit(description)`` runs once both files are staged, just before they are
-    moved into place: a budget ledger records the spend there, so that no failure can leave a
-    published output whose spend is not recorded. ``extra_files`` (bytes, path) are published with
-    the others; ``private_files`` likewise, but readable by the owner only (mode 0600).
+    returned. ``before_commit(description)`` runs once every file is staged and known to be
+    publishable, just before they are moved into place: a budget ledger records the spend there, so
+    that no failure can leave a published output whose spend is not recorded; if publishing then
+    fails, ``before_commit.revert()`` (when it has one) undoes it. ``extra_files`` (bytes, path[,
+    option]) are published with the others; ``private_files`` likewise, but readable by the owner
+    only (mode 0600). Without ``force`` no file is replaced, not even one that another process
+    wrote after :func:`resolve_outputs` checked the paths (exit 2, nothing published or charged).
     """
-    with AtomicOutputs() as outputs:
-        digest = outputs.stage_table(frame, output)
+    require_finite_output(frame)
+    with AtomicOutputs(replace=force) as outputs:
+        digest = outputs.stage_table(frame, output, "--output")
         described = {"file": "<stdout>" if output == "-" else Path(output).name,
                      "format": table_format(output, "--output"), "sha256": digest}
-        outputs.stage_bytes(make_report(described).to_json(), report_path)
-        for data, path in extra_files:
-            outputs.stage_bytes(data, path)
-        for data, path in private_files:
-            outputs.stage_bytes(data, path, private=True)
-        if before_commit is not None:
-            before_commit(described)
-        outputs.commit()
+        outputs.stage_bytes(make_report(described).to_json(), report_path, option="--report")
+        for data, path, *option in extra_files:
+            outputs.stage_bytes(data, path, option=option[0] if option else None)
+        for data, path, *option in private_files:
+            outputs.stage_bytes(data, path, private=True, option=option[0] if option else None)
+        hook = None if before_commit is None else (lambda: before_commit(described))
+        try:
+            outputs.commit(before_publish=hook)
+        except BaseException:
+            revert = getattr(before_commit, "revert", None)
+            if revert is not None:
+                with contextlib.suppress(Exception):  # keep the original error; a spend left recorded is the safe side
+                    revert()
+            raise
     return described
 
 
@@ -260,10 +299,23 @@ def ledger_reservation(ledger: str | None, dataset: str | None, epsilon: float, 
 
 
 def confirm_reservation(held) -> Callable[[dict], None] | None:
-    """``publish(before_commit=...)`` hook that marks ``held`` spent on the staged output."""
+    """``publish(before_commit=...)`` hook that marks ``held`` spent on the staged output; its
+    ``revert()`` makes the entry pending again if publishing fails after it ran."""
     if held is None:
         return None
-    return lambda described: held.confirm(described["file"], described["sha256"])
+    return _Confirmation(held)
+
+
+class _Confirmation:
+    def __init__(self, held) -> None:
+        self.held = held
+
+    def __call__(self, described: dict) -> None:
+        self.held.confirm(described["file"], described["sha256"])
+
+    def revert(self) -> None:
+        if self.held.confirmed:
+            self.held.unconfirm()
 
 
 def ledger_parameters(ledger: str | None, held) -> dict[str, Any]:
@@ -288,7 +340,7 @@ class Console:
 
     def warn(self, message: str) -> None:
         if not self.quiet:
-            print(f"warning: {message}", file=sys.stderr)
+            print(f"warning: {one_line(message)}", file=sys.stderr)
 
     @contextlib.contextmanager
     def progress(self, total: int) -> Iterator:

@@ -17,11 +17,12 @@ from typing import Any, Optional
 import typer
 
 from tsdp.cli import common
-from tsdp.errors import BudgetError, UsageError
+from tsdp.errors import BudgetError, ResourceError, UsageError
 from tsdp.flip import GUARANTEE, NOT_DP, BetaMixture, FlipSettings, claim_for, flip_many
 from tsdp.flip.utility import SEASONAL_PERIODS
 from tsdp.io.entities import EntityPanel, load_entity_panel
 from tsdp.io.files import check_output_path, read_table
+from tsdp.jsonfile import loads_strict
 from tsdp.report import Report
 
 SEEDED_FLIP_WARNING = ("this run used a fixed --seed: anyone who knows the seed and the estimated spectra can "
@@ -66,8 +67,8 @@ def flip(
     time_col: str = typer.Option(..., help="Time column: ISO dates/timestamps or integers on a regular grid."),
     value_cols: str = typer.Option(..., "--value-cols", "--value-col", help="Sensitive column(s), comma-separated; each is filtered with its own secret filter."),
     entity_col: Optional[str] = typer.Option(None, "--entity-col", "--series-col", help="Entity id column [default: the whole file is one entity]."),
-    aux_cols: Optional[str] = typer.Option(None, "--aux-cols", "--aux-col", help="Auxiliary column(s) Z the attacker is assumed to know (same rows); passed through unchanged."),
-    aux_entity: Optional[str] = typer.Option(None, help="Use this entity's value series as Z for every other entity (passed through unchanged)."),
+    aux_cols: Optional[str] = typer.Option(None, "--aux-cols", "--aux-col", help="Auxiliary column(s) Z the attacker is assumed to know (same rows); not part of the output."),
+    aux_entity: Optional[str] = typer.Option(None, help="Use this entity's value series as Z for every other entity (its rows are not part of the output)."),
     freq: Optional[str] = typer.Option(None, help="Time step, e.g. 1q, 1mo, 1d, 1h [default: inferred]."),
     timezone: Optional[str] = common.TimezoneOption,
     lip_delta: float = typer.Option(0.0, "--lip-delta", help="LIP budget delta in [0, 1): guarantees LIP >= 1 - delta (NOT a DP delta)."),
@@ -119,6 +120,7 @@ def flip(
         r_components=r_components, r_range=_pair(r_range), r_params=_r_params(r_params), grid=grid,
         acf_lags=acf_lags,
     )
+    _check_grid_memory(settings)
     if min_lip is not None and not 0 <= min_lip <= 1:
         raise UsageError(f"--min-lip {min_lip:g}: must be in [0, 1]")
     if seed is not None and seed < 0:
@@ -148,9 +150,9 @@ def flip(
             "estimated model; their text depends on the data, so they are in the custodian file", *general]
         released = {(entity, column): r.released for (entity, column, _, _), r in zip(items, results)}
         table = panel.released_frame(released, suffix)
-        private = ((common.custodian_document("flip", {"lip_series": rows}), custodian),)
+        private = ((common.custodian_document("flip", {"lip_series": rows}), custodian, "--custodian"),)
         if secrets is not None:
-            private += ((_secrets_json(master, items, results), secrets),)
+            private += ((_secrets_json(master, items, results), secrets, "--secrets"),)
         common.publish(table, output, report, lambda described: Report(
             command="flip",
             parameters={**params, "input": common.display_name(input), "output": described["file"],
@@ -163,7 +165,7 @@ def flip(
             notes=_notes(panel, settings),
             warnings=warnings,
             lip={"statement": NOT_DP, "guarantee": GUARANTEE, "disclaimer": DISCLAIMER},
-        ), private_files=private)
+        ), private_files=private, force=force)
 
     for message in series_warnings + general:
         console.warn(message)
@@ -177,6 +179,19 @@ def flip(
         "D_ACF_mean": sum(r["utility"]["D_ACF"] for r in rows) / len(rows),
         "lip_guess_inversion_median": sorted(r["lip_guess_inversion"] for r in rows)[len(rows) // 2],
     }, "tsdp flip")
+
+
+def _check_grid_memory(settings: FlipSettings) -> None:
+    """ResourceError (exit 5) before any work when the frequency grid would not fit in half of the
+    machine's memory (a --grid of 1e9 would otherwise allocate gigabytes and be killed)."""
+    from tsdp.engine.local import GIB, physical_memory
+    from tsdp.flip.mechanism import grid_memory
+
+    need, have = grid_memory(settings), physical_memory()
+    if need > have // 2:
+        raise ResourceError(f"--grid {settings.grid}: FLIP would need about {need / GIB:.3g} GiB for the frequency "
+                            f"grid, more than half of this machine's {have / GIB:.3g} GiB; use a smaller --grid "
+                            "(the default 8192 is refined automatically where the spectrum needs it)")
 
 
 def _var_order(text: str) -> int | str:
@@ -199,10 +214,11 @@ def _r_params(text: str | None) -> BetaMixture | None:
     if text is None:
         return None
     try:
-        data = json.loads(text)
+        data = loads_strict(text)  # no NaN, Infinity or repeated keys; deep nesting is a RecursionError
         return BetaMixture(tuple(data["alpha"]), tuple(data["a"]), tuple(data["b"]))
-    except (json.JSONDecodeError, KeyError, TypeError, ValueError):
-        raise UsageError('--r-params: must be JSON {"alpha": [...], "a": [...], "b": [...]} with numbers') from None
+    except (KeyError, TypeError, ValueError, RecursionError):
+        raise UsageError('--r-params: must be JSON {"alpha": [...], "a": [...], "b": [...]} with finite '
+                         "numbers") from None
 
 
 def _check_secrets_path(path: str, input: str, output: str, report: str, custodian: str, force: bool) -> None:
@@ -248,6 +264,8 @@ def _notes(panel: EntityPanel, settings: FlipSettings) -> list[str]:
     notes = [
         NOT_DP,
         CUSTODIAN_NOTE,
+        "the output holds the time column, the entity column (if any) and the released value columns only: no "
+        "other input column is published",
         "secrets (the seed, R's parameters, L_R, B, the shift and the filter taps) are never written to the report "
         "or the output; --secrets writes them to a separate file on request",
         "each series gets its own filter drawn from a generator derived from the master seed and its "
@@ -256,10 +274,10 @@ def _notes(panel: EntityPanel, settings: FlipSettings) -> list[str]:
         "series filtered independently do not keep their cross-covariances or sums (spec pitfall P9)",
     ]
     if panel.aux_entity is not None:
-        notes.append(f"entity {panel.aux_entity!r} served as the auxiliary series Z and was passed through unchanged")
+        notes.append(f"entity {panel.aux_entity!r} served as the auxiliary series Z; its rows are not part of the output")
     elif panel.aux_cols:
-        notes.append(f"auxiliary columns {', '.join(panel.aux_cols)} define the attacker's knowledge Z and were "
-                     "passed through unchanged")
+        notes.append(f"auxiliary columns {', '.join(panel.aux_cols)} define the attacker's knowledge Z and are "
+                     "not part of the output")
     else:
         notes.append("no auxiliary series: LIP is computed against an attacker with no side information (f_X|Z = f_X)")
     if settings.boundary == "circular":

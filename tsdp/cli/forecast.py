@@ -90,7 +90,7 @@ def forecast_train(
     label_noise: float = typer.Option(0.0, help="sigma_F: Gaussian noise on forecast windows, in units of --value-bound."),
     context_noise: float = typer.Option(0.0, help="sigma_C: Gaussian noise on context windows, in units of --value-bound."),
     value_bound: Optional[float] = typer.Option(None, help="v: largest change of one value under the (w, v) relation (needed with label/context noise)."),
-    season: Optional[int] = typer.Option(None, help="Season length of the seasonal naive baseline and MASE [default: from the step, e.g. 24 for 1h]."),
+    season: Optional[int] = typer.Option(None, help="Season length of the seasonal naive baseline and MASE [default: from the step, e.g. 24 for 1h].", min=1),
     min_scale: float = typer.Option(1e-3, help="PUBLIC floor of the mean scale of a window."),
     discretization: float = typer.Option(1e-3, help="Privacy-loss grid step of the accountant's PLD."),
     evaluate_only: bool = typer.Option(False, help="Train NON-private baselines (seasonal naive and the model without noise), print their metrics, write nothing."),
@@ -138,7 +138,7 @@ def forecast_train(
     if batch_size // instances > n_series:
         raise DataError(f"--batch-size {batch_size} with --instances {instances} takes {batch_size // instances} series "
                         f"per step, but the input has only {n_series}; lower --batch-size")
-    season_length = season or SEASONS.get(table.grid.freq or "", 1)
+    season_length = season if season is not None else SEASONS.get(table.grid.freq or "", 1)
     net = make_model(model.value, context_length, forecast_length, min_scale=min_scale)
     plan = trainer.plan_training(train_config, n_series, split.train.shape[1])
 
@@ -184,8 +184,9 @@ def forecast_train(
         grid={"freq": table.grid.freq, "series": n_series, "train_length": split.train.shape[1]},
         notes=_notes(train_config, plan, result),
         warnings=warnings,
-    ), extra_files=((weights, extra["weights"]), (model_meta, extra["meta"])),
-        private_files=((common.custodian_document("forecast-train", figures), custodian),))
+    ), extra_files=((weights, extra["weights"], "--model-out"), (model_meta, extra["meta"], "--model-out")),
+        private_files=((common.custodian_document("forecast-train", figures), custodian, "--custodian"),),
+        force=force)
     for message in warnings:
         console.warn(message)
     console.summary({

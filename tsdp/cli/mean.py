@@ -150,7 +150,7 @@ def mean_estimate(
             grid={"n_groups": records.n_groups, "key_columns": records.key_columns},
             notes=notes, warnings=warnings,
         ), private_files=((common.custodian_document("mean-estimate", {"participation": participation}),
-                           custodian),) if participation is not None else ())
+                           custodian),) if participation is not None else (), force=force)
 
     for message in warnings:
         console.warn(message)

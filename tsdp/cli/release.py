@@ -151,6 +151,7 @@ def release(
 ) -> None:
     """Release a series or a panel of series with calibrated Gaussian or Laplace noise."""
     params = common.public_parameters(locals())
+    post.check_clip(clip_min, clip_max)  # before the data is read
     if noise is not None and mechanism in CELLWISE:
         raise UsageError(f"--noise applies to --mechanism dft and fast; --mechanism {mechanism.value} "
                          "is the noise itself")
@@ -239,7 +240,7 @@ def release(
             grid={"n_series": table.n_series, "n_steps": table.n_steps, "freq": table.grid.freq,
                   "start": table.grid.points[0], "end": table.grid.points[-1]},
             notes=notes, warnings=warnings_now(),
-        ), before_commit=common.confirm_reservation(held))
+        ), before_commit=common.confirm_reservation(held), force=force)
         result, warnings = results[-1], warnings_now()
 
     for message in warnings:

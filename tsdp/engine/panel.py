@@ -17,6 +17,7 @@ from tsdp.accounting.sensitivity import ContributionBounds
 from tsdp.errors import UsageError
 from tsdp.engine.options import ENGINES, EngineOptions  # noqa: F401  (re-exported)
 from tsdp.io.events import EventCaps
+from tsdp.io.inputs import check_input
 from tsdp.io.load import InputSpec, LoadedInput, event_job, load_input, loaded_events
 from tsdp.mechanisms.baseline import Panel
 
@@ -48,6 +49,8 @@ def load_event_panel(path: str, spec: InputSpec, declared: ContributionBounds, o
     """:func:`load_panel` for event input read from ``path`` by the engine of ``options``."""
     caps = event_caps(declared, value_bound)
     job = event_job(spec, caps)
+    if "://" not in path:
+        check_input(path)  # before any engine opens it: a FIFO would block, a repeated column mislead
     if options.engine == "spark":
         from tsdp.engine.spark import aggregate_events_spark
 

@@ -31,6 +31,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from tsdp.accounting.budget import check_epsilon
 from tsdp.accounting.pld import DEFAULT_DISCRETIZATION, pld_from_profile
 from tsdp.accounting.structured import (
     Derivation,
@@ -107,8 +108,8 @@ class TrainConfig:
             raise UsageError(f"--epsilon {self.epsilon:g} needs --delta: an (epsilon, delta) budget has both")
         if self.delta is None:
             raise UsageError("--delta is required: DP-SGD is (epsilon, delta)-DP and the accountant needs delta")
-        if self.epsilon is not None and not (self.epsilon > 0 and math.isfinite(self.epsilon)):
-            raise UsageError(f"--epsilon must be finite and > 0, got {self.epsilon}")
+        if self.epsilon is not None:
+            check_epsilon(self.epsilon, "--epsilon")  # finite, > 0 and within the range tsdp calibrates
         if self.noise_multiplier is None and (self.epsilon is None or (self.steps is None and self.epochs is None)):
             raise UsageError("--noise-multiplier auto needs --epsilon and --epochs (or --max-steps) to calibrate for")
         if self.epsilon is None and self.steps is None and self.epochs is None:

@@ -5,11 +5,12 @@ and optional auxiliary columns (the attacker's assumed knowledge Z) on the same 
 entity column the whole file is one entity, which also reads a wide file (one time column, series as
 columns). Rows may come in any order; each entity is sorted by time, must sit on one regular grid
 without gaps or repeats, and needs finite values everywhere (FLIP imputes nothing). The released
-table keeps the input's rows and columns in their order, with the value columns replaced.
+table keeps the input's rows in their order but only the entity and time columns and the released
+value columns: no other input column leaves, the auxiliary ones included.
 
 ``aux_entity`` is the QWI layout of the paper's Example 3: the value series of one entity serve as
-Z for every other entity (which must then cover exactly the same times); that entity is passed
-through unchanged.
+Z for every other entity (which must then cover exactly the same times); that entity's rows are
+not part of the release.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import numpy as np
 import polars as pl
 
 from tsdp.errors import DataError, UsageError
+from tsdp.io.ids import reject_nan_ids
 from tsdp.io.layouts import require_columns
 from tsdp.io.timegrid import build_grid, parse_time_column
 
@@ -72,8 +74,13 @@ class EntityPanel:
         return self.entities.index(entity)
 
     def released_frame(self, released: dict[tuple[Any, str], np.ndarray], suffix: str | None = None) -> pl.DataFrame:
-        """The input's rows and columns with each value column replaced by its release (or, with
-        ``suffix``, added next to the original); the aux entity's rows keep their values."""
+        """What may leave: the entity and time columns and each value column replaced by its release
+        (or, with ``suffix``, the original followed by the release), in the input's row order.
+
+        Every other input column, the auxiliary columns included, stays behind: only protected
+        series are published. The auxiliary entity's rows are dropped for the same reason (its
+        series was the attacker's assumed knowledge, not a release)."""
+        keys = [c for c in (self.entity_col, self.time_col) if c is not None]
         columns = []
         for j, column in enumerate(self.value_cols):
             sorted_out = self.values[:, j].astype(float).copy()
@@ -84,8 +91,12 @@ class EntityPanel:
             out[self.order] = sorted_out
             columns.append(pl.Series(column + (suffix or ""), out, dtype=pl.Float64))
         if suffix:
-            return self.frame.with_columns(columns)
-        return self.frame.with_columns(columns).select(self.frame.columns)
+            frame = self.frame.select(keys + self.value_cols).with_columns(columns)
+        else:
+            frame = self.frame.select(keys).with_columns(columns)
+        if self.aux_entity is not None:
+            frame = frame.filter(pl.col(self.entity_col) != pl.lit(self.aux_entity, dtype=self.frame.schema[self.entity_col]))
+        return frame
 
 
 def _label(entity: Any) -> str:
@@ -126,6 +137,8 @@ def load_entity_panel(df: pl.DataFrame, time_col: str, value_cols: list[str], en
     if entity_col is not None and work[entity_col].null_count():
         row = int(work[entity_col].is_null().arg_true()[0])
         raise DataError(f"column {entity_col!r}: missing entity id at row {row + 1}")
+    if entity_col is not None:
+        reject_nan_ids(work[entity_col], entity_col, "entity id")
     work = work.with_row_index("_row")
     sort_keys = [entity_col, time_col] if entity_col else [time_col]
     work = work.sort(sort_keys, maintain_order=True)

@@ -42,8 +42,10 @@ import polars as pl
 
 from tsdp.engine.kernel import ORDER, SERIES, STEP, TIME, USER, VALUE, cap_and_sum
 from tsdp.errors import DataError, UsageError
+from tsdp.io.ids import reject_nan_ids
 from tsdp.io.layouts import SeriesTable, numeric_values, require_columns
 from tsdp.io.timegrid import fixed_grid, parse_instant, parse_time_column
+from tsdp.limits import MAX_MAGNITUDE
 
 CAP_LEVELS = ("event", "w-event", "user")
 
@@ -136,6 +138,8 @@ class EventJob:
             raise UsageError("--value-bound is required with --value-col for event input")
         if self.caps.value_bound is not None and not self.caps.value_bound > 0:
             raise UsageError(f"--value-bound must be > 0, got {self.caps.value_bound}")
+        if self.caps.value_bound is not None and not self.caps.value_bound <= MAX_MAGNITUDE:
+            raise UsageError(f"--value-bound {self.caps.value_bound}: must be at most 2**53; rescale the values")
 
     @property
     def out_col(self) -> str:
@@ -179,6 +183,7 @@ def partial_cell_sums(df: pl.DataFrame, job: EventJob, order_col: str | None = N
         if df[job.user_col].null_count():
             row = int(df[job.user_col].is_null().arg_true()[0])
             raise DataError(f"column {job.user_col!r}: missing user id at row {row + 1}")
+        reject_nan_ids(df[job.user_col], job.user_col, "user id")
         df = parse_time_column(df, job.time_col, job.timezone)
         like = df.schema[job.time_col]
         grid, end_at = job.grid(like)

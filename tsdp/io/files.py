@@ -15,10 +15,13 @@ import os
 import sys
 import tempfile
 from pathlib import Path
+from typing import Callable
 
 import polars as pl
 
 from tsdp.errors import DataError, UsageError
+from tsdp.io.inputs import HEADER_BYTES, check_header, check_input
+from tsdp.io.publish import Staged, publish_all, writing
 from tsdp.io.timezones import csv_ready
 
 FORMATS = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet", ".json": "json"}
@@ -43,16 +46,13 @@ def table_format(path: str | Path, option: str = "INPUT", allowed=("csv", "parqu
 def read_table(path: str | Path) -> pl.DataFrame:
     """Read a CSV or Parquet file (or CSV from stdin for ``-``) into a polars DataFrame."""
     fmt = table_format(path)
-    if str(path) != STDIO:
-        p = Path(path)
-        if not p.exists():
-            raise UsageError(f"INPUT: file {str(path)!r} does not exist")
-        if p.is_dir():
-            raise UsageError(f"INPUT: {str(path)!r} is a directory, not a file")
+    check_input(path)  # a regular file (a FIFO would block), a CSV header without repeated names
     try:
         if fmt == "parquet":
             return pl.read_parquet(path)
         source = io.BytesIO(sys.stdin.buffer.read()) if str(path) == STDIO else path
+        if str(path) == STDIO:
+            check_header(source.getvalue()[:HEADER_BYTES], "INPUT <stdin>")
         return pl.read_csv(source, infer_schema_length=None)
     except (pl.exceptions.PolarsError, OSError, ValueError) as exc:
         first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
@@ -108,6 +108,9 @@ def check_output_path(path: str | Path, force: bool, inputs: tuple = (), option:
         raise UsageError(f"{option}: directory {str(p.parent)!r} does not exist")
     if not p.parent.is_dir():
         raise UsageError(f"{option}: {str(p.parent)!r} is a file, not a directory")
+    if not os.access(p.parent, os.W_OK | os.X_OK):  # early; publishing checks again (root passes this)
+        raise UsageError(f"{option}: directory {str(p.parent)!r} is not writable; choose a directory you can "
+                         "write to")
 
 
 class _HashingWriter(io.RawIOBase):
@@ -130,31 +133,34 @@ class AtomicOutputs:
     """Stage several output files and publish them together.
 
     ``stage_table``/``stage_bytes`` write to a hidden temporary file beside the target and return
-    its sha256. ``commit()`` renames every staged file into place; leaving the ``with`` block
-    without committing (an exception) deletes the temporaries, so no half-written output remains.
+    its sha256. ``commit()`` publishes every staged file at once (:func:`tsdp.io.publish.publish_all`:
+    synced to disk, both or neither, and, unless ``replace``, never over a file that another process
+    wrote meanwhile); leaving the ``with`` block without committing (an exception) deletes the
+    temporaries, so no half-written output remains. ``option`` names a file's option in errors.
     """
 
-    def __init__(self) -> None:
-        self._staged: list[tuple[Path, Path]] = []
-        self._private: set[Path] = set()
+    def __init__(self, replace: bool = False) -> None:
+        self.replace = replace
+        self._staged: list[Staged] = []
         self.stdout_payload: bytes | None = None
 
     def __enter__(self) -> "AtomicOutputs":
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
-        for tmp, _ in self._staged:
-            tmp.unlink(missing_ok=True)
+        for item in self._staged:
+            item.tmp.unlink(missing_ok=True)
         self._staged.clear()
 
-    def _temp_beside(self, target: Path) -> Path:
-        fd, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent or ".")
+    def _temp_beside(self, target: Path, option: str | None = None, private: bool = False) -> Path:
+        with writing(target, option):
+            fd, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent or ".")
         os.close(fd)
         tmp = Path(name)
-        self._staged.append((tmp, target))
+        self._staged.append(Staged(tmp, target, option, private))
         return tmp
 
-    def stage_table(self, df, path: str | Path) -> str:
+    def stage_table(self, df, path: str | Path, option: str | None = "--output") -> str:
         """Stage ``df`` for ``path`` (format by extension); return the sha256 of its bytes.
 
         ``df`` is a DataFrame, or an iterable of DataFrames with one schema (a release streamed
@@ -165,12 +171,12 @@ class AtomicOutputs:
             if str(path) == STDIO:
                 df = pl.concat(list(df))
             else:
-                return self._stage_stream(df, Path(path), fmt)
+                return self._stage_stream(df, Path(path), fmt, option)
         if str(path) == STDIO:
             self.stdout_payload = serialise_table(df, fmt)
             return hashlib.sha256(self.stdout_payload).hexdigest()
-        tmp = self._temp_beside(Path(path))
-        with open(tmp, "wb") as fh:
+        tmp = self._temp_beside(Path(path), option)
+        with writing(path, option), open(tmp, "wb") as fh:
             sink = _HashingWriter(fh)
             if fmt == "parquet":
                 df.write_parquet(sink, compression=PARQUET_COMPRESSION)
@@ -178,14 +184,14 @@ class AtomicOutputs:
                 csv_ready(df).write_csv(sink, datetime_format=CSV_DATETIME_FORMAT)
         return sink.digest.hexdigest()
 
-    def _stage_stream(self, frames, path: Path, fmt: str) -> str:
-        tmp = self._temp_beside(path)
-        with open(tmp, "wb") as fh:
+    def _stage_stream(self, frames, path: Path, fmt: str, option: str | None) -> str:
+        tmp = self._temp_beside(path, option)
+        with writing(path, option), open(tmp, "wb") as fh:
             sink = _HashingWriter(fh)
             writer = None
             for k, frame in enumerate(frames):
                 if fmt == "csv":
-                    frame.write_csv(sink, include_header=k == 0, datetime_format=CSV_DATETIME_FORMAT)
+                    csv_ready(frame).write_csv(sink, include_header=k == 0, datetime_format=CSV_DATETIME_FORMAT)
                     continue
                 table = frame.to_arrow()
                 if writer is None:
@@ -197,23 +203,19 @@ class AtomicOutputs:
                 writer.close()
         return sink.digest.hexdigest()
 
-    def stage_bytes(self, data: bytes, path: str | Path, private: bool = False) -> str:
+    def stage_bytes(self, data: bytes, path: str | Path, private: bool = False, option: str | None = None) -> str:
         """Stage ``data`` for ``path``; ``private`` files (secrets) are published with mode 0600."""
         if str(path) == STDIO:
             self.stdout_payload = data
         else:
-            tmp = self._temp_beside(Path(path))
-            tmp.write_bytes(data)
-            if private:
-                self._private.add(tmp)
+            tmp = self._temp_beside(Path(path), option, private)
+            with writing(path, option):
+                tmp.write_bytes(data)
         return hashlib.sha256(data).hexdigest()
 
-    def commit(self) -> None:
-        umask = os.umask(0)
-        os.umask(umask)
-        for tmp, target in self._staged:
-            os.chmod(tmp, 0o600 if tmp in self._private else 0o666 & ~umask)
-            os.replace(tmp, target)
+    def commit(self, before_publish: Callable[[], None] | None = None) -> None:
+        """Publish the staged files (``before_publish`` runs just before the first one is moved)."""
+        publish_all(self._staged, self.replace, before_publish)
         self._staged.clear()
         if self.stdout_payload is not None:
             sys.stdout.buffer.write(self.stdout_payload)

@@ -14,6 +14,8 @@ import numpy as np
 import polars as pl
 
 from tsdp.errors import DataError, UsageError
+from tsdp.io.ids import reject_nan_ids
+from tsdp.io.magnitudes import check_magnitude
 from tsdp.io.timegrid import TimeGrid, block_grid, build_grid, parse_time_column
 
 LAYOUTS = ("long", "wide", "events")
@@ -67,6 +69,7 @@ def numeric_values(df: pl.DataFrame, column: str, allow_negative: bool, allow_nu
     if values.dtype.is_float() and (values.is_nan().any() or values.is_infinite().any()):
         row = int((values.is_nan() | values.is_infinite()).arg_true()[0])
         raise DataError(f"column {column!r}: non-finite value {values[row]} at row {row + 1}")
+    values = check_magnitude(values, column)
     if not allow_negative and values.len() > values.null_count() and values.min() < 0:
         row = int((values < 0).fill_null(False).arg_true()[0])
         raise DataError(
@@ -173,6 +176,8 @@ def load_long(
     if series_col is not None and df[series_col].null_count():
         row = int(df[series_col].is_null().arg_true()[0])
         raise DataError(f"column {series_col!r}: missing series id at row {row + 1}")
+    if series_col is not None:
+        reject_nan_ids(df[series_col], series_col, "series id")
     df = parse_time_column(df, time_col, timezone)
     df = df.with_columns(numeric_values(df, value_col, allow_negative, allow_null=fill_missing, null_hint=null_hint))
     if not df[value_col].null_count():

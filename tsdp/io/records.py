@@ -23,6 +23,7 @@ import numpy as np
 import polars as pl
 
 from tsdp.errors import DataError, UsageError
+from tsdp.io.ids import reject_nan_ids
 from tsdp.io.layouts import numeric_values, require_columns
 from tsdp.io.timegrid import parse_freq, parse_instant, parse_time_column
 
@@ -160,10 +161,12 @@ def _load_records(df: pl.DataFrame, spec: RecordSpec, order_col: str | None, sha
         row = int(users.is_null().arg_true()[0])
         raise DataError(f"--user-col: column {spec.user_col!r} has a missing user id at row {row + 1}; "
                         "every record needs a user (the privacy unit)")
+    reject_nan_ids(users, spec.user_col, "user id")
     for k in source_keys:
         if frame[k].null_count():
             row = int(frame[k].is_null().arg_true()[0])
             raise DataError(f"column {k!r}: missing group key at row {row + 1}; fill or drop such records first")
+        reject_nan_ids(frame[k], k, "group key")
     values = numeric_values(frame, spec.value_col, allow_negative=True, allow_null=False,
                             null_hint="every record needs a value; drop such records before the run "
                                       "(the guarantee then covers the cleaned dataset)")

@@ -29,6 +29,7 @@ import numpy as np
 import polars as pl
 
 from tsdp.errors import DataError, NumericalError, UsageError
+from tsdp.io.magnitudes import int64_times
 from tsdp.io.timezones import (EXAMPLE, check_offsets, check_zone, has_offset, is_zoned, localize,
                                localize_instant, strip_offsets, wall_clock, with_zone)
 
@@ -105,7 +106,7 @@ def parse_time_column(df: pl.DataFrame, column: str, timezone: str | None = None
         if timezone is not None:
             raise UsageError(f"--timezone {timezone}: column {column!r} holds integers, not timestamps; "
                              "remove --timezone")
-        out = df.with_columns(pl.col(column).cast(pl.Int64))
+        out = df.with_columns(int64_times(df[column], column))
     elif dtype == pl.Date:
         out = df
     elif isinstance(dtype, pl.Datetime):

@@ -15,6 +15,7 @@ import numpy as np
 
 from tsdp.accounting.claim import PrivacyClaim, PrivacyUnit
 from tsdp.errors import UsageError
+from tsdp.limits import MAX_MAGNITUDE
 from tsdp.mean import algorithms as alg
 
 ALGORITHMS = ("baseline", "array-averaging", "levy", "quantile")
@@ -64,6 +65,10 @@ class MeanSettings:
             raise bad("--upper", self.upper, "must be a finite public bound (never derived from the data)")
         if isinstance(self.lower, bool) or not _finite(self.lower):
             raise bad("--lower", self.lower, "must be a finite public bound")
+        for option, bound in (("--upper", self.upper), ("--lower", self.lower)):
+            if abs(float(bound)) > MAX_MAGNITUDE:
+                raise bad(option, bound, "must lie within ±2**53, where float64 holds the sums and the noise "
+                                         "exactly; rescale the values")
         if float(self.upper) <= float(self.lower):
             raise UsageError(f"--upper {self.upper!r} must be greater than --lower {self.lower!r}")
         object.__setattr__(self, "epsilon", float(self.epsilon))

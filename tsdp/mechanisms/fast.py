@@ -134,11 +134,12 @@ PRESET_SOURCES: dict[str, dict[str, str]] = {
                  "theta": "streamdp-benchmark [X]", "xi": "streamdp-benchmark [X]",
                  "error": "streamdp-benchmark [X] (relative error of the full study)"},
 }
-# Options that only make sense for adaptive sampling (spec 4, rule 8), by their flag names.
+# Options that only make sense for adaptive sampling (spec 4, rule 8), by the names errors use: the
+# option of ``tsdp release`` where there is one, else the keyword argument of :func:`release_fast`.
 ADAPTIVE_ONLY = {
-    "max_samples": "--fast-max-samples", "max_samples_ratio": "--fast-max-samples-ratio",
-    "gains": "--fast-gains (--fast-cp/--fast-ci/--fast-cd)", "ti": "--fast-ti", "theta": "--fast-theta",
-    "xi": "--fast-xi", "error": "--fast-error", "error_delta": "--fast-delta", "warmup": "--fast-warmup",
+    "max_samples": "--fast-max-samples", "max_samples_ratio": "max_samples_ratio",
+    "gains": "--fast-gains", "ti": "ti", "theta": "--fast-theta",
+    "xi": "--fast-xi", "error": "error", "error_delta": "error_delta", "warmup": "warmup",
 }
 
 
@@ -220,30 +221,30 @@ def resolve_settings(
     if n_steps < 2:
         raise DataError(f"FAST needs series of at least 2 time stamps (T >= 2), got T={n_steps}")
     if preset is not None and preset not in PRESETS:
-        raise UsageError(f"--preset must be one of {', '.join(PRESETS)}, got {preset!r}")
+        raise UsageError(f"--fast-preset must be one of {', '.join(PRESETS)}, got {preset!r}")
     explicit = {"max_samples": max_samples, "max_samples_ratio": max_samples_ratio, "q": q, "r": r,
                 "p0": p0, "gains": gains, "ti": ti, "theta": theta, "xi": xi, "error": error,
                 "error_delta": error_delta, "warmup": warmup}
     if isinstance(adaptive, str) and adaptive in ("adaptive", "fixed"):
         adaptive = adaptive == "adaptive"
     if not isinstance(adaptive, (bool, np.bool_)):
-        raise UsageError(f"--fast-sampling must be adaptive or fixed, got {adaptive!r}")
+        raise UsageError(f"the sampling (adaptive=) must be adaptive or fixed, got {adaptive!r}")
     if adaptive:
         if interval is not None:
-            raise UsageError(f"--fast-interval applies to --fast-sampling fixed only, got {interval!r} "
-                             "with adaptive sampling; remove it or use --fast-sampling fixed")
+            raise UsageError(f"--fast-fixed-interval applies to fixed sampling only, got {interval!r} "
+                             "with adaptive sampling (adaptive=True); remove it or sample at fixed intervals")
         if max_samples is not None and max_samples_ratio is not None:
-            raise UsageError(f"--fast-max-samples ({max_samples!r}) and --fast-max-samples-ratio "
+            raise UsageError(f"--fast-max-samples ({max_samples!r}) and max_samples_ratio "
                              f"({max_samples_ratio!r}) are mutually exclusive; give one")
     else:
         given = [flag for name, flag in ADAPTIVE_ONLY.items() if explicit[name] is not None]
         if given:
-            raise UsageError(f"{', '.join(given)} apply to --fast-sampling adaptive only; remove them "
-                             "for fixed-rate sampling")
+            raise UsageError(f"{', '.join(given)} apply to adaptive sampling only; remove them when "
+                             "sampling every --fast-fixed-interval steps")
         if interval is None:
-            raise UsageError("--fast-interval is required with --fast-sampling fixed")
+            raise UsageError("--fast-fixed-interval is required for fixed sampling (adaptive=False)")
         if not (_is_int(interval) and 1 <= interval <= n_steps):
-            raise UsageError(f"--fast-interval must be an integer in [1, T={n_steps}], got {interval!r}")
+            raise UsageError(f"--fast-fixed-interval must be an integer in [1, T={n_steps}], got {interval!r}")
 
     preset_values = PRESETS[preset] if preset else {}
     sources: dict[str, str] = {}
@@ -260,7 +261,7 @@ def resolve_settings(
 
     q_val = _positive(pick("q"), "--fast-q")
     r_val = _positive_or_auto(pick("r"), "--fast-r")
-    p0_val = _positive_or_auto(pick("p0"), "--fast-p0")
+    p0_val = _positive_or_auto(pick("p0"), "p0")
     warnings: list[str] = []
     if not adaptive:
         interval = int(interval)
@@ -277,7 +278,7 @@ def resolve_settings(
     else:
         ratio = pick("max_samples_ratio")
         if not (_is_real(ratio) and 0 < ratio <= 1):
-            raise UsageError(f"--fast-max-samples-ratio must be in (0, 1], got {ratio!r}")
+            raise UsageError(f"max_samples_ratio must be in (0, 1], got {ratio!r}")
         # floor of the decimal ratio times T (0.15 * 540 = 81 exactly, whatever the binary rounding)
         m = max(1, math.floor(Fraction(repr(float(ratio))) * n_steps))
         sources["max_samples"] = (f"floor({ratio!r} T), ratio explicit" if sources["max_samples_ratio"] == "explicit"
@@ -287,37 +288,37 @@ def resolve_settings(
         cp, ci, cd = (float(g) for g in gains_val)
     except (TypeError, ValueError):
         raise UsageError(f"--fast-gains must be three numbers (Cp, Ci, Cd), got {gains_val!r}") from None
-    for flag, g in (("--fast-cp", cp), ("--fast-ci", ci), ("--fast-cd", cd)):
+    for name, g in (("Cp", cp), ("Ci", ci), ("Cd", cd)):
         if not (math.isfinite(g) and g >= 0):
-            raise UsageError(f"{flag} (PID gain) must be finite and >= 0, got {g!r}")
+            raise UsageError(f"--fast-gains: the PID gain {name} must be finite and >= 0, got {g!r}")
     if abs(cp + ci + cd - 1.0) > 1e-9:
-        raise UsageError(f"--fast-gains: the PID gains --fast-cp + --fast-ci + --fast-cd must sum to 1 "
+        raise UsageError(f"--fast-gains: the PID gains Cp + Ci + Cd must sum to 1 "
                          f"(Eq. 12), got {cp!r} + {ci!r} + {cd!r} = {cp + ci + cd!r}")
     if not (cp > ci > cd):
         warnings.append(f"PID gains Cp={cp:g}, Ci={ci:g}, Cd={cd:g} do not follow the common practice "
                         "Cp > Ci > Cd (Fan and Xiong 2012, section 4)")
     ti_val = pick("ti")
     if not (_is_int(ti_val) and ti_val >= 1):
-        raise UsageError(f"--fast-ti must be an integer >= 1, got {ti_val!r}")
+        raise UsageError(f"ti must be an integer >= 1, got {ti_val!r}")
     theta_val = _positive(pick("theta"), "--fast-theta")
     xi_val = _positive(pick("xi"), "--fast-xi")
     error_val = pick("error")
     if error_val not in ERROR_MODES:
-        raise UsageError(f"--fast-error must be one of {', '.join(ERROR_MODES)}, got {error_val!r}")
-    delta_val = _positive(pick("error_delta"), "--fast-delta")
+        raise UsageError(f"error must be one of {', '.join(ERROR_MODES)}, got {error_val!r}")
+    delta_val = _positive(pick("error_delta"), "error_delta")
     if error_val == "relative" and xi_val > 10:
-        warnings.append(f"--fast-error relative with --fast-xi {xi_val:g} > 10: xi has the units of the "
+        warnings.append(f"relative errors with --fast-xi {xi_val:g} > 10: xi has the units of the "
                         "error, so the interval will grow at almost every sample (spec F-P2); "
-                        "use --preset streamdp or xi around 0.1")
+                        "use --fast-preset streamdp or xi around 0.1")
     if error_val == "absolute" and xi_val < 1:
-        warnings.append(f"--fast-error absolute with --fast-xi {xi_val:g} < 1: xi has the units of the "
+        warnings.append(f"absolute errors with --fast-xi {xi_val:g} < 1: xi has the units of the "
                         "counts, so the interval will stay at 1 and the budget runs out in the first M "
-                        "steps (spec F-P2); use --preset cikm2012 or --fast-error relative")
+                        "steps (spec F-P2); use --fast-preset cikm2012 or relative errors")
     warmup_val = pick("warmup")
     if warmup_val == "auto":
         warmup_val = min(int(ti_val), m)
     elif not (_is_int(warmup_val) and 0 <= warmup_val <= m):
-        raise UsageError(f"--fast-warmup must be auto or an integer in [0, M={m}], got {warmup_val!r}")
+        raise UsageError(f"warmup must be auto or an integer in [0, M={m}], got {warmup_val!r}")
     return FastSettings(True, n_steps, m, None, q_val, r_val, p0_val, (cp, ci, cd), int(ti_val),
                         theta_val, xi_val, error_val, delta_val, int(warmup_val), preset, sources,
                         tuple(warnings))
@@ -360,7 +361,7 @@ def release_fast(
     or ``floor(ratio T)`` with ratio 0.15 by default); ``adaptive=False`` samples every
     ``interval`` steps (M = ceil(T / interval)). The other keyword arguments are the filter and
     controller parameters of the module docstring (``None``: the preset's, else the default);
-    each mirrors a ``--fast-*`` option of ``tsdp release`` and errors name that option.
+    errors name the ``--fast-*`` option of ``tsdp release`` where there is one, else the keyword.
     """
     arr = np.asarray(values, dtype=np.float64)
     one_d = arr.ndim == 1
@@ -371,10 +372,10 @@ def release_fast(
                          f"{panel.n_series} series x {panel.n_steps} steps")
     n_series, n_steps = arr.shape
     if preset is not None and preset not in PRESETS:
-        raise UsageError(f"--preset must be one of {', '.join(PRESETS)}, got {preset!r}")
+        raise UsageError(f"--fast-preset must be one of {', '.join(PRESETS)}, got {preset!r}")
     if epsilon is None:
         if preset is None:
-            raise UsageError("--epsilon is required (or give --preset cikm2012|streamdp for its epsilon 0.01)")
+            raise UsageError("--epsilon is required (or give --fast-preset cikm2012|streamdp for its epsilon 0.01)")
         epsilon = PRESETS[preset]["epsilon"]
     check_epsilon(epsilon)
     if noise not in NOISES:

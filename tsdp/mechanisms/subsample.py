@@ -45,7 +45,7 @@ from tsdp.accounting import timesubsampling as ts
 from tsdp.accounting.budget import check_delta, check_epsilon
 from tsdp.accounting.claim import MechanismEvent, PrivacyClaim
 from tsdp.accounting.sensitivity import ContributionBounds, privacy_unit
-from tsdp.errors import BudgetError, DataError, UsageError
+from tsdp.errors import BudgetError, DataError, NumericalError, UsageError
 from tsdp.mechanisms import filters
 from tsdp.mechanisms.baseline import Panel, Release, release_gaussian
 from tsdp.mechanisms.noise import gaussian_noise
@@ -124,6 +124,7 @@ def draw_sample_mask(rng: np.random.Generator, n_series: int, n_steps: int, p: f
     A series whose J came out empty is redrawn until it is not (data-independent; the accounting
     conditions on J != {}). Returns the mask and the number of redraws.
     """
+    check_sample_size(p, n_steps)
     mask = np.empty((n_series, n_steps), dtype=bool)
     rows = max(1, CHUNK_CELLS // max(n_steps, 1))
     for start in range(0, n_series, rows):
@@ -131,11 +132,14 @@ def draw_sample_mask(rng: np.random.Generator, n_series: int, n_steps: int, p: f
         mask[start:stop] = rng.random((stop - start, n_steps)) < p
     redraws = 0
     empty = np.flatnonzero(~mask.any(axis=1))
-    while empty.size:
+    for _ in range(MAX_REDRAW_ROUNDS):  # a bound on top of the check: the loop always ends
+        if not empty.size:
+            return mask, redraws
         redraws += empty.size
         mask[empty] = rng.random((empty.size, n_steps)) < p
         empty = empty[~mask[empty].any(axis=1)]
-    return mask, redraws
+    raise NumericalError(f"--sampling-rate {p:g}: {empty.size} series still had an empty sample after "
+                         f"{MAX_REDRAW_ROUNDS:,} redraws; raise --sampling-rate")
 
 
 def interpolate(mask: np.ndarray, knots: np.ndarray) -> np.ndarray:
@@ -220,11 +224,33 @@ def _as_panel_array(values, panel: Panel) -> tuple[np.ndarray, tuple]:
     return arr, shape
 
 
+# A series' sample J must be non-empty with at least this probability: an empty J is redrawn, so a
+# smaller chance means more than a thousand redraws per series on average (and p = 1e-300 for ever).
+MIN_NONEMPTY = 1e-3
+MAX_REDRAW_ROUNDS = 1_000_000
+
+
+def nonempty_probability(p: float, n_steps: int) -> float:
+    """P(J != {}) for Bernoulli(p) sampling of ``n_steps`` steps: 1 - (1 - p)^T, without cancellation."""
+    return 1.0 if p >= 1 else -math.expm1(n_steps * math.log1p(-p))
+
+
+def check_sample_size(p: float, n_steps: int) -> None:
+    """UsageError when a non-empty sample is so unlikely that redrawing it would not end in time."""
+    chance = nonempty_probability(p, n_steps)
+    if chance < MIN_NONEMPTY:
+        floor = -math.expm1(math.log1p(-MIN_NONEMPTY) / n_steps)
+        raise UsageError(f"--sampling-rate {p:g}: a series of T={n_steps} steps samples p*T = {p * n_steps:.3g} "
+                         f"steps on average, so a non-empty sample (which the mechanism needs) would take about "
+                         f"{1 / chance:.3g} draws per series; use --sampling-rate {floor * 1.001:.3g} or more")
+
+
 def _common_checks(epsilon: float, delta: float, p: float, panel: Panel) -> list[str]:
     check_epsilon(epsilon)
     check_delta(delta)
     ts.check_rate(p)
     T = panel.n_steps
+    check_sample_size(p, T)
     warnings = []
     if delta >= 1.0 / T:
         warnings.append(f"--delta {delta:g} is at least 1/T = {1 / T:.3g}: such a delta allows "

@@ -1,0 +1,185 @@
+"""Outputs under concurrency and signals: one writer wins, a killed run leaves nothing behind.
+
+Real ``tsdp`` processes are started with a small driver that wraps two tsdp functions to make the
+race deterministic: every process waits at a barrier after its up-front path check (so all of them
+have passed it) and again once its files are staged (so all of them commit at the same moment).
+The SIGTERM tests stop a process while its files are staged and its ledger reservation is held.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from tsdp.accounting import ledger as core
+
+SAMPLE = Path(__file__).resolve().parents[2] / "sample_data"
+WIDE = SAMPLE / "traffic_hourly_wide.csv"
+
+DRIVER = textwrap.dedent("""
+    import os, sys, time
+    from pathlib import Path
+
+    import tsdp.cli.common as common
+    import tsdp.io.files as files
+
+    here = Path(os.environ["TSDP_TEST_DIR"])
+    parties = int(os.environ.get("TSDP_TEST_PARTIES", "1"))
+    pause = float(os.environ.get("TSDP_TEST_PAUSE", "0"))
+
+    def barrier(name):
+        (here / f"{name}.{os.getpid()}").touch()
+        deadline = time.monotonic() + 60
+        while len(list(here.glob(f"{name}.*"))) < parties and time.monotonic() < deadline:
+            time.sleep(0.01)
+
+    checked = common.resolve_outputs
+    def resolve_outputs(*args, **kwargs):
+        paths = checked(*args, **kwargs)
+        barrier("checked")
+        return paths
+    common.resolve_outputs = resolve_outputs
+
+    commit = files.AtomicOutputs.commit
+    def staged(self, *args, **kwargs):
+        barrier("staged")
+        time.sleep(pause)  # the SIGTERM tests stop the process here
+        return commit(self, *args, **kwargs)
+    files.AtomicOutputs.commit = staged
+
+    from tsdp.cli.app import main
+    sys.exit(main(sys.argv[1:]))
+""")
+
+
+def start(tmp_path: Path, args: list[str], parties: int = 1, pause: float = 0.0) -> subprocess.Popen:
+    driver = tmp_path / "driver.py"
+    if not driver.exists():
+        driver.write_text(DRIVER)
+    env = {**os.environ, "TSDP_TEST_DIR": str(tmp_path / "sync"), "TSDP_TEST_PARTIES": str(parties),
+           "TSDP_TEST_PAUSE": str(pause)}
+    (tmp_path / "sync").mkdir(exist_ok=True)
+    return subprocess.Popen([sys.executable, str(driver), *args], cwd=tmp_path, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def release_args(out: str, *extra: str) -> list[str]:
+    return ["release", str(WIDE), "--epsilon", "0.25", "--delta", "1e-6", "--unit", "event", "-o", out,
+            "--seed", "7", "-q", *extra]
+
+
+@pytest.fixture
+def ledger_db(tmp_path) -> Path:
+    path = tmp_path / "budget.db"
+    core.init_ledger(path, "traffic", 1.0, 1e-5)
+    return path
+
+
+def entries(path: Path) -> list[core.LedgerEntry]:
+    (status,) = core.status(path, "traffic")
+    return list(status.entries)
+
+
+def hidden(directory: Path) -> list[str]:
+    return sorted(p.name for p in directory.iterdir() if p.name.startswith(".") and p.name != ".sync")
+
+
+def test_concurrent_releases_to_one_output_exactly_one_wins(tmp_path, ledger_db):
+    """Three releases, all past the up-front check before any publishes: one wins, two exit 2,
+    the winner's output and report are a pair, and the ledger charges the winner only."""
+    procs = [start(tmp_path, release_args("out.csv", "--ledger", "budget.db", "--dataset", "traffic"), parties=3)
+             for _ in range(3)]
+    results = [(p.wait(timeout=300), *p.communicate()) for p in procs]
+    codes = sorted(code for code, _, _ in results)
+    assert codes == [0, 2, 2], results
+    for code, _, err in results:
+        if code == 2:
+            lines = err.strip().splitlines()
+            assert len(lines) == 1 and lines[0].startswith("error: --output: "), lines
+            assert "appeared while this run was working" in lines[0] and "--force" in lines[0]
+    report = json.loads((tmp_path / "out.report.json").read_text())
+    import hashlib
+
+    assert report["output"]["sha256"] == hashlib.sha256((tmp_path / "out.csv").read_bytes()).hexdigest()
+    spent = [e for e in entries(ledger_db)]
+    assert [e.state for e in spent] == ["spent"], spent
+    assert spent[0].output_sha256 == report["output"]["sha256"]
+    assert hidden(tmp_path) == []
+
+
+def test_concurrent_writers_of_one_report_never_leave_a_mixed_pair(tmp_path):
+    """Different outputs, the same report: one wins, and the loser published neither file."""
+    procs = [start(tmp_path, release_args(f"out{k}.csv", "--report", "shared.report.json"), parties=3)
+             for k in range(3)]
+    codes = [p.wait(timeout=300) for p in procs]
+    for p in procs:
+        p.communicate()
+    assert sorted(codes) == [0, 2, 2]
+    winner = codes.index(0)
+    names = sorted(p.name for p in tmp_path.iterdir() if p.suffix in (".csv", ".json"))
+    assert names == sorted([f"out{winner}.csv", "shared.report.json"])
+    report = json.loads((tmp_path / "shared.report.json").read_text())
+    assert report["output"]["file"] == f"out{winner}.csv"
+
+
+def test_force_lets_a_later_writer_replace_the_pair(tmp_path):
+    procs = [start(tmp_path, release_args("out.csv", "--force"), parties=2) for _ in range(2)]
+    assert [p.wait(timeout=300) for p in procs] == [0, 0]
+    for p in procs:
+        p.communicate()
+    report = json.loads((tmp_path / "out.report.json").read_text())
+    import hashlib
+
+    assert report["output"]["sha256"] == hashlib.sha256((tmp_path / "out.csv").read_bytes()).hexdigest()
+    assert hidden(tmp_path) == []
+
+
+def wait_for(path_glob: Path, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while not list(path_glob.parent.glob(path_glob.name)):
+        assert time.monotonic() < deadline, f"{path_glob} never appeared"
+        time.sleep(0.02)
+
+
+def test_sigterm_cleans_up_like_sigint(tmp_path, ledger_db):
+    """SIGTERM while the files are staged and the budget reserved: exit 143, one error line, no
+    temporary file, no output, no pending reservation."""
+    proc = start(tmp_path, release_args("out.csv", "--ledger", "budget.db", "--dataset", "traffic"), pause=60)
+    wait_for(tmp_path / "sync" / "staged.*")
+    assert len(hidden(tmp_path)) == 2  # the staged output and report
+    assert [e.state for e in entries(ledger_db)] == ["pending"]
+    proc.send_signal(signal.SIGTERM)
+    code = proc.wait(timeout=60)
+    out, err = proc.communicate()
+    assert code == 143
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: terminated by SIGTERM"), lines
+    assert "Traceback" not in err and out == ""
+    assert hidden(tmp_path) == []
+    assert not (tmp_path / "out.csv").exists() and not (tmp_path / "out.report.json").exists()
+    assert entries(ledger_db) == []
+
+
+def test_sigterm_while_working_cleans_up(tmp_path, ledger_db):
+    """SIGTERM while the run reads and computes (no pause; the budget is already reserved): nothing
+    is left half-done: either the run finished (exit 0, charged once) or it left no file and no entry."""
+    proc = start(tmp_path, release_args("out.csv", "--ledger", "budget.db", "--dataset", "traffic"))
+    wait_for(tmp_path / "sync" / "checked.*")
+    time.sleep(0.1)
+    proc.send_signal(signal.SIGTERM)
+    code = proc.wait(timeout=60)
+    proc.communicate()
+    assert code in (0, 143)
+    assert hidden(tmp_path) == []
+    if code == 143:
+        assert not (tmp_path / "out.csv").exists() and entries(ledger_db) == []
+    else:
+        assert [e.state for e in entries(ledger_db)] == ["spent"]

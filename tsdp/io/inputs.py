@@ -1,0 +1,67 @@
+"""Checks on an input path before tsdp opens it: a regular file, and a CSV header without repeats.
+
+* A FIFO (named pipe), a device or a socket is refused before ``open()``, which would block until a
+  writer appears (a cron job hanging for ever) or read an endless stream. Piped data goes to ``-``
+  (stdin), which stays allowed.
+* A CSV header that names a column twice (``a,a``) is refused: polars would rename the second copy
+  to ``a_duplicated_0``, so ``--value-col a`` would silently read only the first one and a wide
+  release would publish a column under a name the file never had.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+import stat
+from pathlib import Path
+
+from tsdp.errors import DataError, UsageError
+
+STDIO = "-"
+HEADER_BYTES = 1 << 20  # a header longer than this is not checked (polars reads it all the same)
+
+
+def check_input(path: str | Path, option: str = "INPUT") -> None:
+    """UsageError unless ``path`` is ``-`` or an existing regular file; DataError if it is a CSV
+    file whose header repeats a column name."""
+    if str(path) == STDIO:
+        return
+    try:
+        mode = os.stat(path).st_mode  # follows symbolic links: a link to a FIFO is a FIFO
+    except FileNotFoundError:
+        raise UsageError(f"{option}: file {str(path)!r} does not exist") from None
+    except OSError as exc:
+        raise UsageError(f"{option}: cannot read {str(path)!r}: {exc.strerror or exc}") from None
+    if stat.S_ISDIR(mode):
+        raise UsageError(f"{option}: {str(path)!r} is a directory, not a file")
+    if not stat.S_ISREG(mode):
+        kind = "a named pipe (FIFO)" if stat.S_ISFIFO(mode) else "a device or socket"
+        raise UsageError(f"{option}: {str(path)!r} is {kind}, not a regular file; save the data to a file, or "
+                         "pipe it to tsdp as '-' (stdin)")
+    if Path(path).suffix.lower() == ".csv":
+        try:
+            with open(path, "rb") as fh:
+                head = fh.read(HEADER_BYTES)
+        except OSError as exc:
+            raise UsageError(f"{option}: cannot read {str(path)!r}: {exc.strerror or exc}") from None
+        check_header(head, f"{option} {str(path)!r}")
+
+
+def check_header(head: bytes, where: str = "INPUT") -> None:
+    """DataError if the first CSV record of ``head`` names a column more than once."""
+    if len(head) >= HEADER_BYTES and b"\n" not in head:
+        return  # the header goes on beyond what was read
+    text = head.decode("utf-8", errors="replace")
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    try:
+        names = next(csv.reader(io.StringIO(text, newline="")), [])
+    except csv.Error:
+        return  # polars reports what is wrong with the file
+    seen: set[str] = set()
+    for name in names:
+        if name in seen:
+            raise DataError(f"{where}: the header names column {name!r} more than once; give every column a "
+                            f"unique name (polars would read the second one as {name + '_duplicated_0'!r})")
+        seen.add(name)

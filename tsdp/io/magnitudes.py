@@ -1,0 +1,62 @@
+"""Input columns whose numbers float64 cannot carry: values beyond ±2**53, integer times beyond 64 bits.
+
+Polars reads integers wider than 64 bits as Int128 and unsigned ones as UInt64; numpy has no 128-bit
+integers, and tsdp's time grid computes in Int64. Each is refused with the column, the row and the
+value (DataError, exit 4) instead of failing later inside a conversion.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from tsdp.errors import DataError, NumericalError
+from tsdp.limits import MAX_MAGNITUDE
+
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+
+
+def check_magnitude(values: pl.Series, column: str) -> pl.Series:
+    """``values`` (numbers, nulls allowed), refused if any is beyond ±MAX_MAGNITUDE; integer types
+    wider than Int64 come back as Int64 (every accepted value fits)."""
+    if values.len() == values.null_count():
+        return values
+    big = (values.abs() > MAX_MAGNITUDE).fill_null(False)
+    if big.any():
+        row = int(big.arg_true()[0])
+        raise DataError(f"column {column!r}: value {values[row]} at row {row + 1} is beyond ±2**53 "
+                        f"(= {MAX_MAGNITUDE:.0f}), where float64 cannot carry the noise tsdp adds; rescale the "
+                        "column (e.g. count in thousands)")
+    if values.dtype.is_integer() and values.dtype not in (pl.Int8, pl.Int16, pl.Int32, pl.Int64, pl.UInt8,
+                                                          pl.UInt16, pl.UInt32):
+        return values.cast(pl.Int64)
+    return values
+
+
+def int64_times(times: pl.Series, column: str) -> pl.Series:
+    """An integer time column as Int64; DataError naming the first value outside the Int64 range."""
+    if times.dtype in (pl.Int64, pl.Int32, pl.Int16, pl.Int8, pl.UInt8, pl.UInt16, pl.UInt32):
+        return times.cast(pl.Int64)
+    outside = times > INT64_MAX
+    if times.dtype.is_signed_integer():
+        outside = outside | (times < INT64_MIN)
+    outside = outside.fill_null(False)
+    if outside.any():
+        row = int(outside.arg_true()[0])
+        raise DataError(f"column {column!r}: integer time {times[row]} at row {row + 1} is outside the 64-bit "
+                        f"range [{INT64_MIN}, {INT64_MAX}] of tsdp's time grid; use smaller time numbers "
+                        "(e.g. steps since the first one) or ISO timestamps")
+    return times.cast(pl.Int64)
+
+
+def require_finite_output(df: pl.DataFrame) -> None:
+    """NumericalError (exit 5) naming the first column and row of ``df`` holding NaN or an
+    infinity: a computation overflowed, and such a table is never published."""
+    for name, dtype in df.schema.items():
+        if not dtype.is_float():
+            continue
+        bad = (~df[name].is_finite()).fill_null(False)
+        if bad.any():
+            row = int(bad.arg_true()[0])
+            raise NumericalError(f"the output column {name!r} would hold {df[name][row]} at row {row + 1}: the "
+                                 "computation overflowed float64; rescale the input values or the public bounds; "
+                                 "nothing was published")
