@@ -96,3 +96,14 @@ def test_errors_name_the_input_row(tmp_path):
     with pytest.raises(DataError, match="non-numeric value 'x' at row 1235"):
         with series_stream.series_chunks(str(path), SPEC, memory_limit=1 << 16, work_dir=str(tmp_path)) as chunks:
             list(chunks.tables())
+
+
+def test_streamed_output_is_checked_for_overflow_across_chunks():
+    from tsdp.errors import NumericalError
+    from tsdp.io.magnitudes import require_finite_output
+
+    chunks = [pl.DataFrame({"value": [1.0, 2.0, 3.0]}), pl.DataFrame({"value": [4.0, float("inf")]})]
+    checked = require_finite_output(iter(chunks))
+    assert next(checked).equals(chunks[0])
+    with pytest.raises(NumericalError, match="would hold inf at row 5"):
+        next(checked)

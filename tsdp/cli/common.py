@@ -256,7 +256,7 @@ def publish(frame, output: str, report_path: str, make_report: Callable[[dict], 
     only (mode 0600). Without ``force`` no file is replaced, not even one that another process
     wrote after :func:`resolve_outputs` checked the paths (exit 2, nothing published or charged).
     """
-    require_finite_output(frame)
+    frame = require_finite_output(frame) or frame  # a stream of frames is checked as it is written
     with AtomicOutputs(replace=force) as outputs:
         digest = outputs.stage_table(frame, output, "--output")
         described = {"file": "<stdout>" if output == "-" else Path(output).name,

@@ -153,8 +153,9 @@ def _plan(scan: pl.LazyFrame, spec: InputSpec, path: str) -> tuple[pl.Series, Ti
 
 def load_chunk(directory: Path, chunk: int, spec: InputSpec, grid: TimeGrid) -> SeriesTable:
     """One chunk of series, checked and completed against the whole input's grid."""
+    # streaming: the partition is decoded row group by row group and filtered, never held whole
     df = (pl.scan_parquet(directory / "*.parquet").filter(pl.col(CHUNK) == chunk).drop(CHUNK)
-          .collect())
+          .collect(engine="streaming"))
     if not df[ORDER].is_sorted():
         df = df.sort(ORDER)
     try:

@@ -48,15 +48,28 @@ def int64_times(times: pl.Series, column: str) -> pl.Series:
     return times.cast(pl.Int64)
 
 
-def require_finite_output(df: pl.DataFrame) -> None:
+def require_finite_output(df, offset: int = 0):
     """NumericalError (exit 5) naming the first column and row of ``df`` holding NaN or an
-    infinity: a computation overflowed, and such a table is never published."""
+    infinity: a computation overflowed, and such a table is never published.
+
+    ``df`` may be an iterable of frames (a release streamed chunk by chunk): each is checked as it
+    is produced (rows counted across them), and the iterable is returned wrapped."""
+    if not isinstance(df, pl.DataFrame):
+        return _finite_frames(df)
     for name, dtype in df.schema.items():
         if not dtype.is_float():
             continue
         bad = (~df[name].is_finite()).fill_null(False)
         if bad.any():
             row = int(bad.arg_true()[0])
-            raise NumericalError(f"the output column {name!r} would hold {df[name][row]} at row {row + 1}: the "
+            raise NumericalError(f"the output column {name!r} would hold {df[name][row]} at row {row + 1 + offset}: the "
                                  "computation overflowed float64; rescale the input values or the public bounds; "
                                  "nothing was published")
+
+
+def _finite_frames(frames):
+    rows = 0
+    for frame in frames:
+        require_finite_output(frame, rows)
+        rows += frame.height
+        yield frame
