@@ -129,7 +129,9 @@ def flip(
     console = common.Console(quiet, json_summary, stdout_taken="-" in (output, report))
     master = seed if seed is not None else os_secrets.randbits(128)
 
-    df = read_table(input)
+    numbers = [*(common.split_list(value_cols) or []), *(common.split_list(aux_cols) or [])]
+    df = read_table(input, {time_col: "time", **({entity_col: "text"} if entity_col else {}),
+                            **{c: "number" for c in numbers}})
     panel = load_entity_panel(df, time_col, common.split_list(value_cols) or [], entity_col,
                               common.split_list(aux_cols), aux_entity, freq)
     items = list(panel.series())

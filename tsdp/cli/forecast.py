@@ -225,7 +225,13 @@ def _extra_paths(output: str, model_out: str | None, custodian: str, input: str,
 
 
 def _load(input, layout, time_col, value_col, series_col, series_cols, freq):
-    df = read_table(input)
+    if layout is Layout.wide:
+        named = common.split_list(series_cols)
+        df = read_table(input, {time_col: "time", **{c: "number" for c in named or ()}},
+                        rest=None if named else "number")
+    else:
+        df = read_table(input, {time_col: "time", **({value_col: "number"} if value_col else {}),
+                                **({series_col: "text"} if series_col else {})})
     try:
         if layout is Layout.wide:
             if value_col or series_col:

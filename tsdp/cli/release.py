@@ -277,7 +277,7 @@ def _read(input: str, spec: InputSpec, declared, caps, options: EngineOptions, s
     if spec.resolved_layout == "events":
         return (*load_event_panel(input, spec, declared, options, caps.value_bound, stage), None)
     stage("reading input")
-    df = read_table(input)
+    df = read_table(input, *spec.read_schema())
     # Noise draws do not depend on the data: start them while the data is checked.
     prefetched = (PrefetchedNormals(generator, df.height)
                   if generator is not None and spec.resolved_layout == "long" else None)

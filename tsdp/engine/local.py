@@ -123,7 +123,8 @@ def aggregate_events_local(path: str, job: EventJob, memory_limit: int | None = 
     note = stage or (lambda name: None)
     if shards == 1:
         note("reading input")
-        df = read_table(path)
+        df = read_table(path, {job.time_col: "time", **{c: "text" for c in (job.user_col, job.series_col) if c},
+                               **({job.value_col: "number"} if job.value_col else {})})
         note("bounding and aggregating")
         return assemble(job, [partial_cell_sums(df, job)])
     base = Path(work_dir or tempfile.gettempdir())

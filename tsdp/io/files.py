@@ -13,12 +13,17 @@ import os
 import sys
 import tempfile
 from pathlib import Path
-
-import polars as pl
+from typing import TYPE_CHECKING
 
 from tsdp.errors import DataError, UsageError
 
+if TYPE_CHECKING:  # polars is imported where it is used: `tsdp --help` and `account verify` never pay for it
+    import polars as pl
+
 FORMATS = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet", ".json": "json"}
+# Inputs only (outputs are .csv or .parquet): compressed CSV and tab-separated text.
+INPUT_FORMATS = {".csv.gz": "csv.gz", ".tsv": "tsv", ".tsv.gz": "tsv.gz"}
+READABLE = ("csv", "csv.gz", "tsv", "tsv.gz", "parquet")
 STDIO = "-"
 CSV_DATETIME_FORMAT = "%Y-%m-%d %H:%M:%S%.f"  # fractional seconds only when present
 # Snappy: readable by every Parquet implementation, and fast. Released values carry noise in
@@ -26,34 +31,36 @@ CSV_DATETIME_FORMAT = "%Y-%m-%d %H:%M:%S%.f"  # fractional seconds only when pre
 PARQUET_COMPRESSION = "snappy"
 
 
-def table_format(path: str | Path, option: str = "INPUT", allowed=("csv", "parquet")) -> str:
-    """``csv`` or ``parquet`` from the file extension (``-`` means CSV on stdin/stdout)."""
+def table_format(path: str | Path, option: str = "INPUT", allowed=None) -> str:
+    """The format from the file extension (``-`` means CSV on stdin/stdout).
+
+    ``allowed`` defaults to what can be read for ``INPUT`` (CSV, gzipped CSV, TSV, Parquet) and to
+    ``csv``/``parquet`` for any other option (outputs).
+    """
+    if allowed is None:
+        allowed = READABLE if option == "INPUT" else ("csv", "parquet")
     if str(path) == STDIO:
         return "csv"
-    fmt = FORMATS.get(Path(path).suffix.lower())
+    name = Path(path).name.lower()
+    compound = next((f for e, f in INPUT_FORMATS.items() if name.endswith(e) and len(name) > len(e)), None)
+    fmt = compound or FORMATS.get(Path(path).suffix.lower())
     if fmt not in allowed:
-        exts = ", ".join(e for e, f in FORMATS.items() if f in allowed)
+        known = {**FORMATS, **INPUT_FORMATS}
+        exts = ", ".join(e for e, f in known.items() if f in allowed)
         raise UsageError(f"{option}: unknown file extension in {str(path)!r}; use one of {exts}")
     return fmt
 
 
-def read_table(path: str | Path) -> pl.DataFrame:
-    """Read a CSV or Parquet file (or CSV from stdin for ``-``) into a polars DataFrame."""
-    fmt = table_format(path)
-    if str(path) != STDIO:
-        p = Path(path)
-        if not p.exists():
-            raise UsageError(f"INPUT: file {str(path)!r} does not exist")
-        if p.is_dir():
-            raise UsageError(f"INPUT: {str(path)!r} is a directory, not a file")
-    try:
-        if fmt == "parquet":
-            return pl.read_parquet(path)
-        source = io.BytesIO(sys.stdin.buffer.read()) if str(path) == STDIO else path
-        return pl.read_csv(source, infer_schema_length=None)
-    except (pl.exceptions.PolarsError, OSError, ValueError) as exc:
-        first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise DataError(f"INPUT: cannot parse {str(path)!r} as {fmt}: {first_line}") from None
+def read_table(path: str | Path, columns=None, rest: str | None = None) -> pl.DataFrame:
+    """Read a CSV/TSV (optionally gzipped) or Parquet file, or stdin for ``-``, into a DataFrame.
+
+    ``columns`` maps the columns the command needs to ``"number"``, ``"text"`` or ``"time"``, and
+    ``rest`` gives the kind of every other column (``"number"`` for a wide layout), so that a CSV is
+    read with bounded type inference plus that schema (see :mod:`tsdp.io.readers`).
+    """
+    from tsdp.io.readers import read_input
+
+    return read_input(path, table_format(path), columns or {}, rest)
 
 
 def read_numbers(path: str, option: str) -> list[float]:
