@@ -20,7 +20,7 @@ from typing import Any, Callable, Iterator
 import typer
 
 from tsdp.errors import UsageError
-from tsdp.io.files import AtomicOutputs, check_output_path, table_format
+from tsdp.io.files import INPUT_FORMATS, AtomicOutputs, check_output_path, table_format
 from tsdp.report import Report, json_ready
 
 PATH_KEYS = {"input", "output", "report", "ledger", "secrets"}
@@ -131,7 +131,11 @@ def default_output(input_path: str, suffix: str = ".released") -> str:
     if input_path == "-":
         return "-"
     p = Path(input_path)
-    return str(Path(p.name).with_name(p.stem + suffix + p.suffix))
+    fmt = table_format(input_path, "INPUT")
+    if fmt in ("csv", "parquet"):
+        return str(Path(p.name).with_name(p.stem + suffix + p.suffix))
+    stem = p.name[: -len(next(e for e, f in INPUT_FORMATS.items() if f == fmt))]
+    return stem + suffix + ".csv"  # gzipped or tab-separated input: a plain CSV output
 
 
 def default_report(output_path: str) -> str:

@@ -239,6 +239,9 @@ def aggregate_events_spark(path: str, job: EventJob, master: str = "local[*]", c
     otherwise one is started for ``master`` with ``conf`` (see :func:`spark_session`) and stopped.
     """
     fmt = table_format(path)
+    if fmt not in ("csv", "parquet"):
+        raise UsageError(f"INPUT: --engine spark reads .csv and .parquet files, not {fmt} ({path!r}); "
+                         "use --engine local or convert the file")
     if "://" not in path and not path.startswith("-"):
         p = Path(path)
         if not p.exists():

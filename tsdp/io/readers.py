@@ -9,9 +9,10 @@ first 100 rows. tsdp reads with the default and types the columns it needs expli
 * ``time`` columns by inference (ISO text or integer steps; the layout code parses them).
 
 A cell that does not fit its column's type (``x`` among numbers, a number with blanks around it, a
-timestamp after 100 integer steps) ends the read; the reader then reads that column as text and
-retries, and the layout code parses the text or names the bad cell with its column, row and value
-(``column 'value': non-numeric value 'x' at row 7``), exactly as it did after full inference.
+timestamp after 100 integer steps) ends the read. A time column of integer steps then names its
+first cell that is not one; any other column is read as text and the read retried, and the layout
+code parses the text or names the bad cell with its column, row and value (``column 'value':
+non-numeric value 'x' at row 7``), exactly as it did after full inference.
 
 Formats: CSV, TSV, either gzipped (``.csv.gz``, ``.tsv.gz``), and Parquet; ``-`` reads stdin as
 Parquet when it starts with Parquet's magic bytes ``PAR1``, as CSV otherwise.
@@ -99,6 +100,9 @@ def _read_text(source, separator: str, columns: dict[str, str], rest: str | None
             column = _failed_column(str(exc), names)
             if column is None or overrides.get(column) == pl.String:
                 raise
+            integers = "`i64`" in str(exc)
+        if kinds.get(column) == "time" and integers:
+            _raise_bad_step(source, separator, column)
         overrides[column] = pl.String  # the layout code parses it, or names the bad cell
     raise DataError("INPUT: cannot settle the column types")  # unreachable: one retry per column
 
@@ -111,3 +115,16 @@ def _failed_column(message: str, names: list[str]) -> str | None:
     number = int(match.group(1))
     return names[number - 1] if 1 <= number <= len(names) else None
 
+
+
+def _raise_bad_step(source, separator: str, column: str) -> None:
+    """DataError for the first cell of an integer time column that is not an integer step."""
+    import polars as pl
+
+    raw = pl.read_csv(source, separator=separator, columns=[column], schema_overrides={column: pl.String})[column]
+    text = raw.str.strip_chars()
+    bad = text.cast(pl.Int64, strict=False).is_null() & text.is_not_null() & (text != "")
+    if bad.any():
+        row = int(bad.arg_true()[0])
+        raise DataError(f"column {column!r}: time {raw[row]!r} at row {row + 1} is not an integer step like "
+                        "the rows before it; write every time as an integer step or every one as ISO 8601")
