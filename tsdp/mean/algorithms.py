@@ -99,12 +99,19 @@ def _opt_caps(c: np.ndarray, gs: np.ndarray, gid: np.ndarray, totals: np.ndarray
 
 
 def _trunc_sums(values: np.ndarray, starts: np.ndarray, t: np.ndarray) -> np.ndarray:
-    """sum(values[starts[i] : starts[i] + t[i]]) for every i (t >= 1), one reduceat pass."""
-    vpad = np.append(values, 0.0)
+    """sum(values[starts[i] : starts[i] + t[i]]) for every i (t >= 1), one reduceat pass.
+
+    reduceat takes indices below len(values): a segment that ends at the end of the array is cut
+    one short and its last value added afterwards (no padded copy of all the values)."""
+    n = values.size
+    ends = starts + t
+    at_end = ends == n
     idx = np.empty(2 * starts.size, dtype=np.int64)
     idx[0::2] = starts
-    idx[1::2] = starts + t
-    return np.add.reduceat(vpad, idx)[0::2]
+    idx[1::2] = np.where(at_end, n - 1, ends)
+    sums = np.add.reduceat(values, idx)[0::2]
+    sums[at_end & (starts < n - 1)] += values[-1]
+    return sums
 
 
 def prepare(values: np.ndarray, user_starts: np.ndarray, group_starts: np.ndarray, *,
