@@ -62,7 +62,7 @@ class Bound(str, Enum):
 
 
 def flip(
-    input: str = typer.Argument(..., help="CSV or Parquet file (- for CSV on stdin), long layout: [entity,] time, values, aux."),
+    input: str = typer.Argument(..., help="CSV (.csv, .csv.gz, .tsv) or Parquet file (- for stdin), long layout: [entity,] time, values, aux."),
     time_col: str = typer.Option(..., help="Time column: ISO dates/timestamps or integers on a regular grid."),
     value_cols: str = typer.Option(..., "--value-cols", "--value-col", help="Sensitive column(s), comma-separated; each is filtered with its own secret filter."),
     entity_col: Optional[str] = typer.Option(None, "--entity-col", "--series-col", help="Entity id column [default: the whole file is one entity]."),

@@ -59,7 +59,7 @@ METRICS_NOTE = ("metrics are computed on the held-out tail and validation window
 
 
 def forecast_train(
-    input: str = typer.Argument(..., help="CSV or Parquet file (- for CSV on stdin) of regular, complete series."),
+    input: str = typer.Argument(..., help="CSV (.csv, .csv.gz, .tsv) or Parquet file (- for stdin) of regular, complete series."),
     time_col: str = typer.Option(..., help="Time column."),
     value_col: Optional[str] = typer.Option(None, help="Value column (long layout)."),
     series_col: Optional[str] = typer.Option(None, help="Series id column (long layout) [default: one series]."),

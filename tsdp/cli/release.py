@@ -87,7 +87,7 @@ class FillMissing(str, Enum):
 
 
 def release(
-    input: str = typer.Argument(..., help="CSV or Parquet file (- for CSV on stdin)."),
+    input: str = typer.Argument(..., help="CSV (.csv, .csv.gz, .tsv) or Parquet file; - reads stdin (Parquet when it starts with PAR1, else CSV)."),
     mechanism: Mechanism = typer.Option(Mechanism.gaussian, help="Noise mechanism."),
     epsilon: float = typer.Option(..., help="Privacy budget epsilon (> 0)."),
     delta: Optional[float] = typer.Option(None, help="Privacy budget delta in (0, 1); Gaussian only."),
