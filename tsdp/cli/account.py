@@ -84,11 +84,14 @@ SERIES_REQUIRED = {"series": "--series", "length": "--length", "context": "--con
 
 
 def _check_unit_options(ctx: typer.Context, unit: AccountUnit) -> None:
-    """--unit record takes the record options and none of the series geometry, and vice versa."""
-    from typer._click.core import ParameterSource
+    """--unit record takes the record options and none of the series geometry, and vice versa
+    (an option counts as given when its value differs from its default)."""
+    defaults = {p.name: p.default for p in ctx.command.params}
 
     def given(name: str) -> bool:
-        return ctx.get_parameter_source(name) not in (None, ParameterSource.DEFAULT)
+        value, default = ctx.params.get(name), defaults.get(name)
+        return (value.value if isinstance(value, Enum) else value) != (
+            default.value if isinstance(default, Enum) else default)
 
     foreign = SERIES_ONLY if unit is AccountUnit.record else RECORD_ONLY
     for name, option in foreign.items():
