@@ -27,12 +27,25 @@ test: $(STAMP)
 # Speed targets (each prints its figure and a ratio against a reference timed in the same run);
 # bench/reproduce_*.py reproduce the papers' experiments and are run one by one.
 bench: $(STAMP)
+	$(BIN)/python bench/startup.py
 	$(BIN)/python bench/release_throughput.py
 	$(BIN)/python bench/accountant.py
 	$(BIN)/python bench/release_mechanisms.py
 	$(BIN)/python bench/flip_scale.py
-	$(BIN)/python bench/forecast_speed.py
+	$(BIN)/python bench/mean_scale.py
+	TSDP_BENCH_ENV=$(BENCH_ENV) $(BIN)/python bench/forecast_speed.py
 	$(BIN)/python bench/scale.py --sizes 1e6,1e7
+
+# A bench-only environment with CPU torch and Opacus, the reference of bench/forecast_speed.py
+# (never a dependency of tsdp). TORCH_INDEX: where CPU builds of torch are published; empty when
+# the configured package index already holds them.
+BENCH_ENV   ?= .bench-venv
+TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
+.PHONY: bench-env
+bench-env:
+	@test -x $(BENCH_ENV)/bin/python || $(PYTHON) -m venv $(BENCH_ENV)
+	$(BENCH_ENV)/bin/python -m pip install --quiet --retries 0 \
+		$(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX)) "torch==2.13.0+cpu" "opacus==1.6.0"
 
 sample-data: $(STAMP)
 	$(BIN)/python sample_data/generate.py

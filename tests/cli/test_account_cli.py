@@ -190,3 +190,66 @@ def test_verify_fails_seeded_release(capsys, tmp_path, repo_root):
                  "--seed", "1", "-o", str(out), "--quiet"]) == 0
     assert main(["account", "verify", str(tmp_path / "s.report.json"), "--quiet"]) == 3
     assert "seed" in capsys.readouterr().err
+
+
+# -- standard DP-SGD: --unit record ------------------------------------------------------------
+
+RECORD = ["--unit", "record", "--noise-multiplier", "1", "--delta", "1e-5"]
+
+
+def test_record_level_dpsgd_is_the_standard_epsilon(capsys):
+    code, out, _ = run_json(capsys, "account", "dpsgd", *RECORD, "--sampling-rate", "0.01", "--steps", "10000")
+    assert code == 0
+    assert out["epsilon"] == pytest.approx(6.191, abs=5e-4)
+    assert "Zhu, Dong and Wang 2022" in out["theorem"] and "PoissonSampledDpEvent" in out["theorem"]
+    assert "connect-the-dots" in out["accountant"] and out["bound"] == "upper"
+    assert out["is_privacy_guarantee"] is True and "add/remove" in out["unit"]
+
+
+def test_record_level_epochs_from_batch_and_dataset_size(capsys):
+    code, out, _ = run_json(capsys, "account", "dpsgd", *RECORD, "--batch-size", "100", "--dataset-size", "10000",
+                            "--epochs", "100")
+    assert code == 0 and out["steps"] == 10_000 and out["sampling_rate"] == 0.01
+    assert out["epsilon"] == pytest.approx(6.191, abs=5e-4)
+
+
+def test_record_level_substitution_with_fixed_batches(capsys):
+    code, out, _ = run_json(capsys, "account", "dpsgd", *RECORD, "--sampling-rate", "0.01", "--steps", "100",
+                            "--sampling", "fixed", "--relation", "substitution")
+    assert code == 0 and out["epsilon"] == pytest.approx(6.6408, rel=2e-3)
+    assert "Prop. C.1" in out["theorem"] and "substitution" in out["unit"]
+
+
+def test_record_level_calibration_both_ways(capsys):
+    base = ["account", "calibrate", "dpsgd", "--unit", "record", "--sampling-rate", "0.01", "--delta", "1e-5",
+            "--target-epsilon", "3"]
+    code, out, _ = run_json(capsys, *base, "--steps", "2000")
+    assert code == 0 and out["epsilon"] <= 3 and 0.5 < out["noise_multiplier"] < 2
+    sigma = out["noise_multiplier"]
+    code, again, _ = run_json(capsys, *base, "--noise-multiplier", str(sigma))
+    assert code == 0 and again["max_steps"] >= 2000 and again["epsilon"] <= 3
+    assert again["max_epochs"] == again["max_steps"] // 100
+
+
+@pytest.mark.parametrize("extra, needle", [
+    (["--sampling-rate", "0.01", "--steps", "10", "--series", "5"], "--series applies to --unit event/user"),
+    (["--sampling-rate", "0.01", "--steps", "10", "--top", "poisson"], "--top applies to --unit event/user"),
+    (["--steps", "10"], "--sampling-rate Q, or --batch-size B with --dataset-size N"),
+    (["--sampling-rate", "0.01", "--batch-size", "5", "--dataset-size", "500", "--steps", "10"], "not both"),
+    (["--sampling-rate", "0.01", "--steps", "10", "--relation", "substitution"], "--sampling fixed"),
+    (["--sampling-rate", "0.01", "--steps", "10", "--sampling", "fixed"], "--relation substitution"),
+    (["--sampling-rate", "2", "--steps", "10"], "--sampling-rate must be in (0, 1]"),
+])
+def test_record_level_refusals(capsys, extra, needle):
+    code = main(["account", "dpsgd", *RECORD, *extra])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and needle in err[0]
+
+
+def test_series_options_are_still_required_for_series_units(capsys):
+    code = main(["account", "dpsgd", "--noise-multiplier", "1", "--steps", "10", "--delta", "1e-5",
+                 "--series", "5", "--length", "20", "--context", "1", "--horizon", "1"])
+    err = capsys.readouterr().err
+    assert code == 2 and "missing option --batch-size (required with --unit event)" in err
+    code = main(["account", "dpsgd", *SMALL, "--noise-multiplier", "1", "--steps", "10", "--sampling-rate", "0.1"])
+    assert code == 2 and "--sampling-rate applies to --unit record" in capsys.readouterr().err

@@ -17,11 +17,15 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from typing import TYPE_CHECKING
+
 from tsdp.accounting.claim import MechanismEvent, PrivacyClaim
-from tsdp.accounting.gaussian import delta_for_epsilon as gaussian_delta
-from tsdp.accounting.pld import DEFAULT_DISCRETIZATION, TAIL_MASS, DiscretePLD, pld_from_profile, tail_mass_for
-from tsdp.accounting.profiles import GaussianMixtureProfile, GaussianProfile, LaplaceProfile
+from tsdp.accounting.grid import DEFAULT_DISCRETIZATION, TAIL_MASS, tail_mass_for
+from tsdp.accounting.normal import gaussian_delta
 from tsdp.errors import BudgetError, NumericalError, UsageError
+
+if TYPE_CHECKING:  # numpy and scipy load only when a PLD is built: checking a Gaussian claim needs neither
+    from tsdp.accounting.pld import DiscretePLD
 
 BASIC = "basic composition (Dwork and Roth 2014, Theorem 3.16): epsilons and deltas add"
 TIGHT = ("PLD composition of the mechanism events (dominating pairs compose as products; "
@@ -33,6 +37,9 @@ RECHECK_DISCRETIZATIONS = (DEFAULT_DISCRETIZATION, 1e-4)  # a finer grid only wh
 def event_pld(event: MechanismEvent, discretization: float = DEFAULT_DISCRETIZATION,
               tail_mass: float = TAIL_MASS) -> DiscretePLD:
     """The dominating PLD of one mechanism event (composed ``count`` times for Laplace)."""
+    from tsdp.accounting.pld import pld_from_profile
+    from tsdp.accounting.profiles import GaussianMixtureProfile, GaussianProfile, LaplaceProfile
+
     if event.kind == "gaussian":
         base = pld_from_profile(GaussianProfile(event.sensitivity / event.noise), discretization)
     elif event.kind == "gaussian-mixture":
@@ -167,6 +174,8 @@ def events_privacy(events: tuple[MechanismEvent, ...], definition: str, epsilon:
         return ok, (f"Gaussian events (mu {mu:.6g}) give delta {exact:.6g} at epsilon {epsilon:g} "
                     f"(claimed delta {delta:g})" + ("" if ok else f": {STRONGER}"))
     if len(events) == 1 and events[0].kind == "gaussian-mixture" and events[0].count == 1:
+        from tsdp.accounting.profiles import GaussianMixtureProfile
+
         e = events[0]
         weights, sens = zip(*e.mixture)
         exact = float(GaussianMixtureProfile(weights, tuple(s / e.noise for s in sens)).delta([epsilon])[0])

@@ -23,17 +23,10 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from tsdp.accounting.grid import DEFAULT_DISCRETIZATION, TAIL_MASS, tail_mass_for  # noqa: F401  (re-exported)
 from tsdp.accounting.profiles import Profile
 from tsdp.errors import NumericalError, UsageError
 
-DEFAULT_DISCRETIZATION = 1e-3
-TAIL_MASS = 1e-15
-
-
-def tail_mass_for(delta: float) -> float:
-    """Tail mass dp-accounting may truncate per composition: the paper's 1e-15, and never more than
-    a thousandth of the target delta (truncated right tails go to infinite loss, pessimistically)."""
-    return min(TAIL_MASS, delta * 1e-3)
 MAX_GRID = 4_000_000  # points of one PMF (32 MB of float64)
 MAX_COMPOSED = 40_000_000  # predicted points of a composed PMF before truncation
 

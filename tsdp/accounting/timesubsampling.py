@@ -512,6 +512,8 @@ def exact_sigma_single(epsilon: float, delta: float, mixture: Mixture) -> float:
     def excess(log_sigma: float) -> float:
         return gauss._log_ratio(mixture_delta(epsilon, math.exp(log_sigma), mixture), delta)
 
+    while excess(math.log(hi)) > 0:  # the mixture's own arithmetic may round the other way at the Gaussian's sigma
+        hi *= 1 + SIGMA_RTOL
     lo = hi / 2.0
     while excess(math.log(lo)) <= 0:
         lo /= 2.0

@@ -39,18 +39,69 @@ class Bound(str, Enum):
     lower = "lower"
 
 
-SeriesOpt = typer.Option(..., "--series", help="N: number of series in the training set.")
-LengthOpt = typer.Option(..., "--length", help="L: length of the shortest training series (worst case).")
-ContextOpt = typer.Option(..., "--context", help="L_C: context length, the model's whole receptive field (lags included).")
-HorizonOpt = typer.Option(..., "--horizon", help="L_F: forecast length.")
-BatchOpt = typer.Option(..., "--batch-size", help="B: windows per batch (lambda windows from each of B/lambda series).")
+class AccountUnit(str, Enum):
+    event = "event"
+    user = "user"
+    record = "record"
+
+
+class Sampling(str, Enum):
+    poisson = "poisson"
+    fixed = "fixed"
+
+
+class Relation(str, Enum):
+    add_remove = "add-remove"
+    substitution = "substitution"
+
+
+# The series geometry is required for --unit event/user (checked in the command: --unit record
+# needs none of it).
+SeriesOpt = typer.Option(None, "--series", help="N: number of series in the training set (--unit event/user).")
+LengthOpt = typer.Option(None, "--length", help="L: length of the shortest training series (worst case; --unit event/user).")
+ContextOpt = typer.Option(None, "--context", help="L_C: context length, the model's whole receptive field (lags included; --unit event/user).")
+HorizonOpt = typer.Option(None, "--horizon", help="L_F: forecast length (--unit event/user).")
+BatchOpt = typer.Option(None, "--batch-size", help="B: windows per batch (lambda windows from each of B/lambda series); with --unit record, the (expected) records per batch, with --dataset-size.")
 StepsOpt = typer.Option(None, "--steps", help="Training steps (give this or --epochs).")
 EpochsOpt = typer.Option(None, "--epochs", help="Training epochs (steps per epoch = floor(N lambda / B)).")
 DeltaOpt = typer.Option(..., "--delta", help="Target delta.")
 TopOpt = typer.Option(Top.wor, "--top", help="Top level: series sampled without replacement / Poisson per step, or iterated per epoch.")
 BottomOpt = typer.Option(Bottom.wr, "--bottom", help="Bottom level: windows sampled with replacement, or Poisson.")
 InstancesOpt = typer.Option(1, "--instances", help="lambda: windows per selected series (1 is optimal, Thm 4.1).")
-UnitOpt = typer.Option(Unit.event, "--unit", help="w-event (contiguous steps) or w-user (any steps) protection.")
+UnitOpt = typer.Option(AccountUnit.event, "--unit", help="w-event (contiguous steps) or w-user (any steps) of a series, with structured subsampling; or record: standard DP-SGD on a flat dataset, protecting one record.")
+SamplingRateOpt = typer.Option(None, "--sampling-rate", help="--unit record: q, the probability that a record is in a batch (or give --batch-size and --dataset-size).")
+DatasetSizeOpt = typer.Option(None, "--dataset-size", help="--unit record: N, records in the training set (q = batch size / N; an epoch is ceil(N / batch size) steps).")
+SamplingOpt = typer.Option(Sampling.poisson, "--sampling", help="--unit record: poisson (each record independently with rate q) or fixed (batches of exactly B of N records).")
+RelationOpt = typer.Option(Relation.add_remove, "--relation", help="--unit record: add-remove (one record added or removed; with poisson) or substitution (one record replaced; with fixed).")
+RECORD_ONLY = {"sampling_rate": "--sampling-rate", "dataset_size": "--dataset-size", "sampling": "--sampling",
+               "relation": "--relation"}
+SERIES_ONLY = {"series": "--series", "length": "--length", "context": "--context", "horizon": "--horizon",
+               "top": "--top", "bottom": "--bottom", "instances": "--instances", "w": "--w",
+               "label_noise": "--label-noise", "context_noise": "--context-noise", "value_bound": "--value-bound",
+               "bound": "--bound", "checkpoints": "--checkpoints", "compare_standard": "--compare-standard"}
+SERIES_REQUIRED = {"series": "--series", "length": "--length", "context": "--context", "horizon": "--horizon",
+                   "batch_size": "--batch-size"}
+
+
+def _check_unit_options(ctx: typer.Context, unit: AccountUnit) -> None:
+    """--unit record takes the record options and none of the series geometry, and vice versa
+    (an option counts as given when its value differs from its default)."""
+    defaults = {p.name: p.default for p in ctx.command.params}
+
+    def given(name: str) -> bool:
+        value, default = ctx.params.get(name), defaults.get(name)
+        return (value.value if isinstance(value, Enum) else value) != (
+            default.value if isinstance(default, Enum) else default)
+
+    foreign = SERIES_ONLY if unit is AccountUnit.record else RECORD_ONLY
+    for name, option in foreign.items():
+        if name in ctx.params and given(name):
+            other = "event/user" if unit is AccountUnit.record else "record"
+            raise UsageError(f"{option} applies to --unit {other}, not --unit {unit.value}")
+    if unit is not AccountUnit.record:
+        for name, option in SERIES_REQUIRED.items():
+            if ctx.params.get(name) is None:
+                raise UsageError(f"missing option {option} (required with --unit {unit.value})")
 WOpt = typer.Option(1, "--w", help="w: number of protected time steps.")
 LabelNoiseOpt = typer.Option(0.0, "--label-noise", help="sigma_F: Gaussian noise on forecast windows, in units of --value-bound.")
 ContextNoiseOpt = typer.Option(0.0, "--context-noise", help="sigma_C: Gaussian noise on context windows, in units of --value-bound.")
@@ -83,11 +134,14 @@ def _describe(setting, derivation) -> dict:
 
 @app.command("dpsgd")
 def dpsgd(
-    series: int = SeriesOpt, length: int = LengthOpt, context: int = ContextOpt, horizon: int = HorizonOpt,
-    batch_size: int = BatchOpt,
+    ctx: typer.Context,
+    series: Optional[int] = SeriesOpt, length: Optional[int] = LengthOpt, context: Optional[int] = ContextOpt,
+    horizon: Optional[int] = HorizonOpt, batch_size: Optional[int] = BatchOpt,
     noise_multiplier: float = typer.Option(..., "--noise-multiplier", help="sigma: noise std / clipping norm."),
     steps: Optional[int] = StepsOpt, epochs: Optional[int] = EpochsOpt, delta: float = DeltaOpt,
-    top: Top = TopOpt, bottom: Bottom = BottomOpt, instances: int = InstancesOpt, unit: Unit = UnitOpt,
+    top: Top = TopOpt, bottom: Bottom = BottomOpt, instances: int = InstancesOpt, unit: AccountUnit = UnitOpt,
+    sampling_rate: Optional[float] = SamplingRateOpt, dataset_size: Optional[int] = DatasetSizeOpt,
+    sampling: Sampling = SamplingOpt, relation: Relation = RelationOpt,
     w: int = WOpt, label_noise: float = LabelNoiseOpt, context_noise: float = ContextNoiseOpt,
     value_bound: Optional[float] = ValueBoundOpt,
     bound: Bound = typer.Option(Bound.upper, "--bound", help="upper: the guarantee; lower: optimistic, never a guarantee."),
@@ -97,7 +151,15 @@ def dpsgd(
     json_summary: bool = common.JsonOption, quiet: bool = common.QuietOption,
     config: Optional[str] = common.ConfigOption,
 ) -> None:
-    """Epsilon of DP-SGD training for forecasting with structured subsampling (Schuchardt et al. 2025)."""
+    """Epsilon of DP-SGD training for forecasting with structured subsampling (Schuchardt et al. 2025).
+
+    With --unit record: standard DP-SGD (Poisson sampling of records at rate q under add/remove,
+    or fixed-size batches under substitution), the epsilon Opacus and TF-Privacy users know.
+    """
+    _check_unit_options(ctx, unit)
+    if unit is AccountUnit.record:
+        return _record_dpsgd(noise_multiplier, steps, epochs, delta, sampling_rate, batch_size, dataset_size,
+                             sampling, relation, discretization, json_summary, quiet)
     from tsdp.accounting import structured as st
 
     setting = _setting(series, length, context, horizon, batch_size, noise_multiplier, top, bottom,
@@ -121,18 +183,30 @@ def dpsgd(
 
 @calibrate_app.command("dpsgd")
 def calibrate_dpsgd(
-    series: int = SeriesOpt, length: int = LengthOpt, context: int = ContextOpt, horizon: int = HorizonOpt,
-    batch_size: int = BatchOpt,
+    ctx: typer.Context,
+    series: Optional[int] = SeriesOpt, length: Optional[int] = LengthOpt, context: Optional[int] = ContextOpt,
+    horizon: Optional[int] = HorizonOpt, batch_size: Optional[int] = BatchOpt,
     target_epsilon: float = typer.Option(..., "--target-epsilon", help="Epsilon the training may spend."),
     noise_multiplier: Optional[float] = typer.Option(None, "--noise-multiplier", help="Given sigma: find the largest number of steps (or epochs)."),
     steps: Optional[int] = StepsOpt, epochs: Optional[int] = EpochsOpt, delta: float = DeltaOpt,
-    top: Top = TopOpt, bottom: Bottom = BottomOpt, instances: int = InstancesOpt, unit: Unit = UnitOpt,
+    top: Top = TopOpt, bottom: Bottom = BottomOpt, instances: int = InstancesOpt, unit: AccountUnit = UnitOpt,
     w: int = WOpt, label_noise: float = LabelNoiseOpt, context_noise: float = ContextNoiseOpt,
-    value_bound: Optional[float] = ValueBoundOpt, discretization: float = DiscretizationOpt,
+    value_bound: Optional[float] = ValueBoundOpt,
+    sampling_rate: Optional[float] = SamplingRateOpt, dataset_size: Optional[int] = DatasetSizeOpt,
+    sampling: Sampling = SamplingOpt, relation: Relation = RelationOpt,
+    discretization: float = DiscretizationOpt,
     json_summary: bool = common.JsonOption, quiet: bool = common.QuietOption,
     config: Optional[str] = common.ConfigOption,
 ) -> None:
-    """Noise multiplier for a target epsilon and training length, or the longest training for a noise multiplier."""
+    """Noise multiplier for a target epsilon and training length, or the longest training for a noise multiplier.
+
+    Both answers are on the safe side: the noise multiplier is rounded up (relative 1e-3) and the
+    training length down, and the epsilon printed is the upper bound at that answer.
+    """
+    _check_unit_options(ctx, unit)
+    if unit is AccountUnit.record:
+        return _record_calibrate(target_epsilon, noise_multiplier, steps, epochs, delta, sampling_rate, batch_size,
+                                 dataset_size, sampling, relation, discretization, json_summary, quiet)
     from tsdp.accounting import structured as st
 
     console = common.Console(quiet, json_summary, stdout_taken=False)
@@ -163,6 +237,63 @@ def calibrate_dpsgd(
     for message in setting.warnings():
         console.warn(message)
     console.summary(summary, "tsdp account calibrate dpsgd")
+
+
+def _record_setting(noise_multiplier, sampling_rate, batch_size, dataset_size, sampling, relation):
+    from tsdp.accounting import sgd
+
+    q = sgd.sampling_rate(sampling_rate, batch_size, dataset_size)
+    return sgd.SgdSetting(q, noise_multiplier, sampling.value, relation.value)
+
+
+def _record_description(setting, discretization: float) -> dict:
+    from tsdp.accounting import sgd
+
+    return {"unit": setting.relation_text, "sampling": setting.sampling, "sampling_rate": setting.sampling_rate,
+            "steps_per_epoch": sgd.steps_per_epoch(setting.sampling_rate), "bound": "upper",
+            "is_privacy_guarantee": True, "theorem": setting.theorem, "accountant": sgd.ACCOUNTANT,
+            "discretization": discretization}
+
+
+def _record_dpsgd(noise_multiplier, steps, epochs, delta, sampling_rate, batch_size, dataset_size, sampling,
+                  relation, discretization, json_summary, quiet) -> None:
+    from tsdp.accounting import sgd
+
+    setting = _record_setting(noise_multiplier, sampling_rate, batch_size, dataset_size, sampling, relation)
+    count = sgd.steps_for(steps, epochs, setting.sampling_rate)
+    eps = sgd.epsilon(setting, count, delta, discretization)
+    summary = {"epsilon": eps, "delta": delta, "steps": count, "epochs": epochs,
+               "noise_multiplier": noise_multiplier, **_record_description(setting, discretization)}
+    common.Console(quiet, json_summary, stdout_taken=False).summary(summary, "tsdp account dpsgd --unit record")
+
+
+def _record_calibrate(target_epsilon, noise_multiplier, steps, epochs, delta, sampling_rate, batch_size,
+                      dataset_size, sampling, relation, discretization, json_summary, quiet) -> None:
+    from tsdp.accounting import sgd
+
+    console = common.Console(quiet, json_summary, stdout_taken=False)
+    if noise_multiplier is None:
+        if steps is None and epochs is None:
+            raise UsageError("give --steps or --epochs to calibrate the noise, or --noise-multiplier to find the "
+                             "training length")
+        probe = _record_setting(1.0, sampling_rate, batch_size, dataset_size, sampling, relation)
+        count = sgd.steps_for(steps, epochs, probe.sampling_rate)
+        sigma, eps = sgd.calibrate_noise(probe, target_epsilon, count, delta, discretization)
+        setting = _record_setting(sigma, sampling_rate, batch_size, dataset_size, sampling, relation)
+        summary = {"noise_multiplier": sigma, "epsilon": eps, "target_epsilon": target_epsilon, "delta": delta,
+                   "steps": count, "epochs": epochs}
+    else:
+        if steps is not None or epochs is not None:
+            raise UsageError("with --noise-multiplier, leave out --steps/--epochs: they are what is calibrated")
+        setting = _record_setting(noise_multiplier, sampling_rate, batch_size, dataset_size, sampling, relation)
+        count, eps = sgd.max_steps(setting, target_epsilon, delta, discretization)
+        summary = {"max_steps": count, "max_epochs": count // sgd.steps_per_epoch(setting.sampling_rate),
+                   "epsilon": eps, "target_epsilon": target_epsilon, "delta": delta,
+                   "noise_multiplier": noise_multiplier}
+        if count == 0:
+            console.warn(f"even one step exceeds epsilon {target_epsilon:g}")
+    console.summary({**summary, **_record_description(setting, discretization)},
+                    "tsdp account calibrate dpsgd --unit record")
 
 
 @app.command("compose")

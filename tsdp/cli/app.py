@@ -16,30 +16,25 @@ import warnings
 import typer
 
 from tsdp import __version__
-from tsdp.cli.account import app as account_app
-from tsdp.cli.flip import flip
-from tsdp.cli.forecast import forecast_train
-from tsdp.cli.ledger import ledger_app
-from tsdp.cli.mean import mean_estimate
+from tsdp.cli.lazy import lazy_group
 from tsdp.cli.messages import one_line
-from tsdp.cli.release import release
 from tsdp.errors import MEMORY_HINT, NumericalError, ResourceError, TsdpError
 
-app = typer.Typer(
-    name="tsdp",
-    help="Privatize time series held in CSV and Parquet files, with an auditable privacy report.",
+# Subcommands are imported only when invoked (tsdp/cli/lazy.py): --help and option parsing load
+# no numerical library.
+_SETTINGS = dict(
     add_completion=False,
-    no_args_is_help=True,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
-app.command("release")(release)
-app.add_typer(account_app, name="account")
-app.add_typer(ledger_app, name="ledger")
-app.command("mean-estimate")(mean_estimate)
-app.command("flip")(flip)
-app.command("forecast-train")(forecast_train)
+app = typer.Typer(
+    name="tsdp",
+    help="Privatize time series held in CSV and Parquet files, with an auditable privacy report.",
+    no_args_is_help=True,
+    cls=lazy_group(_SETTINGS),
+    **_SETTINGS,
+)
 
 
 def _version(value: bool) -> None:

@@ -22,8 +22,7 @@ import typer
 
 from tsdp.cli.messages import one_line
 from tsdp.errors import UsageError
-from tsdp.io.files import AtomicOutputs, check_output_path, table_format
-from tsdp.io.magnitudes import require_finite_output
+from tsdp.io.files import INPUT_FORMATS, AtomicOutputs, check_output_path, table_format
 from tsdp.report import Report, json_ready
 
 PATH_KEYS = {"input", "output", "report", "ledger", "secrets"}
@@ -173,7 +172,11 @@ def default_output(input_path: str, suffix: str = ".released") -> str:
     if input_path == "-":
         return "-"
     p = Path(input_path)
-    return str(Path(p.name).with_name(p.stem + suffix + p.suffix))
+    fmt = table_format(input_path, "INPUT")
+    if fmt in ("csv", "parquet"):
+        return str(Path(p.name).with_name(p.stem + suffix + p.suffix))
+    stem = p.name[: -len(next(e for e, f in INPUT_FORMATS.items() if f == fmt))]
+    return stem + suffix + ".csv"  # gzipped or tab-separated input: a plain CSV output
 
 
 def default_report(output_path: str) -> str:
@@ -256,6 +259,8 @@ def publish(frame, output: str, report_path: str, make_report: Callable[[dict], 
     only (mode 0600). Without ``force`` no file is replaced, not even one that another process
     wrote after :func:`resolve_outputs` checked the paths (exit 2, nothing published or charged).
     """
+    from tsdp.io.magnitudes import require_finite_output
+
     frame = require_finite_output(frame) or frame  # a stream of frames is checked as it is written
     with AtomicOutputs(replace=force) as outputs:
         digest = outputs.stage_table(frame, output, "--output")

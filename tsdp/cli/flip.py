@@ -63,7 +63,7 @@ class Bound(str, Enum):
 
 
 def flip(
-    input: str = typer.Argument(..., help="CSV or Parquet file (- for CSV on stdin), long layout: [entity,] time, values, aux."),
+    input: str = typer.Argument(..., help="CSV (.csv, .csv.gz, .tsv) or Parquet file (- for stdin), long layout: [entity,] time, values, aux."),
     time_col: str = typer.Option(..., help="Time column: ISO dates/timestamps or integers on a regular grid."),
     value_cols: str = typer.Option(..., "--value-cols", "--value-col", help="Sensitive column(s), comma-separated; each is filtered with its own secret filter."),
     entity_col: Optional[str] = typer.Option(None, "--entity-col", "--series-col", help="Entity id column [default: the whole file is one entity]."),
@@ -132,7 +132,9 @@ def flip(
     console = common.Console(quiet, json_summary, stdout_taken="-" in (output, report))
     master = seed if seed is not None else os_secrets.randbits(128)
 
-    df = read_table(input)
+    numbers = [*(common.split_list(value_cols) or []), *(common.split_list(aux_cols) or [])]
+    df = read_table(input, {time_col: "time", **({entity_col: "text"} if entity_col else {}),
+                            **{c: "number" for c in numbers}})
     panel = load_entity_panel(df, time_col, common.split_list(value_cols) or [], entity_col,
                               common.split_list(aux_cols), aux_entity, freq, timezone)
     items = list(panel.series())

@@ -59,7 +59,7 @@ METRICS_NOTE = ("metrics are computed on the held-out tail and validation window
 
 
 def forecast_train(
-    input: str = typer.Argument(..., help="CSV or Parquet file (- for CSV on stdin) of regular, complete series."),
+    input: str = typer.Argument(..., help="CSV (.csv, .csv.gz, .tsv) or Parquet file (- for stdin) of regular, complete series."),
     time_col: str = typer.Option(..., help="Time column."),
     value_col: Optional[str] = typer.Option(None, help="Value column (long layout)."),
     series_col: Optional[str] = typer.Option(None, help="Series id column (long layout) [default: one series]."),
@@ -227,7 +227,13 @@ def _extra_paths(output: str, model_out: str | None, custodian: str, input: str,
 
 
 def _load(input, layout, time_col, value_col, series_col, series_cols, freq, timezone=None):
-    df = read_table(input)
+    if layout is Layout.wide:
+        named = common.split_list(series_cols)
+        df = read_table(input, {time_col: "time", **{c: "number" for c in named or ()}},
+                        rest=None if named else "number")
+    else:
+        df = read_table(input, {time_col: "time", **({value_col: "number"} if value_col else {}),
+                                **({series_col: "text"} if series_col else {})})
     try:
         if layout is Layout.wide:
             if value_col or series_col:

@@ -86,7 +86,7 @@ class FillMissing(str, Enum):
 
 
 def release(
-    input: str = typer.Argument(..., help="CSV or Parquet file (- for CSV on stdin)."),
+    input: str = typer.Argument(..., help="CSV (.csv, .csv.gz, .tsv) or Parquet file; - reads stdin (Parquet when it starts with PAR1, else CSV)."),
     mechanism: Mechanism = typer.Option(Mechanism.gaussian, help="Noise mechanism."),
     epsilon: float = typer.Option(..., help="Privacy budget epsilon (> 0)."),
     delta: Optional[float] = typer.Option(None, help="Privacy budget delta in (0, 1); Gaussian only."),
@@ -307,7 +307,7 @@ def _read(input: str, spec: InputSpec, declared, caps, options: EngineOptions, s
     if spec.resolved_layout == "events":
         return (*load_event_panel(input, spec, declared, options, caps.value_bound, stage), None)
     stage("reading input")
-    df = read_table(input)
+    df = read_table(input, *spec.read_schema())
     # Noise draws do not depend on the data: start them while the data is checked.
     prefetched = (PrefetchedNormals(generator, df.height)
                   if generator is not None and spec.resolved_layout == "long" else None)

@@ -83,8 +83,18 @@ def estimated_rows(path: str) -> int:
         except (OSError, ValueError) as exc:
             raise DataError(f"INPUT: cannot read {path!r} as Parquet: {exc}") from None
     size = Path(path).stat().st_size
-    with open(path, "rb") as fh:
-        head = fh.read(1 << 20)
+    if table_format(path).endswith(".gz"):
+        import gzip
+
+        with open(path, "rb") as fh:  # gzip's trailer holds the text's size modulo 4 GiB
+            fh.seek(max(0, size - 4))
+            isize = int.from_bytes(fh.read(4), "little")
+        size = isize if isize >= size else 10 * size  # wrapped: assume 10x compression
+        with gzip.open(path, "rb") as fh:
+            head = fh.read(1 << 20)
+    else:
+        with open(path, "rb") as fh:
+            head = fh.read(1 << 20)
     lines = max(1, head.count(b"\n") - 1)  # the header line is not a row
     return math.ceil(size / (len(head) / lines)) if head else 0
 
@@ -111,7 +121,8 @@ def scan_events(path: str, job: EventJob) -> pl.LazyFrame:
         scan = pl.scan_parquet(path)
     else:
         text = {c: pl.String for c in (job.user_col, job.series_col, job.value_col) if c is not None}
-        scan = pl.scan_csv(path, schema_overrides=text, infer_schema_length=10_000)
+        separator = "\t" if table_format(path).startswith("tsv") else ","
+        scan = pl.scan_csv(path, schema_overrides=text, infer_schema_length=10_000, separator=separator)
     return scan.select(job.columns).with_row_index(ORDER)
 
 
@@ -124,7 +135,8 @@ def aggregate_events_local(path: str, job: EventJob, memory_limit: int | None = 
     note = stage or (lambda name: None)
     if shards == 1:
         note("reading input")
-        df = read_table(path)
+        df = read_table(path, {job.time_col: "time", **{c: "text" for c in (job.user_col, job.series_col) if c},
+                               **({job.value_col: "number"} if job.value_col else {})})
         note("bounding and aggregating")
         return assemble(job, [partial_cell_sums(df, job)])
     base = Path(work_dir or tempfile.gettempdir())

@@ -253,6 +253,9 @@ def check_input(path: str) -> str:
     """The input's format (``csv`` or ``parquet``); UsageError for a missing local file, a
     directory, or stdin."""
     fmt = table_format(path)
+    if fmt not in ("csv", "parquet"):
+        raise UsageError(f"INPUT: --engine spark reads .csv and .parquet files, not {fmt} ({path!r}); "
+                         "use --engine local or convert the file")
     if "://" not in path and not path.startswith("-"):
         p = Path(path)
         if not p.exists():

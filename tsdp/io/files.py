@@ -15,16 +15,19 @@ import os
 import sys
 import tempfile
 from pathlib import Path
-from typing import Callable
-
-import polars as pl
+from typing import TYPE_CHECKING, Callable
 
 from tsdp.errors import DataError, UsageError
 from tsdp.io.inputs import HEADER_BYTES, check_header, check_input
 from tsdp.io.publish import Staged, publish_all, writing
-from tsdp.io.timezones import csv_ready
+
+if TYPE_CHECKING:  # polars is imported where it is used: `tsdp --help` and `account verify` never pay for it
+    import polars as pl
 
 FORMATS = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet", ".json": "json"}
+# Inputs only (outputs are .csv or .parquet): compressed CSV and tab-separated text.
+INPUT_FORMATS = {".csv.gz": "csv.gz", ".tsv": "tsv", ".tsv.gz": "tsv.gz"}
+READABLE = ("csv", "csv.gz", "tsv", "tsv.gz", "parquet")
 STDIO = "-"
 CSV_DATETIME_FORMAT = "%Y-%m-%d %H:%M:%S%.f"  # zone-less times; fractional seconds only when present
 # Snappy: readable by every Parquet implementation, and fast. Released values carry noise in
@@ -32,31 +35,36 @@ CSV_DATETIME_FORMAT = "%Y-%m-%d %H:%M:%S%.f"  # zone-less times; fractional seco
 PARQUET_COMPRESSION = "snappy"
 
 
-def table_format(path: str | Path, option: str = "INPUT", allowed=("csv", "parquet")) -> str:
-    """``csv`` or ``parquet`` from the file extension (``-`` means CSV on stdin/stdout)."""
+def table_format(path: str | Path, option: str = "INPUT", allowed=None) -> str:
+    """The format from the file extension (``-`` means CSV on stdin/stdout).
+
+    ``allowed`` defaults to what can be read for ``INPUT`` (CSV, gzipped CSV, TSV, Parquet) and to
+    ``csv``/``parquet`` for any other option (outputs).
+    """
+    if allowed is None:
+        allowed = READABLE if option == "INPUT" else ("csv", "parquet")
     if str(path) == STDIO:
         return "csv"
-    fmt = FORMATS.get(Path(path).suffix.lower())
+    name = Path(path).name.lower()
+    compound = next((f for e, f in INPUT_FORMATS.items() if name.endswith(e) and len(name) > len(e)), None)
+    fmt = compound or FORMATS.get(Path(path).suffix.lower())
     if fmt not in allowed:
-        exts = ", ".join(e for e, f in FORMATS.items() if f in allowed)
+        known = {**FORMATS, **INPUT_FORMATS}
+        exts = ", ".join(e for e, f in known.items() if f in allowed)
         raise UsageError(f"{option}: unknown file extension in {str(path)!r}; use one of {exts}")
     return fmt
 
 
-def read_table(path: str | Path) -> pl.DataFrame:
-    """Read a CSV or Parquet file (or CSV from stdin for ``-``) into a polars DataFrame."""
-    fmt = table_format(path)
-    check_input(path)  # a regular file (a FIFO would block), a CSV header without repeated names
-    try:
-        if fmt == "parquet":
-            return pl.read_parquet(path)
-        source = io.BytesIO(sys.stdin.buffer.read()) if str(path) == STDIO else path
-        if str(path) == STDIO:
-            check_header(source.getvalue()[:HEADER_BYTES], "INPUT <stdin>")
-        return pl.read_csv(source, infer_schema_length=None)
-    except (pl.exceptions.PolarsError, OSError, ValueError) as exc:
-        first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise DataError(f"INPUT: cannot parse {str(path)!r} as {fmt}: {first_line}") from None
+def read_table(path: str | Path, columns=None, rest: str | None = None) -> pl.DataFrame:
+    """Read a CSV/TSV (optionally gzipped) or Parquet file, or stdin for ``-``, into a DataFrame.
+
+    ``columns`` maps the columns the command needs to ``"number"``, ``"text"`` or ``"time"``, and
+    ``rest`` gives the kind of every other column (``"number"`` for a wide layout), so that a CSV is
+    read with bounded type inference plus that schema (see :mod:`tsdp.io.readers`).
+    """
+    from tsdp.io.readers import read_input
+
+    return read_input(path, table_format(path), columns or {}, rest)
 
 
 def read_numbers(path: str, option: str) -> list[float]:
@@ -76,6 +84,8 @@ def read_numbers(path: str, option: str) -> list[float]:
 
 def serialise_table(df: pl.DataFrame, fmt: str) -> bytes:
     """The bytes of ``df`` in ``fmt`` (used for stdout, where no file can be renamed)."""
+    from tsdp.io.timezones import csv_ready
+
     buf = io.BytesIO()
     if fmt == "parquet":
         df.write_parquet(buf, compression=PARQUET_COMPRESSION)
@@ -166,6 +176,10 @@ class AtomicOutputs:
         ``df`` is a DataFrame, or an iterable of DataFrames with one schema (a release streamed
         chunk by chunk), written as they come: Parquet row groups, or CSV blocks under one header.
         """
+        import polars as pl
+
+        from tsdp.io.timezones import csv_ready
+
         fmt = table_format(path, "--output")
         if not isinstance(df, pl.DataFrame):
             if str(path) == STDIO:
@@ -185,6 +199,8 @@ class AtomicOutputs:
         return sink.digest.hexdigest()
 
     def _stage_stream(self, frames, path: Path, fmt: str, option: str | None) -> str:
+        from tsdp.io.timezones import csv_ready
+
         tmp = self._temp_beside(path, option)
         with writing(path, option), open(tmp, "wb") as fh:
             sink = _HashingWriter(fh)

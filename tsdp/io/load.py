@@ -34,6 +34,19 @@ class InputSpec:
     allow_negative: bool = False
     timezone: str | None = None  # --timezone: the zone of timestamps written without an offset
 
+    def read_schema(self) -> tuple[dict[str, str], str | None]:
+        """(kind of each column the layout reads, kind of every other column) for
+        :func:`tsdp.io.files.read_table`: values are numbers, ids are text, times are parsed later."""
+        layout = self.resolved_layout
+        if layout == "wide":
+            kinds = {self.time_col: "time", **{c: "number" for c in self.series_cols or ()}}
+            return kinds, (None if self.series_cols else "number")
+        kinds = {self.time_col: "time"}
+        for column, kind in ((self.value_col, "number"), (self.series_col, "text"), (self.user_col, "text")):
+            if column is not None:
+                kinds[column] = kind
+        return kinds, None
+
     @property
     def resolved_layout(self) -> str:
         """The layout given, or: events with a user column, long with a value column, else wide."""

@@ -59,27 +59,38 @@ def bestfit_pack(counts_desc: list[int], m_ub: int) -> tuple[list[int], int]:
     Users with m_l >= m_UB get one own (full) array. Each other user goes whole into the array
     filled the most among those that can still take its min(m_l, m_UB) = m_l records
     (w(A) + m_l <= m_UB), ties to the least index; an empty array is opened only if no non-empty
-    one fits. Returns (array index per user, K-bar). O(L log K-bar)."""
-    out: list[int] = []
+    one fits. Returns (array index per user, K-bar). O(L log K-bar).
+
+    The counts are non-increasing, so the users with full arrays are a prefix (numbered 0, 1, ...
+    at once); the loop over the others keeps the partially filled arrays as sorted integer keys
+    (remaining capacity << 32 | index), so the best fit is the first key >= m << 32.
+    """
+    n = len(counts_desc)
+    big = 0
+    while big < n and counts_desc[big] >= m_ub:
+        big += 1
+    if big == n:
+        return list(range(n)), n
+    out = list(range(big))
+    append = out.append
     free: list[int] = []  # sorted keys (remaining capacity << 32) | index, partially filled only
-    n_arr = 0
-    for m in counts_desc:
-        if m >= m_ub:
-            out.append(n_arr)
-            n_arr += 1
-            continue
-        pos = bisect_left(free, m << _SHIFT)
+    pop, find, put = free.pop, bisect_left, insort
+    n_arr = big
+    mask = 0xFFFFFFFF
+    for m in counts_desc[big:]:
+        key = m << _SHIFT
+        pos = find(free, key)
         if pos < len(free):
-            key = free.pop(pos)
-            idx = key & 0xFFFFFFFF
+            key = pop(pos)
+            idx = key & mask
             rem = (key >> _SHIFT) - m
         else:
             idx = n_arr
             n_arr += 1
             rem = m_ub - m
-        out.append(idx)
-        if rem > 0:
-            insort(free, (rem << _SHIFT) | idx)
+        append(idx)
+        if rem:
+            put(free, (rem << _SHIFT) | idx)
     return out, n_arr
 
 
