@@ -292,7 +292,7 @@ def _release_chunks(chunks, panel, run, rng, diagnostics: dict, stage, clip_min,
         for k, table in enumerate(chunks.tables(), 1):
             stage(f"adding noise: chunk {k}/{chunks.n_chunks} ({table.n_series} series)")
             result, _, rebuild = run(table, panel, rng, None, stream)
-            results.append(result)
+            results[:] = [result]  # the claim and warnings; earlier chunks' values are let go
             if table.filled_cells:
                 diagnostics["filled_cells"] = diagnostics.get("filled_cells", 0) + table.filled_cells
             yield rebuild(post.postprocess(result.values, clip_min, clip_max, round_values))
