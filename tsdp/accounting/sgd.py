@@ -235,29 +235,9 @@ def max_steps(setting: SgdSetting, target_epsilon: float, delta: float,
     Epsilon grows with the number of steps; doubling then bisection. 0 steps (epsilon 0.0) when
     even one step exceeds the target.
     """
-    from tsdp.accounting.budget import check_delta, check_epsilon
+    from tsdp.accounting.budget import check_delta, check_epsilon, largest_count_within
 
     check_epsilon(target_epsilon, "--target-epsilon")
     check_delta(delta)
     step = setting.pld(discretization)
-    first = _epsilon(step, 1, delta)
-    if first > target_epsilon:
-        return 0, first
-    good, good_eps, bad = 1, first, None
-    while bad is None:
-        trial = min(good * 2, limit)
-        eps = _epsilon(step, trial, delta)
-        if eps <= target_epsilon:
-            good, good_eps = trial, eps
-            if trial == limit:
-                return good, good_eps
-        else:
-            bad = trial
-    while bad - good > 1:
-        mid = (good + bad) // 2
-        eps = _epsilon(step, mid, delta)
-        if eps <= target_epsilon:
-            good, good_eps = mid, eps
-        else:
-            bad = mid
-    return good, good_eps
+    return largest_count_within(lambda n: _epsilon(step, n, delta), target_epsilon, limit)

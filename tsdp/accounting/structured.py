@@ -401,32 +401,13 @@ def max_compositions(setting: DpSgdSetting, target_epsilon: float, delta: float,
 
     Returns (count, its epsilon); count 0 means even one composition exceeds the target.
     """
-    from tsdp.accounting.budget import check_delta, check_epsilon
+    from tsdp.accounting.budget import check_delta, check_epsilon, largest_count_within
 
     check_epsilon(target_epsilon, "--target-epsilon")
     check_delta(delta)
     base = pld_from_profile(composition_profile(setting, "upper")[0], discretization)
-    first = base.epsilon(delta)
-    if first > target_epsilon:
-        return 0, first
-    good, good_eps, bad = 1, first, None
-    while bad is None:
-        trial = min(good * 2, limit)
-        eps = epsilon_after(base, trial, delta)
-        if eps <= target_epsilon:
-            good, good_eps = trial, eps
-            if trial == limit:
-                return good, good_eps
-        else:
-            bad = trial
-    while bad - good > 1:
-        mid = (good + bad) // 2
-        eps = epsilon_after(base, mid, delta)
-        if eps <= target_epsilon:
-            good, good_eps = mid, eps
-        else:
-            bad = mid
-    return good, good_eps
+    return largest_count_within(lambda n: base.epsilon(delta) if n == 1 else epsilon_after(base, n, delta),
+                                target_epsilon, limit)
 
 
 def _checkpoint_counts(total: int, checkpoints: int) -> list[int]:

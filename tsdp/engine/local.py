@@ -14,12 +14,13 @@ Polars does the streaming, the partitioned write and the spill; tsdp writes no s
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import shutil
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import polars as pl
@@ -139,11 +140,7 @@ def aggregate_events_local(path: str, job: EventJob, memory_limit: int | None = 
                                **({job.value_col: "number"} if job.value_col else {})})
         note("bounding and aggregating")
         return assemble(job, [partial_cell_sums(df, job)])
-    base = Path(work_dir or tempfile.gettempdir())
-    if not base.is_dir():
-        raise UsageError(f"--work-dir: {str(base)!r} is not a directory")
-    tmp = Path(tempfile.mkdtemp(prefix=".tsdp-shards-", dir=base))
-    try:
+    with scratch_dir(work_dir, "shards") as tmp:
         note(f"sharding input by user into {shards} shards")
         directories = write_user_shards(scan_events(path, job), job.user_col, shards, tmp, path)
         parts, rows, started = [], 0, time.monotonic()
@@ -155,6 +152,18 @@ def aggregate_events_local(path: str, job: EventJob, memory_limit: int | None = 
         if not parts:
             raise DataError(f"INPUT: {path!r} holds no rows")
         return assemble(job, parts)
+
+
+@contextlib.contextmanager
+def scratch_dir(work_dir: str | None, kind: str) -> Iterator[Path]:
+    """A hidden temporary directory in ``--work-dir`` (default: the system's), removed at the end
+    of the block whatever happens."""
+    base = Path(work_dir or tempfile.gettempdir())
+    if not base.is_dir():
+        raise UsageError(f"--work-dir: {str(base)!r} is not a directory")
+    tmp = Path(tempfile.mkdtemp(prefix=f".tsdp-{kind}-", dir=base))
+    try:
+        yield tmp
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

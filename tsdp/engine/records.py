@@ -22,8 +22,6 @@ shard holding one.
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -34,8 +32,8 @@ import numpy as np
 import polars as pl
 
 from tsdp.engine.kernel import ORDER
-from tsdp.engine.local import default_memory_limit, shard_count, write_user_shards
-from tsdp.errors import DataError, UsageError
+from tsdp.engine.local import default_memory_limit, scratch_dir, shard_count, write_user_shards
+from tsdp.errors import DataError
 from tsdp.io.files import read_table, table_format
 from tsdp.io.records import OutOfBounds, RecordSpec, Records, load_records
 from tsdp.mean.algorithms import run_piece_sums
@@ -103,16 +101,10 @@ def record_runs(path: str, spec: RecordSpec, memory_limit: int | None = None, wo
         del df
         yield runs_from_records(records)
         return
-    base = Path(work_dir or tempfile.gettempdir())
-    if not base.is_dir():
-        raise UsageError(f"--work-dir: {str(base)!r} is not a directory")
-    tmp = Path(tempfile.mkdtemp(prefix=".tsdp-records-", dir=base))
-    try:
+    with scratch_dir(work_dir, "records") as tmp:
         note(f"sharding input by user into {shards} shards")
         directories = write_user_shards(scan_records(path, spec), spec.user_col, shards, tmp / "shards", path)
         yield sharded_runs(directories, spec, tmp, note)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def scan_records(path: str, spec: RecordSpec) -> pl.LazyFrame:

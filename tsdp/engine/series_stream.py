@@ -22,8 +22,6 @@ Errors name the input's row. Polars does the streaming and the partitioned write
 from __future__ import annotations
 
 import math
-import shutil
-import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -32,8 +30,9 @@ from pathlib import Path
 import polars as pl
 
 from tsdp.engine.kernel import ORDER
-from tsdp.engine.local import HEADROOM, default_memory_limit, estimated_rows, shard_count, write_partitions
-from tsdp.errors import DataError, UsageError
+from tsdp.engine.local import (HEADROOM, default_memory_limit, estimated_rows, scratch_dir, shard_count,
+                               write_partitions)
+from tsdp.errors import DataError
 from tsdp.io.events import input_rows
 from tsdp.io.files import table_format
 from tsdp.io.layouts import SeriesTable, load_long, require_columns
@@ -93,11 +92,7 @@ def series_chunks(path: str, spec: InputSpec, memory_limit: int | None = None, w
     """Plan and partition ``path`` (see the module docstring); the partitions live until the end."""
     note = stage or (lambda name: None)
     limit = memory_limit or default_memory_limit()
-    base = Path(work_dir or tempfile.gettempdir())
-    if not base.is_dir():
-        raise UsageError(f"--work-dir: {str(base)!r} is not a directory")
-    tmp = Path(tempfile.mkdtemp(prefix=".tsdp-series-", dir=base))
-    try:
+    with scratch_dir(work_dir, "series") as tmp:
         note("planning: series ids and time grid")
         scan = _scan(path, spec)
         keys, grid = _plan(scan, spec, path)
@@ -118,8 +113,6 @@ def series_chunks(path: str, spec: InputSpec, memory_limit: int | None = None, w
         by_key = {int(d.name.rpartition("=")[2]): d for d in directories}
         parts = [(by_key[c // per_partition], c) for c in range(n_chunks)]
         yield SeriesChunks(keys.len(), grid, parts, spec)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _scan(path: str, spec: InputSpec) -> pl.LazyFrame:
