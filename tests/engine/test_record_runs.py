@@ -20,6 +20,14 @@ TINY = 1 << 16  # bytes: forces user-hash shards on these inputs
 START = datetime(2024, 5, 6)
 
 
+@pytest.fixture(autouse=True)
+def _runs_fit_any_limit(monkeypatch):
+    """The tiny memory limits here only force shards; the per-run state check has its own test."""
+    import tsdp.engine.records
+
+    monkeypatch.setattr(tsdp.engine.records, "RUN_BYTES", 0)
+
+
 def make_records(n: int = 9000, n_users: int = 300, seed: int = 5) -> pl.DataFrame:
     rng = np.random.default_rng(seed)
     users = np.where(rng.random(n) < 0.3, "heavy", np.char.add("bus", rng.integers(0, n_users, n).astype(str)))
@@ -164,3 +172,14 @@ def test_cli_mean_estimate_sharded_equals_in_memory(files, tmp_path, monkeypatch
     assert calls == [1]  # only the 64MiB run was sharded
     assert outs["memory"].drop("estimate").equals(outs["sharded"].drop("estimate"))
     np.testing.assert_allclose(outs["memory"]["estimate"], outs["sharded"]["estimate"], rtol=1e-9)
+
+
+def test_too_many_runs_for_the_memory_limit_is_exit_5(files, tmp_path, monkeypatch):
+    """Per-run state that would not fit the limit ends with a ResourceError, nothing left behind."""
+    from tsdp.errors import ResourceError
+
+    monkeypatch.setattr(engine, "RUN_BYTES", TINY)  # every run "needs" the whole limit
+    with pytest.raises(ResourceError, match=r"\(group, user\) runs .* over --memory-limit"):
+        with engine.record_runs(files["parquet"], spec(), memory_limit=TINY, work_dir=str(tmp_path)):
+            pass
+    assert list(tmp_path.iterdir()) == []

@@ -68,6 +68,14 @@ def spark_conf(session, **settings):
             session.conf.unset(names[k]) if v is None else session.conf.set(names[k], v)
 
 
+@pytest.fixture(autouse=True)
+def _runs_fit_any_limit(monkeypatch):
+    """The tiny memory limits here only force shards; the per-run state check has its own test."""
+    import tsdp.engine.records
+
+    monkeypatch.setattr(tsdp.engine.records, "RUN_BYTES", 0)
+
+
 def make_records(n: int = 9000, n_users: int = 300, seed: int = 5) -> pl.DataFrame:
     """Records of many users, one ("heavy") with 30% of them, at quarter hours (many ties in
     time within a user), in three cells and four integer zones."""

@@ -33,7 +33,7 @@ import polars as pl
 
 from tsdp.engine.kernel import ORDER
 from tsdp.engine.local import default_memory_limit, scratch_dir, shard_count, write_user_shards
-from tsdp.errors import DataError
+from tsdp.errors import DataError, ResourceError
 from tsdp.io.files import read_table, table_format
 from tsdp.io.records import OutOfBounds, RecordSpec, Records, load_records
 from tsdp.mean.algorithms import run_piece_sums
@@ -41,6 +41,9 @@ from tsdp.mean.algorithms import run_piece_sums
 # Peak memory of the in-memory route per record row (read frame, checked frame, sort keys and
 # order, sorted values): 134 bytes measured on 10^8 records (13.4 GB), rounded up.
 BYTES_PER_ROW = 160
+# Memory per (group, user) run held by the merge and the plan (keys, user id, counts, cut points,
+# array ids and the BESTFIT packing's lists): an estimate, rounded up.
+RUN_BYTES = 256
 USER, COUNT, SHARD, RUN = "__user", "__count", "__shard_k", "__run"
 
 PieceSums = Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]
@@ -104,7 +107,7 @@ def record_runs(path: str, spec: RecordSpec, memory_limit: int | None = None, wo
     with scratch_dir(work_dir, "records") as tmp:
         note(f"sharding input by user into {shards} shards")
         directories = write_user_shards(scan_records(path, spec), spec.user_col, shards, tmp / "shards", path)
-        yield sharded_runs(directories, spec, tmp, note)
+        yield sharded_runs(directories, spec, tmp, note, memory_limit)
 
 
 def scan_records(path: str, spec: RecordSpec) -> pl.LazyFrame:
@@ -157,9 +160,15 @@ def merge_runs(tables: list[pl.DataFrame], keys: list[str], spec: RecordSpec
 
 
 def sharded_runs(directories: list[Path], spec: RecordSpec, tmp: Path,
-                 note: Callable[[str], None]) -> RecordRuns:
+                 note: Callable[[str], None], memory_limit: int | None = None) -> RecordRuns:
     """Pass 1: every shard checked and sorted by load_records; its sorted values and run starts go
-    to ``tmp`` and its runs (keys, user, count) are merged in the canonical order."""
+    to ``tmp`` and its runs (keys, user, count) are merged in the canonical order.
+
+    The merged runs and the plan built on them stay in memory (about RUN_BYTES each): when users
+    contribute only a record or two per group, there are almost as many runs as records, and a
+    ResourceError (exit 5) says so before memory runs out."""
+    limit = memory_limit or default_memory_limit()
+    n_runs = 0
     tables, stores, out_of_bounds = [], [], []
     max_groups, rows, started = 0, 0, time.monotonic()
     records = None
@@ -180,6 +189,13 @@ def sharded_runs(directories: list[Path], spec: RecordSpec, tmp: Path,
         np.save(values, records.values)
         np.save(starts, records.user_starts)
         stores.append((values, starts))
+        n_runs += records.counts.size
+        if n_runs * RUN_BYTES > limit:
+            raise ResourceError(
+                f"mean-estimate: more than {n_runs:,} (group, user) runs after {k + 1} of {len(directories)} "
+                f"shards, about {n_runs * RUN_BYTES / 2**30:.1f} GiB of per-run state, over --memory-limit "
+                f"{limit / 2**30:.1f} GiB; raise --memory-limit, group more coarsely (fewer, larger groups), "
+                "or use --engine spark")
         tables.append(run_table(records).with_columns(
             pl.lit(len(stores) - 1, dtype=pl.Int64).alias(SHARD),
             pl.int_range(records.counts.size, dtype=pl.Int64, eager=True).alias(RUN)))
