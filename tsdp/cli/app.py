@@ -21,7 +21,8 @@ from tsdp.cli.messages import one_line
 from tsdp.errors import MEMORY_HINT, NumericalError, ResourceError, TsdpError
 
 # Subcommands are imported only when invoked (tsdp/cli/lazy.py): --help and option parsing load
-# no numerical library.
+# no numerical library. _SETTINGS also builds each subcommand, so completion stays off there: the
+# root app alone carries --install-completion/--show-completion.
 _SETTINGS = dict(
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -33,7 +34,7 @@ app = typer.Typer(
     help="Privatize time series held in CSV and Parquet files, with an auditable privacy report.",
     no_args_is_help=True,
     cls=lazy_group(_SETTINGS),
-    **_SETTINGS,
+    **{**_SETTINGS, "add_completion": True},
 )
 
 

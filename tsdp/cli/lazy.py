@@ -88,4 +88,13 @@ def lazy_group(settings: Mapping[str, Any]) -> type[TyperGroup]:
             with formatter.section("Commands"):
                 formatter.write_dl(rows)
 
+        def shell_complete(self, ctx, incomplete: str):
+            """Shell completion of ``tsdp <TAB>`` from the table: completing a subcommand's name
+            must not import every subcommand (and polars with them); options complete as usual."""
+            from typer._click.shell_completion import CompletionItem
+
+            names = [CompletionItem(name, help=text) for name, (_, _, text) in SUBCOMMANDS.items()
+                     if name.startswith(incomplete)]
+            return names + super(TyperGroup, self).shell_complete(ctx, incomplete)
+
     return LazyGroup
