@@ -55,8 +55,8 @@ DRIVER = textwrap.dedent("""
         return commit(self, *args, **kwargs)
     files.AtomicOutputs.commit = staged
 
-    from tsdp.cli.app import main
-    sys.exit(main(sys.argv[1:]))
+    from tsdp.cli.app import run
+    run()  # as the tsdp executable does (sys.argv[1:] are the arguments)
 """)
 
 
@@ -183,3 +183,30 @@ def test_sigterm_while_working_cleans_up(tmp_path, ledger_db):
         assert not (tmp_path / "out.csv").exists() and entries(ledger_db) == []
     else:
         assert [e.state for e in entries(ledger_db)] == ["spent"]
+
+
+AFTER_MAIN = textwrap.dedent("""
+    import sys, time
+    from pathlib import Path
+    import tsdp.cli.app as app
+
+    real = app.main
+    def main():
+        code = real(["--version"])
+        Path(sys.argv[1]).touch()  # the run is over; the process has yet to exit
+        time.sleep(3)
+        return code
+    app.main = main
+    app.run()
+""")
+
+
+def test_sigterm_after_the_run_does_not_kill_a_finished_process(tmp_path):
+    """A SIGTERM that lands after main() returned (outputs published, exit code decided) leaves
+    the exit code as it was instead of killing the process (-15)."""
+    done = tmp_path / "done"
+    proc = subprocess.Popen([sys.executable, "-c", AFTER_MAIN, str(done)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    wait_for(done)
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=60) == 0

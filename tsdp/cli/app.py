@@ -178,4 +178,9 @@ def _rejected_value(exc: BaseException):
 
 
 def run() -> None:
+    """The ``tsdp`` executable. Outside :func:`main`'s own handler SIGTERM is ignored: before it, as
+    nothing has started; after it, as the run is complete (its files published, its exit code
+    decided) and a SIGTERM landing during interpreter shutdown must not turn exit 0 into a kill."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
     sys.exit(main())
