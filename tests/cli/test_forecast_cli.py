@@ -475,7 +475,8 @@ def test_deep_model_report_epsilon_equals_account_dpsgd_and_the_model_reloads(ts
     assert model.name == name and model.receptive_field == window
     frame = pl.read_csv(tmp_path / "fc.csv")
     values = pl.read_csv(small).pivot(on="id", index="time", values="v").sort("time").drop("time").to_numpy().T
-    cal = Calendar(np.datetime64("2024-01-01T00:00"), step_us=3_600_000_000)
+    cal = Calendar.from_label(meta["input"]["start"], meta["input"]["freq"])  # the grid the model file records
+    assert cal.origin == np.datetime64("2024-01-01T00:00") and cal.step_us == 3_600_000_000
     extra = ({"feats": cal.window_features(model.time_features, np.full(3, 60), window, 2)}
              if model.time_features else {})
     mean, q = model.forecast(theta, values[:, -window:].astype(float), [0.1, 0.5, 0.9], **extra)
@@ -498,6 +499,10 @@ def test_deep_model_refusals(refuse, small):
     if not has_gpu:
         refuse(["forecast-train", small, *args, "--device", "gpu", "-o", "fc.csv"], 2, "--device gpu", "no GPU")
     refuse(["forecast-train", small, *args, "--lags", "1-3", "-o", "fc.csv"], 2, "--lags", "itransformer")
+    refuse(["forecast-train", small, *args, "--num-samples", "50", "-o", "fc.csv"], 2, "--num-samples 50")
+    refuse(["forecast-train", small, *SMALL_ARGS, "--dtype", "float64", "-o", "fc.csv"], 2, "--dtype float64",
+           "linear")
+    refuse(["forecast-train", small, *SMALL_ARGS, "--device", "cpu", "-o", "fc.csv"], 2, "--device cpu")
     args[args.index("--model") + 1] = "deepar"
     refuse(["forecast-train", small, *args, "--lags", "1-3,48", "-o", "fc.csv"], 4, "--lags", "51", "48")
     refuse(["forecast-train", small, *args, "--lags", "1-x", "-o", "fc.csv"], 2, "--lags", "1-x")

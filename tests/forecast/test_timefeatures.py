@@ -82,3 +82,14 @@ def test_window_features_cover_context_and_forecast():
         np.testing.assert_array_equal(rows[i], cal.features(names, np.arange(p - 4, p + 3)))
     later = cal.window_features(names, np.array([500]), 4, 3)  # the cached table grows on demand
     np.testing.assert_array_equal(later[0], cal.features(names, np.arange(496, 503)))
+
+
+def test_calendar_from_a_saved_models_grid_label():
+    hourly = Calendar.from_label("2024-01-01 00:00:00", "1h")
+    assert hourly.step_us == HOUR_US and hourly.origin == np.datetime64("2024-01-01T00:00")
+    assert Calendar.from_label("2024-01-01", "15m").step_us == HOUR_US // 4
+    assert Calendar.from_label("2023-11-01", "1q").step_months == 3
+    assert Calendar.from_label("2024-01-01", "500ms").step_us == 500_000
+    assert Calendar.from_label("5", "1").origin is None
+    with pytest.raises(UsageError, match="2x"):
+        Calendar.from_label("2024-01-01", "2x")

@@ -135,6 +135,11 @@ def forecast_train(
     sigma = _noise_multiplier(noise_multiplier)
     if lags is not None and model is not Model.deepar:
         raise UsageError(f"--lags is an option of --model deepar, not of --model {model.value}")
+    if num_samples != 100 and model is not Model.deepar:
+        raise UsageError(f"--num-samples {num_samples}: only --model deepar forecasts by sample paths")
+    if model not in DEEP and (device is not Device.auto or dtype is not Dtype.float32):
+        raise UsageError(f"--device {device.value} / --dtype {dtype.value}: options of the JAX models (deepar, "
+                         f"itransformer); --model {model.value} computes in numpy float64 on the CPU")
     if model in DEEP:
         from tsdp.forecast.deep import require
 
@@ -203,7 +208,8 @@ def forecast_train(
                     "checkpoint": train_config.checkpoint, "guarantee_covers_these_weights": covered,
                     "caveats": [FORECAST_NOTE, "not privacy-accounted: " + "; ".join(unaccounted(train_config.checkpoint))]
                     + ([] if covered else [BEST_CHECKPOINT_CAVEAT])},
-        "input": {"time_col": time_col, "series": names, "freq": table.grid.freq},
+        "input": {"time_col": time_col, "series": names, "freq": table.grid.freq,
+                  "start": str(table.grid.points[0]) if table.grid.n_steps else None},
     })
     figures = {"note": METRICS_NOTE, "season": season_length, "scores": scores, "history": result.history,
                "best_step": result.best_step, "best_val_loss": result.best_val_loss,

@@ -120,6 +120,24 @@ class Calendar:
         self._names: tuple[str, ...] = ()
         self._lo = 0
 
+    @classmethod
+    def from_label(cls, start: str | None, freq: str | None) -> "Calendar":
+        """The calendar of a grid starting at ``start`` (ISO date-time) with step ``freq`` as tsdp labels
+        it (``15m``, ``1h``, ``1d``, ``1w``, ``1mo``, ``1q``, ``1y``, ``500ms``; an integer: integer time),
+        e.g. the ``input`` block of a saved model's metadata."""
+        if start is None or freq is None or str(freq).isdigit():
+            return cls()
+        text = str(freq).strip().lower()
+        digits = len(text) - len(text.lstrip("0123456789"))
+        amount, unit = int(text[:digits] or 1), text[digits:]
+        months = {"mo": 1, "q": 3, "y": 12}
+        micro = {"us": 1, "ms": 1_000, **US_PER}
+        if unit in months:
+            return cls(np.datetime64(start), step_months=amount * months[unit])
+        if unit not in micro:
+            raise UsageError(f"cannot read the time step {freq!r}; expected e.g. 15m, 1h, 1d, 1w, 1mo")
+        return cls(np.datetime64(start), step_us=amount * micro[unit])
+
     def default_features(self) -> tuple[str, ...]:
         return default_time_features(self.step_us if self.origin is not None else None,
                                      self.step_months if self.origin is not None else None)
