@@ -108,6 +108,17 @@ class DeepARModel(DeepForecastModel):
             states.append(final)
         return x, states
 
+    def _hidden_states(self, p, x):
+        """Last layer's hidden states ``(n, hidden)`` for inputs ``x`` ``(n, inputs)`` of one window, by
+        :func:`tsdp.forecast.deep.lstm.lstm_sequence` (cheap per-window gradients; same values as _unroll)."""
+        from tsdp.forecast.deep.lstm import lstm_sequence
+
+        for k in range(1, self.layers + 1):
+            w, b = p[f"lstm{k}.W"], p[f"lstm{k}.b"]
+            n_in = x.shape[-1]
+            x = lstm_sequence(x @ w[:n_in] + b, w[n_in:])
+        return x
+
     def _step(self, p, x, states):
         """One position for a batch: inputs ``(N, inputs)``, per-layer (h, c) ``(N, hidden)``."""
         new = []
@@ -134,8 +145,7 @@ class DeepARModel(DeepForecastModel):
         log_s = jnp.log(s)
         x = jnp.concatenate([z[self._lag_index], feats[self._positions],
                              jnp.full((self._positions.size, 1), log_s, dtype=z.dtype)], axis=-1)
-        hs, _ = self._unroll(p, x)
-        raw = hs @ p["head.W"] + p["head.b"]
+        raw = self._hidden_states(p, x) @ p["head.W"] + p["head.b"]
         return jnp.mean(studentt.nll(z[self._positions], raw)) + log_s
 
     # -- forecasting ---------------------------------------------------------------------------
