@@ -15,6 +15,13 @@ for every step by one number, the largest admissible count K (:func:`max_composi
 stops before composition K + 1. The final epsilon is computed by exactly the route of
 ``tsdp account dpsgd`` for the same setting and count.
 
+The JAX models of :mod:`tsdp.forecast.deep` (DeepAR, iTransformer) take the same calls as the numpy
+models, plus the public time features of each window when they use them (:func:`window_features`,
+from the split's :class:`~tsdp.forecast.timefeatures.Calendar`). The accountant's L_C is the number of
+values a model reads per window (:func:`model_context`; DeepAR: its context plus its largest lag
+minus 1), and :func:`train` refuses a model that reads another number of values than the L_C it was
+given.
+
 The released weights are the LAST iterate by default: the guarantee covers every iterate, and the
 last one is chosen without looking at the data. ``checkpoint="best-validation"`` releases instead
 the iterate with the lowest loss on validation windows cut from the end of the same private series,

@@ -39,6 +39,9 @@ DEVICES = ("auto", "cpu", "gpu")
 DEFAULT_NUM_SAMPLES = 100
 DEFAULT_FORECAST_SEED = 0  # forecast sample paths without a generator: reproducible
 _COMPILED: dict = {}  # (class, configuration, function) -> jitted function
+# Windows are clipped to C (1 - margin): the norm and the scaling are computed in the model's precision,
+# and the margin keeps every contribution <= C whatever the rounding (float32: 1e-5 >> log2(P) 2^-24).
+CLIP_MARGIN = {"float32": 1e-5, "float64": 1e-12}
 
 
 def positive_int(value, option: str) -> int:
@@ -289,15 +292,17 @@ class DeepForecastModel(ABC):
             return np.asarray(out, dtype=np.float64)[:n]
 
     def clipped_grad_sum(self, theta, ctx, tgt, clip: float, feats=None):
-        """Losses ``(B,)``, ``sum_i g_i / max(1, ||g_i|| / clip)`` ``(n_params,)`` and the norms ``||g_i||``
-        ``(B,)``, computed by jax-privacy's ``clipped_grad`` on a padded batch (padding contributes 0)."""
+        """Losses ``(B,)``, ``sum_i g_i / max(1, ||g_i|| / C')`` ``(n_params,)`` and the norms ``||g_i||``
+        ``(B,)``, computed by jax-privacy's ``clipped_grad`` on a padded batch (padding contributes 0);
+        ``C' = clip (1 - CLIP_MARGIN)`` so that rounding cannot take a contribution above ``clip``."""
         clip = float(clip)
         if not (math.isfinite(clip) and clip > 0.0):
             raise UsageError(f"clip norm must be a positive finite number, got {clip!r}")
         with self._scope():
             flat, c, t, f, padding, n = self._inputs(theta, ctx, tgt, feats, training=True)
+            inner = clip * (1.0 - CLIP_MARGIN[self.dtype])
             total, values, norms = self._fn("clip", self._clipped_fn)(flat, c, t, f, padding,
-                                                                     np.asarray(clip, dtype=self.dtype))
+                                                                     np.asarray(inner, dtype=self.dtype))
             return (np.asarray(values, dtype=np.float64)[:n], np.asarray(total, dtype=np.float64),
                     np.asarray(norms, dtype=np.float64)[:n])
 
