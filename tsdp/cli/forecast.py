@@ -209,7 +209,7 @@ def forecast_train(
                     "caveats": [FORECAST_NOTE, "not privacy-accounted: " + "; ".join(unaccounted(train_config.checkpoint))]
                     + ([] if covered else [BEST_CHECKPOINT_CAVEAT])},
         "input": {"time_col": time_col, "series": names, "freq": table.grid.freq,
-                  "start": str(table.grid.points[0]) if table.grid.n_steps else None},
+                  "start": None if calendar.origin is None else str(calendar.origin)},
     })
     figures = {"note": METRICS_NOTE, "season": season_length, "scores": scores, "history": result.history,
                "best_step": result.best_step, "best_val_loss": result.best_val_loss,
@@ -254,7 +254,9 @@ def _calendar(grid):
     if step is None or step.unit == "int":
         return Calendar()
     first = grid.points[0]
-    origin = np.datetime64(first.isoformat() if hasattr(first, "isoformat") else str(first), "us")
+    if getattr(first, "tzinfo", None) is not None:
+        first = first.replace(tzinfo=None)  # calendar features in the series' own wall-clock time
+    origin = np.datetime64(first.isoformat(), "us")
     if step.unit == "mo":
         return Calendar(origin, step_months=step.amount)
     return Calendar(origin, step_us=step.amount)
