@@ -15,12 +15,20 @@ Times, in the same run:
   otherwise "Opacus: not measured" and the ratio is taken against the non-private JAX step
   (`mean_grad`, no clipping or noise), which is always printed.
 
+The load average is printed before and after: PyTorch's OpenMP threads slow down by an order of
+magnitude or more when the cores are oversubscribed, JAX far less, so the ratio is only meaningful on
+an otherwise idle machine. Measured on the shared 2-core development machine (tsdp DeepAR / Opacus,
+seconds per step): 0.097 / 0.165 at load ~2 (1.7x); 0.14 / 3.6 at load ~5 (26x); 2.0 / 51 at load ~13
+(26x). The issue's 50x came from a JAX time (0.136 s) and an Opacus time (21.9 s) not taken in the
+same run; on an idle machine Opacus's DPLSTM takes about 0.2 s per step (0.4 s on one thread).
+
 Usage: python bench/forecast_deep.py [--steps 100] [--opacus-steps 2]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 
@@ -107,7 +115,8 @@ def opacus_seconds_per_step(steps: int) -> tuple[float | None, str]:
         nll.mean(dim=1).sum().backward()
         optimizer.step()
 
-    step()  # warm-up
+    step()  # warm-up (the first steps allocate)
+    step()
     started = time.perf_counter()
     for _ in range(steps):
         step()
@@ -124,6 +133,7 @@ def main() -> int:
         print(f"tsdp[deep] is not usable here ({reason}): nothing to measure")
         return 1
     values = traffic_panel(300, 24 * 7 * 12, seed=0)
+    print("load average (1, 5, 15 min) before: " + ", ".join(f"{v:.2f}" for v in os.getloadavg()))
     print(f"batch {BATCH}, context {CONTEXT} + horizon {HORIZON}; DeepAR: {len(LAGS)} lags up to {max(LAGS)}, "
           f"2 x LSTM(40), Student-t; {args.steps} steps after a compiling warm-up; float32 on CPU")
     deepar, n_deepar = dp_seconds_per_step("deepar", values, args.steps)
@@ -133,6 +143,7 @@ def main() -> int:
     print(f"tsdp iTransformer DP-SGD ({n_itrans:,} parameters): {itrans:8.3f} s/step  {1 / itrans:7.2f} steps/s")
     print(f"JAX DeepAR non-private (mean gradient):        {plain:8.3f} s/step  {1 / plain:7.2f} steps/s")
     opacus, note = opacus_seconds_per_step(args.opacus_steps)
+    print("load average (1, 5, 15 min) after:  " + ", ".join(f"{v:.2f}" for v in os.getloadavg()))
     if opacus is None:
         print(f"Opacus: not measured ({note}); reference: the non-private JAX step")
         print(f"DeepAR DP-SGD costs {deepar / plain:.2f}x the non-private JAX step")
