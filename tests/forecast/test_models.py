@@ -329,7 +329,7 @@ def test_default_sizes_and_parameter_counts():
 
 def test_bad_options_are_usage_errors():
     with pytest.raises(UsageError, match="unknown model"):
-        models.make_model("deepar", 10, 2)
+        models.make_model("wavenet", 10, 2)
     with pytest.raises(UsageError, match="kernel"):
         models.make_model("linear", 10, 2, kernel=3)
     with pytest.raises(UsageError, match="context"):

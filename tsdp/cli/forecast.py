@@ -5,10 +5,15 @@ the run with the accountant, train (:func:`tsdp.forecast.trainer.train`) and pub
 the model (weights + metadata), the privacy report and the custodian file (held-out metrics and the
 validation history: figures of the private data, NOT for publication) atomically.
 ``--evaluate-only`` trains the NON-private baselines instead and writes nothing.
+
+``--model deepar|itransformer`` (JAX, extra ``tsdp[deep]``) plug into the same trainer: for DeepAR the
+window the sampler draws and the accountant charges is its receptive field, ``--context-length``
+plus its largest lag minus one; its time features and default lags come from the grid step.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from enum import Enum
 from pathlib import Path
 from typing import Any, Optional
@@ -32,6 +37,22 @@ class Model(str, Enum):
     simple_ff = "simple-ff"
     linear = "linear"
     dlinear = "dlinear"
+    deepar = "deepar"
+    itransformer = "itransformer"
+
+
+DEEP = (Model.deepar, Model.itransformer)
+
+
+class Device(str, Enum):
+    auto = "auto"
+    cpu = "cpu"
+    gpu = "gpu"
+
+
+class Dtype(str, Enum):
+    float32 = "float32"
+    float64 = "float64"
 
 
 class Layout(str, Enum):
@@ -67,9 +88,13 @@ def forecast_train(
     series_cols: Optional[str] = typer.Option(None, help="Wide layout: series columns, comma-separated [default: all but time]."),
     freq: Optional[str] = typer.Option(None, help="Time step, e.g. 1h [default: inferred]."),
     timezone: Optional[str] = common.TimezoneOption,
-    context_length: int = typer.Option(..., help="L_C: context window fed to the model (its whole receptive field)."),
+    context_length: int = typer.Option(..., help="L_C: context window fed to the model (its whole receptive field); for deepar the unrolled context, to which its largest lag - 1 is added."),
     forecast_length: int = typer.Option(..., help="L_F: forecast horizon."),
-    model: Model = typer.Option(Model.simple_ff, help="Model: SimpleFeedForward (2 x 64 ReLU), linear autoregressive, or DLinear."),
+    model: Model = typer.Option(Model.simple_ff, help="Model: SimpleFeedForward (2 x 64 ReLU), linear autoregressive, DLinear (numpy), or DeepAR / iTransformer (JAX, extra tsdp[deep])."),
+    lags: Optional[str] = typer.Option(None, help="deepar: lags such as 1-7,23-25,47-49 [default: GluonTS's for the time step, e.g. 40 lags up to 721 for 1h]."),
+    num_samples: int = typer.Option(100, help="deepar: sample paths per forecast."),
+    device: Device = typer.Option(Device.auto, help="deepar/itransformer: JAX device (gpu needs a CUDA build of jax; auto: a GPU when JAX sees one)."),
+    dtype: Dtype = typer.Option(Dtype.float32, help="deepar/itransformer: floating-point precision of the JAX computation."),
     batch_size: int = typer.Option(256, help="B: windows per batch (expected size for Poisson schemes)."),
     instances: int = typer.Option(1, help="lambda: windows per selected series (1 is optimal, Thm 4.1)."),
     top: Top = typer.Option(Top.wor, help="Top level: series without replacement / Poisson per step, or iterated per epoch."),
@@ -107,10 +132,21 @@ def forecast_train(
     """Train a probabilistic forecasting model with DP-SGD (Schuchardt et al. 2025) and forecast every series."""
     params = common.public_parameters(locals())  # before any import adds a local name
     from tsdp.forecast import trainer
-    from tsdp.forecast.models import make_model
 
     sigma = _noise_multiplier(noise_multiplier)
-    train_config = trainer.TrainConfig(
+    if lags is not None and model is not Model.deepar:
+        raise UsageError(f"--lags is an option of --model deepar, not of --model {model.value}")
+    if num_samples != 100 and model is not Model.deepar:
+        raise UsageError(f"--num-samples {num_samples}: only --model deepar forecasts by sample paths")
+    if model not in DEEP and (device is not Device.auto or dtype is not Dtype.float32):
+        raise UsageError(f"--device {device.value} / --dtype {dtype.value}: options of the JAX models (deepar, "
+                         f"itransformer); --model {model.value} computes in numpy float64 on the CPU")
+    if model in DEEP:
+        from tsdp.forecast.deep import require
+
+        require(model.value)
+    lag_list = None if lags is None else _lags(lags)
+    train_config = trainer.TrainConfig(  # context: the model's receptive field, set once the model is built
         context=context_length, horizon=forecast_length, model=model.value, batch_size=batch_size,
         instances=instances, top=top.value, bottom=bottom.value, clip_norm=clip_norm, noise_multiplier=sigma,
         epsilon=epsilon, delta=delta, steps=max_steps, epochs=epochs, lr=lr, weight_decay=weight_decay,
@@ -134,12 +170,18 @@ def forecast_train(
     values = table.values_matrix()
     names = table.series_names
     n_series = values.shape[0]
-    split = trainer.split_panel(values, context_length, forecast_length, val_windows)
+    calendar = _calendar(table.grid)
+    net = _make_net(model, context_length, forecast_length, min_scale, lag_list, calendar, num_samples, device,
+                    dtype)
+    window = trainer.model_context(net)
+    train_config = replace(train_config, context=window)
+    if window != context_length:
+        _check_receptive_field(values.shape[1], window, context_length, forecast_length, val_windows)
+    split = trainer.split_panel(values, window, forecast_length, val_windows, calendar=calendar)
     if batch_size // instances > n_series:
         raise DataError(f"--batch-size {batch_size} with --instances {instances} takes {batch_size // instances} series "
                         f"per step, but the input has only {n_series}; lower --batch-size")
     season_length = season if season is not None else SEASONS.get(table.grid.freq or "", 1)
-    net = make_model(model.value, context_length, forecast_length, min_scale=min_scale)
     plan = trainer.plan_training(train_config, n_series, split.train.shape[1])
 
     if evaluate_only:
@@ -153,10 +195,10 @@ def forecast_train(
               "seasonal naive (not private)": trainer.evaluate_seasonal_naive(split, season_length)}
     claim = dpsgd_claim(train_config, plan, result)
     covered = train_config.checkpoint == Checkpoint.last.value
-    forecasts = _forecast_table(net, result.theta, split, table, names)
+    forecasts = _forecast_table(net, result.theta, split, table, names, rng)
     warnings = [*plan.warnings, FORECAST_NOTE] + ([] if covered else [BEST_CHECKPOINT_CAVEAT]) + (
         [SEEDED_WARNING] if randomness.seeded else [])
-    training = _training_summary(train_config, plan, result, n_series, split, season_length)
+    training = _training_summary(train_config, plan, result, n_series, split, season_length, net)
     from tsdp.forecast import persist
 
     weights = persist.weights_bytes(net, result.theta)
@@ -167,7 +209,8 @@ def forecast_train(
                     "checkpoint": train_config.checkpoint, "guarantee_covers_these_weights": covered,
                     "caveats": [FORECAST_NOTE, "not privacy-accounted: " + "; ".join(unaccounted(train_config.checkpoint))]
                     + ([] if covered else [BEST_CHECKPOINT_CAVEAT])},
-        "input": {"time_col": time_col, "series": names, "freq": table.grid.freq},
+        "input": {"time_col": time_col, "series": names, "freq": table.grid.freq,
+                  "start": None if calendar.origin is None else str(calendar.origin)},
     })
     figures = {"note": METRICS_NOTE, "season": season_length, "scores": scores, "history": result.history,
                "best_step": result.best_step, "best_val_loss": result.best_val_loss,
@@ -182,7 +225,7 @@ def forecast_train(
         output={**described, "columns": forecasts.columns},
         randomness=randomness.label,
         grid={"freq": table.grid.freq, "series": n_series, "train_length": split.train.shape[1]},
-        notes=_notes(train_config, plan, result),
+        notes=_notes(train_config, plan, result, net),
         warnings=warnings,
     ), extra_files=((weights, extra["weights"], "--model-out"), (model_meta, extra["meta"], "--model-out")),
         private_files=((common.custodian_document("forecast-train", figures), custodian, "--custodian"),),
@@ -197,6 +240,57 @@ def forecast_train(
         **{f"crps {k}": v["crps"] for k, v in scores.items()},
         **{f"mase {k}": v["mase"] for k, v in scores.items()},
     }, "tsdp forecast-train")
+
+
+def _lags(text: str) -> tuple[int, ...]:
+    from tsdp.forecast.timefeatures import parse_lags
+
+    return parse_lags(text)
+
+
+def _calendar(grid):
+    """The public time features' calendar of the panel's grid (integer time: positions only)."""
+    from tsdp.forecast.timefeatures import Calendar
+
+    step = grid.step
+    if step is None or step.unit == "int":
+        return Calendar()
+    first = grid.points[0]
+    if getattr(first, "tzinfo", None) is not None:
+        first = first.replace(tzinfo=None)  # calendar features in the series' own wall-clock time
+    origin = np.datetime64(first.isoformat(), "us")
+    if step.unit == "mo":
+        return Calendar(origin, step_months=step.amount)
+    return Calendar(origin, step_us=step.amount)
+
+
+def _make_net(model: Model, context: int, horizon: int, min_scale: float, lags, calendar, num_samples: int,
+              device, dtype):
+    from tsdp.forecast.models import make_model
+    from tsdp.forecast.timefeatures import default_lags
+
+    if model not in DEEP:
+        return make_model(model.value, context, horizon, min_scale=min_scale)
+    options = dict(min_scale=min_scale, device=device.value, dtype=dtype.value)
+    if model is Model.deepar:
+        if lags is None:
+            lags = default_lags(calendar.step_us, calendar.step_months) if calendar.origin is not None \
+                else default_lags()
+        options.update(lags=lags, time_features=calendar.default_features(), num_samples=num_samples)
+    net = make_model(model.value, context, horizon, **options)
+    _ = net.device  # resolve --device now: a missing GPU is a usage error before any work
+    return net
+
+
+def _check_receptive_field(length: int, window: int, context: int, horizon: int, val_windows: int) -> None:
+    train_length = length - horizon * (1 + val_windows)
+    if train_length < window + horizon:
+        raise DataError(
+            f"series of {length} steps are too short for --model deepar: a window reads --context-length {context} "
+            f"plus the largest of --lags minus 1, {window} values, and --forecast-length {horizon}, {window + horizon} "
+            f"in all, but {train_length} remain for training after the test tail and {val_windows} validation "
+            "windows; use smaller --lags or --context-length"
+        )
 
 
 def _noise_multiplier(text: str) -> float | None:
@@ -282,20 +376,35 @@ class _training_progress:
         return False
 
 
-def _training_summary(config, plan, result, n_series, split, season) -> dict[str, Any]:
+def _training_summary(config, plan, result, n_series, split, season, net) -> dict[str, Any]:
     return {"model": config.model, "steps": result.steps, "compositions": result.compositions,
             "stopped_by": plan.stopped_by, "noise_multiplier": plan.noise_multiplier, "clip_norm": config.clip_norm,
             "batch_size": config.batch_size, "lr": config.lr, "weight_decay": config.weight_decay,
             "context": config.context, "horizon": config.horizon, "series": n_series,
-            "train_length": split.train.shape[1], "checkpoint": config.checkpoint, "season": season}
+            "train_length": split.train.shape[1], "checkpoint": config.checkpoint, "season": season,
+            **_engine(net)}
 
 
-def _forecast_table(net, theta, split, table, names) -> pl.DataFrame:
+def _engine(net) -> dict[str, Any]:
+    """How the model computed: numpy float64, or JAX with its precision and device (public)."""
+    if Model(net.name) not in DEEP:
+        return {"engine": "numpy", "dtype": "float64"}
+    out = {"engine": "jax", "dtype": net.dtype, "device": net.device.platform, "model_context": net.context}
+    if net.name == Model.deepar.value:
+        out.update(lags=list(net.lags), time_features=list(net.time_features), receptive_field=net.receptive_field)
+    return out
+
+
+def _forecast_table(net, theta, split, table, names, rng) -> pl.DataFrame:
     from tsdp.forecast.metrics import QUANTILE_LEVELS
+    from tsdp.forecast.trainer import window_features
 
     horizon = split.test_target.shape[1]
-    quantiles = net.predict_quantiles(theta, split.future_context, QUANTILE_LEVELS)
-    loc = net.distribution(theta, split.future_context)[0]
+    n, context = split.future_context.shape
+    extra = window_features(net, split, np.full(n, split.future_position), context)
+    if net.name == Model.deepar.value:
+        extra["rng"] = rng  # sample paths keyed from the run's generator
+    loc, quantiles = net.forecast(theta, split.future_context, QUANTILE_LEVELS, **extra)
     times = following_points(table.grid, horizon)
     series_name = table.series_col or "series"
     frame = {
@@ -309,7 +418,7 @@ def _forecast_table(net, theta, split, table, names) -> pl.DataFrame:
     return pl.DataFrame(frame)
 
 
-def _notes(config, plan, result) -> list[str]:
+def _notes(config, plan, result, net) -> list[str]:
     notes = [
         f"(epsilon, delta) = ({result.epsilon:.6g}, {config.delta:g}) after {result.compositions} "
         f"{plan.derivation.accounting_unit}-level compositions, by {plan.derivation.theorem}; the same as "
@@ -324,6 +433,13 @@ def _notes(config, plan, result) -> list[str]:
     ]
     if plan.stopped_by == "budget":
         notes.append(f"training stopped before the budget epsilon {config.epsilon:g} would be exceeded")
+    engine = _engine(net)
+    if engine["engine"] == "jax":
+        notes.append(f"the model computed in {engine['dtype']} with JAX on {engine['device']}; per-window gradients "
+                     "were clipped by jax-privacy's clipped_grad and the Gaussian noise drawn on the host by tsdp")
+    if "receptive_field" in engine:
+        notes.append(f"DeepAR reads --context-length {engine['model_context']} values plus its largest lag minus 1: "
+                     f"the accountant's context length is this receptive field, L_C = {engine['receptive_field']}")
     return notes
 
 

@@ -69,6 +69,7 @@ __all__ = [
 ]
 
 MODELS = ("linear", "dlinear", "simple-ff")
+DEEP_MODELS = ("deepar", "itransformer")  # JAX, optional extra tsdp[deep]: tsdp.forecast.deep
 DEFAULT_MIN_SCALE = 1e-3
 
 
@@ -400,6 +401,11 @@ class ForecastModel(ABC):
         """Forecast quantiles ``loc + scale * t.ppf(level, df)`` in data units, shape ``(B, L_F, K)``."""
         return studentt.quantiles(*self.distribution(theta, ctx), levels)
 
+    def forecast(self, theta, ctx, levels) -> tuple[np.ndarray, np.ndarray]:
+        """(mean ``(B, L_F)``, quantiles ``(B, L_F, K)``) in data units (the Student-t mean is ``loc``)."""
+        loc, scale, df = self.distribution(theta, ctx)
+        return loc, studentt.quantiles(loc, scale, df, levels)
+
 
 # ------------------------------------------------------------------------------------------------
 # Models
@@ -541,10 +547,16 @@ _ALIASES = {"mlp": "simple-ff"}  # the spec's CLI name (section 5.2)
 def make_model(name: str, context: int, horizon: int, **options) -> ForecastModel:
     """Build model ``name`` (one of :data:`MODELS`; ``mlp`` is accepted for ``simple-ff``) for context
     length ``context`` (L_C) and forecast length ``horizon`` (L_F). Options: ``min_scale`` for every
-    model; ``kernel`` and ``hidden`` (int) for ``dlinear``; ``hidden`` (list of ints) for ``simple-ff``."""
+    model; ``kernel`` and ``hidden`` (int) for ``dlinear``; ``hidden`` (list of ints) for ``simple-ff``.
+    :data:`DEEP_MODELS` are built by :func:`tsdp.forecast.deep.make_deep_model` (a usage error naming
+    the extra ``tsdp[deep]`` when JAX is not installed)."""
     key = _ALIASES.get(name, name)
+    if key in DEEP_MODELS:
+        from tsdp.forecast.deep import make_deep_model
+
+        return make_deep_model(key, context, horizon, **options)
     if key not in _CLASSES:
-        raise UsageError(f"unknown model {name!r}; choose one of {', '.join(MODELS)}")
+        raise UsageError(f"unknown model {name!r}; choose one of {', '.join(MODELS + DEEP_MODELS)}")
     cls = _CLASSES[key]
     allowed = {"linear": {"min_scale"}, "dlinear": {"kernel", "hidden", "min_scale"},
                "simple-ff": {"hidden", "min_scale"}}[key]

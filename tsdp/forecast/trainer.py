@@ -15,6 +15,13 @@ for every step by one number, the largest admissible count K (:func:`max_composi
 stops before composition K + 1. The final epsilon is computed by exactly the route of
 ``tsdp account dpsgd`` for the same setting and count.
 
+The JAX models of :mod:`tsdp.forecast.deep` (DeepAR, iTransformer) take the same calls as the numpy
+models, plus the public time features of each window when they use them (:func:`window_features`,
+from the split's :class:`~tsdp.forecast.timefeatures.Calendar`). The accountant's L_C is the number of
+values a model reads per window (:func:`model_context`; DeepAR: its context plus its largest lag
+minus 1), and :func:`train` refuses a model that reads another number of values than the L_C it was
+given.
+
 The released weights are the LAST iterate by default: the guarantee covers every iterate, and the
 last one is chosen without looking at the data. ``checkpoint="best-validation"`` releases instead
 the iterate with the lowest loss on validation windows cut from the end of the same private series,
@@ -132,10 +139,18 @@ class Split:
     test_target: np.ndarray
     history: np.ndarray  # everything before the test tail (for seasonal naive and MASE)
     future_context: np.ndarray  # the last L_C values, for forecasting beyond the data
+    # where each window's forecast starts on the grid (0 = first value), for models with time features
+    val_positions: np.ndarray | None = None
+    test_position: int = 0
+    future_position: int = 0
+    calendar: Any = None  # tsdp.forecast.timefeatures.Calendar of the panel's grid (public), or None
 
 
-def split_panel(values: np.ndarray, context: int, horizon: int, val_windows: int) -> Split:
-    """Cut (N, L) values into the parts of :class:`Split`; DataError if the training part is too short."""
+def split_panel(values: np.ndarray, context: int, horizon: int, val_windows: int, calendar=None) -> Split:
+    """Cut (N, L) values into the parts of :class:`Split`; DataError if the training part is too short.
+
+    ``calendar`` (a :class:`tsdp.forecast.timefeatures.Calendar`) is needed by models with time
+    features (DeepAR); ``context`` is the model's whole receptive field (DeepAR: context + lags)."""
     n, length = values.shape
     held_out = horizon * (1 + val_windows)
     train_length = length - held_out
@@ -147,11 +162,12 @@ def split_panel(values: np.ndarray, context: int, horizon: int, val_windows: int
             "the horizon, or use fewer --val-windows"
         )
     padded = np.concatenate([np.zeros((n, context)), values], axis=1)
-    val_ctx, val_tgt = [], []
+    val_ctx, val_tgt, val_pos = [], [], []
     for j in range(val_windows):
         start = train_length + j * horizon  # forecast start in original coordinates
         val_ctx.append(padded[:, start:start + context])
         val_tgt.append(values[:, start:start + horizon])
+        val_pos.append(np.full(n, start, dtype=np.int64))
     test_start = length - horizon
     return Split(
         train=values[:, :train_length],
@@ -159,7 +175,26 @@ def split_panel(values: np.ndarray, context: int, horizon: int, val_windows: int
         test_context=padded[:, test_start:test_start + context], test_target=values[:, test_start:],
         history=values[:, :test_start], future_context=values[:, length - context:] if length >= context
         else padded[:, -context:],
+        val_positions=np.concatenate(val_pos), test_position=test_start, future_position=length, calendar=calendar,
     )
+
+
+def model_context(model) -> int:
+    """The L_C a model reads per window (its receptive field: DeepAR's context plus its largest lag)."""
+    return int(getattr(model, "receptive_field", model.context))
+
+
+def window_features(model, split: Split, positions, context: int) -> dict[str, Any]:
+    """``{"feats": ...}`` (the time features of the windows whose forecasts start at ``positions``) for
+    a model with time features, else ``{}``; the features are public (the grid, not the data)."""
+    names = tuple(getattr(model, "time_features", ()))
+    if not names:
+        return {}
+    if split.calendar is None:
+        raise UsageError(f"model {model.name!r} uses the time features {', '.join(names)}: the panel's time grid "
+                         "(a Calendar) is needed")
+    horizon = split.test_target.shape[1]
+    return {"feats": split.calendar.window_features(names, np.atleast_1d(positions), context, horizon)}
 
 
 @dataclass
@@ -263,9 +298,11 @@ ProgressCallback = Callable[[int, int, float, "float | None"], None]
 def validation_loss(model, theta: np.ndarray, split: Split) -> float:
     """Mean per-window NLL over the validation windows (in data units)."""
     total, n = 0.0, split.val_context.shape[0]
+    context = split.val_context.shape[1]
     for start in range(0, n, VALIDATION_CHUNK):
-        stop = start + VALIDATION_CHUNK
-        total += float(model.loss(theta, split.val_context[start:stop], split.val_target[start:stop]).sum())
+        stop = min(n, start + VALIDATION_CHUNK)
+        extra = window_features(model, split, split.val_positions[start:stop], context)
+        total += float(model.loss(theta, split.val_context[start:stop], split.val_target[start:stop], **extra).sum())
     return total / n
 
 
@@ -273,6 +310,10 @@ def train(model, split: Split, config: TrainConfig, rng: np.random.Generator,
           progress: ProgressCallback | None = None, plan: Plan | None = None) -> TrainResult:
     """Run DP-SGD (or, with ``config.private`` False, plain minibatch Adam) on ``split.train``."""
     n_series, train_length = split.train.shape
+    if model_context(model) != config.context or split.val_context.shape[1] != config.context:
+        # the accountant's L_C must be every value a window's loss reads (spec pitfall 6)
+        raise UsageError(f"model {model.name!r} reads {model_context(model)} values per window, but the accountant "
+                         f"and the split were given --context-length {config.context}")
     plan = plan or plan_training(config, n_series, train_length)
     setting = plan.setting or make_setting(config, n_series, train_length, 1.0)
     sampler = sampling.WindowSampler(setting)
@@ -290,15 +331,16 @@ def train(model, split: Split, config: TrainConfig, rng: np.random.Generator,
         ctx, tgt = panel.gather(series, starts)
         if config.label_noise or config.context_noise:
             ctx, tgt = sampling.augment(ctx, tgt, config.label_noise, config.context_noise, config.value_bound, rng)
+        extra = window_features(model, split, starts, config.context)
         if config.private:
             if series.size:
-                losses, total, _ = model.clipped_grad_sum(theta, ctx, tgt, config.clip_norm)
+                losses, total, _ = model.clipped_grad_sum(theta, ctx, tgt, config.clip_norm, **extra)
                 loss = float(losses.mean())
             else:  # a Poisson batch can be empty: the noisy step is still taken (and accounted)
                 total, loss = np.zeros_like(theta), float("nan")
             grad = dp_gradient(total, plan.noise_multiplier, config.clip_norm, config.batch_size, rng)
         elif series.size:
-            loss, grad = model.mean_grad(theta, ctx, tgt)
+            loss, grad = model.mean_grad(theta, ctx, tgt, **extra)
         else:
             continue
         theta = optimizer.step(theta, grad)
@@ -326,7 +368,9 @@ def _compositions_done(steps: int, setting: DpSgdSetting) -> int:
 def evaluate(model, theta: np.ndarray, split: Split, season: int,
              levels: tuple[float, ...] = metrics.QUANTILE_LEVELS) -> dict[str, float]:
     """CRPS (mean weighted quantile loss) and MASE of the model on the held-out test tail."""
-    q = model.predict_quantiles(theta, split.test_context, levels)
+    n, context = split.test_context.shape
+    extra = window_features(model, split, np.full(n, split.test_position), context)
+    q = model.predict_quantiles(theta, split.test_context, levels, **extra)
     median = q[:, :, list(levels).index(0.5)] if 0.5 in levels else q.mean(axis=2)
     return {"crps": float(metrics.mean_wql(split.test_target, q, levels)),
             "mase": float(metrics.mase(split.test_target, median, split.history, season))}

@@ -1,0 +1,159 @@
+"""Speed of DP-SGD steps of `tsdp forecast-train --model deepar|itransformer` (issue 16 target: DeepAR at
+least 50x faster than Opacus on CPU).
+
+Sizes (spec deep.md): batch 256, context 48 + horizon 24 (DeepAR unrolls 48 + 24 - 1 = 71 positions),
+the paper's 28 traffic lags (largest 169, so windows of 216 + 24 values), 5 hourly time features, a 2-layer
+LSTM of hidden size 40 and a Student-t head (25,083 parameters); iTransformer d_model 32, 4 heads,
+feed-forward 128, 2 layers, context 48. Data: a traffic-like panel of 300 hourly series.
+
+Times, in the same run:
+* tsdp DP-SGD: `tsdp.forecast.trainer.train` for the requested steps (WOR/WR batches from tsdp's sampler,
+  per-window gradients clipped by jax-privacy's clipped_grad and summed, Gaussian noise from
+  tsdp.mechanisms.noise on the host, Adam, the accountant), after a warm-up run that compiles;
+* reference: Opacus (GradSampleModule + DPOptimizer around Adam) on PyTorch's `DPLSTM` of the same size
+  with the same inputs and Student-t loss, where torch and opacus are installed (a CPU torch wheel);
+  otherwise "Opacus: not measured" and the ratio is taken against the non-private JAX step
+  (`mean_grad`, no clipping or noise), which is always printed.
+
+The load average is printed before and after: PyTorch's OpenMP threads slow down by an order of
+magnitude or more when the cores are oversubscribed, JAX far less, so the ratio is only meaningful on
+an otherwise idle machine. Measured on the shared 2-core development machine (tsdp DeepAR / Opacus,
+seconds per step): 0.097 / 0.165 at load ~2 (1.7x); 0.14 / 3.6 at load ~5 (26x); 2.0 / 51 at load ~13
+(26x). The issue's 50x came from a JAX time (0.136 s) and an Opacus time (21.9 s) not taken in the
+same run; on an idle machine Opacus's DPLSTM takes about 0.2 s per step (0.4 s on one thread).
+
+Usage: python bench/forecast_deep.py [--steps 100] [--opacus-steps 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+import numpy as np
+
+from tsdp.forecast import trainer
+from tsdp.forecast.deep import missing_extra
+from tsdp.forecast.models import make_model
+from tsdp.forecast.synthetic import traffic_panel
+from tsdp.forecast.timefeatures import Calendar, default_time_features, parse_lags
+
+TARGET = 50.0
+BATCH, CONTEXT, HORIZON = 256, 48, 24
+HOUR_US = 3_600_000_000
+LAGS = parse_lags("1-7,23-25,47-49,71-73,95-97,119-121,143-145,167-169")
+CALENDAR = Calendar(np.datetime64("2024-01-01T00:00"), step_us=HOUR_US)
+
+
+def build(name: str):
+    if name == "deepar":
+        return make_model(name, CONTEXT, HORIZON, lags=LAGS, time_features=default_time_features(HOUR_US))
+    return make_model(name, CONTEXT, HORIZON)
+
+
+def dp_seconds_per_step(name: str, values: np.ndarray, steps: int) -> tuple[float, int]:
+    """Seconds per DP-SGD step of tsdp's trainer (compiled by a warm-up run first) and the model size."""
+    net = build(name)
+    window = trainer.model_context(net)
+    split = trainer.split_panel(values, window, HORIZON, 5, calendar=CALENDAR)
+    config = dict(context=window, horizon=HORIZON, model=name, batch_size=BATCH, clip_norm=1e-4,
+                  noise_multiplier=1.0, delta=1e-7)
+    trainer.train(net, split, trainer.TrainConfig(**config, steps=2, val_every=2), np.random.default_rng(0))
+    started = time.perf_counter()
+    trainer.train(net, split, trainer.TrainConfig(**config, steps=steps, val_every=steps), np.random.default_rng(1))
+    return (time.perf_counter() - started) / steps, net.n_params
+
+
+def plain_seconds_per_step(values: np.ndarray, steps: int) -> float:
+    """Seconds per non-private DeepAR step (mean gradient of the batch + Adam), same trainer loop."""
+    net = build("deepar")
+    window = trainer.model_context(net)
+    split = trainer.split_panel(values, window, HORIZON, 5, calendar=CALENDAR)
+    config = dict(context=window, horizon=HORIZON, model="deepar", batch_size=BATCH, private=False)
+    trainer.train(net, split, trainer.TrainConfig(**config, steps=2, val_every=2), np.random.default_rng(0))
+    started = time.perf_counter()
+    trainer.train(net, split, trainer.TrainConfig(**config, steps=steps, val_every=steps), np.random.default_rng(1))
+    return (time.perf_counter() - started) / steps
+
+
+def opacus_seconds_per_step(steps: int) -> tuple[float | None, str]:
+    """Seconds per Opacus DP-SGD step of a DPLSTM DeepAR of the same size, or (None, why not)."""
+    try:
+        import torch
+        from opacus import GradSampleModule
+        from opacus.layers import DPLSTM
+        from opacus.optimizers import DPOptimizer
+    except ImportError as exc:
+        return None, f"torch/opacus not installed ({exc.name})"
+    torch.manual_seed(0)
+    n_in = len(LAGS) + len(default_time_features(HOUR_US)) + 1
+    positions = CONTEXT + HORIZON - 1
+
+    class DeepAR(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lstm = DPLSTM(n_in, 40, num_layers=2, batch_first=True)
+            self.head = torch.nn.Linear(40, 3)
+
+        def forward(self, x):
+            return self.head(self.lstm(x)[0])
+
+    module = GradSampleModule(DeepAR())
+    optimizer = DPOptimizer(torch.optim.Adam(module.parameters(), lr=1e-3, weight_decay=1e-8), noise_multiplier=1.0,
+                            max_grad_norm=1e-4, expected_batch_size=BATCH)
+    x = torch.randn(BATCH, positions, n_in)
+    y = torch.randn(BATCH, positions)
+
+    def step():
+        optimizer.zero_grad()
+        raw = module(x)
+        df = 2.0 + torch.nn.functional.softplus(raw[..., 2])
+        scale = torch.nn.functional.softplus(raw[..., 1]) + 1e-6
+        nll = -torch.distributions.StudentT(df, raw[..., 0], scale).log_prob(y)
+        nll.mean(dim=1).sum().backward()
+        optimizer.step()
+
+    step()  # warm-up (the first steps allocate)
+    step()
+    started = time.perf_counter()
+    for _ in range(steps):
+        step()
+    return (time.perf_counter() - started) / steps, f"Opacus {__import__('opacus').__version__}, torch {torch.__version__}"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=100)
+    parser.add_argument("--opacus-steps", type=int, default=2)
+    args = parser.parse_args()
+    reason = missing_extra()
+    if reason:
+        print(f"tsdp[deep] is not usable here ({reason}): nothing to measure")
+        return 1
+    values = traffic_panel(300, 24 * 7 * 12, seed=0)
+    print("load average (1, 5, 15 min) before: " + ", ".join(f"{v:.2f}" for v in os.getloadavg()))
+    print(f"batch {BATCH}, context {CONTEXT} + horizon {HORIZON}; DeepAR: {len(LAGS)} lags up to {max(LAGS)}, "
+          f"2 x LSTM(40), Student-t; {args.steps} steps after a compiling warm-up; float32 on CPU")
+    deepar, n_deepar = dp_seconds_per_step("deepar", values, args.steps)
+    itrans, n_itrans = dp_seconds_per_step("itransformer", values, args.steps)
+    plain = plain_seconds_per_step(values, args.steps)
+    print(f"tsdp DeepAR DP-SGD ({n_deepar:,} parameters):      {deepar:8.3f} s/step  {1 / deepar:7.2f} steps/s")
+    print(f"tsdp iTransformer DP-SGD ({n_itrans:,} parameters): {itrans:8.3f} s/step  {1 / itrans:7.2f} steps/s")
+    print(f"JAX DeepAR non-private (mean gradient):        {plain:8.3f} s/step  {1 / plain:7.2f} steps/s")
+    opacus, note = opacus_seconds_per_step(args.opacus_steps)
+    print("load average (1, 5, 15 min) after:  " + ", ".join(f"{v:.2f}" for v in os.getloadavg()))
+    if opacus is None:
+        print(f"Opacus: not measured ({note}); reference: the non-private JAX step")
+        print(f"DeepAR DP-SGD costs {deepar / plain:.2f}x the non-private JAX step")
+        return 0
+    ratio = opacus / deepar
+    print(f"Opacus DPLSTM DP-SGD ({note}):   {opacus:8.3f} s/step  {1 / opacus:7.3f} steps/s")
+    print(f"DeepAR: tsdp is {ratio:.0f}x faster than Opacus; target >= {TARGET:g}x -> "
+          f"{'PASS' if ratio >= TARGET else 'MISS'}")
+    return 0 if ratio >= TARGET else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,350 @@
+"""The trainer contract for JAX models: flat float64 weights on the host, per-window clipped gradients
+on the device.
+
+:class:`DeepForecastModel` offers the methods :func:`tsdp.forecast.trainer.train` calls on the numpy
+models (``init``, ``loss``, ``clipped_grad_sum``, ``mean_grad``, ``predict_quantiles``, ``forecast``,
+``unflatten``, ``layout``, ``config``), so batches come from tsdp's window samplers, the noise from
+:mod:`tsdp.mechanisms.noise` (added by the trainer on the host) and epsilon from tsdp's structured-
+subsampling accountant, exactly as for the numpy models. A subclass writes its loss for ONE window as
+a function of a pytree of parameters (a dict of arrays); this class
+
+* computes per-window gradients, clips each to L2 norm C and sums them with jax-privacy's
+  ``clipped_grad`` (``vmap`` of ``grad``; non-finite entries are zeroed before clipping, so every
+  window contributes at most C whatever happens numerically);
+* pads every batch to a fixed size with zero windows flagged by ``is_padding_example`` (their
+  gradients are replaced by zeros), so Poisson batches of varying size reuse the compiled function:
+  the padded size only grows, in steps of a quarter octave;
+* computes in float32 by default (``dtype="float64"`` for checks); the host keeps the weights and Adam
+  in float64 and sends float32 copies; the clipped sum comes back as float64.
+
+``theta`` is the flat concatenation of the parameter tensors in ``layout`` order (what
+:mod:`tsdp.forecast.persist` saves). Initial weights are drawn on the host from the caller's numpy
+generator (PyTorch's default initialisations, named per tensor by the subclass). ``jax.random`` is
+used only for forecast sample paths, keyed from the host generator (or a fixed key when none is given).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+from abc import ABC, abstractmethod
+
+import numpy as np
+
+from tsdp.errors import UsageError
+
+DTYPES = ("float32", "float64")
+DEVICES = ("auto", "cpu", "gpu")
+DEFAULT_NUM_SAMPLES = 100
+DEFAULT_FORECAST_SEED = 0  # forecast sample paths without a generator: reproducible
+_COMPILED: dict = {}  # (class, configuration, function) -> jitted function
+# Windows are clipped to C (1 - margin): the norm and the scaling are computed in the model's precision,
+# and the margin keeps every contribution <= C whatever the rounding (float32: 1e-5 >> log2(P) 2^-24).
+CLIP_MARGIN = {"float32": 1e-5, "float64": 1e-12}
+
+
+def positive_int(value, option: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise UsageError(f"{option} must be a positive integer, got {value!r}")
+    return int(value)
+
+
+def resolve_device(choice: str):
+    """The JAX device for ``choice``: ``gpu`` (UsageError when JAX sees none), ``cpu``, or ``auto``
+    (the first GPU if JAX sees one, else the CPU)."""
+    import jax
+
+    if choice not in DEVICES:
+        raise UsageError(f"--device must be one of {', '.join(DEVICES)}, got {choice!r}")
+    if choice == "cpu":
+        return jax.devices("cpu")[0]
+    try:
+        gpus = jax.devices("gpu")
+    except RuntimeError:
+        gpus = []
+    if choice == "gpu" and not gpus:
+        raise UsageError("--device gpu: JAX sees no GPU (install jax with CUDA support, e.g. 'jax[cuda12]'); "
+                         "use --device cpu or auto")
+    return gpus[0] if gpus else jax.devices("cpu")[0]
+
+
+def bucket(n: int) -> int:
+    """Padded batch size for ``n`` windows: at least 8, rounded up to a quarter of its octave."""
+    if n <= 8:
+        return 8
+    grain = 2 ** max(0, int(math.floor(math.log2(n))) - 2)
+    return -(-n // grain) * grain
+
+
+class DeepForecastModel(ABC):
+    """Base class of the JAX forecasters (see the module docstring)."""
+
+    name = ""
+    time_features: tuple[str, ...] = ()
+
+    def __init__(self, context: int, horizon: int, *, min_scale: float = 1e-3, dtype: str = "float32",
+                 num_samples: int = DEFAULT_NUM_SAMPLES, device: str = "auto"):
+        self.context = positive_int(context, "context")
+        self.horizon = positive_int(horizon, "horizon")
+        try:
+            min_scale = float(min_scale)
+        except (TypeError, ValueError):
+            raise UsageError(f"min_scale must be a positive number, got {min_scale!r}") from None
+        if not (math.isfinite(min_scale) and min_scale > 0.0):
+            raise UsageError(f"min_scale must be a positive finite number, got {min_scale!r}")
+        self.min_scale = min_scale
+        if dtype not in DTYPES:
+            raise UsageError(f"--dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
+        self.dtype = dtype
+        self.num_samples = positive_int(num_samples, "--num-samples")
+        if device not in DEVICES:
+            raise UsageError(f"--device must be one of {', '.join(DEVICES)}, got {device!r}")
+        self.device_choice = device
+        self._device = None
+        specs = self._param_specs()
+        self.layout: list[tuple[str, tuple[int, ...]]] = [(n, tuple(s)) for n, s, _ in specs]
+        self._init = {n: i for n, _, i in specs}
+        self._slices: dict[str, tuple[slice, tuple[int, ...]]] = {}
+        offset = 0
+        for n, shape in self.layout:
+            size = math.prod(shape)
+            self._slices[n] = (slice(offset, offset + size), shape)
+            offset += size
+        self.n_params = offset
+        self._fns: dict = {}
+        self._train_capacity = 0
+
+    # -- provided by each model ----------------------------------------------------------------
+    @abstractmethod
+    def _param_specs(self) -> list[tuple[str, tuple[int, ...], tuple[str, float]]]:
+        """(name, shape, init) per tensor; init is ("uniform", bound) or ("const", value)."""
+
+    @abstractmethod
+    def _options(self) -> dict:
+        """Model-specific options recorded by config()."""
+
+    @abstractmethod
+    def _window_loss(self, p, ctx, tgt, feats):
+        """Loss of ONE window (a JAX scalar): ctx (R,), tgt (L_F,), feats (R + L_F, F)."""
+
+    @abstractmethod
+    def _predict(self, p, ctx, feats, levels, key) -> tuple[np.ndarray, np.ndarray]:
+        """(mean (B, L_F), quantiles (B, L_F, K)) in data units for a padded batch."""
+
+    @property
+    def receptive_field(self) -> int:
+        """L_C for the window sampler and the accountant: every input value a window's loss reads."""
+        return self.context
+
+    # -- parameters ----------------------------------------------------------------------------
+    def config(self) -> dict:
+        return {"name": self.name, "context": self.context, "horizon": self.horizon, **self._options(),
+                "min_scale": self.min_scale, "dtype": self.dtype, "num_samples": self.num_samples}
+
+    def __repr__(self) -> str:
+        opts = ", ".join(f"{k}={v!r}" for k, v in self.config().items() if k != "name")
+        return f"{type(self).__name__}({opts}; n_params={self.n_params})"
+
+    def unflatten(self, theta) -> dict[str, np.ndarray]:
+        theta = np.asarray(theta, dtype=np.float64)
+        if theta.shape != (self.n_params,):
+            raise ValueError(f"theta must have shape ({self.n_params},), got {theta.shape}")
+        return {n: theta[sl].reshape(shape) for n, (sl, shape) in self._slices.items()}
+
+    def init(self, rng: np.random.Generator) -> np.ndarray:
+        """Initial weights drawn on the host, tensor by tensor in ``layout`` order."""
+        theta = np.empty(self.n_params)
+        for n, (sl, _) in self._slices.items():
+            kind, value = self._init[n]
+            size = sl.stop - sl.start
+            theta[sl] = rng.uniform(-value, value, size=size) if kind == "uniform" else value
+        return theta
+
+    @property
+    def device(self):
+        if self._device is None:
+            self._device = resolve_device(self.device_choice)
+        return self._device
+
+    def _scope(self):
+        import jax
+
+        stack = contextlib.ExitStack()
+        enable_x64 = getattr(jax, "enable_x64", None)
+        if enable_x64 is None:  # jax < 0.8 has it in jax.experimental
+            from jax.experimental import enable_x64
+        stack.enter_context(enable_x64(self.dtype == "float64"))
+        stack.enter_context(jax.default_device(self.device))
+        return stack
+
+    def _tree(self, flat):
+        """The parameter pytree from a flat device vector (inside jit)."""
+        return {n: flat[sl].reshape(shape) for n, (sl, shape) in self._slices.items()}
+
+    def _ravel(self, tree):
+        import jax.numpy as jnp
+
+        return jnp.concatenate([tree[n].reshape(-1) for n, _ in self.layout])
+
+    # -- batches -------------------------------------------------------------------------------
+    def _put(self, array):
+        import jax
+
+        return jax.device_put(np.asarray(array, dtype=self.dtype), self.device)
+
+    def _inputs(self, theta, ctx, tgt, feats, training: bool = False):
+        ctx = np.asarray(ctx, dtype=np.float64)
+        width = self.receptive_field
+        if ctx.ndim != 2 or ctx.shape[1] != width:
+            raise ValueError(f"context windows must have shape (B, {width}), got {ctx.shape}")
+        n = ctx.shape[0]
+        if tgt is not None:
+            tgt = np.asarray(tgt, dtype=np.float64)
+            if tgt.shape != (n, self.horizon):
+                raise ValueError(f"targets must have shape ({n}, {self.horizon}), got {tgt.shape}")
+        n_feat = len(self.time_features)
+        if n_feat and feats is None:
+            raise ValueError(f"model {self.name!r} needs its time features {list(self.time_features)}")
+        feats = np.zeros((n, width + self.horizon, 0)) if feats is None or not n_feat else np.asarray(feats)
+        if feats.shape != (n, width + self.horizon, n_feat):
+            raise ValueError(f"time features must have shape ({n}, {width + self.horizon}, {n_feat}), "
+                             f"got {feats.shape}")
+        size = bucket(n)
+        if training:  # the training batch shape only grows: one compilation per size
+            size = self._train_capacity if n <= self._train_capacity else size
+            self._train_capacity = size
+        pad = size - n
+
+        def padded(a):
+            return np.concatenate([a, np.zeros((pad,) + a.shape[1:])]) if pad else a
+
+        mask = np.arange(size) >= n
+        return (self._put(theta), self._put(padded(ctx)), None if tgt is None else self._put(padded(tgt)),
+                self._put(padded(feats)), self._put_mask(mask), n)
+
+    def _put_mask(self, mask):
+        import jax
+
+        return jax.device_put(mask, self.device)
+
+    # -- compiled functions --------------------------------------------------------------------
+    def _fn(self, key, build):
+        """The compiled function ``key``, shared by every model of the same class and configuration
+        (the functions read nothing else of ``self``), so rebuilding a model does not recompile."""
+        if key not in self._fns:
+            shared = (type(self), json.dumps(self.config(), sort_keys=True), key)
+            if shared not in _COMPILED:
+                _COMPILED[shared] = build()
+            self._fns[key] = _COMPILED[shared]
+        return self._fns[key]
+
+    def _losses_fn(self):
+        import jax
+
+        def losses(flat, ctx, tgt, feats):
+            return jax.vmap(self._window_loss, in_axes=(None, 0, 0, 0))(self._tree(flat), ctx, tgt, feats)
+
+        return jax.jit(losses)
+
+    def _clipped_fn(self):
+        import jax
+        from jax_privacy import clipped_grad
+
+        def step(flat, ctx, tgt, feats, padding, clip):
+            # the clip norm is an argument, not a constant: one compilation serves every C
+            grad = clipped_grad(self._window_loss, l2_clip_norm=clip, batch_argnums=(1, 2, 3), keep_batch_dim=False,
+                                return_values=True, return_grad_norms=True, nan_safe=True)
+            total, aux = grad(self._tree(flat), ctx, tgt, feats, is_padding_example=padding)
+            return self._ravel(total), aux.values, aux.grad_norms
+
+        return jax.jit(step)
+
+    def _per_example_fn(self):
+        import jax
+
+        def grads(flat, ctx, tgt, feats):
+            def one(c, t, f):
+                return jax.value_and_grad(self._window_loss)(self._tree(flat), c, t, f)
+
+            values, g = jax.vmap(one)(ctx, tgt, feats)
+            return values, jax.vmap(self._ravel)(g)
+
+        return jax.jit(grads)
+
+    def _mean_grad_fn(self):
+        import jax
+        import jax.numpy as jnp
+
+        def mean_loss(flat, ctx, tgt, feats, padding):
+            losses = jax.vmap(self._window_loss, in_axes=(None, 0, 0, 0))(self._tree(flat), ctx, tgt, feats)
+            real = jnp.logical_not(padding)
+            return jnp.sum(jnp.where(real, losses, 0.0)) / jnp.sum(real)
+
+        return jax.jit(jax.value_and_grad(mean_loss))
+
+    # -- the trainer contract ------------------------------------------------------------------
+    def loss(self, theta, ctx, tgt, feats=None) -> np.ndarray:
+        """Per-window loss ``(B,)`` (the mean NLL over the window's predicted steps, in data units)."""
+        with self._scope():
+            flat, c, t, f, _, n = self._inputs(theta, ctx, tgt, feats)
+            out = self._fn("losses", self._losses_fn)(flat, c, t, f)
+            return np.asarray(out, dtype=np.float64)[:n]
+
+    def clipped_grad_sum(self, theta, ctx, tgt, clip: float, feats=None):
+        """Losses ``(B,)``, ``sum_i g_i / max(1, ||g_i|| / C')`` ``(n_params,)`` and the norms ``||g_i||``
+        ``(B,)``, computed by jax-privacy's ``clipped_grad`` on a padded batch (padding contributes 0);
+        ``C' = clip (1 - CLIP_MARGIN)`` so that rounding cannot take a contribution above ``clip``."""
+        clip = float(clip)
+        if not (math.isfinite(clip) and clip > 0.0):
+            raise UsageError(f"clip norm must be a positive finite number, got {clip!r}")
+        with self._scope():
+            flat, c, t, f, padding, n = self._inputs(theta, ctx, tgt, feats, training=True)
+            inner = clip * (1.0 - CLIP_MARGIN[self.dtype])
+            total, values, norms = self._fn("clip", self._clipped_fn)(flat, c, t, f, padding,
+                                                                     np.asarray(inner, dtype=self.dtype))
+            return (np.asarray(values, dtype=np.float64)[:n], np.asarray(total, dtype=np.float64),
+                    np.asarray(norms, dtype=np.float64)[:n])
+
+    def per_example_grads(self, theta, ctx, tgt, feats=None):
+        """Per-window losses ``(B,)`` and unclipped gradients ``(B, n_params)`` (``vmap`` of ``grad``)."""
+        with self._scope():
+            flat, c, t, f, _, n = self._inputs(theta, ctx, tgt, feats)
+            values, grads = self._fn("per_example", self._per_example_fn)(flat, c, t, f)
+            return np.asarray(values, dtype=np.float64)[:n], np.asarray(grads, dtype=np.float64)[:n]
+
+    def mean_grad(self, theta, ctx, tgt, feats=None) -> tuple[float, np.ndarray]:
+        """Batch-mean loss and its gradient (non-private training)."""
+        if np.shape(ctx)[0] == 0:
+            raise ValueError("mean_grad needs at least one window")
+        with self._scope():
+            flat, c, t, f, padding, _ = self._inputs(theta, ctx, tgt, feats, training=True)
+            value, grad = self._fn("mean_grad", self._mean_grad_fn)(flat, c, t, f, padding)
+            return float(value), np.asarray(grad, dtype=np.float64)
+
+    def forecast(self, theta, ctx, levels, feats=None, rng: np.random.Generator | None = None):
+        """(mean ``(B, L_F)``, quantiles ``(B, L_F, K)``) in data units for context windows ``ctx``."""
+        import jax
+
+        levels = np.asarray(levels, dtype=np.float64)
+        if levels.ndim != 1 or np.any(~((levels > 0.0) & (levels < 1.0))):
+            raise ValueError(f"quantile levels must lie strictly between 0 and 1, got {levels.tolist()}")
+        seed = self._seed(rng)
+        with self._scope():
+            flat, c, _, f, _, n = self._inputs(theta, ctx, None, feats)
+            mean, q = self._predict(self._fn("tree", self._tree_fn)(flat), c, f, levels, jax.random.key(seed))
+            return mean[:n], q[:n]
+
+    @staticmethod
+    def _seed(rng: np.random.Generator | None) -> int:
+        """The key of forecast sample paths: drawn from the host generator, or fixed without one."""
+        return DEFAULT_FORECAST_SEED if rng is None else int(rng.integers(0, 2**63 - 1))
+
+    def _tree_fn(self):
+        import jax
+
+        return jax.jit(self._tree)
+
+    def predict_quantiles(self, theta, ctx, levels, feats=None, rng: np.random.Generator | None = None):
+        """Forecast quantiles ``(B, L_F, K)`` in data units."""
+        return self.forecast(theta, ctx, levels, feats, rng)[1]

@@ -1,0 +1,208 @@
+"""DeepAR (Salinas et al. 2020) as GluonTS builds it, in JAX: the best private forecaster of
+Schuchardt et al. (2025; spec ``schuchardt.md`` section 3.2, ``deep.md``).
+
+A window is ``R = L + max(lags) - 1`` past values followed by ``H`` forecast values (``L`` = the
+unrolled context length, GluonTS ``context_length``; ``R`` is GluonTS's ``past_length`` after its
+``lag - 1`` shift and the receptive field the accountant is given as L_C). Write ``z_0 .. z_{R+H-1}``
+for the window and ``s = max(mean |z_{R-L} .. z_{R-1}|, min_scale)`` for its mean scale over the
+context (GluonTS ``MeanScaler``; the floor is public). The network is unrolled over the positions
+``t = R - L + 1 .. R + H - 1`` (teacher forcing); at position t its input is
+
+    [z_{t-l} / s for l in lags] ++ time features of t ++ [log s]
+
+fed through ``layers`` LSTM layers (PyTorch's gate equations, one bias per layer) of ``hidden`` units
+and a linear map to the Student-t parameters of ``z_t / s``. The loss of a window is GluonTS's
+training loss: the mean over all unrolled positions (context and forecast) of the Student-t NLL of
+``z_t`` in data units (``nll(z_t / s) + log s``). Dropout is 0, as in the paper (GluonTS: 0.1).
+
+Forecasts: the context positions are unrolled with the observed values, then ``num_samples`` sample
+paths continue for H steps, each step's draw feeding the later steps' lags (GluonTS
+``DeepARModel.forward``); the forecast is their mean and empirical quantiles.
+
+Defaults: 2 layers, hidden 40 (GluonTS and the paper); lags 1..7 here (the CLI derives GluonTS's
+default set from the grid step, :func:`tsdp.forecast.timefeatures.default_lags`); no time features
+unless given (the CLI passes GluonTS's for the step, :mod:`tsdp.forecast.timefeatures`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tsdp.errors import UsageError
+from tsdp.forecast.deep.base import DeepForecastModel, positive_int
+from tsdp.forecast.timefeatures import FEATURES
+
+
+class DeepARModel(DeepForecastModel):
+    name = "deepar"
+
+    def __init__(self, context: int, horizon: int, lags=(1, 2, 3, 4, 5, 6, 7), hidden: int = 40, layers: int = 2,
+                 time_features=(), **options):
+        if isinstance(lags, (int, np.integer)) or not hasattr(lags, "__iter__"):
+            raise UsageError(f"lags must be a list of positive integers, got {lags!r}")
+        lags = tuple(sorted({positive_int(lag, "lags") for lag in lags}))
+        if not lags:
+            raise UsageError("lags must not be empty")
+        self.lags = lags
+        self.hidden = positive_int(hidden, "hidden")
+        self.layers = positive_int(layers, "layers")
+        if isinstance(time_features, str):
+            time_features = (time_features,)
+        unknown = [f for f in time_features if f not in FEATURES]
+        if unknown:
+            raise UsageError(f"unknown time feature {unknown[0]!r}; known: {', '.join(FEATURES)}")
+        self.time_features = tuple(time_features)
+        super().__init__(context, horizon, **options)
+        r, h = self.receptive_field, self.horizon
+        self._positions = np.arange(r - self.context + 1, r + h)  # unrolled positions t
+        self._lag_index = self._positions[:, None] - np.asarray(self.lags)[None, :]
+        self._n_inputs = len(self.lags) + len(self.time_features) + 1
+
+    @property
+    def receptive_field(self) -> int:
+        return self.context + max(self.lags) - 1
+
+    def _options(self):
+        return {"lags": list(self.lags), "hidden": self.hidden, "layers": self.layers,
+                "time_features": list(self.time_features)}
+
+    def _param_specs(self):
+        bound = 1.0 / np.sqrt(self.hidden)  # PyTorch nn.LSTM and nn.Linear(hidden, .) initialisation
+        n_in = len(self.lags) + len(self.time_features) + 1
+        specs = []
+        for k in range(1, self.layers + 1):
+            width = (n_in if k == 1 else self.hidden) + self.hidden
+            specs += [(f"lstm{k}.W", (width, 4 * self.hidden), ("uniform", bound)),
+                      (f"lstm{k}.b", (4 * self.hidden,), ("uniform", bound))]
+        return specs + [("head.W", (self.hidden, 3), ("uniform", bound)), ("head.b", (3,), ("uniform", bound))]
+
+    # -- the network ---------------------------------------------------------------------------
+    @staticmethod
+    def _cell(gates, c):
+        import jax
+        import jax.numpy as jnp
+
+        i, f, g, o = jnp.split(gates, 4, axis=-1)
+        c = jax.nn.sigmoid(f) * c + jax.nn.sigmoid(i) * jnp.tanh(g)
+        return jax.nn.sigmoid(o) * jnp.tanh(c), c
+
+    def _unroll(self, p, x):
+        """Hidden states of the last layer ``(n, hidden)`` and every layer's final (h, c) for inputs
+        ``x`` ``(n, inputs)`` of one window."""
+        import jax
+        import jax.numpy as jnp
+
+        states = []
+        for k in range(1, self.layers + 1):
+            w, b = p[f"lstm{k}.W"], p[f"lstm{k}.b"]
+            n_in = x.shape[-1]
+            pre = x @ w[:n_in] + b  # input projections of all positions at once
+            w_h = w[n_in:]
+
+            def step(carry, g_in, w_h=w_h):
+                h, c = self._cell(g_in + carry[0] @ w_h, carry[1])
+                return (h, c), h
+
+            zero = jnp.zeros((self.hidden,), dtype=x.dtype)
+            final, x = jax.lax.scan(step, (zero, zero), pre)
+            states.append(final)
+        return x, states
+
+    def _hidden_states(self, p, x):
+        """Last layer's hidden states ``(n, hidden)`` for inputs ``x`` ``(n, inputs)`` of one window, by
+        :func:`tsdp.forecast.deep.lstm.lstm_sequence` (cheap per-window gradients; same values as _unroll)."""
+        from tsdp.forecast.deep.lstm import lstm_sequence
+
+        for k in range(1, self.layers + 1):
+            w, b = p[f"lstm{k}.W"], p[f"lstm{k}.b"]
+            n_in = x.shape[-1]
+            x = lstm_sequence(x @ w[:n_in] + b, w[n_in:])
+        return x
+
+    def _step(self, p, x, states):
+        """One position for a batch: inputs ``(N, inputs)``, per-layer (h, c) ``(N, hidden)``."""
+        new = []
+        for k in range(1, self.layers + 1):
+            w, b = p[f"lstm{k}.W"], p[f"lstm{k}.b"]
+            n_in = x.shape[-1]
+            h, c = self._cell(x @ w[:n_in] + states[k - 1][0] @ w[n_in:] + b, states[k - 1][1])
+            new.append((h, c))
+            x = h
+        return x, new
+
+    def _scale(self, past):
+        import jax.numpy as jnp
+
+        return jnp.maximum(jnp.mean(jnp.abs(past[..., -self.context:]), axis=-1), self.min_scale)
+
+    def _window_loss(self, p, ctx, tgt, feats):
+        import jax.numpy as jnp
+
+        from tsdp.forecast.deep import studentt
+
+        s = self._scale(ctx)
+        z = jnp.concatenate([ctx, tgt]) / s
+        log_s = jnp.log(s)
+        x = jnp.concatenate([z[self._lag_index], feats[self._positions],
+                             jnp.full((self._positions.size, 1), log_s, dtype=z.dtype)], axis=-1)
+        raw = self._hidden_states(p, x) @ p["head.W"] + p["head.b"]
+        return jnp.mean(studentt.nll(z[self._positions], raw)) + log_s
+
+    # -- forecasting ---------------------------------------------------------------------------
+    def _sampler(self):
+        import jax
+        import jax.numpy as jnp
+
+        from tsdp.forecast.deep import studentt
+
+        r, h, m = self.receptive_field, self.horizon, max(self.lags)
+        lags = np.asarray(self.lags)
+        warm = self._positions[self._positions < r]  # teacher-forced context positions
+        warm_lags = self._lag_index[: warm.size]
+        n_paths = self.num_samples
+
+        def encode(p, ctx, feats):  # one window: states after the context
+            s = self._scale(ctx)
+            z = ctx / s
+            log_s = jnp.log(s)
+            x = jnp.concatenate([z[warm_lags], feats[warm], jnp.full((warm.size, 1), log_s, dtype=z.dtype)], axis=-1)
+            _, states = self._unroll(p, x)
+            return states, s, z[r - m:]
+
+        def sample(p, ctx, feats, key):
+            states, s, history = jax.vmap(encode, in_axes=(None, 0, 0))(p, ctx, feats)
+            batch = ctx.shape[0]
+            tile = lambda a: jnp.repeat(a, n_paths, axis=0)  # noqa: E731  (B, .) -> (B S, .)
+            states = [(tile(hh), tile(cc)) for hh, cc in states]
+            history = tile(history)  # (B S, m): z_{t-m} .. z_{t-1}
+            log_s = tile(jnp.log(s))[:, None]
+            future = jnp.swapaxes(tile(feats[:, r:]), 0, 1)  # (H, B S, F)
+
+            def step(carry, inputs):
+                states, history = carry
+                feat, k = inputs
+                x = jnp.concatenate([history[:, m - lags], feat, log_s], axis=-1)
+                out, states = self._step(p, x, states)
+                draw = studentt.sample(k, out @ p["head.W"] + p["head.b"])
+                return (states, jnp.concatenate([history[:, 1:], draw[:, None]], axis=1)), draw
+
+            _, draws = jax.lax.scan(step, (states, history), (future, jax.random.split(key, h)))
+            return jnp.swapaxes(draws, 0, 1).reshape(batch, n_paths, h) * s[:, None, None]
+
+        return jax.jit(sample)
+
+    def _predict(self, p, ctx, feats, levels, key):
+        paths = np.asarray(self._fn("sampler", self._sampler)(p, ctx, feats, key), dtype=np.float64)
+        quantiles = np.moveaxis(np.quantile(paths, levels, axis=1), 0, -1)
+        return paths.mean(axis=1), quantiles
+
+    def sample_paths(self, theta, ctx, feats=None, rng: np.random.Generator | None = None) -> np.ndarray:
+        """``num_samples`` forecast sample paths per window, ``(B, num_samples, L_F)``, in data units."""
+        import jax
+
+        seed = self._seed(rng)
+        with self._scope():
+            flat, c, _, f, _, n = self._inputs(theta, ctx, None, feats)
+            tree = self._fn("tree", self._tree_fn)(flat)
+            paths = self._fn("sampler", self._sampler)(tree, c, f, jax.random.key(seed))
+            return np.asarray(paths, dtype=np.float64)[:n]
