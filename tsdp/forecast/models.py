@@ -210,6 +210,17 @@ class _Explicit(NamedTuple):
 # ------------------------------------------------------------------------------------------------
 
 
+def param_slices(layout: list[tuple[str, tuple[int, ...]]]) -> tuple[dict[str, tuple[slice, tuple[int, ...]]], int]:
+    """Where each named parameter array lives in the flat parameter vector (θ), and its length."""
+    slices: dict[str, tuple[slice, tuple[int, ...]]] = {}
+    offset = 0
+    for name, shape in layout:
+        size = math.prod(shape)
+        slices[name] = (slice(offset, offset + size), shape)
+        offset += size
+    return slices, offset
+
+
 def _positive_int(value, option: str) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
         raise UsageError(f"{option} must be a positive integer, got {value!r}")
@@ -241,13 +252,7 @@ class ForecastModel(ABC):
         params = self._params()
         self.layout: list[tuple[str, tuple[int, ...]]] = [(n, tuple(s)) for n, s, _ in params]
         self._fan_in = {n: f for n, _, f in params}
-        self._slices: dict[str, tuple[slice, tuple[int, ...]]] = {}
-        offset = 0
-        for n, shape in self.layout:
-            size = math.prod(shape)
-            self._slices[n] = (slice(offset, offset + size), shape)
-            offset += size
-        self.n_params = offset
+        self._slices, self.n_params = param_slices(self.layout)
 
     # -- provided by each model ----------------------------------------------------------------
     @abstractmethod

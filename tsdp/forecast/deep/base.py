@@ -33,6 +33,7 @@ from abc import ABC, abstractmethod
 import numpy as np
 
 from tsdp.errors import UsageError
+from tsdp.forecast.models import param_slices
 
 DTYPES = ("float32", "float64")
 DEVICES = ("auto", "cpu", "gpu")
@@ -105,13 +106,7 @@ class DeepForecastModel(ABC):
         specs = self._param_specs()
         self.layout: list[tuple[str, tuple[int, ...]]] = [(n, tuple(s)) for n, s, _ in specs]
         self._init = {n: i for n, _, i in specs}
-        self._slices: dict[str, tuple[slice, tuple[int, ...]]] = {}
-        offset = 0
-        for n, shape in self.layout:
-            size = math.prod(shape)
-            self._slices[n] = (slice(offset, offset + size), shape)
-            offset += size
-        self.n_params = offset
+        self._slices, self.n_params = param_slices(self.layout)
         self._fns: dict = {}
         self._train_capacity = 0
 
