@@ -1,0 +1,142 @@
+"""``tsdp forecast-train --model deepar|itransformer`` end to end (JAX, extra tsdp[deep]): the report's
+epsilon is ``tsdp account dpsgd``'s for the receptive field DeepAR reads, the model file reloads and
+forecasts, the refusals, and the usage error naming the extra when it is missing.
+
+Here rather than in tests/cli so that JAX (multithreaded) is imported after the Spark tests, which start
+processes with fork.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+
+START = datetime(2024, 1, 1)
+# series a, b, c of 60 hourly steps
+SMALL_ARGS = ["--time-col", "time", "--value-col", "v", "--series-col", "id", "--context-length", "4",
+              "--forecast-length", "2", "--batch-size", "2", "--model", "linear", "--delta", "1e-5",
+              "--noise-multiplier", "1", "--max-steps", "5", "--quiet"]
+
+
+@pytest.fixture(autouse=True)
+def in_tmp(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+@pytest.fixture
+def small(tmp_path) -> Path:
+    rows = [f"{sid},{(START + timedelta(hours=t)):%Y-%m-%d %H:%M:%S},{10 + (7 * t + 3 * k) % 13}"
+            for k, sid in enumerate("abc") for t in range(60)]
+    path = tmp_path / "small.csv"
+    path.write_text("id,time,v\n" + "\n".join(rows) + "\n")
+    return path
+
+
+def run_ok(tsdp_cli, *args):
+    result = tsdp_cli("forecast-train", *args)
+    assert result.code == 0, result.err
+    return result
+
+
+def read_json(path) -> dict:
+    return json.loads(Path(path).read_text())
+
+
+def account_for(tsdp_cli, claim: dict) -> dict:
+    """``tsdp account dpsgd --json`` for the setting and count a report's claim states."""
+    p = claim["parameters"]
+    result = tsdp_cli(
+        "account", "dpsgd", "--series", p["series"], "--length", p["train_length"], "--context", p["context"],
+        "--horizon", p["horizon"], "--batch-size", p["batch_size"], "--noise-multiplier", repr(p["noise_multiplier"]),
+        "--steps", p["compositions"], "--delta", repr(claim["delta"]), "--top", p["top"], "--bottom", p["bottom"],
+        "--instances", p["instances"], "--discretization", repr(p["discretization"]), "--json",
+    )
+    assert result.code == 0, result.err
+    return json.loads(result.out)
+
+
+def _deep_extra_missing() -> str | None:
+    from tsdp.forecast.deep import missing_extra
+
+    return missing_extra()
+
+
+needs_deep = pytest.mark.skipif(_deep_extra_missing() is not None,
+                                reason=f"needs the optional extra tsdp[deep]: {_deep_extra_missing()}")
+# the small panel: 60 - 2 * (1 + 5) = 48 training steps; DeepAR reads 4 + 24 - 1 = 27 values per window
+DEEP_ARGS = {"deepar": ["--model", "deepar", "--lags", "1-3,24"], "itransformer": ["--model", "itransformer"]}
+
+
+@needs_deep
+@pytest.mark.parametrize("name", list(DEEP_ARGS))
+def test_deep_model_report_epsilon_equals_account_dpsgd_and_the_model_reloads(tsdp_cli, small, tmp_path, name):
+    from tsdp.forecast import persist
+    from tsdp.forecast.timefeatures import Calendar
+
+    args = list(SMALL_ARGS)
+    args[args.index("--model") + 1] = name
+    run_ok(tsdp_cli, small, *args, *DEEP_ARGS[name][2:], "--seed", "3", "-o", "fc.csv")
+    report = read_json(tmp_path / "fc.report.json")
+    claim = report["claim"]
+    p = claim["parameters"]
+    window = 4 + 24 - 1 if name == "deepar" else 4
+    assert p["context"] == window and p["k"] == window + 2  # the accountant sees the receptive field
+    account = account_for(tsdp_cli, claim)
+    assert claim["epsilon"] == account["epsilon"] and p["compositions"] == account["compositions"] == 5
+    assert any("float32 with JAX on cpu" in n for n in report["notes"])
+    meta = read_json(tmp_path / "fc.model.json")
+    assert meta["training"]["engine"] == "jax" and meta["training"]["dtype"] == "float32"
+    assert meta["training"]["context"] == window and meta["model"]["context"] == 4
+
+    model, theta, meta = persist.load_model(tmp_path / "fc.model.json")
+    assert model.name == name and model.receptive_field == window
+    frame = pl.read_csv(tmp_path / "fc.csv")
+    values = pl.read_csv(small).pivot(on="id", index="time", values="v").sort("time").drop("time").to_numpy().T
+    cal = Calendar.from_label(meta["input"]["start"], meta["input"]["freq"])  # the grid the model file records
+    assert cal.origin == np.datetime64("2024-01-01T00:00") and cal.step_us == 3_600_000_000
+    extra = ({"feats": cal.window_features(model.time_features, np.full(3, 60), window, 2)}
+             if model.time_features else {})
+    mean, q = model.forecast(theta, values[:, -window:].astype(float), [0.1, 0.5, 0.9], **extra)
+    assert np.all(np.isfinite(q)) and q.shape == (3, 2, 3)
+    if name == "itransformer":  # no sampling: the reloaded model gives the published forecasts
+        np.testing.assert_allclose(frame["q0.5"].to_numpy(), q[:, :, 1].ravel(), rtol=1e-12)
+        np.testing.assert_allclose(frame["mean"].to_numpy(), mean.ravel(), rtol=1e-12)
+
+
+@needs_deep
+def test_deep_model_refusals(refuse, small):
+    args = [a for a in SMALL_ARGS]
+    args[args.index("--model") + 1] = "itransformer"
+    try:
+        import jax
+
+        has_gpu = bool(jax.devices("gpu"))
+    except RuntimeError:
+        has_gpu = False
+    if not has_gpu:
+        refuse(["forecast-train", small, *args, "--device", "gpu", "-o", "fc.csv"], 2, "--device gpu", "no GPU")
+    refuse(["forecast-train", small, *args, "--lags", "1-3", "-o", "fc.csv"], 2, "--lags", "itransformer")
+    refuse(["forecast-train", small, *args, "--num-samples", "50", "-o", "fc.csv"], 2, "--num-samples 50")
+    refuse(["forecast-train", small, *SMALL_ARGS, "--dtype", "float64", "-o", "fc.csv"], 2, "--dtype float64",
+           "linear")
+    refuse(["forecast-train", small, *SMALL_ARGS, "--device", "cpu", "-o", "fc.csv"], 2, "--device cpu")
+    args[args.index("--model") + 1] = "deepar"
+    refuse(["forecast-train", small, *args, "--lags", "1-3,48", "-o", "fc.csv"], 4, "--lags", "51", "48")
+    refuse(["forecast-train", small, *args, "--lags", "1-x", "-o", "fc.csv"], 2, "--lags", "1-x")
+
+
+@pytest.mark.parametrize("name", ["deepar", "itransformer"])
+def test_deep_model_without_the_extra_is_a_usage_error_naming_it(refuse, small, monkeypatch, name):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda mod, *a: None if mod == "jax" else real(mod, *a))
+    args = [a for a in SMALL_ARGS]
+    args[args.index("--model") + 1] = name
+    refuse(["forecast-train", small, *args, "-o", "fc.csv"], 2, f"--model {name}", "tsdp[deep]", "jax")
