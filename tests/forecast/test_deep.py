@@ -1,5 +1,5 @@
 """DeepAR and iTransformer in JAX (tsdp.forecast.deep) on tiny shapes: per-window clipped gradients
-(jax-privacy ``clipped_grad``) against finite differences and a manual ``vmap`` version, every
+(JAX autodiff, clipped by jax-privacy) against finite differences and a manual ``vmap`` version, every
 contribution within C (also for non-finite gradients), padding that contributes nothing and does not
 recompile, host noise of std sigma C (chi-square), the budget stop and the accountant's epsilon, the
 receptive field DeepAR reports, its sample paths against its own likelihood, and reloading a saved
@@ -195,7 +195,10 @@ def test_deepar_per_window_gradients_equal_jax_grad_of_the_plain_loss(dtype, tol
     _, grads = model.per_example_grads(theta, ctx, tgt, **extra)
     with model._scope():
         flat, c, t, f, _, n = model._inputs(theta, ctx, tgt, extra["feats"])
-        plain = jax.vmap(lambda c, t, f: model._ravel(jax.grad(model._window_loss)(model._tree(flat), c, t, f)))(c, t, f)
+        def one(c, t, f):
+            return model._ravel(jax.grad(model._window_loss)(model._tree(flat), c, t, f))
+
+        plain = jax.vmap(one)(c, t, f)
     plain = np.asarray(plain, dtype=np.float64)[:n]
     recurrent = np.zeros(model.n_params, dtype=bool)
     for name, (sl, shape) in model._slices.items():
