@@ -24,9 +24,10 @@ and 51 s at load ~13; with one thread it took 0.33 to 0.70 s at loads 3 to 8. No
 behaves the same (0.09 s on one thread, 1.6 s on two, at load ~5), and so does the issue's own table
 (non-private nn.LSTM 0.41 s, torch.func vmap 6.6 s; here, on one thread, 0.09 s and 0.44 s). Opacus's
 functorch mode (0.78 s) and a sequence-first layout (0.33 s) are not slower by more than that. Against
-Opacus at its best thread count tsdp's DeepAR step is 1.5x faster on the idle machine (0.144 vs 0.211 s)
-and 1.3x to 1.9x at loads 3 to 8 (JAX slows down under load too: 0.37 to 0.54 s), far from the 50x
-target, which the bench reports as missed.
+Opacus at its best thread count tsdp's DeepAR step is 1.5x faster on the idle machine (0.144 vs 0.211 s;
+that tsdp time is from the former hand-written LSTM backward pass, whose clipped step the JAX-differentiated
+one matches: 0.10-0.11 s each, idle) and 1.3x to 1.9x at loads 3 to 8 (JAX slows down under load too:
+0.37 to 0.54 s), far from the 50x target, which the bench reports as missed.
 
 Usage: python bench/forecast_deep.py [--steps 100] [--opacus-steps 5]
 """
