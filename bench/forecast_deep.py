@@ -8,21 +8,28 @@ feed-forward 128, 2 layers, context 48. Data: a traffic-like panel of 300 hourly
 
 Times, in the same run:
 * tsdp DP-SGD: `tsdp.forecast.trainer.train` for the requested steps (WOR/WR batches from tsdp's sampler,
-  per-window gradients clipped by jax-privacy's clipped_grad and summed, Gaussian noise from
+  per-window gradients by JAX clipped and summed by jax-privacy's clipped_fun, Gaussian noise from
   tsdp.mechanisms.noise on the host, Adam, the accountant), after a warm-up run that compiles;
-* reference: Opacus (GradSampleModule + DPOptimizer around Adam) on PyTorch's `DPLSTM` of the same size
-  with the same inputs and Student-t loss, where torch and opacus are installed (a CPU torch wheel);
-  otherwise "Opacus: not measured" and the ratio is taken against the non-private JAX step
-  (`mean_grad`, no clipping or noise), which is always printed.
+* reference: Opacus 1.6 (GradSampleModule with its per-layer hooks + DPOptimizer around Adam) on
+  `opacus.layers.DPLSTM` of the same size (2 layers, hidden 40, PyTorch's two biases per layer: 25,403
+  parameters) with the same inputs and Student-t loss, where torch and opacus are installed (a CPU
+  torch wheel); otherwise "Opacus: not measured" and the ratio is taken against the non-private JAX
+  step (`mean_grad`, no clipping or noise), which is always printed. Opacus is timed with one torch
+  thread and with torch's default thread count, and the faster of the two is the reference.
 
-The load average is printed before and after: PyTorch's OpenMP threads slow down by an order of
-magnitude or more when the cores are oversubscribed, JAX far less, so the ratio is only meaningful on
-an otherwise idle machine. Measured on the shared 2-core development machine (tsdp DeepAR / Opacus,
-seconds per step): 0.097 / 0.165 at load ~2 (1.7x); 0.14 / 3.6 at load ~5 (26x); 2.0 / 51 at load ~13
-(26x). The issue's 50x came from a JAX time (0.136 s) and an Opacus time (21.9 s) not taken in the
-same run; on an idle machine Opacus's DPLSTM takes about 0.2 s per step (0.4 s on one thread).
+Why the issue's Opacus figure (21.9 s per step) is not the reference: that time is torch's OpenMP threads
+on busy cores, not per-example gradients. With torch's default of one thread per core, the Opacus
+DPLSTM step took 0.21 s on the idle 2-core development machine, but 4.1 s at load ~5, 10.1 s at load ~8
+and 51 s at load ~13; with one thread it took 0.33 to 0.70 s at loads 3 to 8. Non-private nn.LSTM
+behaves the same (0.09 s on one thread, 1.6 s on two, at load ~5), and so does the issue's own table
+(non-private nn.LSTM 0.41 s, torch.func vmap 6.6 s; here, on one thread, 0.09 s and 0.44 s). Opacus's
+functorch mode (0.78 s) and a sequence-first layout (0.33 s) are not slower by more than that. Against
+Opacus at its best thread count tsdp's DeepAR step is 1.5x faster on the idle machine (0.144 vs 0.211 s;
+that tsdp time is from the former hand-written LSTM backward pass, whose clipped step the JAX-differentiated
+one matches: 0.10-0.11 s each, idle) and 1.3x to 1.9x at loads 3 to 8 (JAX slows down under load too:
+0.37 to 0.54 s), far from the 50x target, which the bench reports as missed.
 
-Usage: python bench/forecast_deep.py [--steps 100] [--opacus-steps 2]
+Usage: python bench/forecast_deep.py [--steps 100] [--opacus-steps 5]
 """
 
 from __future__ import annotations
@@ -78,8 +85,9 @@ def plain_seconds_per_step(values: np.ndarray, steps: int) -> float:
     return (time.perf_counter() - started) / steps
 
 
-def opacus_seconds_per_step(steps: int) -> tuple[float | None, str]:
-    """Seconds per Opacus DP-SGD step of a DPLSTM DeepAR of the same size, or (None, why not)."""
+def opacus_seconds_per_step(steps: int) -> tuple[dict[int, float] | None, str]:
+    """Seconds per Opacus DP-SGD step of a DPLSTM DeepAR of the same size, by torch thread count
+    (1 and torch's default), or (None, why not)."""
     try:
         import torch
         from opacus import GradSampleModule
@@ -87,6 +95,9 @@ def opacus_seconds_per_step(steps: int) -> tuple[float | None, str]:
         from opacus.optimizers import DPOptimizer
     except ImportError as exc:
         return None, f"torch/opacus not installed ({exc.name})"
+    import warnings
+
+    warnings.filterwarnings("ignore", message="Full backward hook is firing")  # inputs need no gradient
     torch.manual_seed(0)
     n_in = len(LAGS) + len(default_time_features(HOUR_US)) + 1
     positions = CONTEXT + HORIZON - 1
@@ -100,7 +111,7 @@ def opacus_seconds_per_step(steps: int) -> tuple[float | None, str]:
         def forward(self, x):
             return self.head(self.lstm(x)[0])
 
-    module = GradSampleModule(DeepAR())
+    module = GradSampleModule(DeepAR())  # loss_reduction "mean", as the loss below
     optimizer = DPOptimizer(torch.optim.Adam(module.parameters(), lr=1e-3, weight_decay=1e-8), noise_multiplier=1.0,
                             max_grad_norm=1e-4, expected_batch_size=BATCH)
     x = torch.randn(BATCH, positions, n_in)
@@ -112,21 +123,29 @@ def opacus_seconds_per_step(steps: int) -> tuple[float | None, str]:
         df = 2.0 + torch.nn.functional.softplus(raw[..., 2])
         scale = torch.nn.functional.softplus(raw[..., 1]) + 1e-6
         nll = -torch.distributions.StudentT(df, raw[..., 0], scale).log_prob(y)
-        nll.mean(dim=1).sum().backward()
+        nll.mean(dim=1).mean().backward()
         optimizer.step()
 
-    step()  # warm-up (the first steps allocate)
-    step()
-    started = time.perf_counter()
-    for _ in range(steps):
-        step()
-    return (time.perf_counter() - started) / steps, f"Opacus {__import__('opacus').__version__}, torch {torch.__version__}"
+    default_threads = torch.get_num_threads()
+    times = {}
+    try:
+        for threads in sorted({1, default_threads}):
+            torch.set_num_threads(threads)
+            step()  # warm-up (the first steps allocate)
+            step()
+            started = time.perf_counter()
+            for _ in range(steps):
+                step()
+            times[threads] = (time.perf_counter() - started) / steps
+    finally:
+        torch.set_num_threads(default_threads)
+    return times, f"Opacus {__import__('opacus').__version__}, torch {torch.__version__}"
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=100)
-    parser.add_argument("--opacus-steps", type=int, default=2)
+    parser.add_argument("--opacus-steps", type=int, default=5)
     args = parser.parse_args()
     reason = missing_extra()
     if reason:
@@ -148,10 +167,13 @@ def main() -> int:
         print(f"Opacus: not measured ({note}); reference: the non-private JAX step")
         print(f"DeepAR DP-SGD costs {deepar / plain:.2f}x the non-private JAX step")
         return 0
-    ratio = opacus / deepar
-    print(f"Opacus DPLSTM DP-SGD ({note}):   {opacus:8.3f} s/step  {1 / opacus:7.3f} steps/s")
-    print(f"DeepAR: tsdp is {ratio:.0f}x faster than Opacus; target >= {TARGET:g}x -> "
-          f"{'PASS' if ratio >= TARGET else 'MISS'}")
+    for threads, seconds in opacus.items():
+        print(f"Opacus DPLSTM DP-SGD, {threads} torch thread{'s' if threads > 1 else ''} ({note}): "
+              f"{seconds:8.3f} s/step  {1 / seconds:7.3f} steps/s")
+    best = min(opacus, key=opacus.get)
+    ratio = opacus[best] / deepar
+    print(f"DeepAR: tsdp is {ratio:.1f}x faster than Opacus at its best thread count ({best}); target >= "
+          f"{TARGET:g}x -> {'PASS' if ratio >= TARGET else 'MISS'}")
     return 0 if ratio >= TARGET else 1
 
 

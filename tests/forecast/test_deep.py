@@ -1,5 +1,5 @@
 """DeepAR and iTransformer in JAX (tsdp.forecast.deep) on tiny shapes: per-window clipped gradients
-(jax-privacy ``clipped_grad``) against finite differences and a manual ``vmap`` version, every
+(JAX autodiff, clipped by jax-privacy) against finite differences and a manual ``vmap`` version, every
 contribution within C (also for non-finite gradients), padding that contributes nothing and does not
 recompile, host noise of std sigma C (chi-square), the budget stop and the accountant's epsilon, the
 receptive field DeepAR reports, its sample paths against its own likelihood, and reloading a saved
@@ -181,6 +181,43 @@ def test_every_window_contributes_at_most_c_even_when_its_gradient_is_not_finite
         assert np.linalg.norm(contribution) <= clip  # float32, yet never above C (the clipping margin)
     _, total, _ = model.clipped_grad_sum(theta, ctx, tgt, clip, **extra)
     assert np.all(np.isfinite(total)) and np.linalg.norm(total) <= 5 * clip
+
+
+@pytest.mark.parametrize("dtype, tolerance", [("float64", 1e-10), ("float32", 1e-5)])
+def test_deepar_per_window_gradients_equal_jax_grad_of_the_plain_loss(dtype, tolerance):
+    """DeepAR's per-window gradient (W_h from sum_t h_{t-1}^T dL/da_t, the rest by JAX) is jax.grad of
+    its loss, whose LSTM is a plain lax.scan differentiated by JAX."""
+    import jax
+
+    model = build("deepar", dtype)
+    theta = model.init(np.random.default_rng(11))
+    ctx, tgt, extra = windows(model, 5, seed=12)
+    _, grads = model.per_example_grads(theta, ctx, tgt, **extra)
+    with model._scope():
+        flat, c, t, f, _, n = model._inputs(theta, ctx, tgt, extra["feats"])
+        def one(c, t, f):
+            return model._ravel(jax.grad(model._window_loss)(model._tree(flat), c, t, f))
+
+        plain = jax.vmap(one)(c, t, f)
+    plain = np.asarray(plain, dtype=np.float64)[:n]
+    recurrent = np.zeros(model.n_params, dtype=bool)
+    for name, (sl, shape) in model._slices.items():
+        if name.endswith(".W") and name.startswith("lstm"):
+            recurrent[sl] = (np.arange(np.prod(shape)) // shape[1]) >= shape[0] - model.hidden
+    assert np.abs(plain[:, recurrent]).max() > 1e-3  # the recurrent weights' gradients are not trivially zero
+    np.testing.assert_allclose(grads, plain, rtol=tolerance, atol=tolerance * np.abs(plain).max())
+
+
+def test_no_hand_written_backward_pass_in_the_deep_models():
+    """The deep models are differentiated by JAX (issue 16): no custom VJP/JVP rules of our own."""
+    import pathlib
+
+    import tsdp.forecast.deep as deep
+
+    for path in pathlib.Path(deep.__file__).parent.glob("*.py"):
+        text = path.read_text()
+        for rule in ("custom_vjp", "custom_jvp", "defvjp", "defjvp"):
+            assert rule not in text, f"{path.name} defines its own derivative ({rule})"
 
 
 def test_padding_contributes_nothing(model):

@@ -312,6 +312,21 @@ def test_layout_unflatten_and_init(model):
             assert np.abs(block).max() > 0.8 * bound
 
 
+def test_numpy_and_jax_models_share_one_parameter_layout_and_repr():
+    """unflatten, repr and the layout bookkeeping are written once (tsdp.forecast.params), for the numpy
+    models and the JAX ones (importing tsdp.forecast.deep.base does not import JAX)."""
+    from tsdp.forecast.deep.base import DeepForecastModel
+    from tsdp.forecast.params import FlatParameters
+
+    for attr in ("unflatten", "__repr__", "_set_layout"):
+        assert getattr(models.ForecastModel, attr) is getattr(FlatParameters, attr)
+        assert getattr(DeepForecastModel, attr) is getattr(FlatParameters, attr)
+    net = models.make_model("linear", 4, 2, min_scale=0.5)
+    assert repr(net) == "LinearModel(context=4, horizon=2, min_scale=0.5; n_params=30)"
+    with pytest.raises(UsageError, match="min_scale must be a positive finite number, got inf"):
+        models.make_model("linear", 4, 2, min_scale=float("inf"))
+
+
 def test_default_sizes_and_parameter_counts():
     lin = models.make_model("linear", 96, 24)
     assert lin.layout == [("W", (72, 96)), ("b", (72,))]

@@ -436,7 +436,8 @@ def _notes(config, plan, result, net) -> list[str]:
     engine = _engine(net)
     if engine["engine"] == "jax":
         notes.append(f"the model computed in {engine['dtype']} with JAX on {engine['device']}; per-window gradients "
-                     "were clipped by jax-privacy's clipped_grad and the Gaussian noise drawn on the host by tsdp")
+                     "were computed by JAX and clipped by jax-privacy (clipping.clipped_fun), and the Gaussian "
+                     "noise drawn on the host by tsdp")
     if "receptive_field" in engine:
         notes.append(f"DeepAR reads --context-length {engine['model_context']} values plus its largest lag minus 1: "
                      f"the accountant's context length is this receptive field, L_C = {engine['receptive_field']}")

@@ -54,6 +54,7 @@ import numpy as np
 
 from tsdp.errors import DataError, UsageError
 from tsdp.forecast import studentt
+from tsdp.forecast.params import FlatParameters, positive_finite, positive_int
 
 __all__ = [
     "MODELS",
@@ -210,24 +211,7 @@ class _Explicit(NamedTuple):
 # ------------------------------------------------------------------------------------------------
 
 
-def param_slices(layout: list[tuple[str, tuple[int, ...]]]) -> tuple[dict[str, tuple[slice, tuple[int, ...]]], int]:
-    """Where each named parameter array lives in the flat parameter vector (θ), and its length."""
-    slices: dict[str, tuple[slice, tuple[int, ...]]] = {}
-    offset = 0
-    for name, shape in layout:
-        size = math.prod(shape)
-        slices[name] = (slice(offset, offset + size), shape)
-        offset += size
-    return slices, offset
-
-
-def _positive_int(value, option: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise UsageError(f"{option} must be a positive integer, got {value!r}")
-    return int(value)
-
-
-class ForecastModel(ABC):
+class ForecastModel(FlatParameters, ABC):
     """Common machinery: parameter layout, mean scaling, Student-t loss, per-window gradients.
 
     Subclasses define ``name``, ``_params`` (list of ``(name, shape, fan_in)``), ``_forward(p, x)``
@@ -240,19 +224,12 @@ class ForecastModel(ABC):
     name = ""
 
     def __init__(self, context: int, horizon: int, min_scale: float = DEFAULT_MIN_SCALE):
-        self.context = _positive_int(context, "context")
-        self.horizon = _positive_int(horizon, "horizon")
-        try:
-            min_scale = float(min_scale)
-        except (TypeError, ValueError):
-            raise UsageError(f"min_scale must be a positive number, got {min_scale!r}") from None
-        if not (math.isfinite(min_scale) and min_scale > 0.0):
-            raise UsageError(f"min_scale must be a positive finite number, got {min_scale!r}")
-        self.min_scale = min_scale
+        self.context = positive_int(context, "context")
+        self.horizon = positive_int(horizon, "horizon")
+        self.min_scale = positive_finite(min_scale, "min_scale")
         params = self._params()
-        self.layout: list[tuple[str, tuple[int, ...]]] = [(n, tuple(s)) for n, s, _ in params]
+        self._set_layout([(n, s) for n, s, _ in params])
         self._fan_in = {n: f for n, _, f in params}
-        self._slices, self.n_params = param_slices(self.layout)
 
     # -- provided by each model ----------------------------------------------------------------
     @abstractmethod
@@ -280,17 +257,6 @@ class ForecastModel(ABC):
         """JSON-able description from which :func:`model_from_config` rebuilds the model."""
         return {"name": self.name, "context": self.context, "horizon": self.horizon,
                 **self._options(), "min_scale": self.min_scale}
-
-    def __repr__(self) -> str:
-        opts = ", ".join(f"{k}={v!r}" for k, v in self.config().items() if k != "name")
-        return f"{type(self).__name__}({opts}; n_params={self.n_params})"
-
-    def unflatten(self, theta) -> dict[str, np.ndarray]:
-        """Views of the flat parameter vector ``theta`` (length ``n_params``) shaped as in ``layout``."""
-        theta = np.asarray(theta, dtype=np.float64)
-        if theta.shape != (self.n_params,):
-            raise ValueError(f"theta must have shape ({self.n_params},), got {theta.shape}")
-        return {n: theta[sl].reshape(shape) for n, (sl, shape) in self._slices.items()}
 
     def init(self, rng: np.random.Generator) -> np.ndarray:
         """Fresh parameters: every entry of a weight or bias with fan-in ``f`` is drawn from
@@ -447,10 +413,10 @@ class DLinearModel(ForecastModel):
 
     def __init__(self, context: int, horizon: int, kernel: int = 25, hidden: int = 20,
                  min_scale: float = DEFAULT_MIN_SCALE):
-        self.kernel = _positive_int(kernel, "kernel")
+        self.kernel = positive_int(kernel, "kernel")
         if self.kernel % 2 == 0:
             raise UsageError(f"kernel must be odd (replicate padding of (kernel-1)/2 per side), got {kernel}")
-        self.hidden = _positive_int(hidden, "hidden")
+        self.hidden = positive_int(hidden, "hidden")
         super().__init__(context, horizon, min_scale)
         self._ma = moving_average_matrix(self.context, self.kernel)
 
@@ -509,7 +475,7 @@ class SimpleFeedForwardModel(ForecastModel):
                  min_scale: float = DEFAULT_MIN_SCALE):
         if isinstance(hidden, (int, np.integer)) or not isinstance(hidden, Sequence) or len(hidden) == 0:
             raise UsageError(f"hidden must be a non-empty list of layer sizes, got {hidden!r}")
-        self.hidden = tuple(_positive_int(h, "hidden") for h in hidden)
+        self.hidden = tuple(positive_int(h, "hidden") for h in hidden)
         super().__init__(context, horizon, min_scale)
 
     def _params(self):

@@ -8,9 +8,10 @@ models (``init``, ``loss``, ``clipped_grad_sum``, ``mean_grad``, ``predict_quant
 subsampling accountant, exactly as for the numpy models. A subclass writes its loss for ONE window as
 a function of a pytree of parameters (a dict of arrays); this class
 
-* computes per-window gradients, clips each to L2 norm C and sums them with jax-privacy's
-  ``clipped_grad`` (``vmap`` of ``grad``; non-finite entries are zeroed before clipping, so every
-  window contributes at most C whatever happens numerically);
+* computes per-window gradients by JAX's autodiff (``vmap`` of ``value_and_grad``, or a subclass's
+  cheaper autodiff formulation of the same gradient), clips each to L2 norm C and sums them with
+  jax-privacy's ``clipped_fun`` (the clipping step of its ``clipped_grad``; non-finite entries are
+  zeroed before clipping, so every window contributes at most C whatever happens numerically);
 * pads every batch to a fixed size with zero windows flagged by ``is_padding_example`` (their
   gradients are replaced by zeros), so Poisson batches of varying size reuse the compiled function:
   the padded size only grows, in steps of a quarter octave;
@@ -33,7 +34,7 @@ from abc import ABC, abstractmethod
 import numpy as np
 
 from tsdp.errors import UsageError
-from tsdp.forecast.models import param_slices
+from tsdp.forecast.params import FlatParameters, positive_finite, positive_int
 
 DTYPES = ("float32", "float64")
 DEVICES = ("auto", "cpu", "gpu")
@@ -43,12 +44,6 @@ _COMPILED: dict = {}  # (class, configuration, function) -> jitted function
 # Windows are clipped to C (1 - margin): the norm and the scaling are computed in the model's precision,
 # and the margin keeps every contribution <= C whatever the rounding (float32: 1e-5 >> log2(P) 2^-24).
 CLIP_MARGIN = {"float32": 1e-5, "float64": 1e-12}
-
-
-def positive_int(value, option: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise UsageError(f"{option} must be a positive integer, got {value!r}")
-    return int(value)
 
 
 def resolve_device(choice: str):
@@ -78,7 +73,7 @@ def bucket(n: int) -> int:
     return -(-n // grain) * grain
 
 
-class DeepForecastModel(ABC):
+class DeepForecastModel(FlatParameters, ABC):
     """Base class of the JAX forecasters (see the module docstring)."""
 
     name = ""
@@ -88,13 +83,7 @@ class DeepForecastModel(ABC):
                  num_samples: int = DEFAULT_NUM_SAMPLES, device: str = "auto"):
         self.context = positive_int(context, "context")
         self.horizon = positive_int(horizon, "horizon")
-        try:
-            min_scale = float(min_scale)
-        except (TypeError, ValueError):
-            raise UsageError(f"min_scale must be a positive number, got {min_scale!r}") from None
-        if not (math.isfinite(min_scale) and min_scale > 0.0):
-            raise UsageError(f"min_scale must be a positive finite number, got {min_scale!r}")
-        self.min_scale = min_scale
+        self.min_scale = positive_finite(min_scale, "min_scale")
         if dtype not in DTYPES:
             raise UsageError(f"--dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
         self.dtype = dtype
@@ -104,9 +93,8 @@ class DeepForecastModel(ABC):
         self.device_choice = device
         self._device = None
         specs = self._param_specs()
-        self.layout: list[tuple[str, tuple[int, ...]]] = [(n, tuple(s)) for n, s, _ in specs]
+        self._set_layout([(n, s) for n, s, _ in specs])
         self._init = {n: i for n, _, i in specs}
-        self._slices, self.n_params = param_slices(self.layout)
         self._fns: dict = {}
         self._train_capacity = 0
 
@@ -136,16 +124,6 @@ class DeepForecastModel(ABC):
     def config(self) -> dict:
         return {"name": self.name, "context": self.context, "horizon": self.horizon, **self._options(),
                 "min_scale": self.min_scale, "dtype": self.dtype, "num_samples": self.num_samples}
-
-    def __repr__(self) -> str:
-        opts = ", ".join(f"{k}={v!r}" for k, v in self.config().items() if k != "name")
-        return f"{type(self).__name__}({opts}; n_params={self.n_params})"
-
-    def unflatten(self, theta) -> dict[str, np.ndarray]:
-        theta = np.asarray(theta, dtype=np.float64)
-        if theta.shape != (self.n_params,):
-            raise ValueError(f"theta must have shape ({self.n_params},), got {theta.shape}")
-        return {n: theta[sl].reshape(shape) for n, (sl, shape) in self._slices.items()}
 
     def init(self, rng: np.random.Generator) -> np.ndarray:
         """Initial weights drawn on the host, tensor by tensor in ``layout`` order."""
@@ -242,16 +220,31 @@ class DeepForecastModel(ABC):
 
         return jax.jit(losses)
 
+    def _window_value_and_grad(self, p, ctx, tgt, feats):
+        """Loss of ONE window and its gradient pytree: JAX's ``value_and_grad`` of :meth:`_window_loss`.
+        A subclass may override it with another autodiff formulation of the same gradient that is
+        cheaper under ``vmap`` (DeepAR does; tests check it against ``jax.grad`` of the loss)."""
+        import jax
+
+        return jax.value_and_grad(self._window_loss)(p, ctx, tgt, feats)
+
     def _clipped_fn(self):
         import jax
-        from jax_privacy import clipped_grad
+        import optax
+        from jax_privacy.clipping import clipped_fun
+
+        def one(p, c, t, f):
+            value, grad = self._window_value_and_grad(p, c, t, f)
+            return grad, (value, optax.global_norm(grad))
 
         def step(flat, ctx, tgt, feats, padding, clip):
-            # the clip norm is an argument, not a constant: one compilation serves every C
-            grad = clipped_grad(self._window_loss, l2_clip_norm=clip, batch_argnums=(1, 2, 3), keep_batch_dim=False,
-                                return_values=True, return_grad_norms=True, nan_safe=True)
-            total, aux = grad(self._tree(flat), ctx, tgt, feats, is_padding_example=padding)
-            return self._ravel(total), aux.values, aux.grad_norms
+            # jax-privacy's clipped_grad is value_and_grad + clipped_fun; clipped_fun is called directly so
+            # that the per-window gradient comes from _window_value_and_grad. The clip norm is an
+            # argument, not a constant: one compilation serves every C.
+            clipped = clipped_fun(one, has_aux=True, batch_argnums=(1, 2, 3), keep_batch_dim=False,
+                                  l2_clip_norm=clip, nan_safe=True)
+            total, (values, norms) = clipped(self._tree(flat), ctx, tgt, feats, is_padding_example=padding)
+            return self._ravel(total), values, norms
 
         return jax.jit(step)
 
@@ -260,7 +253,7 @@ class DeepForecastModel(ABC):
 
         def grads(flat, ctx, tgt, feats):
             def one(c, t, f):
-                return jax.value_and_grad(self._window_loss)(self._tree(flat), c, t, f)
+                return self._window_value_and_grad(self._tree(flat), c, t, f)
 
             values, g = jax.vmap(one)(ctx, tgt, feats)
             return values, jax.vmap(self._ravel)(g)
@@ -288,7 +281,7 @@ class DeepForecastModel(ABC):
 
     def clipped_grad_sum(self, theta, ctx, tgt, clip: float, feats=None):
         """Losses ``(B,)``, ``sum_i g_i / max(1, ||g_i|| / C')`` ``(n_params,)`` and the norms ``||g_i||``
-        ``(B,)``, computed by jax-privacy's ``clipped_grad`` on a padded batch (padding contributes 0);
+        ``(B,)``, clipped and summed by jax-privacy's ``clipped_fun`` on a padded batch (padding contributes 0);
         ``C' = clip (1 - CLIP_MARGIN)`` so that rounding cannot take a contribution above ``clip``."""
         clip = float(clip)
         if not (math.isfinite(clip) and clip > 0.0):
@@ -302,7 +295,8 @@ class DeepForecastModel(ABC):
                     np.asarray(norms, dtype=np.float64)[:n])
 
     def per_example_grads(self, theta, ctx, tgt, feats=None):
-        """Per-window losses ``(B,)`` and unclipped gradients ``(B, n_params)`` (``vmap`` of ``grad``)."""
+        """Per-window losses ``(B,)`` and unclipped gradients ``(B, n_params)`` (``vmap`` of the per-window
+        gradient that clipped_grad_sum clips)."""
         with self._scope():
             flat, c, t, f, _, n = self._inputs(theta, ctx, tgt, feats)
             values, grads = self._fn("per_example", self._per_example_fn)(flat, c, t, f)

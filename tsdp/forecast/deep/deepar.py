@@ -86,18 +86,24 @@ class DeepARModel(DeepForecastModel):
         c = jax.nn.sigmoid(f) * c + jax.nn.sigmoid(i) * jnp.tanh(g)
         return jax.nn.sigmoid(o) * jnp.tanh(c), c
 
-    def _unroll(self, p, x):
-        """Hidden states of the last layer ``(n, hidden)`` and every layer's final (h, c) for inputs
-        ``x`` ``(n, inputs)`` of one window."""
+    def _unroll(self, p, x, perturb=None, frozen: bool = False):
+        """The LSTM over one window's inputs ``x`` ``(n, inputs)``: the last layer's hidden states
+        ``(n, hidden)``, every layer's final (h, c), and every layer's previous hidden states
+        ``h_{t-1}`` ``(n, hidden)`` (zero at the first position).
+
+        ``perturb`` (one ``(n, 4 hidden)`` array per layer) is added to the gate pre-activations and
+        ``frozen`` stops the gradient of the recurrent weights: see :meth:`_window_value_and_grad`."""
         import jax
         import jax.numpy as jnp
 
-        states = []
+        states, previous = [], []
         for k in range(1, self.layers + 1):
             w, b = p[f"lstm{k}.W"], p[f"lstm{k}.b"]
             n_in = x.shape[-1]
             pre = x @ w[:n_in] + b  # input projections of all positions at once
-            w_h = w[n_in:]
+            if perturb is not None:
+                pre = pre + perturb[k - 1]
+            w_h = jax.lax.stop_gradient(w[n_in:]) if frozen else w[n_in:]
 
             def step(carry, g_in, w_h=w_h):
                 h, c = self._cell(g_in + carry[0] @ w_h, carry[1])
@@ -106,18 +112,8 @@ class DeepARModel(DeepForecastModel):
             zero = jnp.zeros((self.hidden,), dtype=x.dtype)
             final, x = jax.lax.scan(step, (zero, zero), pre)
             states.append(final)
-        return x, states
-
-    def _hidden_states(self, p, x):
-        """Last layer's hidden states ``(n, hidden)`` for inputs ``x`` ``(n, inputs)`` of one window, by
-        :func:`tsdp.forecast.deep.lstm.lstm_sequence` (cheap per-window gradients; same values as _unroll)."""
-        from tsdp.forecast.deep.lstm import lstm_sequence
-
-        for k in range(1, self.layers + 1):
-            w, b = p[f"lstm{k}.W"], p[f"lstm{k}.b"]
-            n_in = x.shape[-1]
-            x = lstm_sequence(x @ w[:n_in] + b, w[n_in:])
-        return x
+            previous.append(jnp.concatenate([zero[None], x[:-1]]))
+        return x, states, previous
 
     def _step(self, p, x, states):
         """One position for a batch: inputs ``(N, inputs)``, per-layer (h, c) ``(N, hidden)``."""
@@ -135,18 +131,58 @@ class DeepARModel(DeepForecastModel):
 
         return jnp.maximum(jnp.mean(jnp.abs(past[..., -self.context:]), axis=-1), self.min_scale)
 
-    def _window_loss(self, p, ctx, tgt, feats):
+    def _inputs_of(self, ctx, tgt, feats):
+        """One window's network inputs ``(n, inputs)``, scaled targets ``z_t / s`` ``(n,)`` and ``log s``."""
         import jax.numpy as jnp
-
-        from tsdp.forecast.deep import studentt
 
         s = self._scale(ctx)
         z = jnp.concatenate([ctx, tgt]) / s
         log_s = jnp.log(s)
         x = jnp.concatenate([z[self._lag_index], feats[self._positions],
                              jnp.full((self._positions.size, 1), log_s, dtype=z.dtype)], axis=-1)
-        raw = self._hidden_states(p, x) @ p["head.W"] + p["head.b"]
-        return jnp.mean(studentt.nll(z[self._positions], raw)) + log_s
+        return x, z[self._positions], log_s
+
+    def _nll(self, p, hs, y, log_s):
+        import jax.numpy as jnp
+
+        from tsdp.forecast.deep import studentt
+
+        return jnp.mean(studentt.nll(y, hs @ p["head.W"] + p["head.b"])) + log_s
+
+    def _window_loss(self, p, ctx, tgt, feats):
+        x, y, log_s = self._inputs_of(ctx, tgt, feats)
+        return self._nll(p, self._unroll(p, x)[0], y, log_s)
+
+    def _window_value_and_grad(self, p, ctx, tgt, feats):
+        """The loss of one window and its gradient, by JAX's autodiff, arranged to be cheap under ``vmap``.
+
+        Differentiated directly, ``lax.scan`` accumulates the gradient of the loop-invariant recurrent
+        weights ``W_h`` in the backward loop's carry: under ``vmap`` (per-window gradients) a
+        ``(B, hidden, 4 hidden)`` array read and written at every position. Instead, ``W_h`` enters
+        the scan through ``stop_gradient`` and a zero perturbation ``e_t`` is added to each layer's
+        gate pre-activations ``a_t = x_t W_x + b + e_t + h_{t-1} W_h``; JAX's backward pass then gives
+        ``dL/de_t = dL/da_t`` and, since ``W_h`` enters ``a_t`` only through that product, its
+        gradient is ``sum_t h_{t-1}^T dL/da_t`` (the per-sample gradient of a linear layer, as
+        Opacus' hooks compute it): one batched product after the loop. Every other gradient is
+        JAX's own; tests check the whole against ``jax.grad`` of :meth:`_window_loss`.
+        """
+        import jax
+        import jax.numpy as jnp
+
+        x, y, log_s = self._inputs_of(ctx, tgt, feats)
+
+        def loss(p, perturb):
+            hs, _, previous = self._unroll(p, x, perturb, frozen=True)
+            return self._nll(p, hs, y, log_s), previous
+
+        zeros = [jnp.zeros((x.shape[0], 4 * self.hidden), dtype=x.dtype)] * self.layers
+        (value, previous), (grad, d_gates) = jax.value_and_grad(loss, argnums=(0, 1), has_aux=True)(p, zeros)
+        grad = dict(grad)
+        for k in range(1, self.layers + 1):
+            w = grad[f"lstm{k}.W"]
+            n_in = w.shape[0] - self.hidden  # rows n_in: are W_h, whose gradient was stopped
+            grad[f"lstm{k}.W"] = jnp.concatenate([w[:n_in], previous[k - 1].T @ d_gates[k - 1]])
+        return value, grad
 
     # -- forecasting ---------------------------------------------------------------------------
     def _sampler(self):
@@ -166,7 +202,7 @@ class DeepARModel(DeepForecastModel):
             z = ctx / s
             log_s = jnp.log(s)
             x = jnp.concatenate([z[warm_lags], feats[warm], jnp.full((warm.size, 1), log_s, dtype=z.dtype)], axis=-1)
-            _, states = self._unroll(p, x)
+            _, states, _ = self._unroll(p, x)
             return states, s, z[r - m:]
 
         def sample(p, ctx, feats, key):
