@@ -124,6 +124,11 @@ def verify_report(data: dict[str, Any], max_epsilon: float | None = None, max_de
     checks.append(Check("randomness", not seeded,
                         "the release used a fixed --seed and must not be published" if seeded
                         else f"noise from {data.get('randomness')}"))
+    floating = any("--sampler float" in str(w) for w in data.get("warnings") or ()) or \
+        ((claim.parameters or {}).get("sampler") == "float")
+    if floating:
+        checks.append(Check("sampler", False, "the noise was drawn by floating-point samplers (--sampler float) "
+                                              "and the output must not be published"))
     expected = (data.get("output") or {}).get("sha256")
     if output_sha256 is None:
         checks.append(Check("output_sha256", True, "not checked: " + (output_note or "no released file given")))
@@ -425,6 +430,8 @@ def _expect_events(r: _Report, out: _Outcome, expected: tuple[MechanismEvent, ..
         g.equal(f"{label} count", e.count, want.count)
         g.same(f"{label} sensitivity", e.sensitivity, want.sensitivity)
         g.same(f"{label} noise (the stated sigma or scale)", e.noise, want.noise)
+        if want.granularity is not None or e.granularity is not None:
+            g.same(f"{label} granularity", e.granularity, want.granularity)
         if want.mixture is not None:
             if e.mixture is None or len(e.mixture) != len(want.mixture):
                 g.fail(f"{label} mixture has {len(e.mixture or ())} components, the unit gives {len(want.mixture)}")
@@ -465,37 +472,63 @@ def _noise(r: _Report, key: str, out: _Outcome) -> float | None:
 
 
 def _gaussian(r: _Report, out: _Outcome) -> None:
-    out.definition = "approx-dp"
-    found = _release_unit(r, out)
-    sigma = _noise(r, "sigma", out)
-    if found is None or sigma is None:
-        return
-    bounds, S, T = found
-    l2, cells = bounds.l2(S, T), bounds.cells(S, T)
-    p = out.group("parameters")
-    p.same("parameters.l2_sensitivity", r.params.get("l2_sensitivity"), l2)
-    p.equal("parameters.cells_per_unit", r.params.get("cells_per_unit"), cells)
-    if not p.problems:
-        p.ok(f"sigma {sigma:.6g} on an L2 sensitivity of {l2:.6g} = M sqrt({cells} cells)")
-    _expect_events(r, out, (MechanismEvent("gaussian", l2, sigma, 1),), "one Gaussian mechanism on the panel")
-    _events_loss(r, out)
+    _cellwise(r, out, "gaussian")
 
 
 def _laplace(r: _Report, out: _Outcome) -> None:
-    out.definition = "pure-dp"
+    _cellwise(r, out, "laplace")
+
+
+def _cellwise(r: _Report, out: _Outcome, noise: str) -> None:
+    """The Gaussian or Laplace mechanism on every cell of the panel, float or hardened sampler.
+
+    Hardened (``parameters.sampler`` is ``hardened``): the cells are rounded to multiples of the
+    stated granularity (a power of two) and the sensitivity covers that rounding
+    (:mod:`tsdp.accounting.discrete`): L2 + g sqrt(cells), or cells x (floor(M/g) + 1) g for L1.
+    """
+    from tsdp.accounting import discrete as disc
+
+    gaussian = noise == "gaussian"
+    out.definition = "approx-dp" if gaussian else "pure-dp"
     found = _release_unit(r, out)
-    scale = _noise(r, "scale", out)
-    if found is None or scale is None:
+    value = _noise(r, "sigma" if gaussian else "scale", out)
+    if found is None or value is None:
         return
     bounds, S, T = found
-    cells, l1 = bounds.cells(S, T), bounds.l1(S, T)
+    cells = bounds.cells(S, T)
+    sens = bounds.l2(S, T) if gaussian else bounds.l1(S, T)
+    norm = "l2" if gaussian else "l1"
     p = out.group("parameters")
-    p.same("parameters.l1_sensitivity", r.params.get("l1_sensitivity"), l1)
+    p.same(f"parameters.{norm}_sensitivity", r.params.get(f"{norm}_sensitivity"), sens)
     p.equal("parameters.cells_per_unit", r.params.get("cells_per_unit"), cells)
+    sampler = r.params.get("sampler", "float")
+    if not p.expect(sampler in disc.SAMPLERS, f"parameters.sampler is {sampler!r}, not hardened or float"):
+        return
+    g = r.params.get("granularity")
+    if sampler == "hardened":
+        if not p.expect(_is_real(g) and g > 0 and math.frexp(g)[0] == 0.5,
+                        f"parameters.granularity is {g!r}, not a positive power of two"):
+            return
+        g = float(g)
+        if gaussian:
+            step, sens = None, disc.rounded_l2(sens, cells, g)
+        else:
+            step = disc.rounded_step(bounds.max_per_step, g)
+            sens = cells * step
+        p.same(f"parameters.rounded_{norm}_sensitivity", r.params.get(f"rounded_{norm}_sensitivity"), sens)
+        p.expect(value / g >= disc.MIN_LATTICE_SCALE,
+                 f"the noise spans {value / g:.3g} lattice steps, fewer than {disc.MIN_LATTICE_SCALE:g}")
     if not p.problems:
-        p.ok(f"scale {scale:.6g} on an L1 sensitivity of {l1:.6g} = M x {cells} cells")
-    _expect_events(r, out, (MechanismEvent("laplace", bounds.max_per_step, scale, cells),),
-                   "Laplace noise on every cell")
+        lattice = f" rounded to multiples of {g:g}" if sampler == "hardened" else ""
+        p.ok(f"{'sigma' if gaussian else 'scale'} {value:.6g} on an {norm.upper()} sensitivity of {sens:.6g} "
+             f"({cells} cells{lattice}; {sampler} sampler)")
+    if sampler == "hardened":
+        event = (MechanismEvent("discrete-gaussian", sens, value, 1, granularity=g) if gaussian else
+                 MechanismEvent("discrete-laplace", step, value, cells, granularity=g))
+    else:
+        event = (MechanismEvent("gaussian", sens, value, 1) if gaussian else
+                 MechanismEvent("laplace", bounds.max_per_step, value, cells))
+    _expect_events(r, out, (event,), "one Gaussian mechanism on the panel" if gaussian else "Laplace noise on every cell")
     _events_loss(r, out)
 
 

@@ -144,6 +144,8 @@ def release(
     output: Optional[str] = common.OutputOption,
     report: Optional[str] = common.ReportOption,
     seed: Optional[int] = common.SeedOption,
+    sampler: str = common.SamplerOption,
+    granularity: Optional[float] = common.GranularityOption,
     force: bool = common.ForceOption,
     json_summary: bool = typer.Option(False, "--json", help="Print a machine-readable summary on stdout."),
     quiet: bool = common.QuietOption,
@@ -152,6 +154,7 @@ def release(
     """Release a series or a panel of series with calibrated Gaussian or Laplace noise."""
     params = common.public_parameters(locals())
     post.check_clip(clip_min, clip_max)  # before the data is read
+    sampling = _sampling(mechanism, sampler, granularity)
     if noise is not None and mechanism in CELLWISE:
         raise UsageError(f"--noise applies to --mechanism dft and fast; --mechanism {mechanism.value} "
                          "is the noise itself")
@@ -193,7 +196,7 @@ def release(
     )
     caps = event_caps(declared, value_bound) if spec.resolved_layout == "events" else None
     engine_options = _engine_options(spec, engine, memory_limit, work_dir, spark_master, spark_conf)
-    run = _mechanism(mechanism, epsilon, delta, calibration, noise, dft_k, fast, koga)  # budget checked before the data
+    run = _mechanism(mechanism, epsilon, delta, calibration, noise, dft_k, fast, koga, sampling)  # budget checked before the data
     randomness = make_random_source(seed)
     if evaluate:
         return _evaluate(input, spec, caps, declared, engine_options, run, randomness, evaluate,
@@ -210,7 +213,8 @@ def release(
         post_notes = [f"post-processing: {s}" for s in post.describe(clip_min, clip_max, round_values)]
         if chunks is None:
             loaded, panel, notes, prefetched = _read(input, spec, declared, caps, engine_options, stage,
-                                                     randomness.generator if mechanism is Mechanism.gaussian else None)
+                                                     randomness.generator if mechanism is Mechanism.gaussian
+                                                     and sampler == "float" else None)
             table, diagnostics = loaded.table, loaded.diagnostics
 
             stage("adding noise")
@@ -227,7 +231,8 @@ def release(
         stage("writing output")
 
         def warnings_now() -> list[str]:  # known once the (possibly streamed) release has run
-            return list(results[-1].warnings) + ([SEEDED_WARNING] if randomness.seeded else [])
+            return (list(results[-1].warnings) + sampling["warnings"]
+                    + ([SEEDED_WARNING] if randomness.seeded else []))
 
         common.publish(released, output, report, lambda described: Report(
             command="release",
@@ -328,8 +333,30 @@ def _gains(text: str | None) -> tuple[float, float, float] | None:
     return values
 
 
+def _sampling(mechanism: Mechanism, sampler: str, granularity: float | None) -> dict:
+    """Check --sampler/--granularity up front; the cellwise mechanisms take them, the others (whose
+    hardened noise is not built yet) draw floating-point noise and say so in a warning."""
+    from tsdp.accounting.discrete import check_granularity, check_sampler
+    from tsdp.mechanisms.noise import FLOAT_WARNING
+
+    check_sampler(sampler)
+    if granularity is not None:
+        if sampler != "hardened":
+            raise UsageError("--granularity applies to --sampler hardened only")
+        check_granularity(granularity)
+    if mechanism in CELLWISE:
+        return {"sampler": sampler, "granularity": granularity, "warnings": []}
+    if granularity is not None:
+        raise UsageError(f"--granularity applies to --mechanism gaussian and laplace; --mechanism "
+                         f"{mechanism.value} has no hardened sampler yet")
+    warning = FLOAT_WARNING if sampler == "float" else (
+        f"--mechanism {mechanism.value} has no hardened sampler yet: its noise is drawn by floating-point "
+        "samplers (see issue 17); --mechanism gaussian and laplace use exact discrete noise")
+    return {"sampler": "float", "granularity": None, "warnings": [warning]}
+
+
 def _mechanism(mechanism: Mechanism, epsilon: float, delta: float | None, calibration: Calibration,
-               noise: Noise, dft_k: int, fast: dict, koga: dict):
+               noise: Noise, dft_k: int, fast: dict, koga: dict, sampling: dict | None = None):
     """Validate the budget up front and return ``run(table, panel, rng, prefetched)``, which gives
     the release and a function rebuilding the output frame from the released values."""
     check_epsilon(epsilon)
@@ -341,10 +368,12 @@ def _mechanism(mechanism: Mechanism, epsilon: float, delta: float | None, calibr
         ``stream``: the noise of a panel released in chunks of series (cellwise mechanisms)."""
         if mechanism in CELLWISE:
             values = table.value_chunks()
+            how = {"sampler": "hardened", "granularity": None, **(sampling or {})}
             if mechanism is Mechanism.gaussian:
-                result = release_gaussian(values, panel, epsilon, delta, rng, calibration.value, prefetched, stream)
+                result = release_gaussian(values, panel, epsilon, delta, rng, calibration.value, prefetched, stream,
+                                          how["sampler"], how["granularity"])
             else:
-                result = release_laplace(values, panel, epsilon, rng, stream)
+                result = release_laplace(values, panel, epsilon, rng, stream, how["sampler"], how["granularity"])
             return result, lambda: table.flat_to_matrix(result.values), table.with_values_flat
         matrix = table.values_matrix()
         if mechanism in (Mechanism.subsample, Mechanism.filter_subsample):
