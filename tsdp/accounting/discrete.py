@@ -69,7 +69,9 @@ def choose_granularity(scale0: float, sensitivity: float, cells: int, norm: str)
     spread = math.sqrt(cells) if norm == "l2" else float(cells)
     target = min(scale0 * 2.0 ** -DEFAULT_RESOLUTION, sensitivity * 2.0 ** -DEFAULT_RESOLUTION / spread)
     floor = scale0 * 2.0 ** -MAX_RESOLUTION
-    return 2.0 ** math.floor(math.log2(max(target, floor)))
+    if target >= floor:
+        return 2.0 ** math.floor(math.log2(target))
+    return 2.0 ** math.ceil(math.log2(floor))  # the lattice scale stays at most 2^24
 
 
 def check_lattice_scale(scale: float, g: float, what: str) -> None:
