@@ -210,3 +210,50 @@ def test_sigterm_after_the_run_does_not_kill_a_finished_process(tmp_path):
     wait_for(done)
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=60) == 0
+
+
+SIGTERM_AT = textwrap.dedent("""
+    import os, signal, sys
+
+    import tsdp.cli.common as common
+    import tsdp.io.publish as publish
+
+    where = sys.argv.pop(1)
+    if where == "moving":  # between the ledger's confirmation and the first file's move
+        move = publish._move
+        def _move(*args, **kwargs):
+            os.kill(os.getpid(), signal.SIGTERM)
+            return move(*args, **kwargs)
+        publish._move = _move
+    else:  # the pair is published; the summary is yet to be printed
+        real = common.publish
+        def published(*args, **kwargs):
+            described = real(*args, **kwargs)
+            os.kill(os.getpid(), signal.SIGTERM)
+            return described
+        common.publish = published
+        for name in ("tsdp.cli.release",):
+            module = __import__(name, fromlist=["publish"])
+            if hasattr(module, "publish"):
+                module.publish = published
+
+    from tsdp.cli.app import run
+    run()
+""")
+
+
+@pytest.mark.parametrize("where", ["moving", "published"])
+def test_sigterm_after_the_commit_point_lets_the_run_complete(tmp_path, ledger_db, where):
+    """A SIGTERM that lands once the ledger has confirmed the spend (while the files are moved into
+    place, or after they are) does not stop the run: exit 0, the pair published, charged once, and a
+    warning that says so, never "terminated ... nothing was published" about a published pair."""
+    driver = tmp_path / "sigterm_at.py"
+    driver.write_text(SIGTERM_AT)
+    proc = subprocess.run([sys.executable, str(driver), where,
+                           *release_args("out.csv", "--ledger", "budget.db", "--dataset", "traffic")],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "SIGTERM arrived after the output and report were published" in proc.stderr
+    assert (tmp_path / "out.csv").exists() and (tmp_path / "out.report.json").exists()
+    assert [e.state for e in entries(ledger_db)] == ["spent"]
+    assert hidden(tmp_path) == []

@@ -18,6 +18,7 @@ import typer
 from tsdp import __version__
 from tsdp.cli.lazy import lazy_group
 from tsdp.cli.messages import one_line
+from tsdp.cli.termination import Terminated, committed, deferred_sigterm, terminate_on_sigterm
 from tsdp.errors import MEMORY_HINT, NumericalError, ResourceError, TsdpError
 
 # Subcommands are imported only when invoked (tsdp/cli/lazy.py): --help and option parsing load
@@ -56,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in args
     args = [a for a in args if a != "--debug"]
-    with _terminate_on_sigterm(), _numeric_warnings(debug):
+    with terminate_on_sigterm(), _numeric_warnings(debug):
         try:
             result = app(args=args, prog_name="tsdp", standalone_mode=False)
             code = result if isinstance(result, int) else 0
@@ -79,7 +80,11 @@ def main(argv: list[str] | None = None) -> int:
                 _error(_usage_message(exc))
             code = exc.exit_code
         except KeyboardInterrupt:
-            _error("interrupted; nothing was published and the ledger reservation, if any, was cancelled")
+            if committed():  # Ctrl-C while the files were being moved into place or after it
+                _error("interrupted after the commit point; check whether the output and report were published "
+                       "(they appear together or not at all) and 'tsdp ledger status' for the charge")
+            else:
+                _error("interrupted; nothing was published and the ledger reservation, if any, was cancelled")
             code = 130
         except Terminated:
             _error("terminated by SIGTERM; nothing was published and the ledger reservation, if any, was "
@@ -101,6 +106,9 @@ def main(argv: list[str] | None = None) -> int:
                 raise
             _error(f"unexpected {type(exc).__name__}: {exc} (rerun with --debug for a traceback)")
             code = 1
+        if deferred_sigterm() and committed():
+            print("warning: SIGTERM arrived after the output and report were published; the run completed",
+                  file=sys.stderr)
     with contextlib.suppress(OSError, ValueError):  # stdout closed by the reader: nothing to flush to
         sys.stdout.flush()
     return code
@@ -109,33 +117,6 @@ def main(argv: list[str] | None = None) -> int:
 def _error(message: str) -> None:
     """Print the one ``error:`` line (see :func:`tsdp.cli.messages.one_line`)."""
     print(f"error: {one_line(message)}", file=sys.stderr)
-
-
-class Terminated(BaseException):
-    """SIGTERM arrived (cron, systemd, ``timeout``): unwinds like KeyboardInterrupt, so every
-    ``with`` block cleans up (temporary files removed, ledger reservation cancelled); exit 143."""
-
-
-@contextlib.contextmanager
-def _terminate_on_sigterm():
-    """Raise :class:`Terminated` on the first SIGTERM, ignore further ones while cleaning up.
-
-    Installed only in the main thread of the main interpreter (where Python runs signal handlers);
-    the previous handler is restored afterwards, so embedding ``main()`` leaves no trace.
-    """
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def handler(signum, frame):
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second SIGTERM must not interrupt the clean-up
-        raise Terminated()
-
-    previous = signal.signal(signal.SIGTERM, handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 @contextlib.contextmanager

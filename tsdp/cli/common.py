@@ -261,6 +261,7 @@ def publish(frame, output: str, report_path: str, make_report: Callable[[dict], 
     only (mode 0600). Without ``force`` no file is replaced, not even one that another process
     wrote after :func:`resolve_outputs` checked the paths (exit 2, nothing published or charged).
     """
+    from tsdp.cli.termination import abandon_commit, begin_commit
     from tsdp.io.magnitudes import require_finite_output
 
     frame = require_finite_output(frame) or frame  # a stream of frames is checked as it is written
@@ -273,10 +274,16 @@ def publish(frame, output: str, report_path: str, make_report: Callable[[dict], 
             outputs.stage_bytes(data, path, option=option[0] if option else None)
         for data, path, *option in private_files:
             outputs.stage_bytes(data, path, private=True, option=option[0] if option else None)
-        hook = None if before_commit is None else (lambda: before_commit(described))
+
+        def hook():
+            begin_commit()  # from here a SIGTERM no longer stops the run (tsdp/cli/termination.py)
+            if before_commit is not None:
+                before_commit(described)
+
         try:
             outputs.commit(before_publish=hook)
         except BaseException:
+            abandon_commit()
             revert = getattr(before_commit, "revert", None)
             if revert is not None:
                 with contextlib.suppress(Exception):  # keep the original error; a spend left recorded is the safe side
