@@ -21,9 +21,25 @@ Kamath and Steinke 2020, Section 2 / Ghosh, Roughgarden and Sundararajan 2012). 
 for integer-valued queries of L2 sensitivity ``Delta`` and independent discrete Gaussian noise of
 parameter ``sigma`` on each of ``d`` coordinates, the (epsilon, delta) profile is at most that of
 the continuous Gaussian mechanism with the same ``Delta / sigma`` at ``epsilon - tau d``, with
-``tau = 10 sum_{k >= 1} exp(-2 pi^2 sigma^2 k^2 / (k + 1))`` (Canonne, Kamath and Steinke 2020, Theorem 15,
-the multivariate discrete Gaussian). tsdp requires ``sigma / g >= 8`` in lattice units, where
-``tau < 1e-270``; :func:`tau_bound` gives it and the report states it.
+``tau`` exponentially small in ``sigma^2`` (Canonne, Kamath and Steinke 2020, the multivariate
+discrete Gaussian's approximate-DP theorem, Theorem 15 in the arXiv version 2004.00010). tsdp
+requires ``sigma / g >= 8`` in lattice units (and by default ``sigma / g >= 2^20``).
+
+What was and was not checked. The paper is not in the project's library, so the statement above
+is from memory. Its ``tau`` has been quoted as ``10 sum_{k >= 1} exp(-2 pi^2 sigma^2 k / (k + 1))``;
+that cannot be the statement as written (the terms tend to ``exp(-2 pi^2 sigma^2) > 0``, so the
+series diverges); :func:`tau_bound` uses the convergent reading with ``k^2 / (k + 1)`` in the exponent,
+bounded by the geometric series of ``exp(-pi^2 sigma^2 k)``: below 1e-270 at ``sigma = 8``. Any
+reading whose terms are at most ``exp(-pi^2 sigma^2)`` each, over as many terms as there are
+coordinates, stays below 1e-250 for the panels tsdp handles, so the epsilon shift is immaterial;
+the theorem's structure (continuous profile, same ``Delta / sigma``) is what the accounting uses,
+and the tests check it from below: for neighbours whose lattice difference is a given integer
+vector, the exact epsilon (dp-accounting's 1-D discrete Gaussian PLDs, composed over the
+coordinates) never exceeds the reported one (tests/accounting/test_discrete_events.py). An
+unconditional, looser bound holds too and is proved here in full: for an integer shift ``mu``,
+``D_alpha(N_Z(0, s^2) || N_Z(mu, s^2)) <= alpha mu^2 / (2 s^2)`` (the normalisers agree, and
+``sum_y exp(-(y - c)^2 / (2 s^2))`` is largest at ``c = 0`` by Poisson summation, all its Fourier
+coefficients being positive), so ``d`` independent coordinates give ``(Delta^2 / (2 sigma^2))``-zCDP.
 
 Granularity (public parameters only). By default ``g`` is the largest power of two with
 ``g <= sigma_0 2^-20`` and ``g sqrt(m) <= Delta 2^-20`` (Gaussian; ``g m <= Delta 2^-20`` for
@@ -43,9 +59,10 @@ SAMPLERS = ("hardened", "float")
 MIN_LATTICE_SCALE = 8.0
 DEFAULT_RESOLUTION = 20
 MAX_RESOLUTION = 24
-GAUSSIAN_THEOREM = ("discrete Gaussian on the granularity lattice: Canonne, Kamath and Steinke 2020, Theorem 15 "
-                    "(its profile is the continuous Gaussian's with the same Delta/sigma, up to an epsilon shift "
-                    "tau d); rounding to the lattice included in the sensitivity")
+GAUSSIAN_THEOREM = ("discrete Gaussian on the granularity lattice: Canonne, Kamath and Steinke 2020, multivariate "
+                    "discrete Gaussian (arXiv 2004.00010, Theorem 15: its profile is the continuous Gaussian's with "
+                    "the same Delta/sigma, up to an epsilon shift tau d); rounding to the lattice included in the "
+                    "sensitivity")
 LAPLACE_THEOREM = ("discrete Laplace on the granularity lattice: pure epsilon = L1 lattice sensitivity / scale "
                    "(Canonne, Kamath and Steinke 2020, Section 2; Ghosh, Roughgarden and Sundararajan 2012); "
                    "rounding to the lattice included in the sensitivity")
@@ -96,7 +113,8 @@ def rounded_step(c: float, g: float) -> float:
 
 
 def tau_bound(sigma_lattice: float) -> float:
-    """CKS Theorem 15's ``tau`` for lattice parameter ``sigma_lattice`` (an upper bound, in float)."""
+    """An upper bound on the multivariate theorem's ``tau`` at lattice parameter ``sigma_lattice``
+    (the convergent reading, see the module docstring), in float."""
     # k^2 / (k + 1) >= k / 2, so the sum is at most the geometric series of exp(-pi^2 s2 k).
     r = math.exp(-math.pi ** 2 * sigma_lattice * sigma_lattice)
     return 10 * r / (1 - r)
