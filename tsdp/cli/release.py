@@ -56,6 +56,7 @@ class Noise(str, Enum):
 # Mechanisms that treat cells independently work on the flat values in file order (no sorting);
 # the others need each series in time order.
 CELLWISE = {Mechanism.gaussian, Mechanism.laplace}
+HARDENED = (Mechanism.gaussian, Mechanism.laplace, Mechanism.dft, Mechanism.fast)  # the others draw float noise
 
 
 class Layout(str, Enum):
@@ -334,8 +335,9 @@ def _gains(text: str | None) -> tuple[float, float, float] | None:
 
 
 def _sampling(mechanism: Mechanism, sampler: str, granularity: float | None) -> dict:
-    """Check --sampler/--granularity up front; the cellwise mechanisms take them, the others (whose
-    hardened noise is not built yet) draw floating-point noise and say so in a warning."""
+    """Check --sampler/--granularity up front. The cellwise mechanisms, dft and fast take them (and
+    warn themselves about float noise); subsample and filter-subsample, whose subsampling accounting
+    is for continuous Gaussian noise, draw floating-point noise and say so in a warning."""
     from tsdp.accounting.discrete import check_granularity, check_sampler
     from tsdp.mechanisms.noise import FLOAT_WARNING
 
@@ -344,14 +346,15 @@ def _sampling(mechanism: Mechanism, sampler: str, granularity: float | None) -> 
         if sampler != "hardened":
             raise UsageError("--granularity applies to --sampler hardened only")
         check_granularity(granularity)
-    if mechanism in CELLWISE:
+    if mechanism in HARDENED:
         return {"sampler": sampler, "granularity": granularity, "warnings": []}
     if granularity is not None:
-        raise UsageError(f"--granularity applies to --mechanism gaussian and laplace; --mechanism "
-                         f"{mechanism.value} has no hardened sampler yet")
+        raise UsageError(f"--granularity applies to --mechanism {', '.join(m.value for m in HARDENED)}; "
+                         f"--mechanism {mechanism.value} has no hardened sampler yet")
     warning = FLOAT_WARNING if sampler == "float" else (
         f"--mechanism {mechanism.value} has no hardened sampler yet: its noise is drawn by floating-point "
-        "samplers (see issue 17); --mechanism gaussian and laplace use exact discrete noise")
+        "samplers (its subsampling accounting is for continuous Gaussian noise; see issue 17), so this output "
+        "is exposed to floating-point attacks")
     return {"sampler": "float", "granularity": None, "warnings": [warning]}
 
 
@@ -366,9 +369,9 @@ def _mechanism(mechanism: Mechanism, epsilon: float, delta: float | None, calibr
     def run(table, panel, rng, prefetched, stream=None):
         """(release, its values as an (n_series, n_steps) matrix, the output frame builder);
         ``stream``: the noise of a panel released in chunks of series (cellwise mechanisms)."""
+        how = {"sampler": "hardened", "granularity": None, **(sampling or {})}
         if mechanism in CELLWISE:
             values = table.value_chunks()
-            how = {"sampler": "hardened", "granularity": None, **(sampling or {})}
             if mechanism is Mechanism.gaussian:
                 result = release_gaussian(values, panel, epsilon, delta, rng, calibration.value, prefetched, stream,
                                           how["sampler"], how["granularity"])
@@ -402,11 +405,13 @@ def _mechanism(mechanism: Mechanism, epsilon: float, delta: float | None, calibr
             options = {k: v for k, v in fast.items() if k not in ("interval",) and v is not None}
             fixed = fast["interval"]
             result = release_fast(matrix, panel, epsilon, rng, delta=delta, noise=noise.value,
-                                  interval=fixed, adaptive=fixed is None, **options)
+                                  interval=fixed, adaptive=fixed is None, sampler=how["sampler"],
+                                  granularity=how["granularity"], **options)
         else:
             from tsdp.mechanisms.dft import release_dft
 
-            result = release_dft(matrix, panel, epsilon, delta, rng, dft_k, noise.value)
+            result = release_dft(matrix, panel, epsilon, delta, rng, dft_k, noise.value, how["sampler"],
+                                 how["granularity"])
         return result, lambda: result.values, table.with_values_matrix
 
     return run

@@ -216,19 +216,10 @@ def release_laplace(
 
 
 def _lattice(sampler: str, granularity: float | None, scale_for, sensitivity: float, cells: int, norm: str):
-    """(granularity or None, the sensitivity the noise must cover, hardened?) for a release.
-
-    The default granularity is chosen from the public scale calibrated without rounding
-    (``scale_for(sensitivity)``); the rounded sensitivity is exact for L2 (Delta + g sqrt(cells)).
-    """
-    disc.check_sampler(sampler)
-    if sampler == "float":
-        if granularity is not None:
-            raise UsageError("--granularity applies to --sampler hardened only")
-        return None, sensitivity, False
-    g = disc.check_granularity(granularity) if granularity is not None else \
-        disc.choose_granularity(scale_for(sensitivity), sensitivity, cells, norm)
-    return g, (disc.rounded_l2(sensitivity, cells, g) if norm == "l2" else sensitivity), True
+    """(granularity or None, the sensitivity the noise must cover, hardened?) for a release
+    (:func:`tsdp.accounting.discrete.lattice`; the Laplace release uses its own per-cell bound)."""
+    g, covered = disc.lattice(sampler, granularity, scale_for, sensitivity, cells, norm)
+    return g, covered, g is not None
 
 
 def _size(values) -> int:
