@@ -101,3 +101,11 @@ def test_bad_k(k):
     with pytest.raises(UsageError, match="--dft-k"):
         release_dft(np.zeros((1, 64)), Panel(1, 64, ContributionBounds("event", 1.0)), 1.0, 1e-5,
                     np.random.default_rng(0), k=k)
+
+
+@pytest.mark.parametrize("noise,delta", [("gaussian", 1e-5), ("laplace", None)])
+def test_hardened_dft_seeded_determinism(noise, delta):
+    panel = Panel(3, 64, ContributionBounds("event", 1.0))
+    x = np.random.default_rng(0).poisson(30, (3, 64)).astype(float)
+    a, b, c = (release_dft(x, panel, 1.0, delta, np.random.default_rng(s), k=8, noise=noise).values for s in (4, 4, 5))
+    assert np.array_equal(a, b) and not np.array_equal(a, c)
