@@ -418,3 +418,15 @@ def test_float_sampler_releases_fail_the_sampler_check(tsdp_cli, tmp_path, optio
     checks = {c["name"]: c["passed"] for c in result["reports"][0]["checks"]}
     assert run.code == 3 and checks["sampler"] is False
     assert all(ok for name, ok in checks.items() if name != "sampler"), checks
+
+
+def test_compose_rebuilds_hardened_events_of_cellwise_and_fast_releases(tsdp_cli, genuine):
+    """The discrete-gaussian events of a hardened baseline and a hardened FAST release compose
+    tightly (as PLDs): below the sum of the two epsilons at the sum of the deltas."""
+    reports = [genuine["gaussian"][0], genuine["fast-gaussian"][0]]
+    claims = [json.loads(r.read_text())["claim"] for r in reports]
+    assert [c["events"][0]["kind"] for c in claims] == ["discrete-gaussian", "discrete-gaussian"]
+    run = tsdp_cli("account", "compose", *reports, "--json")
+    assert run.code == 0, run.err
+    out = json.loads(run.out)
+    assert out["epsilon"] < sum(c["epsilon"] for c in claims)
