@@ -1,6 +1,7 @@
 """`tsdp release` with the time-series mechanisms, and the --evaluate diagnostic."""
 
 import json
+import math
 
 import numpy as np
 import polars as pl
@@ -77,8 +78,26 @@ def test_fast_release_laplace_by_default(tmp_path, repo_root):
     claim = report["claim"]
     assert claim["definition"] == "pure-dp" and "Fan and Xiong" in claim["theorem"]
     event = claim["events"][0]
-    assert event["kind"] == "laplace" and event["noise"] == event["count"] * 1.0 / 1.0  # scale M / epsilon
+    # hardened by default: each sample rounded to multiples of g moves by at most (floor(M/g) + 1) g
+    g = claim["parameters"]["granularity"]
+    step = (math.floor(1.0 / g) + 1) * g
+    assert claim["parameters"]["sampler"] == "hardened" and event["granularity"] == g
+    assert event["kind"] == "discrete-laplace" and event["sensitivity"] == step
+    assert event["noise"] == event["count"] * step / 1.0  # scale = count x step / epsilon
     assert pl.read_parquet(out).height == 40_000
+
+
+def test_fast_release_float_sampler_warns_and_keeps_the_closed_form(capsys, tmp_path, repo_root):
+    out = tmp_path / "fast.parquet"
+    assert main(["release", str(repo_root / "sample_data/traffic_hourly.parquet"), "--value-col", "count",
+                 "--series-col", "sensor", "--mechanism", "fast", "--epsilon", "1", "--unit", "user",
+                 "--max-steps", "2000", "--series-per-user", "1", "-o", str(out), "--seed", "2",
+                 "--sampler", "float"]) == 0
+    assert "--sampler float" in capsys.readouterr().err
+    report = json.loads((tmp_path / "fast.report.json").read_text())
+    event = report["claim"]["events"][0]
+    assert event["kind"] == "laplace" and event["noise"] == event["count"] * 1.0 / 1.0  # scale M / epsilon
+    assert any("--sampler float" in w for w in report["warnings"])
 
 
 EVENTS = ["sample_data/events.csv", "--layout", "events", "--user-col", "user_id", "--time-col", "timestamp",
@@ -104,10 +123,13 @@ def test_fast_claims_exactly_the_declared_event_unit(tmp_path, repo_root, source
     assert unit["level"] == "event" and unit["max_steps"] is None and "user" not in unit["neighbouring"]
     assert unit["neighbouring"] == "add or remove one event"
     assert unit["enforced"] is (source == "events")
-    # one event changes one cell by 1, and at most one sample can fall on it: Laplace(1/epsilon)
-    assert claim["parameters"]["samples_per_unit"] == 1 and claim["parameters"]["scale"] == pytest.approx(1.0)
+    # one event changes one cell by 1, and at most one sample can fall on it: discrete Laplace of
+    # scale (floor(1/g) + 1) g / epsilon once the sample is rounded to the granularity g
+    g = claim["parameters"]["granularity"]
+    step = (math.floor(1.0 / g) + 1) * g
+    assert claim["parameters"]["samples_per_unit"] == 1 and claim["parameters"]["scale"] == step
     event = claim["events"][0]
-    assert (event["kind"], event["sensitivity"], event["count"]) == ("laplace", 1.0, 1)
+    assert (event["kind"], event["sensitivity"], event["count"]) == ("discrete-laplace", step, 1)
 
 
 def test_fast_user_level_on_events_enforces_and_covers_the_caps(tmp_path, repo_root):
@@ -191,3 +213,19 @@ def test_assume_none_sets_i_to_t(tmp_path, repo_root):
     assert main([*args, "--assume-none"]) == 0
     unit = json.loads((tmp_path / "none.report.json").read_text())["claim"]["unit"]
     assert unit["max_steps"] == 2000
+
+
+def test_granularity_option_reaches_dft_and_fast_and_is_refused_by_subsample(capsys, tmp_path, repo_root):
+    base = ["release", str(repo_root / WIDE), "--epsilon", "1", "--unit", "event", "--quiet"]
+    out = tmp_path / "d.csv"
+    assert main([*base, "--mechanism", "dft", "--delta", "1e-6", "--granularity", "0.0009765625", "-o", str(out)]) == 0
+    params = json.loads((tmp_path / "d.report.json").read_text())["claim"]["parameters"]
+    assert params["granularity"] == 2.0 ** -10 and params["sampler"] == "hardened"
+    assert main([*base, "--mechanism", "fast", "--granularity", "0.125", "-o", str(tmp_path / "f.csv")]) == 0
+    assert json.loads((tmp_path / "f.report.json").read_text())["claim"]["parameters"]["granularity"] == 0.125
+    code = main([*base, "--mechanism", "subsample", "--delta", "1e-6", "--granularity", "0.125",
+                 "-o", str(tmp_path / "s.csv")])
+    assert code == 2 and "--granularity" in capsys.readouterr().err and not (tmp_path / "s.csv").exists()
+    code = main([*base, "--mechanism", "fast", "--granularity", "0.3", "-o", str(tmp_path / "g.csv")])
+    err = capsys.readouterr().err
+    assert code == 2 and "--granularity" in err and "0.3" in err

@@ -39,9 +39,11 @@ def release(panel, tmp_path, *args):
     return (joined["count_out"] - joined["count"]).to_numpy(), report
 
 
-def test_gaussian_noise_matches_reported_sigma(panel, tmp_path):
+@pytest.mark.parametrize("sampler", ["hardened", "float"])
+def test_gaussian_noise_matches_reported_sigma(panel, tmp_path, sampler):
     noise, report = release(panel, tmp_path, "--epsilon", "0.8", "--delta", "1e-6", "--unit", "user",
-                            "--max-steps", "12", "--series-per-user", "3")
+                            "--max-steps", "12", "--series-per-user", "3", "--sampler", sampler)
+    assert report["claim"]["parameters"]["sampler"] == sampler
     sigma = report["claim"]["parameters"]["sigma"]
     assert report["claim"]["events"][0]["noise"] == sigma
     n = noise.size
@@ -52,11 +54,18 @@ def test_gaussian_noise_matches_reported_sigma(panel, tmp_path):
     assert stats.kstest(noise, "norm", args=(0, sigma)).pvalue > TAIL
 
 
-def test_laplace_noise_matches_reported_scale(panel, tmp_path):
+@pytest.mark.parametrize("sampler", ["hardened", "float"])
+def test_laplace_noise_matches_reported_scale(panel, tmp_path, sampler):
     noise, report = release(panel, tmp_path, "--mechanism", "laplace", "--epsilon", "0.5", "--unit", "user",
-                            "--max-steps", "2", "--max-per-step", "3", "--series-per-user", "1")
+                            "--max-steps", "2", "--max-per-step", "3", "--series-per-user", "1",
+                            "--sampler", sampler)
     scale = report["claim"]["parameters"]["scale"]
-    assert scale == 3 * 2 / 0.5  # L1 / epsilon exactly
+    if sampler == "float":
+        assert scale == 3 * 2 / 0.5  # L1 / epsilon exactly
+    else:  # L1 of the cells rounded to multiples of g, / epsilon exactly
+        g = report["claim"]["parameters"]["granularity"]
+        assert scale == 2 * (math.floor(3 / g) + 1) * g / 0.5
+        assert np.array_equal(np.round(noise / g) * g, noise)  # integer counts stay on the lattice
     n = noise.size
     z = stats.norm.isf(TAIL / 2)
     assert abs(np.abs(noise).mean() - scale) <= z * scale / math.sqrt(n)

@@ -219,6 +219,18 @@ TAMPERING = {  # id -> (report, edit, a check that must fail)
     "laplace DFT epsilon lowered": ("dft-laplace", _set("claim.epsilon", 0.5), "privacy_loss"),
     "FAST I lowered": ("fast-laplace", _set("claim.unit.max_steps", 10), "events"),
     "FAST M lowered": ("fast-gaussian", _set("claim.parameters.max_samples_M", 10), "events"),
+    "hardened DFT granularity doubled": ("dft-gaussian", _set("claim.parameters.granularity", lambda g: 2 * g),
+                                         "parameters"),
+    "hardened DFT rounding left out of the event": (
+        "dft-gaussian", _set("claim.events.0.sensitivity", lambda s: s - 1e-3 * s), "events"),
+    "hardened Laplace DFT rounding left out": (
+        "dft-laplace", _all(_set("claim.parameters.scale", lambda b: b * 0.9999),
+                            _set("claim.parameters.rounded_l1_sensitivity", lambda s: s * 0.9999)), "parameters"),
+    "hardened FAST rounding left out of the event": ("fast-laplace", _set("claim.events.0.sensitivity", 1.0),
+                                                     "events"),
+    "hardened FAST event granularity changed": (
+        "fast-gaussian", _set("claim.events.0.granularity", lambda g: g / 2), "events"),
+    "hardened FAST relabelled float": ("fast-gaussian", _set("claim.parameters.sampler", "float"), "sampler"),
     "subsample epsilon lowered": ("subsample", _set("claim.epsilon", 0.3), "privacy_loss"),
     "subsample mixture made lighter": ("subsample", _lighter_mixture, "events"),
     "paper subsample delta lowered": ("subsample-paper", _set("claim.delta", 1e-6), "privacy_loss"),
@@ -379,3 +391,42 @@ def test_compose_refuses_a_tampered_claim(tsdp_cli, refuse, copy, genuine):
     data["claim"]["events"][0]["noise"] *= 100  # would make the composed epsilon 100 times too small
     line = refuse(["account", "compose", write(data), genuine["gaussian"][0]], 3)
     assert "does not verify" in line and "events" in line
+
+
+@pytest.mark.parametrize("name", ["dft-gaussian", "dft-laplace", "fast-laplace", "fast-gaussian"])
+def test_hardened_dft_and_fast_reports_name_the_lattice_and_verify(tsdp_cli, genuine, name):
+    report, _ = genuine[name]
+    claim = json.loads(report.read_text())["claim"]
+    params = claim["parameters"]
+    assert params["sampler"] == "hardened" and params["granularity"] > 0
+    assert "Canonne" in claim["theorem"] or "discrete Laplace" in claim["theorem"]
+    run, out = verify_json(tsdp_cli, report)
+    assert run.code == 0 and out["passed"], run.out
+
+
+@pytest.mark.parametrize("options", [RELEASES["dft-gaussian"][2], RELEASES["fast-laplace"][2]])
+def test_float_sampler_releases_fail_the_sampler_check(tsdp_cli, tmp_path, options):
+    """--sampler float: the release runs (experiments) with the warning, and verify refuses it for
+    publication; the accounting itself (continuous events) still checks out."""
+    source = RELEASES["dft-gaussian"][0] if "dft" in options else RELEASES["fast-laplace"][0]
+    out = tmp_path / ("f." + source.rsplit(".", 1)[1])
+    assert main(["release", str(SAMPLE / source), *options, "--sampler", "float", "-o", str(out), "--quiet"]) == 0
+    report = tmp_path / "f.report.json"
+    data = json.loads(report.read_text())
+    assert data["claim"]["events"][0]["kind"] in ("gaussian", "laplace") or not data["claim"]["events"]
+    run, result = verify_json(tsdp_cli, report)
+    checks = {c["name"]: c["passed"] for c in result["reports"][0]["checks"]}
+    assert run.code == 3 and checks["sampler"] is False
+    assert all(ok for name, ok in checks.items() if name != "sampler"), checks
+
+
+def test_compose_rebuilds_hardened_events_of_cellwise_and_fast_releases(tsdp_cli, genuine):
+    """The discrete-gaussian events of a hardened baseline and a hardened FAST release compose
+    tightly (as PLDs): below the sum of the two epsilons at the sum of the deltas."""
+    reports = [genuine["gaussian"][0], genuine["fast-gaussian"][0]]
+    claims = [json.loads(r.read_text())["claim"] for r in reports]
+    assert [c["events"][0]["kind"] for c in claims] == ["discrete-gaussian", "discrete-gaussian"]
+    run = tsdp_cli("account", "compose", *reports, "--json")
+    assert run.code == 0, run.err
+    out = json.loads(run.out)
+    assert out["epsilon"] < sum(c["epsilon"] for c in claims)

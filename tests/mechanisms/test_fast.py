@@ -19,11 +19,20 @@ from tsdp.accounting.sensitivity import ContributionBounds
 from tsdp.errors import DataError, UsageError
 from tsdp.mechanisms import fast, kalman
 from tsdp.mechanisms.baseline import Panel, release_laplace
-from tsdp.mechanisms.fast import next_interval, release_fast, resolve_settings, run_fast, synthetic
+from tsdp.mechanisms.fast import next_interval, resolve_settings, run_fast, synthetic
+from tsdp.mechanisms.fast import release_fast as _release_fast
 from tsdp.mechanisms.metrics import mre
-from tsdp.mechanisms.noise import gaussian_noise, laplace_noise
+from tsdp.mechanisms.noise import FLOAT_WARNING, gaussian_noise, laplace_noise
 
 Z = stats.norm.isf(0.5e-6)  # two-sided 1e-6
+
+
+def release_fast(*args, **kwargs):
+    """FAST with the float sampler unless told otherwise: most tests here check the spec's closed
+    forms (lambda = Delta M / epsilon, ...) and exact seeded values, which the float noise keeps;
+    the hardened sampler's own rules are tested below (test_hardened_*)."""
+    kwargs.setdefault("sampler", "float")
+    return _release_fast(*args, **kwargs)
 
 
 def panel(n_series=1, n_steps=540, per_step=1.0, series_per_unit=None, neighbouring="add-remove", level="user"):
@@ -93,7 +102,7 @@ def test_presets():
     assert (s.theta, s.xi, s.error, s.q, s.r, s.p0, s.gains, s.ti, s.max_samples) == (
         5, 0.1, "relative", 1e5, 1e6, 100, (0.9, 0.1, 0.0), 5, 81)
     # a preset's epsilon (0.01) is used when none is given; explicit options override the preset
-    rel = release_fast(np.zeros(540), panel(), None, np.random.default_rng(0), preset="cikm2012", theta=3.0)
+    rel = _release_fast(np.zeros(540), panel(), None, np.random.default_rng(0), preset="cikm2012", theta=3.0)
     assert rel.claim.epsilon == 0.01 and rel.claim.parameters["theta"] == 3.0
     assert rel.claim.parameters["R"] == 1e6 and rel.claim.parameters["P0"] == 1e6
     provenance = rel.claim.parameters["provenance"]
@@ -323,7 +332,7 @@ def test_nonpositive_sensitivity_is_rejected():
 
 def test_warnings_gain_order_and_error_units():
     """Rule 10: a warning, not an error, when Cp > Ci > Cd fails; F-P2: xi in the wrong units."""
-    run = lambda **kw: release_fast(np.zeros(100), panel(1, 100), 1.0, np.random.default_rng(0), **kw).warnings
+    run = lambda **kw: _release_fast(np.zeros(100), panel(1, 100), 1.0, np.random.default_rng(0), **kw).warnings
     assert any("Cp > Ci > Cd" in w for w in run(gains=(0.2, 0.3, 0.5)))
     assert any("Cp > Ci > Cd" in w for w in run(gains=(1.0, 0.0, 0.0)))
     assert any("F-P2" in w for w in run(error="relative", xi=1000.0))
@@ -504,7 +513,7 @@ def test_all_randomness_comes_from_the_noise_module(monkeypatch, noise):
     """With the samplers of tsdp.mechanisms.noise replaced by zeros, the seed no longer matters."""
     calls = []
 
-    def zeros(rng, scale, size, *args):
+    def zeros(rng, scale, size, *args, **kwargs):
         calls.append((scale, size))
         return np.zeros(size)
 
@@ -708,3 +717,41 @@ def test_gaussian_noise_beats_laplace_at_the_same_epsilon(kind):
     gau = release_fast(x, p, 0.01, np.random.default_rng(2), noise="gaussian", delta=1e-6)
     assert gau.claim.parameters["sigma"] < math.sqrt(2) * lap.claim.parameters["scale"] / 2
     assert_beats(mre_rows(gau.values, x), mre_rows(lap.values, x))
+
+
+@pytest.mark.parametrize("level,hits,touched", [("event", 1, 1), ("user", 15, 2)])
+def test_hardened_laplace_covers_the_rounded_samples(level, hits, touched):
+    """Default sampler: each sampled value is rounded to multiples of g, so it moves by at most
+    (floor(Delta/g) + 1) g; lambda is that times c K / epsilon, and the event is discrete-laplace."""
+    rel = _release_fast(np.zeros((2, 100)), panel(2, 100, level=level), 1.0, np.random.default_rng(0))
+    p, ev = rel.claim.parameters, rel.claim.events[0]
+    gran = p["granularity"]
+    step = (math.floor(1.0 / gran) + 1) * gran
+    assert p["sampler"] == "hardened" and math.frexp(gran)[0] == 0.5 and step > 1.0
+    n = hits * touched
+    assert (p["samples_per_unit"], p["composition"]["series_per_unit"]) == (hits, touched)
+    assert p["scale"] == step * n / 1.0 and p["rounded_l1_sensitivity"] == step * n
+    assert (ev.kind, ev.sensitivity, ev.noise, ev.count, ev.granularity) == \
+        ("discrete-laplace", step, p["scale"], n, gran)
+    assert FLOAT_WARNING not in rel.warnings and "discrete Laplace" in rel.claim.theorem
+    float_rel = release_fast(np.zeros((2, 100)), panel(2, 100, level=level), 1.0, np.random.default_rng(0))
+    assert FLOAT_WARNING in float_rel.warnings and float_rel.claim.parameters["scale"] == n / 1.0
+
+
+def test_hardened_gaussian_calibration_and_lattice_observations():
+    """sigma covers (floor(Delta/g) + 1) g sqrt(c K); the noisy observations z are multiples of g."""
+    x = np.round(synthetic("regime", np.random.default_rng(0), 3) * 1000) / 7
+    rel = _release_fast(x, panel(3), 0.5, np.random.default_rng(0), delta=1e-6, noise="gaussian", trace=True)
+    p, ev = rel.claim.parameters, rel.claim.events[0]
+    gran, c = p["granularity"], p["samples_per_unit"]
+    covered = (math.floor(1.0 / gran) + 1) * gran * math.sqrt(c * 3)
+    assert p["rounded_l2_sensitivity"] == covered and p["sigma"] == g.analytic_sigma(0.5, 1e-6, covered)
+    assert (ev.kind, ev.sensitivity, ev.granularity) == ("discrete-gaussian", covered, gran)
+    z = rel.trace["z"][rel.sampled]
+    assert np.array_equal(np.round(z / gran) * gran, z)
+
+
+def test_hardened_seeded_determinism():
+    x = synthetic("regime", np.random.default_rng(0), 2)
+    a, b, c = (_release_fast(x, panel(2), 0.5, np.random.default_rng(s)) for s in (4, 4, 5))
+    assert np.array_equal(a.values, b.values) and not np.array_equal(a.values, c.values)

@@ -13,7 +13,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 DEFINITIONS = ("approx-dp", "pure-dp", "lip")
-EVENT_KINDS = ("gaussian", "laplace", "gaussian-mixture")
+EVENT_KINDS = ("gaussian", "laplace", "gaussian-mixture", "discrete-gaussian", "discrete-laplace")
+DISCRETE_KINDS = ("discrete-gaussian", "discrete-laplace")
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,11 @@ class MechanismEvent:
     ``(weight, sensitivity)`` pairs and the privacy profile is
     ``sum_k weight_k * deltaGauss(eps; sensitivity_k / noise)``; ``sensitivity`` is the largest one.
     Each of the ``count`` repetitions is independent.
+    ``discrete-gaussian`` / ``discrete-laplace``: the hardened sampler's noise, ``granularity`` times
+    a discrete Gaussian of parameter ``noise / granularity`` (resp. a discrete Laplace of scale
+    ``noise / granularity``) on the integers, added to values rounded to multiples of
+    ``granularity``. ``sensitivity`` already includes that rounding (see
+    :mod:`tsdp.accounting.discrete`), and for the Laplace it is a whole multiple of the granularity.
     """
 
     kind: str
@@ -56,10 +62,15 @@ class MechanismEvent:
     noise: float
     count: int = 1
     mixture: tuple[tuple[float, float], ...] | None = None
+    granularity: float | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in EVENT_KINDS:
             raise ValueError(f"unknown mechanism event kind {self.kind!r}")
+        if (self.kind in DISCRETE_KINDS) != (self.granularity is not None):
+            raise ValueError("a granularity is given exactly for discrete-gaussian and discrete-laplace events")
+        if self.granularity is not None and not (self.granularity > 0 and math.isfinite(self.granularity)):
+            raise ValueError(f"event granularity must be positive, got {self.granularity}")
         if not (self.sensitivity > 0 and self.noise > 0 and self.count >= 1):
             raise ValueError("mechanism event needs positive sensitivity, noise and count")
         if (self.kind == "gaussian-mixture") != (self.mixture is not None):
@@ -103,7 +114,7 @@ class PrivacyClaim:
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
-        out["events"] = [{k: v for k, v in asdict(e).items() if not (k == "mixture" and v is None)}
+        out["events"] = [{k: v for k, v in asdict(e).items() if not (k in ("mixture", "granularity") and v is None)}
                          for e in self.events]
         if self.definition == "pure-dp":
             out["delta"] = 0.0

@@ -1,7 +1,7 @@
 """Composition of privacy claims, and checks that a claim is backed by its mechanism events.
 
-Claims whose mechanism events tsdp can rebuild (``gaussian``, ``laplace``, ``gaussian-mixture``)
-compose tightly: each event becomes a dominating privacy-loss distribution and the PLDs are composed
+Claims whose mechanism events tsdp can rebuild (``gaussian``, ``laplace``, ``gaussian-mixture``,
+``discrete-gaussian``, ``discrete-laplace``) compose tightly: each event becomes a dominating privacy-loss distribution and the PLDs are composed
 (Schuchardt et al. 2025, Lemma D.13: dominating pairs of adaptively composed mechanisms compose as
 products). Other claims compose by basic composition (Dwork and Roth 2014, Theorem 3.16): the epsilons
 add and the deltas add. Both are upper bounds; the smaller epsilon at the same total delta is reported.
@@ -40,7 +40,11 @@ def event_pld(event: MechanismEvent, discretization: float = DEFAULT_DISCRETIZAT
     from tsdp.accounting.pld import pld_from_profile
     from tsdp.accounting.profiles import GaussianMixtureProfile, GaussianProfile, LaplaceProfile
 
-    if event.kind == "gaussian":
+    if event.kind == "discrete-laplace":
+        return _discrete_laplace_pld(event, discretization, tail_mass)
+    if event.kind in ("gaussian", "discrete-gaussian"):
+        # discrete-gaussian: CKS 2020 Theorem 15 bounds its profile by the continuous Gaussian's with the
+        # same (rounded) sensitivity / sigma, up to an epsilon shift tau d below 1e-260 (lattice sigma >= 8).
         base = pld_from_profile(GaussianProfile(event.sensitivity / event.noise), discretization)
     elif event.kind == "gaussian-mixture":
         weights, sens = zip(*event.mixture)
@@ -49,6 +53,19 @@ def event_pld(event: MechanismEvent, discretization: float = DEFAULT_DISCRETIZAT
     else:
         base = pld_from_profile(LaplaceProfile(event.sensitivity / event.noise), discretization)
     return base.self_compose(event.count, tail_mass)
+
+
+def _discrete_laplace_pld(event: MechanismEvent, discretization: float, tail_mass: float) -> DiscretePLD:
+    """The PLD of the discrete Laplace pair on the granularity lattice, ``count`` times."""
+    from tsdp.accounting.pld import pld_from_profile
+    from tsdp.accounting.profiles import DiscreteLaplaceProfile
+
+    steps = event.sensitivity / event.granularity
+    if abs(steps - round(steps)) > 1e-9 * steps:
+        raise NumericalError(f"discrete-laplace sensitivity {event.sensitivity:g} is not a multiple of its "
+                             f"granularity {event.granularity:g}")
+    profile = DiscreteLaplaceProfile(event.granularity / event.noise, int(round(steps)))
+    return pld_from_profile(profile, discretization).self_compose(event.count, tail_mass)
 
 
 @dataclass
@@ -157,7 +174,8 @@ def events_privacy(events: tuple[MechanismEvent, ...], definition: str, epsilon:
     if epsilon is None or not math.isfinite(epsilon) or epsilon < 0:
         return False, f"the claim has no finite epsilon >= 0 (got {epsilon})"
     kinds = {e.kind for e in events}
-    if kinds == {"laplace"}:
+    if kinds <= {"laplace", "discrete-laplace"}:
+        # discrete-laplace: the sensitivity is the rounded cell's lattice bound, so the same sum holds.
         needed = sum(e.count * e.sensitivity / e.noise for e in events)
         ok = epsilon >= needed * (1 - rel_tol)
         return ok, (f"Laplace events give pure epsilon {needed:.6g} (claimed {epsilon:g})"
@@ -167,7 +185,7 @@ def events_privacy(events: tuple[MechanismEvent, ...], definition: str, epsilon:
                        "approx-dp with a delta > 0")
     if delta is None or not 0 < delta < 1:
         return False, f"{'/'.join(sorted(kinds))} events need a delta in (0, 1), the claim has {delta}"
-    if kinds == {"gaussian"}:
+    if kinds <= {"gaussian", "discrete-gaussian"}:  # discrete: CKS 2020 Theorem 15 (see event_pld)
         mu = math.sqrt(sum(e.count * (e.sensitivity / e.noise) ** 2 for e in events))
         exact = float(gaussian_delta(epsilon, mu))
         ok = exact <= delta * (1 + rel_tol)

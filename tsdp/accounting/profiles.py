@@ -146,6 +146,34 @@ class LaplaceProfile(Profile):
 
 
 @dataclass(frozen=True)
+class DiscreteLaplaceProfile(Profile):
+    """Discrete Laplace on Z, P(y) ~ exp(-a |y|), vs the same shifted by the integer ``k``.
+
+    The privacy loss at y is ``a (|y - k| - |y|)``: ``K = a k`` for y <= 0, ``a (k - 2y)`` for
+    0 < y < k, ``-K`` beyond; delta(eps) = sum over losses above eps of P(y) (1 - exp(eps - loss)),
+    two geometric sums (y <= 0, and 1 <= y <= Y with Y the last y whose loss exceeds eps).
+    """
+
+    a: float
+    k: int
+
+    def delta_nonnegative(self, eps):
+        a, k = self.a, self.k
+        big = a * k
+        eps = np.asarray(eps, dtype=float)
+        y_max = np.maximum(np.ceil((k - eps / a) / 2) - 1, 0.0)
+        c = -np.expm1(-a) / (1 + np.exp(-a))
+        shift = np.exp(eps - big)
+        left = -np.expm1(eps - big) / (1 + np.exp(-a))
+        inner = c * (np.exp(-a) * -np.expm1(-a * y_max) / -np.expm1(-a)
+                     - shift * np.exp(a) * np.expm1(a * y_max) / np.expm1(a))
+        return np.where(eps < big, np.maximum(left + np.maximum(inner, 0.0), 0.0), 0.0)
+
+    def max_loss(self):
+        return self.a * self.k
+
+
+@dataclass(frozen=True)
 class _Mixture(Profile):
     """Components ``(weights, means)`` of Gaussians with common standard deviation ``sigma``;
     components of weight 0 are dropped."""

@@ -124,6 +124,11 @@ def verify_report(data: dict[str, Any], max_epsilon: float | None = None, max_de
     checks.append(Check("randomness", not seeded,
                         "the release used a fixed --seed and must not be published" if seeded
                         else f"noise from {data.get('randomness')}"))
+    floating = any("--sampler float" in str(w) for w in data.get("warnings") or ()) or \
+        ((claim.parameters or {}).get("sampler") == "float")
+    if floating:
+        checks.append(Check("sampler", False, "the noise was drawn by floating-point samplers (--sampler float) "
+                                              "and the output must not be published"))
     expected = (data.get("output") or {}).get("sha256")
     if output_sha256 is None:
         checks.append(Check("output_sha256", True, "not checked: " + (output_note or "no released file given")))
@@ -425,6 +430,8 @@ def _expect_events(r: _Report, out: _Outcome, expected: tuple[MechanismEvent, ..
         g.equal(f"{label} count", e.count, want.count)
         g.same(f"{label} sensitivity", e.sensitivity, want.sensitivity)
         g.same(f"{label} noise (the stated sigma or scale)", e.noise, want.noise)
+        if want.granularity is not None or e.granularity is not None:
+            g.same(f"{label} granularity", e.granularity, want.granularity)
         if want.mixture is not None:
             if e.mixture is None or len(e.mixture) != len(want.mixture):
                 g.fail(f"{label} mixture has {len(e.mixture or ())} components, the unit gives {len(want.mixture)}")
@@ -465,37 +472,81 @@ def _noise(r: _Report, key: str, out: _Outcome) -> float | None:
 
 
 def _gaussian(r: _Report, out: _Outcome) -> None:
-    out.definition = "approx-dp"
-    found = _release_unit(r, out)
-    sigma = _noise(r, "sigma", out)
-    if found is None or sigma is None:
-        return
-    bounds, S, T = found
-    l2, cells = bounds.l2(S, T), bounds.cells(S, T)
-    p = out.group("parameters")
-    p.same("parameters.l2_sensitivity", r.params.get("l2_sensitivity"), l2)
-    p.equal("parameters.cells_per_unit", r.params.get("cells_per_unit"), cells)
-    if not p.problems:
-        p.ok(f"sigma {sigma:.6g} on an L2 sensitivity of {l2:.6g} = M sqrt({cells} cells)")
-    _expect_events(r, out, (MechanismEvent("gaussian", l2, sigma, 1),), "one Gaussian mechanism on the panel")
-    _events_loss(r, out)
+    _cellwise(r, out, "gaussian")
 
 
 def _laplace(r: _Report, out: _Outcome) -> None:
-    out.definition = "pure-dp"
+    _cellwise(r, out, "laplace")
+
+
+def _lattice(r: _Report, p, value: float) -> tuple[str, float | None] | None:
+    """``(sampler, granularity or None)`` stated by the report, or None when malformed.
+
+    A report without ``parameters.sampler`` predates the hardened sampler: float. For the hardened
+    one the granularity must be a positive power of two and the noise ``value`` must span at least
+    :data:`tsdp.accounting.discrete.MIN_LATTICE_SCALE` steps of it.
+    """
+    from tsdp.accounting import discrete as disc
+
+    sampler = r.params.get("sampler", "float")
+    if not p.expect(sampler in disc.SAMPLERS, f"parameters.sampler is {sampler!r}, not hardened or float"):
+        return None
+    if sampler == "float":
+        return sampler, None
+    g = r.params.get("granularity")
+    if not p.expect(_is_real(g) and g > 0 and math.frexp(g)[0] == 0.5,
+                    f"parameters.granularity is {g!r}, not a positive power of two"):
+        return None
+    g = float(g)
+    p.expect(value / g >= disc.MIN_LATTICE_SCALE,
+             f"the noise spans {value / g:.3g} lattice steps, fewer than {disc.MIN_LATTICE_SCALE:g}")
+    return sampler, g
+
+
+def _cellwise(r: _Report, out: _Outcome, noise: str) -> None:
+    """The Gaussian or Laplace mechanism on every cell of the panel, float or hardened sampler.
+
+    Hardened (``parameters.sampler`` is ``hardened``): the cells are rounded to multiples of the
+    stated granularity (a power of two) and the sensitivity covers that rounding
+    (:mod:`tsdp.accounting.discrete`): L2 + g sqrt(cells), or cells x (floor(M/g) + 1) g for L1.
+    """
+    from tsdp.accounting import discrete as disc
+
+    gaussian = noise == "gaussian"
+    out.definition = "approx-dp" if gaussian else "pure-dp"
     found = _release_unit(r, out)
-    scale = _noise(r, "scale", out)
-    if found is None or scale is None:
+    value = _noise(r, "sigma" if gaussian else "scale", out)
+    if found is None or value is None:
         return
     bounds, S, T = found
-    cells, l1 = bounds.cells(S, T), bounds.l1(S, T)
+    cells = bounds.cells(S, T)
+    sens = bounds.l2(S, T) if gaussian else bounds.l1(S, T)
+    norm = "l2" if gaussian else "l1"
     p = out.group("parameters")
-    p.same("parameters.l1_sensitivity", r.params.get("l1_sensitivity"), l1)
+    p.same(f"parameters.{norm}_sensitivity", r.params.get(f"{norm}_sensitivity"), sens)
     p.equal("parameters.cells_per_unit", r.params.get("cells_per_unit"), cells)
+    lattice = _lattice(r, p, value)
+    if lattice is None:
+        return
+    sampler, g = lattice
+    if g is not None:
+        if gaussian:
+            step, sens = None, disc.rounded_l2(sens, cells, g)
+        else:
+            step = disc.rounded_step(bounds.max_per_step, g)
+            sens = cells * step
+        p.same(f"parameters.rounded_{norm}_sensitivity", r.params.get(f"rounded_{norm}_sensitivity"), sens)
     if not p.problems:
-        p.ok(f"scale {scale:.6g} on an L1 sensitivity of {l1:.6g} = M x {cells} cells")
-    _expect_events(r, out, (MechanismEvent("laplace", bounds.max_per_step, scale, cells),),
-                   "Laplace noise on every cell")
+        lattice = f" rounded to multiples of {g:g}" if sampler == "hardened" else ""
+        p.ok(f"{'sigma' if gaussian else 'scale'} {value:.6g} on an {norm.upper()} sensitivity of {sens:.6g} "
+             f"({cells} cells{lattice}; {sampler} sampler)")
+    if sampler == "hardened":
+        event = (MechanismEvent("discrete-gaussian", sens, value, 1, granularity=g) if gaussian else
+                 MechanismEvent("discrete-laplace", step, value, cells, granularity=g))
+    else:
+        event = (MechanismEvent("gaussian", sens, value, 1) if gaussian else
+                 MechanismEvent("laplace", bounds.max_per_step, value, cells))
+    _expect_events(r, out, (event,), "one Gaussian mechanism on the panel" if gaussian else "Laplace noise on every cell")
     _events_loss(r, out)
 
 
@@ -517,21 +568,33 @@ def _dft(r: _Report, out: _Outcome) -> None:
     p.equal("parameters.kept_real_coefficients", r.params.get("kept_real_coefficients"), n_real)
     p.same("parameters.series_l2_sensitivity", r.params.get("series_l2_sensitivity"), series_l2)
     p.equal("parameters.series_per_unit", r.params.get("series_per_unit"), touched)
+    coords = n_real * touched  # hardened: each rounded kept number adds at most g to the change
     if noise == "gaussian":
         sigma = _noise(r, "sigma", out)
-        if sigma is None:
+        lattice = None if sigma is None else _lattice(r, p, sigma)
+        if lattice is None:
             return
         l2 = series_l2 * math.sqrt(touched)
         p.same("parameters.l2_sensitivity", r.params.get("l2_sensitivity"), l2)
-        _expect_events(r, out, (MechanismEvent("gaussian", l2, sigma, 1),),
-                       "Gaussian noise on the first k coefficients (Parseval)")
+        gran = lattice[1]
+        if gran is None:
+            event = MechanismEvent("gaussian", l2, sigma, 1)
+        else:
+            covered = l2 + gran * math.sqrt(coords)
+            p.same("parameters.rounded_l2_sensitivity", r.params.get("rounded_l2_sensitivity"), covered)
+            event = MechanismEvent("discrete-gaussian", covered, sigma, 1, granularity=gran)
+        _expect_events(r, out, (event,), "Gaussian noise on the first k coefficients (Parseval)")
         _events_loss(r, out)
         return
     scale = _noise(r, "scale", out)
-    if scale is None:
+    lattice = None if scale is None else _lattice(r, p, scale)
+    if lattice is None:
         return
     l1 = math.sqrt(n_real) * series_l2 * touched
     p.same("parameters.l1_sensitivity", r.params.get("l1_sensitivity"), l1)
+    if lattice[1] is not None:
+        l1 += lattice[1] * coords
+        p.same("parameters.rounded_l1_sensitivity", r.params.get("rounded_l1_sensitivity"), l1)
     _expect_events(r, out, (), "the Laplace DFT claims pure epsilon from its parameters")
     g = out.group("privacy_loss")
     needed = l1 / scale
@@ -541,11 +604,14 @@ def _dft(r: _Report, out: _Outcome) -> None:
             g.expect(r.claim.epsilon <= needed * (1 + REL_TOL),  # scale = L1 / epsilon exactly
                      f"Laplace scale {scale:.6g} on L1 sensitivity {l1:.6g} gives epsilon {needed:.6g}, not the "
                      f"claimed {r.claim.epsilon:g}: the scale is not the one the claim used"):
-        g.ok(f"Laplace scale {scale:.6g} on L1 = sqrt({n_real}) x {series_l2:.6g} x {touched} gives epsilon "
-             f"{needed:.6g} (claimed {r.claim.epsilon:g})")
+        rounding = "" if lattice[1] is None else f" + {lattice[1]:g} x {coords} (rounding)"
+        g.ok(f"Laplace scale {scale:.6g} on L1 = sqrt({n_real}) x {series_l2:.6g} x {touched}{rounding} gives "
+             f"epsilon {needed:.6g} (claimed {r.claim.epsilon:g})")
 
 
 def _fast(r: _Report, out: _Outcome) -> None:
+    from tsdp.accounting.discrete import rounded_step
+
     found = _release_unit(r, out)
     noise = r.params.get("noise")
     out.definition = {"gaussian": "approx-dp", "laplace": "pure-dp"}.get(noise, "approx-dp")
@@ -574,23 +640,35 @@ def _fast(r: _Report, out: _Outcome) -> None:
     p.equal("parameters.composition.series_per_unit", _param(r, "composition", "series_per_unit"), touched)
     epsilon = r.claim.epsilon
     p.same("parameters.epsilon_per_series", r.params.get("epsilon_per_series"), epsilon / touched)
+    scale = _noise(r, "scale" if noise == "laplace" else "sigma", out)
+    lattice = None if scale is None else _lattice(r, p, scale)
+    if lattice is None:
+        return
+    gran = lattice[1]
+    # hardened: a rounded sample moves by at most (floor(Delta_q / g) + 1) g
+    step = dq if gran is None else rounded_step(dq, gran)
     if noise == "laplace":
-        scale = _noise(r, "scale", out)
-        if scale is None:
-            return
         p.same("parameters.epsilon_per_sample", r.params.get("epsilon_per_sample"), epsilon / (c * touched))
         variance = 2.0 * scale * scale
-        events = (MechanismEvent("laplace", dq, scale, c * touched),)
+        if gran is None:
+            events = (MechanismEvent("laplace", dq, scale, c * touched),)
+        else:
+            p.same("parameters.rounded_l1_sensitivity", r.params.get("rounded_l1_sensitivity"), step * c * touched)
+            events = (MechanismEvent("discrete-laplace", step, scale, c * touched, granularity=gran),)
         how = f"Laplace samples: c = min(M, steps the unit touches) = {c} per series, K = {touched}"
     else:
-        scale = _noise(r, "sigma", out)
-        if scale is None:
-            return
         l2 = dq * math.sqrt(c * touched)
         p.same("parameters.l2_sensitivity", r.params.get("l2_sensitivity"), l2)
         variance = scale * scale
-        events = (MechanismEvent("gaussian", l2, scale, 1),)
+        if gran is None:
+            events = (MechanismEvent("gaussian", l2, scale, 1),)
+        else:
+            covered = step * math.sqrt(c * touched)
+            p.same("parameters.rounded_l2_sensitivity", r.params.get("rounded_l2_sensitivity"), covered)
+            events = (MechanismEvent("discrete-gaussian", covered, scale, 1, granularity=gran),)
         how = f"Gaussian samples: Delta_q sqrt(c K), c = {c}, K = {touched}"
+    if gran is not None:
+        how += f"; {lattice[0]} sampler, values rounded to multiples of {gran:g}"
     if str(r.params.get("R_mode", "")).startswith("auto"):
         p.same("parameters.R (auto: the variance of the DP noise)", r.params.get("R"), variance)
     _expect_events(r, out, events, how)

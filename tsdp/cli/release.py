@@ -56,6 +56,7 @@ class Noise(str, Enum):
 # Mechanisms that treat cells independently work on the flat values in file order (no sorting);
 # the others need each series in time order.
 CELLWISE = {Mechanism.gaussian, Mechanism.laplace}
+HARDENED = (Mechanism.gaussian, Mechanism.laplace, Mechanism.dft, Mechanism.fast)  # the others draw float noise
 
 
 class Layout(str, Enum):
@@ -144,6 +145,8 @@ def release(
     output: Optional[str] = common.OutputOption,
     report: Optional[str] = common.ReportOption,
     seed: Optional[int] = common.SeedOption,
+    sampler: str = common.SamplerOption,
+    granularity: Optional[float] = common.GranularityOption,
     force: bool = common.ForceOption,
     json_summary: bool = typer.Option(False, "--json", help="Print a machine-readable summary on stdout."),
     quiet: bool = common.QuietOption,
@@ -152,6 +155,7 @@ def release(
     """Release a series or a panel of series with calibrated Gaussian or Laplace noise."""
     params = common.public_parameters(locals())
     post.check_clip(clip_min, clip_max)  # before the data is read
+    sampling = _sampling(mechanism, sampler, granularity)
     if noise is not None and mechanism in CELLWISE:
         raise UsageError(f"--noise applies to --mechanism dft and fast; --mechanism {mechanism.value} "
                          "is the noise itself")
@@ -193,7 +197,7 @@ def release(
     )
     caps = event_caps(declared, value_bound) if spec.resolved_layout == "events" else None
     engine_options = _engine_options(spec, engine, memory_limit, work_dir, spark_master, spark_conf)
-    run = _mechanism(mechanism, epsilon, delta, calibration, noise, dft_k, fast, koga)  # budget checked before the data
+    run = _mechanism(mechanism, epsilon, delta, calibration, noise, dft_k, fast, koga, sampling)  # budget checked before the data
     randomness = make_random_source(seed)
     if evaluate:
         return _evaluate(input, spec, caps, declared, engine_options, run, randomness, evaluate,
@@ -210,7 +214,8 @@ def release(
         post_notes = [f"post-processing: {s}" for s in post.describe(clip_min, clip_max, round_values)]
         if chunks is None:
             loaded, panel, notes, prefetched = _read(input, spec, declared, caps, engine_options, stage,
-                                                     randomness.generator if mechanism is Mechanism.gaussian else None)
+                                                     randomness.generator if mechanism is Mechanism.gaussian
+                                                     and sampler == "float" else None)
             table, diagnostics = loaded.table, loaded.diagnostics
 
             stage("adding noise")
@@ -227,7 +232,8 @@ def release(
         stage("writing output")
 
         def warnings_now() -> list[str]:  # known once the (possibly streamed) release has run
-            return list(results[-1].warnings) + ([SEEDED_WARNING] if randomness.seeded else [])
+            return (list(results[-1].warnings) + sampling["warnings"]
+                    + ([SEEDED_WARNING] if randomness.seeded else []))
 
         common.publish(released, output, report, lambda described: Report(
             command="release",
@@ -328,8 +334,32 @@ def _gains(text: str | None) -> tuple[float, float, float] | None:
     return values
 
 
+def _sampling(mechanism: Mechanism, sampler: str, granularity: float | None) -> dict:
+    """Check --sampler/--granularity up front. The cellwise mechanisms, dft and fast take them (and
+    warn themselves about float noise); subsample and filter-subsample, whose subsampling accounting
+    is for continuous Gaussian noise, draw floating-point noise and say so in a warning."""
+    from tsdp.accounting.discrete import check_granularity, check_sampler
+    from tsdp.mechanisms.noise import FLOAT_WARNING
+
+    check_sampler(sampler)
+    if granularity is not None:
+        if sampler != "hardened":
+            raise UsageError("--granularity applies to --sampler hardened only")
+        check_granularity(granularity)
+    if mechanism in HARDENED:
+        return {"sampler": sampler, "granularity": granularity, "warnings": []}
+    if granularity is not None:
+        raise UsageError(f"--granularity applies to --mechanism {', '.join(m.value for m in HARDENED)}; "
+                         f"--mechanism {mechanism.value} has no hardened sampler yet")
+    warning = FLOAT_WARNING if sampler == "float" else (
+        f"--mechanism {mechanism.value} has no hardened sampler yet: its noise is drawn by floating-point "
+        "samplers (its subsampling accounting is for continuous Gaussian noise; see issue 17), so this output "
+        "is exposed to floating-point attacks")
+    return {"sampler": "float", "granularity": None, "warnings": [warning]}
+
+
 def _mechanism(mechanism: Mechanism, epsilon: float, delta: float | None, calibration: Calibration,
-               noise: Noise, dft_k: int, fast: dict, koga: dict):
+               noise: Noise, dft_k: int, fast: dict, koga: dict, sampling: dict | None = None):
     """Validate the budget up front and return ``run(table, panel, rng, prefetched)``, which gives
     the release and a function rebuilding the output frame from the released values."""
     check_epsilon(epsilon)
@@ -339,12 +369,14 @@ def _mechanism(mechanism: Mechanism, epsilon: float, delta: float | None, calibr
     def run(table, panel, rng, prefetched, stream=None):
         """(release, its values as an (n_series, n_steps) matrix, the output frame builder);
         ``stream``: the noise of a panel released in chunks of series (cellwise mechanisms)."""
+        how = {"sampler": "hardened", "granularity": None, **(sampling or {})}
         if mechanism in CELLWISE:
             values = table.value_chunks()
             if mechanism is Mechanism.gaussian:
-                result = release_gaussian(values, panel, epsilon, delta, rng, calibration.value, prefetched, stream)
+                result = release_gaussian(values, panel, epsilon, delta, rng, calibration.value, prefetched, stream,
+                                          how["sampler"], how["granularity"])
             else:
-                result = release_laplace(values, panel, epsilon, rng, stream)
+                result = release_laplace(values, panel, epsilon, rng, stream, how["sampler"], how["granularity"])
             return result, lambda: table.flat_to_matrix(result.values), table.with_values_flat
         matrix = table.values_matrix()
         if mechanism in (Mechanism.subsample, Mechanism.filter_subsample):
@@ -373,11 +405,13 @@ def _mechanism(mechanism: Mechanism, epsilon: float, delta: float | None, calibr
             options = {k: v for k, v in fast.items() if k not in ("interval",) and v is not None}
             fixed = fast["interval"]
             result = release_fast(matrix, panel, epsilon, rng, delta=delta, noise=noise.value,
-                                  interval=fixed, adaptive=fixed is None, **options)
+                                  interval=fixed, adaptive=fixed is None, sampler=how["sampler"],
+                                  granularity=how["granularity"], **options)
         else:
             from tsdp.mechanisms.dft import release_dft
 
-            result = release_dft(matrix, panel, epsilon, delta, rng, dft_k, noise.value)
+            result = release_dft(matrix, panel, epsilon, delta, rng, dft_k, noise.value, how["sampler"],
+                                 how["granularity"])
         return result, lambda: result.values, table.with_values_matrix
 
     return run

@@ -15,12 +15,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from tsdp.accounting import discrete as disc
 from tsdp.accounting import gaussian as gauss
 from tsdp.accounting.budget import check_epsilon
 from tsdp.accounting.claim import MechanismEvent, PrivacyClaim
 from tsdp.accounting.sensitivity import ContributionBounds, privacy_unit
 from tsdp.errors import UsageError
-from tsdp.mechanisms.noise import NoiseStream, PrefetchedNormals, gaussian_noise, laplace_noise
+from tsdp.mechanisms.noise import FLOAT_WARNING, NoiseStream, PrefetchedNormals, gaussian_noise, laplace_noise, snap
 
 LAPLACE_THEOREM = "Dwork, McSherry, Nissim and Smith 2006; Dwork and Roth 2014, Theorem 3.6 (Laplace mechanism)"
 CALIBRATIONS = ("analytic", "classic")
@@ -104,20 +105,30 @@ def release_gaussian(
     calibration: str = "analytic",
     prefetched: PrefetchedNormals | None = None,
     stream: NoiseStream | None = None,
+    sampler: str = "hardened",
+    granularity: float | None = None,
 ) -> Release:
-    """Add N(0, sigma^2) to every cell, sigma calibrated to the panel's L2 sensitivity.
+    """Add Gaussian noise to every cell, sigma calibrated to the panel's L2 sensitivity.
 
-    ``values`` is an array, or a sequence of 1-D chunks of the flat panel (see :func:`_add`).
-    ``prefetched`` standard normals, drawn before the data was read, may supply the noise; a
-    ``stream`` supplies it when the panel is released in chunks of series (``values`` one chunk).
+    ``sampler="hardened"`` (default): the cells are rounded to multiples of the granularity ``g``
+    (``granularity``, else chosen from public parameters) and get ``g`` times discrete Gaussian
+    noise; sigma is calibrated to the L2 sensitivity including the rounding
+    (:mod:`tsdp.accounting.discrete`). ``sampler="float"``: N(0, sigma^2) from numpy (not for
+    publication). ``values`` is an array, or a sequence of 1-D chunks of the flat panel (see
+    :func:`_add`). ``prefetched`` standard normals, drawn before the data was read, may supply
+    the float noise; a ``stream`` supplies it when the panel is released in chunks of series
+    (``values`` one chunk).
     """
     l2 = panel.bounds.l2(panel.n_series, panel.n_steps)
-    sigma, theorem, warnings = gaussian_sigma(epsilon, delta, l2, calibration)
+    cells = panel.bounds.cells(panel.n_series, panel.n_steps)
+    g, noisy_l2, hardened = _lattice(sampler, granularity, lambda d: gaussian_sigma(epsilon, delta, d, calibration)[0],
+                                     l2, cells, "l2")
+    sigma, theorem, warnings = gaussian_sigma(epsilon, delta, noisy_l2, calibration)
     parameters = {
         "noise": "gaussian",
         "sigma": sigma,
         "l2_sensitivity": l2,
-        "cells_per_unit": panel.bounds.cells(panel.n_series, panel.n_steps),
+        "cells_per_unit": cells,
         "calibration": calibration,
         "classic_sigma": gauss.classic_sigma(epsilon, delta, l2),
         "n_series": panel.n_series,
@@ -127,7 +138,19 @@ def release_gaussian(
     if panel.n_series > 1:
         # What one series alone costs (the panel figure above is the one that holds).
         one_series_l2 = panel.bounds.l2(1, panel.n_steps)
-        parameters["per_series_epsilon"] = gauss.epsilon_for_delta(delta, one_series_l2 / sigma)
+        parameters["per_series_epsilon"] = gauss.epsilon_for_delta(
+            delta, (disc.rounded_l2(one_series_l2, panel.bounds.cells(1, panel.n_steps), g) if hardened
+                    else one_series_l2) / sigma)
+    if hardened:
+        disc.check_lattice_scale(sigma, g, "sigma")
+        tau_d = disc.tau_bound(sigma / g) * panel.n_series * panel.n_steps
+        parameters.update(sampler="hardened", granularity=g, rounded_l2_sensitivity=noisy_l2, tau_d=tau_d)
+        theorem = f"{theorem}; {disc.GAUSSIAN_THEOREM} (tau d = {tau_d:.3g})"
+        event = MechanismEvent("discrete-gaussian", noisy_l2, sigma, 1, granularity=g)
+    else:
+        parameters["sampler"] = "float"
+        event = MechanismEvent("gaussian", l2, sigma, 1)
+        warnings = [*warnings, FLOAT_WARNING]
     claim = PrivacyClaim(
         definition="approx-dp",
         unit=privacy_unit(panel.bounds, panel.n_series, panel.id_column, panel.enforced),
@@ -135,62 +158,87 @@ def release_gaussian(
         delta=float(delta),
         mechanism="gaussian",
         theorem=theorem,
-        events=(MechanismEvent("gaussian", l2, sigma, 1),),
+        events=(event,),
         parameters=parameters,
     )
-    return Release(_add(values, gaussian_noise(rng, sigma, _size(values), prefetched, stream)), claim, tuple(warnings))
+    noise = gaussian_noise(rng, sigma, _size(values), None if hardened else prefetched, stream, g)
+    return Release(_add(values, noise, g), claim, tuple(warnings))
 
 
 def release_laplace(
     values: np.ndarray | Sequence[np.ndarray], panel: Panel, epsilon: float, rng: np.random.Generator,
-    stream: NoiseStream | None = None,
+    stream: NoiseStream | None = None, sampler: str = "hardened", granularity: float | None = None,
 ) -> Release:
-    """Add Laplace(0, b) to every cell with ``b = L1 / epsilon`` (pure epsilon-DP).
+    """Add Laplace noise of scale ``b = L1 / epsilon`` to every cell (pure epsilon-DP).
 
+    ``sampler="hardened"`` (default): cells rounded to multiples of the granularity ``g`` get ``g``
+    times discrete Laplace noise, and L1 is that of the rounded cells, ``cells x (floor(M/g) + 1) g``
+    (:mod:`tsdp.accounting.discrete`); ``sampler="float"``: numpy's Laplace (not for publication).
     ``values`` is an array, or a sequence of 1-D chunks of the flat panel (see :func:`_add`);
     ``stream``: as for :func:`release_gaussian`.
     """
     check_epsilon(epsilon)
     cells = panel.bounds.cells(panel.n_series, panel.n_steps)
     l1 = panel.bounds.l1(panel.n_series, panel.n_steps)
-    scale = l1 / epsilon
+    g, _, hardened = _lattice(sampler, granularity, lambda d: d / epsilon, l1, cells, "l1")
+    step = disc.rounded_step(panel.bounds.max_per_step, g) if hardened else panel.bounds.max_per_step
+    noisy_l1 = cells * step if hardened else l1
+    scale = noisy_l1 / epsilon
+    parameters = {
+        "noise": "laplace",
+        "scale": scale,
+        "l1_sensitivity": l1,
+        "cells_per_unit": cells,
+        "n_series": panel.n_series,
+        "n_steps": panel.n_steps,
+        "composition": panel.composition,
+    }
+    warnings: list[str] = []
+    if hardened:
+        disc.check_lattice_scale(scale, g, "the Laplace scale")
+        parameters.update(sampler="hardened", granularity=g, rounded_l1_sensitivity=noisy_l1)
+        theorem, event = disc.LAPLACE_THEOREM, MechanismEvent("discrete-laplace", step, scale, cells, granularity=g)
+    else:
+        parameters["sampler"] = "float"
+        theorem, event = LAPLACE_THEOREM, MechanismEvent("laplace", panel.bounds.max_per_step, scale, cells)
+        warnings.append(FLOAT_WARNING)
     claim = PrivacyClaim(
         definition="pure-dp",
         unit=privacy_unit(panel.bounds, panel.n_series, panel.id_column, panel.enforced),
         epsilon=float(epsilon),
         delta=0.0,
         mechanism="laplace",
-        theorem=LAPLACE_THEOREM,
-        events=(MechanismEvent("laplace", panel.bounds.max_per_step, scale, cells),),
-        parameters={
-            "noise": "laplace",
-            "scale": scale,
-            "l1_sensitivity": l1,
-            "cells_per_unit": cells,
-            "n_series": panel.n_series,
-            "n_steps": panel.n_steps,
-            "composition": panel.composition,
-        },
+        theorem=theorem,
+        events=(event,),
+        parameters=parameters,
     )
-    return Release(_add(values, laplace_noise(rng, scale, _size(values), stream)), claim)
+    return Release(_add(values, laplace_noise(rng, scale, _size(values), stream, g), g), claim, tuple(warnings))
+
+
+def _lattice(sampler: str, granularity: float | None, scale_for, sensitivity: float, cells: int, norm: str):
+    """(granularity or None, the sensitivity the noise must cover, hardened?) for a release
+    (:func:`tsdp.accounting.discrete.lattice`; the Laplace release uses its own per-cell bound)."""
+    g, covered = disc.lattice(sampler, granularity, scale_for, sensitivity, cells, norm)
+    return g, covered, g is not None
 
 
 def _size(values) -> int:
     return values.size if isinstance(values, np.ndarray) else sum(len(c) for c in values)
 
 
-def _add(values, noise: np.ndarray) -> np.ndarray:
-    """``values + noise`` computed in the noise buffer (no extra copy of the data).
+def _add(values, noise: np.ndarray, granularity: float | None = None) -> np.ndarray:
+    """``values + noise`` computed in the noise buffer (no extra copy of the data), the values
+    rounded to multiples of ``granularity`` first when it is given (hardened sampler).
 
     ``values`` is an array (the result has its shape) or a sequence of 1-D arrays, the columnar
     chunks whose concatenation is the flat panel (the result is then 1-D).
     """
     if isinstance(values, np.ndarray):
         noise = noise.reshape(values.shape)
-        noise += values
+        noise += snap(values, granularity)
         return noise
     offset = 0
     for chunk in values:
-        noise[offset:offset + len(chunk)] += chunk
+        noise[offset:offset + len(chunk)] += chunk if granularity is None else snap(np.asarray(chunk, dtype=np.float64), granularity)
         offset += len(chunk)
     return noise

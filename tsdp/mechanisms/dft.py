@@ -15,6 +15,13 @@ sensitivity ``Delta_2``, and L1 sensitivity at most ``sqrt(n_r) * Delta_2`` (Cau
   ``Delta_2`` (Balle and Wang 2018, Theorem 8); everything after is post-processing.
 * Laplace: Lap(b) with ``b = sqrt(n_r) Delta_2 / epsilon`` (Rastogi and Nath 2010, FPA_k; pure DP).
 
+Sampler. By default (``sampler="hardened"``) the kept real numbers are rounded to multiples of a
+power-of-two granularity ``g`` and get ``g`` times discrete Gaussian (discrete Laplace) noise;
+the sensitivities are those of the rounded numbers, ``Delta_2 + g sqrt(n)`` and ``Delta_1 + g n``
+for the ``n = n_r x series per unit`` numbers a unit can change (:mod:`tsdp.accounting.discrete`).
+The inverse transform of the noisy lattice values is post-processing. ``sampler="float"`` draws
+numpy's floating-point noise (not for publication).
+
 The rebuilt series is the projection of the data on the first k frequencies plus noise: a
 smooth approximation whose error is the discarded high-frequency content plus the noise.
 """
@@ -25,13 +32,14 @@ import math
 
 import numpy as np
 
+from tsdp.accounting import discrete as disc
 from tsdp.accounting import gaussian as gauss
 from tsdp.accounting.budget import check_delta, check_epsilon
 from tsdp.accounting.claim import MechanismEvent, PrivacyClaim
 from tsdp.accounting.sensitivity import privacy_unit
 from tsdp.errors import UsageError
 from tsdp.mechanisms.baseline import Panel, Release
-from tsdp.mechanisms.noise import gaussian_noise, laplace_noise
+from tsdp.mechanisms.noise import FLOAT_WARNING, gaussian_noise, laplace_noise, snap
 
 DFT_THEOREM = ("Rastogi and Nath 2010, FPA_k: the first k orthonormal Fourier coefficients have the "
                "series' L2 sensitivity (Parseval); the inverse transform is post-processing")
@@ -46,8 +54,10 @@ def kept_real_count(n_steps: int, k: int) -> int:
 
 
 def release_dft(values: np.ndarray, panel: Panel, epsilon: float, delta: float | None,
-                rng: np.random.Generator, k: int, noise: str = "gaussian") -> Release:
-    """Perturb the first ``k`` rfft coefficients of every series (``values``: n_series x n_steps)."""
+                rng: np.random.Generator, k: int, noise: str = "gaussian", sampler: str = "hardened",
+                granularity: float | None = None) -> Release:
+    """Perturb the first ``k`` rfft coefficients of every series (``values``: n_series x n_steps),
+    with the hardened sampler on a granularity lattice (default) or the float one (module docstring)."""
     n_series, n_steps = values.shape
     limit = n_steps // 2 + 1
     if not (isinstance(k, (int, np.integer)) and 1 <= k <= limit):
@@ -64,26 +74,43 @@ def release_dft(values: np.ndarray, panel: Panel, epsilon: float, delta: float |
     if n_real == 2 * k - 2:
         real_mask[k - 1, 1] = False  # Nyquist is real
     size = n_series * int(real_mask.sum())
+    coords = n_real * touched  # kept real numbers a unit can change
     if noise == "gaussian":
         check_delta(delta)
         l2 = series_l2 * math.sqrt(touched)
-        sigma = gauss.analytic_sigma(epsilon, delta, l2)
-        draws = gaussian_noise(rng, sigma, size)
+        g, covered = disc.lattice(sampler, granularity, lambda d: gauss.analytic_sigma(epsilon, delta, d),
+                                  l2, coords, "l2")
+        sigma = gauss.analytic_sigma(epsilon, delta, covered)
         definition, claim_delta, theorem = "approx-dp", float(delta), f"{DFT_THEOREM}; {gauss.ANALYTIC_THEOREM}"
-        events = (MechanismEvent("gaussian", l2, sigma, 1),)
         noise_params = {"sigma": sigma, "l2_sensitivity": l2}
+        if g is None:
+            events = (MechanismEvent("gaussian", l2, sigma, 1),)
+        else:
+            noise_params.update(disc.hardened_parameters(sigma, g, covered, "l2", "sigma"))
+            noise_params["tau_d"] = disc.tau_bound(sigma / g) * size
+            theorem = f"{theorem}; {disc.GAUSSIAN_THEOREM} (tau d = {noise_params['tau_d']:.3g})"
+            events = (MechanismEvent("discrete-gaussian", covered, sigma, 1, granularity=g),)
+        draws = gaussian_noise(rng, sigma, size, granularity=g)
     elif noise == "laplace":
         if delta is not None:
             raise UsageError("--delta does not apply to --noise laplace (pure epsilon-DP); remove it")
         l1 = math.sqrt(n_real) * series_l2 * touched
-        scale = l1 / epsilon
-        draws = laplace_noise(rng, scale, size)
+        g, covered = disc.lattice(sampler, granularity, lambda d: d / epsilon, l1, coords, "l1")
+        scale = covered / epsilon
         definition, claim_delta, theorem = "pure-dp", 0.0, f"{DFT_THEOREM}; Laplace mechanism with L1 <= sqrt(n_r) L2"
         events = ()  # pure epsilon is proven; tight composition of the vector Laplace is not claimed
         noise_params = {"scale": scale, "l1_sensitivity": l1}
+        if g is not None:
+            noise_params.update(disc.hardened_parameters(scale, g, covered, "l1", "the Laplace scale"))
+            theorem = f"{theorem}; {disc.LAPLACE_THEOREM}"
+        draws = laplace_noise(rng, scale, size, granularity=g)
     else:
         raise UsageError(f"--noise must be gaussian or laplace, got {noise!r}")
-    noisy = parts.copy()
+    if g is None:
+        noise_params["sampler"] = "float"
+    else:
+        parts = snap(parts, g)
+    noisy = parts.copy()  # (a fresh array already when snapped)
     noisy[:, real_mask] += draws.reshape(n_series, -1)
     noisy[:, ~real_mask] = 0.0
     full = np.zeros((n_series, limit), dtype=complex)
@@ -98,4 +125,4 @@ def release_dft(values: np.ndarray, panel: Panel, epsilon: float, delta: float |
                     "transform": "orthonormal rfft, first k coefficients", "n_series": n_series,
                     "n_steps": n_steps, **noise_params},
     )
-    return Release(released, claim)
+    return Release(released, claim, (FLOAT_WARNING,) if g is None else ())

@@ -9,7 +9,11 @@ Mechanism, per series of known length T (spec section 2.9):
 
 * At most M time stamps are *sampled*: ``z_k = x_k + Lap(lambda)`` with
   ``lambda = Delta_q M / epsilon`` (Eq. 3; each sample is (epsilon/M)-DP). Unsampled time stamps
-  are never read.
+  are never read. Sampler [D]: by default (hardened) ``x_k`` is rounded to multiples of a
+  power-of-two granularity ``g`` and the noise is ``g`` times discrete Laplace (Gaussian) noise,
+  the sensitivity per sample being ``(floor(Delta_q / g) + 1) g`` (:mod:`tsdp.accounting.discrete`);
+  ``R = auto`` keeps the continuous noise's variance (the discrete noise's is within O(g^2) below).
+  ``sampler="float"``: numpy's floating-point noise, not for publication.
 * A scalar Kalman filter (Eqs. 4-6, 9 [R]; :mod:`tsdp.mechanisms.kalman`) with process-noise
   variance Q and measurement-noise variance R (``auto`` [D]: the variance of the DP noise,
   ``2 lambda^2`` for Laplace) releases the posterior ``xhat_k`` at sampling points and the prior
@@ -79,6 +83,7 @@ from typing import Any
 
 import numpy as np
 
+from tsdp.accounting import discrete as disc
 from tsdp.accounting import gaussian as gauss
 from tsdp.accounting.budget import check_delta, check_epsilon
 from tsdp.accounting.claim import MechanismEvent, PrivacyClaim
@@ -86,7 +91,7 @@ from tsdp.accounting.sensitivity import ContributionBounds, privacy_unit
 from tsdp.errors import DataError, UsageError
 from tsdp.mechanisms import kalman
 from tsdp.mechanisms.baseline import Panel, Release
-from tsdp.mechanisms.noise import gaussian_noise, laplace_noise
+from tsdp.mechanisms.noise import FLOAT_WARNING, gaussian_noise, laplace_noise, snap
 
 FAST_THEOREM = ("Fan and Xiong 2012, Theorem 2 for the declared unit: at most c = min(M, steps the unit "
                 "touches) Laplace samples per series fall on changed cells, each with privacy loss at most "
@@ -348,6 +353,8 @@ def release_fast(
     error_delta: float | None = None,
     warmup: int | str | None = None,
     trace: bool = False,
+    sampler: str = "hardened",
+    granularity: float | None = None,
 ) -> FastRelease:
     """Release each series of ``values`` (n_series x n_steps, time order; or one 1-D series) by FAST.
 
@@ -402,27 +409,45 @@ def release_fast(
     touched = bounds.series_touched(n_series)
     hits = samples_per_unit(bounds, n_steps, m)  # c: samples per series that can fall on changed cells
     sensitivity = bounds.max_per_step * (2.0 if bounds.neighbouring == "substitute" else 1.0)
+    n_hit = hits * touched  # samples a unit can change
+    # Hardened sampler: the sampled values are rounded to multiples of g, so a changed sample moves
+    # by at most step = (floor(sensitivity / g) + 1) g (tsdp.accounting.discrete); the noise covers that.
     if noise == "laplace":
-        scale = sensitivity * hits * touched / epsilon
+        g, _ = disc.lattice(sampler, granularity, lambda d: d / epsilon, sensitivity * n_hit, n_hit, "l1")
+        step = sensitivity if g is None else disc.rounded_step(sensitivity, g)
+        scale = step * n_hit / epsilon
         noise_variance = 2.0 * scale * scale
-        draws = laplace_noise(rng, scale, n_series * m)
-        event = MechanismEvent("laplace", sensitivity, scale, hits * touched)
+        draws = laplace_noise(rng, scale, n_series * m, granularity=g)
+        event = (MechanismEvent("laplace", sensitivity, scale, n_hit) if g is None else
+                 MechanismEvent("discrete-laplace", step, scale, n_hit, granularity=g))
         definition, claim_delta, theorem = "pure-dp", 0.0, FAST_THEOREM
         noise_params = {"noise": "laplace", "scale": scale,
-                        "epsilon_per_sample": epsilon / (hits * touched)}
+                        "epsilon_per_sample": epsilon / n_hit}
+        if g is not None:
+            noise_params.update(disc.hardened_parameters(scale, g, step * n_hit, "l1", "the Laplace scale"))
+            theorem = f"{theorem}; {disc.LAPLACE_THEOREM}"
     else:
-        l2 = sensitivity * math.sqrt(hits * touched)
-        scale = gauss.analytic_sigma(epsilon, delta, l2)
+        l2 = sensitivity * math.sqrt(n_hit)
+        g, _ = disc.lattice(sampler, granularity, lambda d: gauss.analytic_sigma(epsilon, delta, d), l2, n_hit, "l2")
+        covered = l2 if g is None else disc.rounded_step(sensitivity, g) * math.sqrt(n_hit)
+        scale = gauss.analytic_sigma(epsilon, delta, covered)
         noise_variance = scale * scale
-        draws = gaussian_noise(rng, scale, n_series * m)
-        event = MechanismEvent("gaussian", l2, scale, 1)
+        draws = gaussian_noise(rng, scale, n_series * m, granularity=g)
+        event = (MechanismEvent("gaussian", l2, scale, 1) if g is None else
+                 MechanismEvent("discrete-gaussian", covered, scale, 1, granularity=g))
         definition, claim_delta, theorem = "approx-dp", float(delta), FAST_GAUSSIAN_THEOREM
         noise_params = {"noise": "gaussian", "sigma": scale, "l2_sensitivity": l2}
+        if g is not None:
+            noise_params.update(disc.hardened_parameters(scale, g, covered, "l2", "sigma"))
+            noise_params["tau_d"] = disc.tau_bound(scale / g) * n_series * m
+            theorem = f"{theorem}; {disc.GAUSSIAN_THEOREM} (tau d = {noise_params['tau_d']:.3g})"
+    if g is None:
+        noise_params["sampler"] = "float"
     r_val = noise_variance if settings.r == "auto" else float(settings.r)
     p0_val = r_val if settings.p0 == "auto" else float(settings.p0)
 
     released, sampled, tr = run_fast(
-        lambda k, rows: arr[rows, k], n_series, n_steps, draws.reshape(n_series, m), settings,
+        lambda k, rows: snap(arr[rows, k], g), n_series, n_steps, draws.reshape(n_series, m), settings,
         r_val, p0_val, trace=trace,
     )
     claim = PrivacyClaim(
@@ -439,7 +464,8 @@ def release_fast(
     if one_d:
         released, sampled = released[0], sampled[0]
         tr = None if tr is None else {key: val[0] for key, val in tr.items()}
-    return FastRelease(released, claim, settings.warnings, sampled, tr)
+    warnings = tuple(settings.warnings) + ((FLOAT_WARNING,) if g is None else ())
+    return FastRelease(released, claim, warnings, sampled, tr)
 
 
 def run_fast(

@@ -1,7 +1,12 @@
 """Noise samplers: the one place where tsdp draws additive noise.
 
-Kept together so that a hardened sampler (discrete, floating-point-safe) can replace them
-in one place (DESIGN.md section 5). Both return float64 arrays of the requested size.
+Two samplers. ``hardened`` (the default; ``granularity=g`` below): ``g`` times exact discrete
+Gaussian or discrete Laplace draws (:mod:`tsdp.mechanisms.discrete`), to be added to values
+rounded to multiples of ``g`` (:func:`snap`), so every released value is an exact multiple of
+``g`` (:mod:`tsdp.accounting.discrete` for the privacy). ``float`` (``granularity=None``): numpy's
+floating-point Gaussian and Laplace samplers, for experiments and paper reproduction only: their
+outputs can leak the input through their low-order bits (Mironov 2012), see :data:`FLOAT_WARNING`.
+Both return float64 arrays of the requested size.
 
 Large draws are split into fixed-size chunks, each filled by its own child generator spawned from
 the caller's generator (numpy's SeedSequence spawning, which gives independent streams), and the
@@ -17,6 +22,21 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 CHUNK = 1 << 20
+FLOAT_WARNING = (
+    "--sampler float: the noise was drawn by floating-point samplers, whose low-order bits can reveal "
+    "the input (Mironov 2012), so this output must not be published; use the default --sampler hardened"
+)
+
+
+def snap(values: np.ndarray, granularity: float | None) -> np.ndarray:
+    """``values`` rounded to the nearest multiple of ``granularity`` (a power of two; ties to even);
+    ``values`` itself when ``granularity`` is None (float sampler)."""
+    if granularity is None:
+        return values
+    out = np.multiply(values, 1.0 / granularity)  # exact: a power of two
+    np.rint(out, out=out)
+    out *= granularity
+    return out
 
 
 def _start_chunked(rng: np.random.Generator, size: int, fill):
@@ -127,11 +147,37 @@ def laplace_fill(scale: float):
     return fill
 
 
+def discrete_gaussian_fill(sigma: float, granularity: float):
+    """Fill a buffer with ``granularity`` times discrete Gaussian draws of parameter sigma/granularity."""
+    from tsdp.mechanisms.discrete import discrete_gaussian
+
+    def fill(gen: np.random.Generator, buf: np.ndarray) -> None:
+        buf[:] = discrete_gaussian(gen, sigma / granularity, buf.size)
+        buf *= granularity
+
+    return fill
+
+
+def discrete_laplace_fill(scale: float, granularity: float):
+    """Fill a buffer with ``granularity`` times discrete Laplace draws of scale scale/granularity."""
+    from tsdp.mechanisms.discrete import discrete_laplace
+
+    def fill(gen: np.random.Generator, buf: np.ndarray) -> None:
+        buf[:] = discrete_laplace(gen, scale / granularity, buf.size)
+        buf *= granularity
+
+    return fill
+
+
 def gaussian_noise(rng: np.random.Generator, sigma: float, size: int,
                    prefetched: PrefetchedNormals | None = None,
-                   stream: NoiseStream | None = None) -> np.ndarray:
+                   stream: NoiseStream | None = None, granularity: float | None = None) -> np.ndarray:
     """Independent N(0, sigma^2) draws (from ``prefetched`` standard normals, or the next ones of
-    ``stream``, when given)."""
+    ``stream``, when given); with ``granularity``, the hardened sampler's discrete Gaussian draws
+    on that lattice instead (``prefetched`` is then not used)."""
+    if granularity is not None:
+        fill = discrete_gaussian_fill(sigma, granularity)
+        return stream.take(size, fill) if stream is not None else _fill_chunked(rng, size, fill)
     if stream is not None:
         return stream.take(size, gaussian_fill(sigma))
     if prefetched is not None:
@@ -142,8 +188,10 @@ def gaussian_noise(rng: np.random.Generator, sigma: float, size: int,
 
 
 def laplace_noise(rng: np.random.Generator, scale: float, size: int,
-                  stream: NoiseStream | None = None) -> np.ndarray:
-    """Independent Laplace(0, scale) draws (the next ones of ``stream`` when given)."""
+                  stream: NoiseStream | None = None, granularity: float | None = None) -> np.ndarray:
+    """Independent Laplace(0, scale) draws (the next ones of ``stream`` when given); with
+    ``granularity``, the hardened sampler's discrete Laplace draws on that lattice instead."""
+    fill = laplace_fill(scale) if granularity is None else discrete_laplace_fill(scale, granularity)
     if stream is not None:
-        return stream.take(size, laplace_fill(scale))
-    return _fill_chunked(rng, size, laplace_fill(scale))
+        return stream.take(size, fill)
+    return _fill_chunked(rng, size, fill)
