@@ -79,9 +79,15 @@ def shown(acc, json_mode: bool):
     return acc.to_dict() if json_mode else acc.line()
 
 
+def typical_width(acc) -> Optional[float]:
+    """The half-width of a typical released value: the median over series or groups when it varies."""
+    return acc.summary["median"] if acc.summary else acc.half_width
+
+
 def noisy(acc, scale: Optional[float]) -> bool:
-    """True when the noise half-width exceeds the private robust scale (None: not computable)."""
-    return acc.half_width is not None and scale is not None and acc.half_width > scale
+    """True when the (typical) noise half-width exceeds the private robust scale (None: not computable)."""
+    width = typical_width(acc)
+    return width is not None and scale is not None and width > scale
 
 
 def noisy_check(acc, scale: Optional[float], what: str, remedy: str, console, fail: bool) -> list[str]:

@@ -141,6 +141,7 @@ def release(
     accuracy_for: acc_opts.AccuracyFor = acc_opts.AccuracyForOption,
     dry_run: bool = acc_opts.DryRunOption,
     fail_on_noisy: bool = acc_opts.FailOnNoisyOption,
+    plot: Optional[str] = acc_opts.PlotOption,
     engine: Engine = EngineOption,
     memory_limit: Optional[str] = MemoryLimitOption,
     work_dir: Optional[str] = WorkDirOption,
@@ -204,8 +205,9 @@ def release(
         raise UsageError(f"--accuracy-for sum is available for --mechanism gaussian, laplace and dft, not "
                          f"{mechanism.value}: its per-series sums depend on the released sampling pattern")
     if dry_run:
-        if evaluate:
-            raise UsageError("--dry-run reads no values, --evaluate runs on them: give one of them")
+        if evaluate or plot:
+            raise UsageError(f"--dry-run reads no values, {'--evaluate' if evaluate else '--plot'} needs them: "
+                             "give one of them")
         return _dry_run(input, spec, declared, caps, run, level, target, mechanism,
                         common.Console(quiet, json_summary, stdout_taken=False))
     randomness = make_random_source(seed)
@@ -213,6 +215,10 @@ def release(
         return _evaluate(input, spec, caps, declared, engine_options, run, randomness, evaluate,
                          common.Console(quiet, json_summary, stdout_taken=False))
     output, report = common.resolve_outputs(input, output, report, force, json_summary)
+    if plot is not None:
+        from tsdp.cli import plots
+
+        plots.check_plot_path(plot, (output, report), force)
     console = common.Console(quiet, json_summary, stdout_taken="-" in (output, report))
     charge = common.ledger_reservation(  # reserved before the data is read or any noise is drawn
         ledger, dataset, epsilon, delta or 0.0,
@@ -220,9 +226,9 @@ def release(
 
     streamed = mechanism in CELLWISE and engine_options.engine == "local" and input != "-" \
         and series_stream.streamable(input, spec, engine_options.memory_limit)
-    if streamed and fail_on_noisy:
-        raise UsageError("--fail-on-noisy needs the panel in memory, but this input is released in chunks of "
-                         "series (see --memory-limit); raise --memory-limit or drop --fail-on-noisy")
+    if streamed and (fail_on_noisy or plot):
+        raise UsageError(f"{'--fail-on-noisy' if fail_on_noisy else '--plot'} needs the panel in memory, but this "
+                         "input is released in chunks of series (see --memory-limit); raise --memory-limit or drop it")
     codes: list[str] = []
     with charge as held, console.progress(4) as stage, _chunks(streamed, input, spec, engine_options, stage) as chunks:
         post_notes = [f"post-processing: {s}" for s in post.describe(clip_min, clip_max, round_values)]
@@ -232,7 +238,7 @@ def release(
             table, diagnostics = loaded.table, loaded.diagnostics
 
             stage("adding noise")
-            result, _, rebuild = run(table, panel, randomness.generator, prefetched)
+            result, as_matrix, rebuild = run(table, panel, randomness.generator, prefetched)
             released = rebuild(post.postprocess(result.values, clip_min, clip_max, round_values))
             results = [result]
             codes = acc_opts.noisy_check(_accuracy(result.claim, level, target), _robust_scale(table, target),
@@ -267,6 +273,12 @@ def release(
     for message in warnings:
         console.warn(message)
     claim = result.claim
+    if plot is not None:
+        from tsdp.cli import plots
+
+        plots.plot_release(table.values_matrix(), as_matrix(), _accuracy(claim, level, "cell").half_width,
+                           getattr(table, "series_names", None), plot,
+                           f"{claim.mechanism}, epsilon {claim.epsilon:g}", force)
     summary = {
         "output": output, "report": report, "mechanism": claim.mechanism,
         "epsilon": claim.epsilon, "delta": claim.delta,
