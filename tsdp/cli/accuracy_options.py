@@ -90,9 +90,10 @@ def noisy(acc, scale: Optional[float]) -> bool:
     return width is not None and scale is not None and width > scale
 
 
-def noisy_check(acc, scale: Optional[float], what: str, remedy: str, console, fail: bool) -> list[str]:
-    """Warn the steward on stderr (unless --quiet), or raise exit 3 under --fail-on-noisy, when
-    the noise swamps the signal. Returns the warning codes for the ``--json`` summary."""
+def noisy_check(acc, scale: Optional[float], what: str, remedy: str, fail: bool) -> list[str]:
+    """The steward's warning when the noise swamps the signal (empty when it does not), or exit 3
+    under --fail-on-noisy, raised before anything is written. The caller prints the warning (stderr,
+    unless --quiet) once the release is published, and puts only the code "noisy" in --json."""
     if not noisy(acc, scale):
         return []
     message = (f"the noise swamps the signal: {acc.line()}, but the median absolute value of {what} is "
@@ -100,9 +101,6 @@ def noisy_check(acc, scale: Optional[float], what: str, remedy: str, console, fa
                f"To publish something useful, try {remedy}")
     if fail:
         raise BudgetError(f"--fail-on-noisy: {message}; nothing was written")
-    console.warn(message)
-    return [NOISY_CODE]
+    return [message]
 
 
-def dry_run_note() -> str:
-    return "dry run: nothing was read beyond the public schema and grid, nothing written, no budget charged"

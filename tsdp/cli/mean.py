@@ -145,8 +145,8 @@ def mean_estimate(
             stage("estimating")
             estimates = _estimate(records, settings, randomness.generator)
             accuracy = mean_groups([e.laplace_scale for e in estimates], alpha)
-            codes = acc_opts.noisy_check(accuracy, float(np.median(np.abs(records.true_means()))),
-                                         "the true group means", _REMEDY, console, fail_on_noisy)
+            swamped = acc_opts.noisy_check(accuracy, float(np.median(np.abs(records.true_means()))),
+                                           "the true group means", _REMEDY, fail_on_noisy)
         claim = claim_for(settings, records.n_groups, user_col)
         participation = (participation_epsilon(settings, records.max_groups_per_user)
                          if records.max_groups_per_user is not None and records.n_groups > 1 else None)
@@ -168,7 +168,7 @@ def mean_estimate(
         ), private_files=((common.custodian_document("mean-estimate", {"participation": participation}),
                            custodian),) if participation is not None else (), force=force)
 
-    for message in warnings:
+    for message in warnings + swamped:
         console.warn(message)
     summary = {
         "output": output, "report": report, "algorithm": settings.algorithm,
@@ -181,8 +181,8 @@ def mean_estimate(
     }
     if records.n_groups == 1:
         summary.update(estimate=table["estimate"][0], laplace_scale=estimates[0].laplace_scale)
-    if codes and json_summary:
-        summary["warning_codes"] = codes
+    if swamped and json_summary:
+        summary["warning_codes"] = [acc_opts.NOISY_CODE]
     console.summary(summary, "tsdp mean-estimate")
 
 

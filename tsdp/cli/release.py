@@ -229,7 +229,7 @@ def release(
     if streamed and (fail_on_noisy or plot):
         raise UsageError(f"{'--fail-on-noisy' if fail_on_noisy else '--plot'} needs the panel in memory, but this "
                          "input is released in chunks of series (see --memory-limit); raise --memory-limit or drop it")
-    codes: list[str] = []
+    swamped: list[str] = []  # the steward's noisy warning, printed once the release is published
     with charge as held, console.progress(4) as stage, _chunks(streamed, input, spec, engine_options, stage) as chunks:
         post_notes = [f"post-processing: {s}" for s in post.describe(clip_min, clip_max, round_values)]
         if chunks is None:
@@ -241,8 +241,8 @@ def release(
             result, as_matrix, rebuild = run(table, panel, randomness.generator, prefetched)
             released = rebuild(post.postprocess(result.values, clip_min, clip_max, round_values))
             results = [result]
-            codes = acc_opts.noisy_check(_accuracy(result.claim, level, target), _robust_scale(table, target),
-                                         _SCALE_OF[target], _remedy(mechanism), console, fail_on_noisy)
+            swamped = acc_opts.noisy_check(_accuracy(result.claim, level, target), _robust_scale(table, target),
+                                           _SCALE_OF[target], _remedy(mechanism), fail_on_noisy)
         else:
             table, diagnostics = chunks, {}
             panel, notes = panel_of(chunks.n_series, chunks.n_steps, spec, declared, None, False, [SERIES_NOTE])
@@ -270,7 +270,7 @@ def release(
         ), before_commit=common.confirm_reservation(held), force=force)
         result, warnings = results[-1], warnings_now()
 
-    for message in warnings:
+    for message in warnings + swamped:
         console.warn(message)
     claim = result.claim
     if plot is not None:
@@ -287,8 +287,8 @@ def release(
         "unit": claim.unit.neighbouring, "theorem": claim.theorem,
         "accuracy": acc_opts.shown(_accuracy(claim, level, target), json_summary),
     }
-    if codes and json_summary:
-        summary["warning_codes"] = codes
+    if swamped and json_summary:
+        summary["warning_codes"] = [acc_opts.NOISY_CODE]
     if held is not None:
         summary["ledger"] = {"dataset": dataset, "entry": held.id}
     if diagnostics:
