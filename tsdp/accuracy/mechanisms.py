@@ -111,7 +111,7 @@ def dft_weights(n_steps: int, k: int, cells: np.ndarray | None = None) -> np.nda
     return (basis if cells is None else basis[:, np.asarray(cells)]).T
 
 
-MAX_SIMULATED_CELLS = 512
+MAX_SIMULATED_CELLS = 128
 
 
 def dft(noise: str, scale: float, k: int, n_real: int, n_steps: int, alpha: float, target: str = "cell") -> Accuracy:
@@ -131,7 +131,7 @@ def dft(noise: str, scale: float, k: int, n_real: int, n_steps: int, alpha: floa
                         f"= {gain * gain:.6g}, sigma = {scale:.6g}, k = {k}, T = {n_steps}")
     cells = (np.arange(n_steps) if n_steps <= MAX_SIMULATED_CELLS
              else np.unique(np.linspace(0, n_steps - 1, MAX_SIMULATED_CELLS).round().astype(np.int64)))
-    draws = 4000
+    draws = 2000
     widths = iv.weighted_laplace_half_widths(dft_weights(n_steps, k, cells), scale, alpha, draws)
     where = "every cell" if cells.size == n_steps else f"{cells.size} evenly spaced cells"
     return Accuracy(alpha, "cell", "each cell", float(widths.max()),

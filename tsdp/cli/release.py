@@ -300,10 +300,17 @@ SUMMABLE = {Mechanism.gaussian, Mechanism.laplace, Mechanism.dft}
 _SCALE_OF = {"cell": "the input's cells", "sum": "the input series' sums"}
 
 
+_COMPUTED: dict = {}  # (id of a claim, alpha, target) -> Accuracy: a DFT-Laplace simulation runs once per claim
+
+
 def _accuracy(claim, alpha: float, target: str):
     from tsdp.accuracy import for_claim
 
-    return acc_opts.accuracy_or_usage(lambda: for_claim(claim, alpha, target))
+    key = (id(claim), alpha, target)
+    if key not in _COMPUTED or _COMPUTED[key][0] is not claim:
+        _COMPUTED.clear()
+        _COMPUTED[key] = (claim, acc_opts.accuracy_or_usage(lambda: for_claim(claim, alpha, target)))
+    return _COMPUTED[key][1]
 
 
 def _robust_scale(table, target: str) -> float:
