@@ -18,11 +18,12 @@ from __future__ import annotations
 import contextlib
 import contextvars
 from enum import Enum
-from typing import Any, Optional
+from typing import Optional
 
 import typer
 
 from tsdp.errors import BudgetError, UsageError
+
 
 class AccuracyFor(str, Enum):
     cell = "cell"
@@ -66,7 +67,7 @@ def check_level(alpha: float, option: str = "--alpha") -> float:
     return alpha
 
 
-def accuracy_or_usage(compute, option: str = "--accuracy-for"):
+def accuracy_or_usage(compute):
     """``compute()``, turning the accuracy module's ValueError into a usage error."""
     try:
         return compute()
