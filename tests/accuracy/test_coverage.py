@@ -100,6 +100,29 @@ def test_fast_bound_covers_every_step(noise):
         assert cov >= 1 - ALPHA - tol
 
 
+def test_fast_noise_sd_given_the_pattern_is_exact():
+    """Gaussian FAST at a fixed interval on zeros: each released value's noise is N(0, sd_t^2) with
+    sd_t from the released pattern, Q, R and P0 (one cell per independent series)."""
+    from tsdp.accuracy.mechanisms import fast_noise_sd
+    from tsdp.mechanisms.fast import release_fast
+
+    rng = np.random.default_rng(7)
+    S, T = 4000, 30
+    rel = release_fast(np.zeros((S, T)), panel(S, T), 1.0, rng, delta=1e-5, noise="gaussian", interval=4,
+                       adaptive=False, q=50.0)
+    p = rel.claim.parameters
+    sd, posterior = fast_noise_sd(rel.sampled, p["Q"], p["R"], p["P0"], p["sigma"] ** 2)
+    assert sd[0, 0] == pytest.approx(p["sigma"]) and sd[0, -1] < p["sigma"]
+    assert posterior.min() > 0
+    z = iv.gaussian_half_width(1.0, ALPHA)
+    for t in (0, 5, 13, T - 1):
+        cov, tol = _coverage(rel.values[:, t], z * sd[:, t])
+        assert abs(cov - (1 - ALPHA)) <= tol, (t, cov)
+        assert _coverage(rel.values[:, t], z * sd[:, t] / 2)[0] < 1 - ALPHA - tol
+    block = for_claim(rel.claim, ALPHA, "cell", rel.sampled).to_dict()
+    assert block["given_sampling_pattern"]["noise_sd"]["max"] == pytest.approx(p["sigma"])
+
+
 @pytest.mark.parametrize("mechanism", ["subsample", "filter-subsample"])
 def test_subsample_sampled_exact_interpolated_covered(mechanism):
     from tsdp.mechanisms import subsample as ss

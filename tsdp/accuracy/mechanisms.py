@@ -25,6 +25,7 @@ their release is a model. Noise distributions and why each interval holds:
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 
@@ -42,8 +43,12 @@ INTERPOLATION_MODEL = (
     "this figure is not computed here (--evaluate measures the whole error)")
 
 
-def for_claim(claim, alpha: float = iv.DEFAULT_ALPHA, target: str = "cell") -> Accuracy:
-    """The accuracy of the release a (time-series) claim describes; ValueError for unknown targets."""
+def for_claim(claim, alpha: float = iv.DEFAULT_ALPHA, target: str = "cell", sampled=None) -> Accuracy:
+    """The accuracy of the release a (time-series) claim describes; ValueError for unknown targets.
+
+    ``sampled``: FAST's released sampling pattern (series x steps, bool), public once released; with
+    it the block also states the exact noise s.d. of every released value and the Kalman filter's
+    posterior variance at the sampled steps (:func:`fast_given_pattern`)."""
     alpha = iv.check_alpha(alpha)
     if target not in TARGETS:
         raise ValueError(f"--accuracy-for must be one of {', '.join(TARGETS)}, got {target!r}")
@@ -61,7 +66,12 @@ def for_claim(claim, alpha: float = iv.DEFAULT_ALPHA, target: str = "cell") -> A
         return dft(p["noise"], scale, p["k"], p["kept_real_coefficients"], p["n_steps"], alpha, target)
     if mechanism == "fast":
         scale = p["sigma"] if p["noise"] == "gaussian" else p["scale"]
-        return fast(p["noise"], scale, alpha)
+        acc = fast(p["noise"], scale, alpha)
+        if sampled is None:
+            return acc
+        variance = scale * scale * (1.0 if p["noise"] == "gaussian" else 2.0)
+        return replace(acc, extra={"given_sampling_pattern": fast_given_pattern(
+            np.asarray(sampled, dtype=bool).reshape(-1, p["n_steps"]), p["Q"], p["R"], p["P0"], variance)})
     if mechanism in ("subsample", "filter-subsample"):
         sigmas = (p.get("noise") or {}).get("sigma_per_series") or [p["sigma"]]
         return subsample(mechanism, sigmas, alpha)
@@ -161,3 +171,49 @@ def subsample(mechanism: str, sigmas, alpha: float) -> Accuracy:
                     "interpolation of two samples' noise has variance (w^2 + (1-w)^2) sigma_s^2 <= sigma_s^2, "
                     f"so the interval is conservative there. {INTERPOLATION_MODEL}",
                     exact=False, summary=_spread(widths))
+
+
+def fast_noise_sd(sampled: np.ndarray, q: float, r: float, p0: float, noise_variance: float
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """FAST's noise given its (released) sampling pattern, from the filter's public Q, R and P0:
+    (the noise s.d. of every released value, series x steps; the Kalman posterior variances at the
+    sampled steps).
+
+    Each released value is ``sum_j w_j z_j`` over the samples so far; at a sample with gain K the
+    weights become ``(1 - K) w + K e_new``, so their sum of squares follows ``S' = (1-K)^2 S + K^2``
+    (S = 1 after the first sample) and the noise of the released value has variance
+    ``noise_variance x S`` exactly. The Kalman posterior variance P is the filter's own model of its
+    error (signal drift Q included), defined at the sampled steps.
+    """
+    n_series, n_steps = sampled.shape
+    p_post = np.full(n_series, float(p0))
+    squares = np.ones(n_series)
+    last = np.zeros(n_series, dtype=np.int64)
+    ratio = np.empty((n_series, n_steps))
+    ratio[:, 0] = 1.0
+    posterior = [p_post.copy()]
+    for k in range(1, n_steps):
+        rows = np.flatnonzero(sampled[:, k])
+        if rows.size:
+            prior = p_post[rows] + (k - last[rows]) * q
+            gain = prior / (prior + r)
+            squares[rows] = (1.0 - gain) ** 2 * squares[rows] + gain * gain
+            p_post[rows] = gain * r
+            last[rows] = k
+            posterior.append(p_post[rows].copy())
+        ratio[:, k] = squares
+    return np.sqrt(noise_variance * ratio), np.concatenate(posterior)
+
+
+def fast_given_pattern(sampled: np.ndarray, q: float, r: float, p0: float, noise_variance: float) -> dict:
+    """Summary of :func:`fast_noise_sd` for the accuracy block (public: the pattern is released)."""
+    sd, post = fast_noise_sd(sampled, q, r, p0, noise_variance)
+    return {
+        "noise_sd": {"min": float(sd.min()), "median": float(np.median(sd)), "max": float(sd.max())},
+        "kalman_posterior_variance_at_samples": {"min": float(post.min()), "median": float(np.median(post)),
+                                                 "max": float(post.max())},
+        "covers": ("the exact standard deviation of the noise of each released value given the released "
+                   "sampling pattern (variance = noise variance x sum of squared Kalman weights); the Kalman "
+                   "posterior variance is the filter's model-based error (noise and signal drift Q), at sampled "
+                   "steps only"),
+    }

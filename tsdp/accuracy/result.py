@@ -36,6 +36,7 @@ class Accuracy:
     summary: dict[str, float] | None = None
     covers: str = COVERS
     statement: str | None = None
+    extra: dict[str, Any] | None = None  # mechanism-specific public figures, e.g. FAST given its sampled steps
 
     def to_dict(self) -> dict[str, Any]:
         out = {"alpha": self.alpha, "confidence": 1.0 - self.alpha, "target": self.target, "scope": self.scope,
@@ -45,6 +46,8 @@ class Accuracy:
             out["summary"] = dict(self.summary)
         if self.statement is not None:
             out["statement"] = self.statement
+        if self.extra is not None:
+            out.update(self.extra)
         return out
 
     def line(self) -> str:

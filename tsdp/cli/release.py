@@ -241,7 +241,7 @@ def release(
             result, as_matrix, rebuild = run(table, panel, randomness.generator, prefetched)
             released = rebuild(post.postprocess(result.values, clip_min, clip_max, round_values))
             results = [result]
-            swamped = acc_opts.noisy_check(_accuracy(result.claim, level, target), _robust_scale(table, target),
+            swamped = acc_opts.noisy_check(_accuracy(result, level, target), _robust_scale(table, target),
                                            _SCALE_OF[target], _remedy(mechanism), fail_on_noisy)
         else:
             table, diagnostics = chunks, {}
@@ -266,7 +266,7 @@ def release(
             grid={"n_series": table.n_series, "n_steps": table.n_steps, "freq": table.grid.freq,
                   "start": table.grid.points[0], "end": table.grid.points[-1]},
             notes=notes, warnings=warnings_now(),
-            accuracy=_accuracy(results[-1].claim, level, target).to_dict(),
+            accuracy=_accuracy(results[-1], level, target).to_dict(),
         ), before_commit=common.confirm_reservation(held), force=force)
         result, warnings = results[-1], warnings_now()
 
@@ -276,7 +276,7 @@ def release(
     if plot is not None:
         from tsdp.cli import plots
 
-        plots.plot_release(table.values_matrix(), as_matrix(), _accuracy(claim, level, "cell").half_width,
+        plots.plot_release(table.values_matrix(), as_matrix(), _accuracy(result, level, "cell").half_width,
                            getattr(table, "series_names", None), plot,
                            f"{claim.mechanism}, epsilon {claim.epsilon:g}", force)
     summary = {
@@ -285,7 +285,7 @@ def release(
         "noise": {k: claim.parameters[k] for k in ("sigma", "scale") if k in claim.parameters},
         "series": table.n_series, "steps": table.n_steps, "freq": table.grid.freq,
         "unit": claim.unit.neighbouring, "theorem": claim.theorem,
-        "accuracy": acc_opts.shown(_accuracy(claim, level, target), json_summary),
+        "accuracy": acc_opts.shown(_accuracy(result, level, target), json_summary),
     }
     if swamped and json_summary:
         summary["warning_codes"] = [acc_opts.NOISY_CODE]
@@ -300,16 +300,18 @@ SUMMABLE = {Mechanism.gaussian, Mechanism.laplace, Mechanism.dft}
 _SCALE_OF = {"cell": "the input's cells", "sum": "the input series' sums"}
 
 
-_COMPUTED: dict = {}  # (id of a claim, alpha, target) -> Accuracy: a DFT-Laplace simulation runs once per claim
+_COMPUTED: dict = {}  # (id of a release, alpha, target) -> Accuracy: a DFT-Laplace simulation runs once
 
 
-def _accuracy(claim, alpha: float, target: str):
+def _accuracy(result, alpha: float, target: str, pattern: bool = True):
+    """The release's accuracy; with ``pattern``, FAST's also given its released sampling pattern."""
     from tsdp.accuracy import for_claim
 
-    key = (id(claim), alpha, target)
-    if key not in _COMPUTED or _COMPUTED[key][0] is not claim:
+    key = (id(result), alpha, target, pattern)
+    if key not in _COMPUTED or _COMPUTED[key][0] is not result:
         _COMPUTED.clear()
-        _COMPUTED[key] = (claim, acc_opts.accuracy_or_usage(lambda: for_claim(claim, alpha, target)))
+        sampled = getattr(result, "sampled", None) if pattern else None
+        _COMPUTED[key] = (result, acc_opts.accuracy_or_usage(lambda: for_claim(result.claim, alpha, target, sampled)))
     return _COMPUTED[key][1]
 
 
@@ -368,7 +370,7 @@ def _dry_run(input, spec: InputSpec, declared, caps, run, alpha: float, target: 
     panel, _ = panel_of(n_series, n_steps, spec, declared, caps, spec.resolved_layout == "events", [])
     result, _, _ = run(_Zeros(n_series, n_steps), panel, np.random.default_rng(0), None)
     claim = result.claim
-    accuracy = _accuracy(claim, alpha, target)
+    accuracy = _accuracy(result, alpha, target, pattern=False)  # the zeros' sampling pattern is not the release's
     summary = {
         "dry run": f"read {read}; nothing written, no budget charged",
         "mechanism": claim.mechanism, "epsilon": claim.epsilon, "delta": claim.delta,
