@@ -3,7 +3,7 @@
 Layout (``"schema": "tsdp-report/1"``, validated by ``tsdp/schemas/report.schema.json``):
 tool name and version, creation time, the command and its public parameters, the privacy claim,
 the released grid, the output file's name, format and sha256, the randomness source, notes and
-warnings. It never holds the seed of a run, raw or true values, data-dependent statistics that
+warnings, and the ``accuracy`` block (the noise's (1 - alpha) half-width, from public parameters). It never holds the seed of a run, raw or true values, data-dependent statistics that
 were not privatised, or a hash of the private input (DESIGN.md section 2).
 """
 
@@ -34,6 +34,7 @@ class Report:
     notes: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     lip: dict[str, Any] | None = None  # FLIP's statement and per-series diagnostics
+    accuracy: dict[str, Any] | None = None  # tsdp.accuracy.Accuracy.to_dict(): public parameters only
 
     def to_dict(self) -> dict[str, Any]:
         params = {k: json_ready(v, where=f"parameters.{k}") for k, v in self.parameters.items()
@@ -52,6 +53,8 @@ class Report:
         }
         if self.lip is not None:
             out["lip"] = json_ready(self.lip, where="lip")
+        if self.accuracy is not None:
+            out["accuracy"] = json_ready(self.accuracy, where="accuracy")
         return out
 
     def to_json(self) -> bytes:

@@ -212,8 +212,14 @@ def test_stdin_in_process(tsdp_cli, tmp_path, monkeypatch, long_frame):
     assert pl.read_parquet(tmp_path / "out.parquet").height == 10
 
 
+def large(frame: pl.DataFrame) -> pl.DataFrame:
+    """Counts well above the noise (sigma about 4 at epsilon 1), so that the steward's noisy-release
+    warning (tests/cli/test_accuracy_cli.py) stays silent in tests about other output."""
+    return frame.with_columns(pl.col("count") * 100)
+
+
 def test_json_summary(tsdp_cli, tmp_path, long_frame):
-    save(long_frame, tmp_path / "in.csv")
+    save(large(long_frame), tmp_path / "in.csv")
     run = tsdp_cli("release", "in.csv", *GAUSS, "--series-col", "sensor", "--value-col", "count",
                    "-o", "out.csv", "--json")
     assert run.code == 0, run.err
@@ -226,7 +232,7 @@ def test_json_summary(tsdp_cli, tmp_path, long_frame):
 
 
 def test_human_summary_goes_to_stdout_when_it_is_free(tsdp_cli, tmp_path, long_frame):
-    save(long_frame, tmp_path / "in.csv")
+    save(large(long_frame), tmp_path / "in.csv")
     run = tsdp_cli("release", "in.csv", *GAUSS, "--series-col", "sensor", "--value-col", "count", "-o", "out.csv")
     assert run.code == 0 and "tsdp release" in run.out and "sigma" in run.out
     assert run.err == ""
@@ -241,7 +247,7 @@ def test_quiet_prints_nothing(tsdp_cli, tmp_path, long_frame):
 
 
 def test_seeded_warning_is_shown_without_quiet(tsdp_cli, tmp_path, long_frame):
-    save(long_frame, tmp_path / "in.csv")
+    save(large(long_frame), tmp_path / "in.csv")
     run = tsdp_cli("release", "in.csv", *GAUSS, "--series-col", "sensor", "--value-col", "count",
                    "-o", "out.csv", "--json", "--seed", "7")
     assert run.code == 0

@@ -13,7 +13,7 @@ import sys
 import pytest
 
 # Libraries that `import tsdp.cli.app`, option parsing and `tsdp --help` must not load.
-HEAVY = ("numpy", "polars", "pyarrow", "scipy", "dp_accounting", "jax", "pyspark", "jsonschema", "rich")
+HEAVY = ("numpy", "polars", "pyarrow", "scipy", "dp_accounting", "jax", "pyspark", "jsonschema", "rich", "matplotlib")
 
 
 def loaded_after(code: str) -> list[str]:
@@ -33,7 +33,8 @@ def test_help_loads_no_numerical_library():
     assert loaded_after("from tsdp.cli.app import main\nassert main(['--help']) == 0") == []
 
 
-@pytest.mark.parametrize("args", [["account", "--help"], ["account", "verify", "--help"], ["ledger", "--help"]])
+@pytest.mark.parametrize("args", [["account", "--help"], ["account", "verify", "--help"], ["ledger", "--help"],
+                                  ["plan", "--help"]])
 def test_help_of_light_commands_loads_no_numerical_library(args):
     assert loaded_after(f"from tsdp.cli.app import main\nassert main({args!r}) == 0") == []
 

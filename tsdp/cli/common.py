@@ -139,7 +139,8 @@ TimezoneOption = typer.Option(
          "Parquet columns need none [default: such times have no zone].")
 
 
-RUN_ONLY = {"config", "seed", "force", "json_summary", "quiet", "output", "report", "custodian"}
+RUN_ONLY = {"config", "seed", "force", "json_summary", "quiet", "output", "report", "custodian",
+            "dry_run", "fail_on_noisy", "plot"}
 
 
 def public_parameters(arguments: dict[str, Any]) -> dict[str, Any]:

@@ -22,6 +22,7 @@ import numpy as np
 import polars as pl
 import typer
 
+from tsdp.cli import accuracy_options as acc_opts
 from tsdp.cli import common
 from tsdp.cli.account import Bottom, Top, Unit
 from tsdp.errors import DataError, UsageError
@@ -29,6 +30,7 @@ from tsdp.forecast.claim import dpsgd_claim, unaccounted
 from tsdp.io.files import check_output_path, read_table
 from tsdp.io.layouts import load_long, load_wide
 from tsdp.io.timegrid import following_points
+from tsdp.accuracy.estimators import forecast_model
 from tsdp.report import Report
 from tsdp.rng import SEEDED_WARNING, make_random_source
 
@@ -119,6 +121,8 @@ def forecast_train(
     min_scale: float = typer.Option(1e-3, help="PUBLIC floor of the mean scale of a window."),
     discretization: float = typer.Option(1e-3, help="Privacy-loss grid step of the accountant's PLD."),
     evaluate_only: bool = typer.Option(False, help="Train NON-private baselines (seasonal naive and the model without noise), print their metrics, write nothing."),
+    alpha: float = acc_opts.AlphaOption,
+    dry_run: bool = acc_opts.DryRunOption,
     model_out: Optional[str] = typer.Option(None, help="Model files prefix: PREFIX.npz and PREFIX.json [default: OUTPUT stem + .model]."),
     custodian: Optional[str] = common.CustodianOption,
     output: Optional[str] = common.OutputOption,
@@ -156,6 +160,13 @@ def forecast_train(
         # --evaluate-only without a length trains the baselines for as long as the private run would
         private=not evaluate_only or (epochs is None and max_steps is None),
     )
+    acc_opts.check_level(alpha)
+    if dry_run:
+        if evaluate_only:
+            raise UsageError("--dry-run reads no values, --evaluate-only trains on them: give one of them")
+        return _dry_run(input, layout, time_col, value_col, series_col, series_cols, freq, timezone, train_config,
+                        model, context_length, forecast_length, val_windows, min_scale, lag_list, num_samples,
+                        device, dtype, alpha, common.Console(quiet, json_summary, stdout_taken=False))
     if not evaluate_only:
         output, report = common.resolve_outputs(input, output, report, force, json_summary)
         custodian = common.resolve_custodian(custodian, input, output, report, force)
@@ -227,6 +238,7 @@ def forecast_train(
         grid={"freq": table.grid.freq, "series": n_series, "train_length": split.train.shape[1]},
         notes=_notes(train_config, plan, result, net),
         warnings=warnings,
+        accuracy=forecast_model(alpha).to_dict(),
     ), extra_files=((weights, extra["weights"], "--model-out"), (model_meta, extra["meta"], "--model-out")),
         private_files=((common.custodian_document("forecast-train", figures), custodian, "--custodian"),),
         force=force)
@@ -237,9 +249,59 @@ def forecast_train(
         "epsilon": result.epsilon, "delta": delta, "steps": result.steps, "compositions": result.compositions,
         "stopped_by": plan.stopped_by, "noise_multiplier": plan.noise_multiplier, "theorem": claim.theorem,
         "checkpoint": train_config.checkpoint,
+        "accuracy": acc_opts.shown(forecast_model(alpha), json_summary),
         **{f"crps {k}": v["crps"] for k, v in scores.items()},
         **{f"mase {k}": v["mase"] for k, v in scores.items()},
     }, "tsdp forecast-train")
+
+
+def _dry_run(input, layout, time_col, value_col, series_col, series_cols, freq, timezone, train_config, model,
+             context_length, forecast_length, val_windows, min_scale, lag_list, num_samples, device, dtype,
+             alpha: float, console) -> dict | None:
+    """The accountant's plan (noise multiplier, steps, budget) from the public shape (series ids and the
+    time column; no value is read); nothing is trained or written."""
+    from tsdp.forecast import trainer
+    from tsdp.io.load import InputSpec
+    from tsdp.io.public_shape import public_shape
+
+    spec = InputSpec(layout=layout.value, time_col=time_col, value_col=value_col, series_col=series_col,
+                     series_cols=common.split_list(series_cols), freq=freq, timezone=timezone)
+    n_series, length, read = public_shape(input, spec)
+    net = _make_net(model, context_length, forecast_length, min_scale, lag_list, _public_calendar(input, spec),
+                    num_samples, device, dtype)
+    window = trainer.model_context(net)
+    config = replace(train_config, context=window)
+    train_length = length - forecast_length * (1 + val_windows)
+    if train_length < window + forecast_length:
+        raise DataError(f"series of {length} steps are too short: {train_length} remain for training after the test "
+                        f"tail and {val_windows} validation windows, fewer than the window {window} + "
+                        f"--forecast-length {forecast_length}")
+    plan = trainer.plan_training(config, n_series, train_length)
+    accuracy = forecast_model(alpha)
+    summary = {
+        "dry run": f"read {read}; nothing trained or written",
+        "series": n_series, "train_length": train_length, "context (receptive field)": window,
+        "epsilon (budget)": train_config.epsilon, "delta": train_config.delta,
+        "noise_multiplier": plan.noise_multiplier, "steps": plan.steps, "stopped_by": plan.stopped_by,
+        "theorem": plan.derivation.theorem if plan.derivation else None,
+        "accuracy": accuracy.to_dict() if console.json_mode else accuracy.statement,
+    }
+    for message in plan.warnings:
+        console.warn(message)
+    if acc_opts.planning():
+        return {**summary, "accuracy": accuracy.to_dict()}
+    console.summary(summary, "tsdp forecast-train --dry-run")
+    return None
+
+
+def _public_calendar(input, spec):
+    """DeepAR's default lags depend on the time step: the calendar of the public grid."""
+    from tsdp.io.files import read_table
+    from tsdp.io.timegrid import build_grid, parse_time_column
+
+    df = read_table(input, {spec.time_col: "time"}, None)
+    times = parse_time_column(df.select(spec.time_col), spec.time_col, spec.timezone)[spec.time_col]
+    return _calendar(build_grid(times, spec.time_col, spec.freq, True))
 
 
 def _lags(text: str) -> tuple[int, ...]:

@@ -30,6 +30,8 @@ SUBCOMMANDS: dict[str, tuple[str, str, str]] = {
              "FLIP: filter each series with a secret random all-pass filter (McElroy, Roy & Hore 2022)."),
     "forecast-train": ("tsdp.cli.forecast", "forecast_train",
                        "Train a probabilistic forecasting model with DP-SGD (Schuchardt et al."),
+    "plan": ("tsdp.cli.plan", "app",
+             "Accuracy against budget before touching data: a command's dry run at several epsilons."),
     "account": ("tsdp.cli.account", "app",
                 "Privacy accounting: DP-SGD with structured subsampling, calibration, composition, verification."),
     "ledger": ("tsdp.cli.ledger", "ledger_app",

@@ -14,6 +14,7 @@ import numpy as np
 import polars as pl
 import typer
 
+from tsdp.cli import accuracy_options as acc_opts
 from tsdp.cli import common
 from tsdp.cli.engine_options import (Engine, EngineOption, MemoryLimitOption, SparkConfOption, SparkMasterOption,
                                      WorkDirOption, engine_options)
@@ -25,6 +26,7 @@ from tsdp.mean import (NEIGHBOURING, MeanSettings, claim_for, estimate_prepared,
                        prepare_from_runs, release_prepared)
 from tsdp.mean.api import DEFAULT_GAMMA, DEFAULT_QUANTILES
 from tsdp.mean.errors import GroupDataError, GroupUsageError
+from tsdp.accuracy.estimators import mean_groups, mean_plan
 from tsdp.report import Report
 from tsdp.rng import SEEDED_WARNING, make_random_source
 
@@ -90,6 +92,11 @@ def mean_estimate(
     spark_master: Optional[str] = SparkMasterOption,
     spark_conf: Optional[list[str]] = SparkConfOption,
     evaluate: int = typer.Option(0, help="Run N times and print the MAE against the true per-group means: an internal, NOT private diagnostic; writes nothing.", min=0),
+    alpha: float = acc_opts.AlphaOption,
+    dry_run: bool = acc_opts.DryRunOption,
+    fail_on_noisy: bool = acc_opts.FailOnNoisyOption,
+    no_clip: bool = typer.Option(False, "--no-clip", help="Keep the raw noisy estimates; by default they are clipped to the public [--lower, --upper] (post-processing, no privacy cost)."),
+    round_values: bool = typer.Option(False, "--round", help="Write the estimates as integers (post-processing)."),
     output: Optional[str] = common.OutputOption,
     report: Optional[str] = common.ReportOption,
     custodian: Optional[str] = common.CustodianOption,
@@ -120,6 +127,11 @@ def mean_estimate(
                       time_col=time_col, cell_col=cell_col, slot_length=slot_length, cell=cell, slot=slot,
                       group_by=keys, out_of_range=value_out_of_range.value, timezone=timezone)
     options = engine_options(engine, memory_limit, work_dir, spark_master, spark_conf)
+    acc_opts.check_level(alpha)
+    if dry_run:
+        if evaluate:
+            raise UsageError("--dry-run reads no values, --evaluate runs on them: give one of them")
+        return _dry_run(settings, alpha, keys, common.Console(quiet, json_summary, stdout_taken=False))
     randomness = make_random_source(seed)
     if evaluate:
         return _evaluate(input, spec, settings, options, randomness, evaluate,
@@ -132,10 +144,13 @@ def mean_estimate(
         with _record_runs(input, spec, options, stage) as records:
             stage("estimating")
             estimates = _estimate(records, settings, randomness.generator)
+            accuracy = mean_groups([e.laplace_scale for e in estimates], alpha)
+            swamped = acc_opts.noisy_check(accuracy, float(np.median(np.abs(records.true_means()))),
+                                           "the true group means", _REMEDY, fail_on_noisy)
         claim = claim_for(settings, records.n_groups, user_col)
         participation = (participation_epsilon(settings, records.max_groups_per_user)
                          if records.max_groups_per_user is not None and records.n_groups > 1 else None)
-        table = _output_table(records, estimates, settings)
+        table = _output_table(records, estimates, settings, clip=not no_clip, round_values=round_values)
         warnings = _warnings(records, estimates, settings) + ([SEEDED_WARNING] if randomness.seeded else [])
         notes = _notes(records, settings, user_col, claim, participation is not None)
 
@@ -148,11 +163,12 @@ def mean_estimate(
             output={**described, "columns": table.columns},
             randomness=randomness.label,
             grid={"n_groups": records.n_groups, "key_columns": records.key_columns},
-            notes=notes, warnings=warnings,
+            notes=notes + _post_notes(settings, no_clip, round_values), warnings=warnings,
+            accuracy=accuracy.to_dict(),
         ), private_files=((common.custodian_document("mean-estimate", {"participation": participation}),
                            custodian),) if participation is not None else (), force=force)
 
-    for message in warnings:
+    for message in warnings + swamped:
         console.warn(message)
     summary = {
         "output": output, "report": report, "algorithm": settings.algorithm,
@@ -161,10 +177,45 @@ def mean_estimate(
         "epsilon_total_if_participation_public (custodian only)":
             participation and participation["epsilon_total_if_participation_public"],
         "unit": f"user ({user_col})",
+        "accuracy": acc_opts.shown(accuracy, json_summary),
     }
     if records.n_groups == 1:
-        summary.update(estimate=estimates[0].estimate, laplace_scale=estimates[0].laplace_scale)
+        summary.update(estimate=table["estimate"][0], laplace_scale=estimates[0].laplace_scale)
+    if swamped and json_summary:
+        summary["warning_codes"] = [acc_opts.NOISY_CODE]
     console.summary(summary, "tsdp mean-estimate")
+
+
+_REMEDY = ("a larger --epsilon, fewer and larger groups (a longer --slot-length, fewer --group-by columns), "
+          "or tighter public bounds --lower/--upper")
+
+
+def _post_notes(settings: MeanSettings, no_clip: bool, round_values: bool) -> list[str]:
+    notes = [] if no_clip else [
+        f"post-processing: estimates clipped to the public bounds [{settings.lower:g}, {settings.upper:g}] "
+        "(no privacy cost; a clipped estimate is never farther from the group's statistic than the raw one, "
+        "so the accuracy interval still holds)"]
+    if round_values:
+        notes.append("post-processing: estimates rounded to integers (no privacy cost; adds up to 0.5, "
+                     "which the accuracy interval does not include)")
+    return notes
+
+
+def _dry_run(settings: MeanSettings, alpha: float, keys, console) -> None:
+    """What the public parameters alone say: the per-group noise bound and the budget; the input is
+    not opened (the number of groups and of arrays per group depend on the records)."""
+    accuracy = mean_plan(settings.algorithm, settings.grouping, settings.epsilon, settings.lower,
+                         settings.upper, alpha)
+    summary = {
+        "dry run": "read nothing but the options (public bounds, algorithm, epsilon); nothing written",
+        "algorithm": settings.algorithm, "epsilon_per_group": settings.epsilon,
+        "epsilon_total_bound": (f"{settings.epsilon:g} x the number of groups" if keys else settings.epsilon),
+        "bounds": {"lower": settings.lower, "upper": settings.upper},
+        "accuracy": accuracy.to_dict() if console.json_mode else accuracy.statement,
+    }
+    if acc_opts.planning():
+        return {**summary, "accuracy": accuracy.to_dict()}
+    console.summary(summary, "tsdp mean-estimate --dry-run")
 
 
 def _quantiles(text: str | None) -> tuple[float, float] | tuple:
@@ -228,9 +279,14 @@ class _named_groups:
         return False
 
 
-def _output_table(records: RecordRuns, estimates, settings: MeanSettings) -> pl.DataFrame:
+def _output_table(records: RecordRuns, estimates, settings: MeanSettings, clip: bool = True,
+                  round_values: bool = False) -> pl.DataFrame:
+    from tsdp.mechanisms.postprocess import postprocess
+
+    raw = np.array([e.estimate for e in estimates], dtype=np.float64)
+    values = postprocess(raw, settings.lower if clip else None, settings.upper if clip else None, round_values)
     columns = {
-        "estimate": pl.Series([e.estimate for e in estimates], dtype=pl.Float64),
+        "estimate": pl.Series(values, dtype=pl.Float64).cast(pl.Int64 if round_values else pl.Float64),
         "laplace_scale": pl.Series([e.laplace_scale for e in estimates], dtype=pl.Float64),
         "algorithm": pl.repeat(settings.algorithm, len(estimates), eager=True, dtype=pl.String),
         "num_arrays": pl.Series([e.num_arrays for e in estimates], dtype=pl.Int64),

@@ -11,6 +11,7 @@ import typer
 
 from tsdp.accounting.budget import check_delta, check_epsilon
 from tsdp.accounting.sensitivity import ContributionBounds
+from tsdp.cli import accuracy_options as acc_opts
 from tsdp.cli import common
 from tsdp.cli.engine_options import (Engine, EngineOption, MemoryLimitOption, SparkConfOption, SparkMasterOption,
                                      WorkDirOption, engine_options, given_engine_flags)
@@ -137,6 +138,11 @@ def release(
     round_values: bool = typer.Option(False, "--round", help="Post-process: round released values to integers."),
     ledger: Optional[str] = typer.Option(None, help="Budget ledger to charge this release to (with --dataset); refused with exit 3 if it does not fit."),
     dataset: Optional[str] = typer.Option(None, help="Dataset name in --ledger whose budget pays for this release."),
+    accuracy_alpha: float = acc_opts.AccuracyAlphaOption,
+    accuracy_for: acc_opts.AccuracyFor = acc_opts.AccuracyForOption,
+    dry_run: bool = acc_opts.DryRunOption,
+    fail_on_noisy: bool = acc_opts.FailOnNoisyOption,
+    plot: Optional[str] = acc_opts.PlotOption,
     engine: Engine = EngineOption,
     memory_limit: Optional[str] = MemoryLimitOption,
     work_dir: Optional[str] = WorkDirOption,
@@ -198,11 +204,25 @@ def release(
     caps = event_caps(declared, value_bound) if spec.resolved_layout == "events" else None
     engine_options = _engine_options(spec, engine, memory_limit, work_dir, spark_master, spark_conf)
     run = _mechanism(mechanism, epsilon, delta, calibration, noise, dft_k, fast, koga, sampling)  # budget checked before the data
+    level, target = acc_opts.check_level(accuracy_alpha, "--accuracy-alpha"), accuracy_for.value
+    if target == "sum" and mechanism not in SUMMABLE:
+        raise UsageError(f"--accuracy-for sum is available for --mechanism gaussian, laplace and dft, not "
+                         f"{mechanism.value}: its per-series sums depend on the released sampling pattern")
+    if dry_run:
+        if evaluate or plot:
+            raise UsageError(f"--dry-run reads no values, {'--evaluate' if evaluate else '--plot'} needs them: "
+                             "give one of them")
+        return _dry_run(input, spec, declared, caps, run, level, target, mechanism,
+                        common.Console(quiet, json_summary, stdout_taken=False))
     randomness = make_random_source(seed)
     if evaluate:
         return _evaluate(input, spec, caps, declared, engine_options, run, randomness, evaluate,
                          common.Console(quiet, json_summary, stdout_taken=False))
     output, report = common.resolve_outputs(input, output, report, force, json_summary)
+    if plot is not None:
+        from tsdp.cli import plots
+
+        plots.check_plot_path(plot, (output, report), force)
     console = common.Console(quiet, json_summary, stdout_taken="-" in (output, report))
     charge = common.ledger_reservation(  # reserved before the data is read or any noise is drawn
         ledger, dataset, epsilon, delta or 0.0,
@@ -210,6 +230,10 @@ def release(
 
     streamed = mechanism in CELLWISE and engine_options.engine == "local" and input != "-" \
         and series_stream.streamable(input, spec, engine_options.memory_limit)
+    if streamed and (fail_on_noisy or plot):
+        raise UsageError(f"{'--fail-on-noisy' if fail_on_noisy else '--plot'} needs the panel in memory, but this "
+                         "input is released in chunks of series (see --memory-limit); raise --memory-limit or drop it")
+    swamped: list[str] = []  # the steward's noisy warning, printed once the release is published
     with charge as held, console.progress(4) as stage, _chunks(streamed, input, spec, engine_options, stage) as chunks:
         post_notes = [f"post-processing: {s}" for s in post.describe(clip_min, clip_max, round_values)]
         if chunks is None:
@@ -219,9 +243,11 @@ def release(
             table, diagnostics = loaded.table, loaded.diagnostics
 
             stage("adding noise")
-            result, _, rebuild = run(table, panel, randomness.generator, prefetched)
+            result, as_matrix, rebuild = run(table, panel, randomness.generator, prefetched)
             released = rebuild(post.postprocess(result.values, clip_min, clip_max, round_values))
             results = [result]
+            swamped = acc_opts.noisy_check(_accuracy(result, level, target), _robust_scale(table, target),
+                                           _SCALE_OF[target], _remedy(mechanism), fail_on_noisy)
         else:
             table, diagnostics = chunks, {}
             panel, notes = panel_of(chunks.n_series, chunks.n_steps, spec, declared, None, False, [SERIES_NOTE])
@@ -246,24 +272,124 @@ def release(
             grid={"n_series": table.n_series, "n_steps": table.n_steps, "freq": table.grid.freq,
                   "start": table.grid.points[0], "end": table.grid.points[-1]},
             notes=notes, warnings=warnings_now(),
+            accuracy=_accuracy(results[-1], level, target).to_dict(),
         ), before_commit=common.confirm_reservation(held), force=force)
         result, warnings = results[-1], warnings_now()
 
-    for message in warnings:
+    for message in warnings + swamped:
         console.warn(message)
     claim = result.claim
+    if plot is not None:
+        from tsdp.cli import plots
+
+        plots.plot_release(table.values_matrix(), as_matrix(), _accuracy(result, level, "cell").half_width,
+                           getattr(table, "series_names", None), plot,
+                           f"{claim.mechanism}, epsilon {claim.epsilon:g}", force)
     summary = {
         "output": output, "report": report, "mechanism": claim.mechanism,
         "epsilon": claim.epsilon, "delta": claim.delta,
         "noise": {k: claim.parameters[k] for k in ("sigma", "scale") if k in claim.parameters},
         "series": table.n_series, "steps": table.n_steps, "freq": table.grid.freq,
         "unit": claim.unit.neighbouring, "theorem": claim.theorem,
+        "accuracy": acc_opts.shown(_accuracy(result, level, target), json_summary),
     }
+    if swamped and json_summary:
+        summary["warning_codes"] = [acc_opts.NOISY_CODE]
     if held is not None:
         summary["ledger"] = {"dataset": dataset, "entry": held.id}
     if diagnostics:
         summary["diagnostics (not private, do not publish)"] = diagnostics
     console.summary(summary, "tsdp release")
+
+
+SUMMABLE = {Mechanism.gaussian, Mechanism.laplace, Mechanism.dft}
+_SCALE_OF = {"cell": "the input's cells", "sum": "the input series' sums"}
+
+
+_COMPUTED: dict = {}  # (id of a release, alpha, target) -> Accuracy: a DFT-Laplace simulation runs once
+
+
+def _accuracy(result, alpha: float, target: str, pattern: bool = True):
+    """The release's accuracy; with ``pattern``, FAST's also given its released sampling pattern."""
+    from tsdp.accuracy import for_claim
+
+    key = (id(result), alpha, target, pattern)
+    if key not in _COMPUTED or _COMPUTED[key][0] is not result:
+        _COMPUTED.clear()
+        sampled = getattr(result, "sampled", None) if pattern else None
+        _COMPUTED[key] = (result, acc_opts.accuracy_or_usage(lambda: for_claim(result.claim, alpha, target, sampled)))
+    return _COMPUTED[key][1]
+
+
+def _robust_scale(table, target: str) -> float:
+    """Median absolute value of the PRIVATE input's cells (or series sums): for the steward only."""
+    import numpy as np
+
+    matrix = table.values_matrix()
+    return float(np.median(np.abs(matrix.sum(axis=1) if target == "sum" else matrix)))
+
+
+def _remedy(mechanism: Mechanism) -> str:
+    """The options that would shrink the noise relative to the signal."""
+    common_part = "a larger --epsilon, tighter caps (--max-per-step, --max-steps, --series-per-user)"
+    return {
+        Mechanism.gaussian: f"{common_part}, a coarser grid (--freq, fewer steps per user) or a mechanism that "
+                            "smooths (--mechanism dft or filter-subsample)",
+        Mechanism.laplace: f"{common_part}, --mechanism gaussian (L2 rather than L1 sensitivity) or a mechanism "
+                           "that smooths (--mechanism dft)",
+        Mechanism.dft: f"{common_part} or fewer coefficients (--dft-k)",
+        Mechanism.fast: f"{common_part} or fewer samples per series (--fast-max-samples)",
+        Mechanism.subsample: f"{common_part} or --mechanism filter-subsample",
+        Mechanism.filter_subsample: f"{common_part} or a wider filter (--filter-sigma)",
+    }[mechanism]
+
+
+class _Zeros:
+    """A panel of zeros of the public shape: the dry run's mechanism sees no value of the input."""
+
+    def __init__(self, n_series: int, n_steps: int) -> None:
+        import numpy as np
+
+        self.matrix = np.zeros((n_series, n_steps))
+
+    def value_chunks(self):
+        return [self.matrix.ravel()]
+
+    def values_matrix(self):
+        return self.matrix
+
+    flat_to_matrix = with_values_flat = with_values_matrix = None  # nothing is written
+
+
+def _dry_run(input, spec: InputSpec, declared, caps, run, alpha: float, target: str, mechanism: Mechanism,
+             console) -> dict | None:
+    """Noise scale, accuracy and epsilon from the public shape only; writes nothing, charges nothing.
+
+    The mechanism runs on zeros of the public shape with a fixed seed (its claim depends on public
+    parameters only; for filter-subsample the sampled steps, drawn at release, set sigma: the dry
+    run shows one fixed draw)."""
+    import numpy as np
+
+    from tsdp.io.public_shape import public_shape
+
+    n_series, n_steps, read = public_shape(input, spec)
+    panel, _ = panel_of(n_series, n_steps, spec, declared, caps, spec.resolved_layout == "events", [])
+    result, _, _ = run(_Zeros(n_series, n_steps), panel, np.random.default_rng(0), None)
+    claim = result.claim
+    accuracy = _accuracy(result, alpha, target, pattern=False)  # the zeros' sampling pattern is not the release's
+    summary = {
+        "dry run": f"read {read}; nothing written, no budget charged",
+        "mechanism": claim.mechanism, "epsilon": claim.epsilon, "delta": claim.delta,
+        "noise": {k: claim.parameters[k] for k in ("sigma", "scale") if k in claim.parameters},
+        "series": n_series, "steps": n_steps, "unit": claim.unit.neighbouring,
+        "accuracy": acc_opts.shown(accuracy, console.json_mode),
+    }
+    if mechanism is Mechanism.filter_subsample:
+        summary["note"] = "sigma depends on the sampled steps drawn at release; shown for one fixed draw"
+    if acc_opts.planning():
+        return {**summary, "accuracy": accuracy.to_dict()}
+    console.summary(summary, "tsdp release --dry-run")
+    return None
 
 
 def _engine_options(spec: InputSpec, engine: Engine, memory_limit: str | None, work_dir: str | None,

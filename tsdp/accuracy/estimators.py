@@ -1,0 +1,73 @@
+"""Accuracy of the user-level mean estimators (Gupta et al.) and what DP-SGD training releases.
+
+Mean estimators: every released estimate is ``stat_g + Lap(b_g)``, ``b_g`` the group's Laplace
+scale (the ``laplace_scale`` column of the output, public). For LEVY and QUANTILE the private
+median or quantiles (exponential mechanism) choose the clipping interval [a, b] first, and
+``b_g = 2 Delta_s (b - a) / (n eps)``: given the released scale, the estimate's noise is exactly
+Lap(b_g), so ``b_g ln(1/alpha)`` is an exact (1 - alpha) half-width per group. The selection step's
+randomness reaches the estimate only through the interval: it sets the noise scale (accounted
+above) and the clipping bias, which depends on the data (``--evaluate``). Before any data is read,
+``b - a <= upper - lower`` bounds the scale for a group of n arrays (:func:`mean_plan`).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from tsdp.accuracy import intervals as iv
+from tsdp.accuracy.result import Accuracy
+
+MEAN_COVERS = ("noise only: the Laplace noise of each estimate given its released scale (laplace_scale column); "
+               "the clipping of values to the private interval [a, b] (levy, quantile) or of counts to m_ub "
+               "adds a bias that depends on the data (measure it with --evaluate)")
+
+
+def mean_groups(scales, alpha: float) -> Accuracy:
+    """Half-width of each group's estimate: ``laplace_scale x ln(1/alpha)`` (exact)."""
+    alpha = iv.check_alpha(alpha)
+    widths = np.asarray(scales, dtype=np.float64) * math.log(1.0 / alpha)
+    summary = None
+    if widths.size > 1:
+        summary = {"min": float(widths.min()), "median": float(np.median(widths)), "max": float(widths.max())}
+    return Accuracy(alpha, "group", "each group estimate", float(widths.max()), "analytic",
+                    "b_g ln(1/alpha), b_g the group's laplace_scale (Laplace mechanism, Gupta et al. Thm. II.1)",
+                    summary=summary, covers=MEAN_COVERS)
+
+
+def mean_plan(algorithm: str, grouping: str, epsilon: float, lower: float, upper: float, alpha: float) -> Accuracy:
+    """Before the data is read: the half-width for a group of n arrays is at most C / n (bound).
+
+    C = ln(1/alpha) x {Delta_s R / eps (array-averaging), 2 Delta_s R / eps (levy, quantile)},
+    R = upper - lower, Delta_s = 1 (bestfit) or 2 (wraparound); the private interval can only
+    narrow R. BASELINE's scale R m_max / (eps sum m_l) depends on per-user counts, stated as such.
+    """
+    alpha = iv.check_alpha(alpha)
+    width = upper - lower
+    log = math.log(1.0 / alpha)
+    ds = 1 if grouping == "bestfit" else 2
+    if algorithm == "baseline":
+        return Accuracy(alpha, "group", "each group estimate", None, "analytic",
+                        "b = R m_max / (eps sum_l m_l): ln(1/alpha) R / eps times the largest user's share "
+                        "of the group's records", covers=MEAN_COVERS,
+                        statement=(f"each group estimate within ±{log * width / epsilon:.4g} x (largest user's "
+                                   "records / group's records) with "
+                                   f"{100 * (1 - alpha):.4g}% probability (noise only)"))
+    c = log * ds * width / epsilon * (1.0 if algorithm == "array-averaging" else 2.0)
+    return Accuracy(alpha, "group", "each group estimate", None, "analytic bound",
+                    f"C / n, C = ln(1/alpha) x {'Delta_s R / eps' if algorithm == 'array-averaging' else '2 Delta_s R / eps'} "
+                    f"= {c:.6g} (n: arrays in the group)", exact=algorithm == "array-averaging", covers=MEAN_COVERS,
+                    statement=(f"each group estimate within ±{c:.4g}/n for a group of n arrays (±{c / 10:.4g} at "
+                               f"n = 10, ±{c / 100:.4g} at n = 100) with {100 * (1 - alpha):.4g}% probability "
+                               "(noise only)"))
+
+
+def forecast_model(alpha: float) -> Accuracy:
+    """DP-SGD releases model weights and forecasts, neither of which is 'value + noise'."""
+    alpha = iv.check_alpha(alpha)
+    text = ("no noise interval: the release is a trained model and its forecasts; the gradient noise is not a "
+            "released value, and the forecasts' accuracy is measured on held-out data (custodian file, "
+            "--evaluate-only), which is not publishable")
+    return Accuracy(alpha, "model", "the trained model", None, "not applicable",
+                    "DP-SGD (noisy clipped gradients); no per-value noise distribution", covers=text, statement=text)

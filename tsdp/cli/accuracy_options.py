@@ -1,0 +1,107 @@
+"""Options and messages shared by the commands that state their accuracy (issue 15).
+
+What goes where:
+
+* the ``accuracy`` block (report, ``--json`` summary, the human summary's one line) is computed
+  from public parameters only (:mod:`tsdp.accuracy`) and is publishable;
+* the noisy-release check compares the half-width with a robust scale of the PRIVATE input (the
+  median absolute value of its cells); its figures go only to stderr, for the steward, never into
+  the report. ``--json`` then carries only the code ``"noisy"`` under ``warning_codes`` (one bit,
+  for a CI gate; no figure derived from the data). ``--quiet`` silences the stderr warning;
+  ``--fail-on-noisy`` turns it into exit 3 before anything is written (no output, no report, no
+  ledger charge). Note that a gate on private data is itself a (one-bit) function of the data:
+  whether a release appears at all tells that bit.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+from enum import Enum
+from typing import Optional
+
+import typer
+
+from tsdp.errors import BudgetError, UsageError
+
+
+class AccuracyFor(str, Enum):
+    cell = "cell"
+    sum = "sum"
+
+
+_PLANNING = contextvars.ContextVar("tsdp_planning", default=False)
+
+
+def planning() -> bool:
+    """True when the current command runs inside ``tsdp plan``, which tabulates its dry runs: the
+    command then returns its dry-run summary instead of printing it."""
+    return _PLANNING.get()
+
+
+@contextlib.contextmanager
+def plan_mode():
+    """Run commands as ``tsdp plan`` does (see :func:`planning`)."""
+    token = _PLANNING.set(True)
+    try:
+        yield
+    finally:
+        _PLANNING.reset(token)
+
+
+AlphaOption = typer.Option(0.05, "--alpha", help="Accuracy: the interval of the noise of each released value holds with probability 1 - alpha.")
+# `tsdp release` already has --alpha (Koga et al.'s filter parameter): there the level is --accuracy-alpha.
+AccuracyAlphaOption = typer.Option(0.05, "--accuracy-alpha", help="Accuracy: the interval of the noise of each released value holds with probability 1 - alpha (--alpha is the filter-subsample paper parameter).")
+AccuracyForOption = typer.Option(AccuracyFor.cell, "--accuracy-for", help="Accuracy of each released cell, or of each series' sum over its steps (gaussian, laplace, dft).")
+DryRunOption = typer.Option(False, "--dry-run", help="Read only what is public (schema, grid, series keys, declared bounds), print the noise scale, accuracy and epsilon, and write nothing.")
+FailOnNoisyOption = typer.Option(False, "--fail-on-noisy", help="Exit 3 and write nothing when the noise interval exceeds the median absolute value of the input (a CI gate).")
+PlotOption = typer.Option(None, "--plot", help="PNG of a few input series and their release with the noise band (UNPROTECTED data; needs tsdp[plot]; not next to the output unless named *.unprotected.png).", metavar="FILE.png")
+
+NOISY_CODE = "noisy"
+
+
+def check_level(alpha: float, option: str = "--alpha") -> float:
+    """The accuracy level, checked before any data is read."""
+    if not (0.0 < alpha < 1.0):
+        raise UsageError(f"{option} must be in (0, 1), got {alpha:g}")
+    return alpha
+
+
+def accuracy_or_usage(compute):
+    """``compute()``, turning the accuracy module's ValueError into a usage error."""
+    try:
+        return compute()
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def shown(acc, json_mode: bool):
+    """The accuracy in a summary: the whole block with ``--json``, its one line for people."""
+    return acc.to_dict() if json_mode else acc.line()
+
+
+def typical_width(acc) -> Optional[float]:
+    """The half-width of a typical released value: the median over series or groups when it varies."""
+    return acc.summary["median"] if acc.summary else acc.half_width
+
+
+def noisy(acc, scale: Optional[float]) -> bool:
+    """True when the (typical) noise half-width exceeds the private robust scale (None: not computable)."""
+    width = typical_width(acc)
+    return width is not None and scale is not None and width > scale
+
+
+def noisy_check(acc, scale: Optional[float], what: str, remedy: str, fail: bool) -> list[str]:
+    """The steward's warning when the noise swamps the signal (empty when it does not), or exit 3
+    under --fail-on-noisy, raised before anything is written. The caller prints the warning (stderr,
+    unless --quiet) once the release is published, and puts only the code "noisy" in --json."""
+    if not noisy(acc, scale):
+        return []
+    message = (f"the noise swamps the signal: {acc.line()}, but the median absolute value of {what} is "
+               f"{scale:.4g} (a figure of the PRIVATE data, shown to you only: it is in no report). "
+               f"To publish something useful, try {remedy}")
+    if fail:
+        raise BudgetError(f"--fail-on-noisy: {message}; nothing was written")
+    return [message]
+
+

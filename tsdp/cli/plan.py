@@ -1,0 +1,110 @@
+"""``tsdp plan``: accuracy against budget, before any data is touched (issue 15).
+
+``tsdp plan release INPUT [release options] --epsilon 0.1,0.5,1,2,4`` runs the command's own
+``--dry-run`` once per epsilon (so the options, their checks and the public shape are exactly the
+release's) and tabulates the noise scale and the (1 - alpha) half-width of each. Nothing is
+written and no budget is charged; only the public shape of the input is read.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Optional
+
+import typer
+
+from tsdp.cli import accuracy_options as acc_opts
+from tsdp.cli import common
+from tsdp.errors import UsageError
+
+app = typer.Typer(help="Accuracy against budget before touching data: a command's dry run at several epsilons.",
+                  no_args_is_help=True)
+
+PASS_THROUGH = {"allow_extra_args": True, "ignore_unknown_options": True, "help_option_names": ["--help"]}
+EpsilonsOption = typer.Option(..., "--epsilon", help="Comma-separated budgets to compare, e.g. 0.1,0.5,1,2,4.")
+PlanPlotOption = typer.Option(None, "--plot", help="PNG of the half-width against epsilon (needs tsdp[plot]).", metavar="FILE.png")
+
+
+@app.command("release", context_settings=PASS_THROUGH)
+def plan_release(ctx: typer.Context, epsilon: str = EpsilonsOption, plot: Optional[str] = PlanPlotOption,
+                 json_summary: bool = common.JsonOption, quiet: bool = common.QuietOption) -> None:
+    """Noise and accuracy of `tsdp release` at each epsilon (give INPUT and the release options)."""
+    _sweep("release", ctx.args, epsilon, plot, json_summary, quiet)
+
+
+@app.command("mean-estimate", context_settings=PASS_THROUGH)
+def plan_mean(ctx: typer.Context, epsilon: str = EpsilonsOption, plot: Optional[str] = PlanPlotOption,
+              json_summary: bool = common.JsonOption, quiet: bool = common.QuietOption) -> None:
+    """Accuracy of `tsdp mean-estimate` at each epsilon per group (give INPUT and its options)."""
+    _sweep("mean-estimate", ctx.args, epsilon, plot, json_summary, quiet)
+
+
+def epsilons(text: str) -> list[float]:
+    """The budgets of ``--epsilon``: positive, finite, in the order given."""
+    values = []
+    for part in common.split_list(text) or []:
+        try:
+            value = float(part)
+        except ValueError:
+            raise UsageError(f"--epsilon must be comma-separated numbers such as 0.1,0.5,1, got {text!r}") from None
+        if not (0 < value < float("inf")):
+            raise UsageError(f"--epsilon values must be finite and > 0, got {part!r}")
+        values.append(value)
+    if not values:
+        raise UsageError(f"--epsilon names no budget, got {text!r}")
+    return values
+
+
+def _sweep(name: str, args: list[str], epsilon: str, plot: str | None, json_summary: bool, quiet: bool) -> None:
+    budgets = epsilons(epsilon)
+    for flag in ("--dry-run", "--epsilon", "-o", "--output", "--report", "--ledger", "--fail-on-noisy"):
+        if any(a == flag or a.startswith(flag + "=") for a in args):
+            raise UsageError(f"{flag} does not apply to tsdp plan {name}: it runs the dry run of each --epsilon "
+                             "and writes nothing")
+    if plot is not None:
+        from tsdp.cli import plots
+
+        plots.check_plot_path(plot, ())
+    from tsdp.cli.app import _SETTINGS
+    from tsdp.cli.lazy import load_subcommand
+
+    command = load_subcommand(name, _SETTINGS)
+    rows = []
+    with acc_opts.plan_mode():
+        for value in budgets:
+            with command.make_context(name, [*args, "--epsilon", repr(value), "--dry-run"]) as sub:
+                rows.append(_row(value, command.invoke(sub)))
+    if plot is not None:
+        from tsdp.cli import plots
+
+        plots.plot_plan(rows, plot, name)
+    if json_summary:
+        print(json.dumps({"command": name, "rows": rows}, indent=2, default=str))
+    elif not quiet:
+        _table(name, rows)
+
+
+def _row(value: float, summary: dict[str, Any]) -> dict[str, Any]:
+    accuracy = summary["accuracy"]
+    row = {"epsilon": value, "delta": summary.get("delta"), "noise": summary.get("noise"),
+           "half_width": accuracy["half_width"], "alpha": accuracy["alpha"], "scope": accuracy["scope"],
+           "exact": accuracy.get("exact", True)}
+    if accuracy["half_width"] is None:
+        row["statement"] = accuracy.get("statement")
+    return row
+
+
+def _table(name: str, rows: list[dict[str, Any]]) -> None:
+    from rich.console import Console as RichConsole
+    from rich.table import Table
+
+    alpha = rows[0]["alpha"]
+    table = Table(title=f"tsdp plan {name}: {rows[0]['scope']}, {100 * (1 - alpha):.4g}% interval of the noise "
+                        "(noise only; nothing read but the public shape, nothing written)", title_justify="left")
+    for column in ("epsilon", "delta", "noise", "half-width"):
+        table.add_column(column, justify="right" if column != "noise" else "left")
+    for row in rows:
+        noise = ", ".join(f"{k}={v:.4g}" for k, v in (row["noise"] or {}).items())
+        width = f"±{row['half_width']:.4g}" if row["half_width"] is not None else row.get("statement", "")
+        table.add_row(f"{row['epsilon']:g}", "" if row["delta"] is None else f"{row['delta']:g}", noise, width)
+    RichConsole(soft_wrap=True).print(table)
