@@ -58,7 +58,37 @@ def test_laplace_cell_and_sum():
     S, T = 4000, 25
     rel = release_laplace(np.zeros((S, T)), panel(S, T), 1.0, rng)
     cell = for_claim(rel.claim, ALPHA, "cell")
-    assert cell.half_width == pytest.approx(rel.claim.parameters["scale"] * math.log(1 / ALPHA))
+    p = rel.claim.parameters
+    assert p["sampler"] == "hardened"
+    assert cell.half_width == pytest.approx(p["scale"] * math.log(1 / ALPHA) + p["granularity"])
+    check(rel.values, cell)
+    float_rel = release_laplace(np.zeros((S, T)), panel(S, T), 1.0, rng, sampler="float")
+    float_cell = for_claim(float_rel.claim, ALPHA, "cell")
+    assert float_cell.exact and float_cell.half_width == pytest.approx(
+        float_rel.claim.parameters["scale"] * math.log(1 / ALPHA))
+    check(float_rel.values, float_cell)
+    check(rel.values.sum(axis=1), for_claim(rel.claim, ALPHA, "sum"))
+
+
+@pytest.mark.parametrize("release", ["gaussian", "laplace"])
+def test_hardened_interval_covers_a_coarse_lattice(release):
+    """With the coarsest granularity allowed (the noise scale only 8 lattice steps), the lattice's
+    discreteness is visible, and the stated half-width (continuous width + g) still covers 1 - alpha
+    of the noise (a bound: at least 1 - alpha, within the binomial error)."""
+    rng = np.random.default_rng(5)
+    S, T = 20000, 5
+    zeros = np.zeros((S, T))
+    if release == "gaussian":
+        probe = release_gaussian(zeros[:1], panel(1, T), 1.0, 1e-5, rng, sampler="float").claim.parameters["sigma"]
+        g = 2.0 ** math.floor(math.log2(probe / 8))
+        rel = release_gaussian(zeros, panel(S, T), 1.0, 1e-5, rng, granularity=g)
+    else:
+        g = 0.125  # scale = (floor(1 / g) + 1) g / epsilon = 1.125: 9 lattice steps
+        rel = release_laplace(zeros, panel(S, T), 1.0, rng, granularity=g)
+    assert rel.claim.parameters["granularity"] == g
+    assert np.all(np.mod(rel.values, g) == 0)
+    cell = for_claim(rel.claim, ALPHA, "cell")
+    assert not cell.exact
     check(rel.values, cell)
     check(rel.values.sum(axis=1), for_claim(rel.claim, ALPHA, "sum"))
 

@@ -57,16 +57,26 @@ def for_claim(claim, alpha: float = iv.DEFAULT_ALPHA, target: str = "cell", samp
     if target == "sum" and mechanism not in ("gaussian", "laplace", "dft"):
         raise ValueError(f"--accuracy-for sum is available for --mechanism gaussian, laplace and dft, not "
                          f"{mechanism}: its per-series sums depend on the released sampling pattern")
+    g = p.get("granularity") if p.get("sampler") == "hardened" else None
     if mechanism == "gaussian":
-        return cellwise("gaussian", p["sigma"], alpha, target, p["n_steps"])
+        return on_lattice(cellwise("gaussian", p["sigma"], alpha, target, p["n_steps"]), g,
+                          p["n_steps"] if target == "sum" else 1)
     if mechanism == "laplace":
-        return cellwise("laplace", p["scale"], alpha, target, p["n_steps"])
+        return on_lattice(cellwise("laplace", p["scale"], alpha, target, p["n_steps"]), g,
+                          p["n_steps"] if target == "sum" else 1)
     if mechanism == "dft":
         scale = p["sigma"] if p["noise"] == "gaussian" else p["scale"]
-        return dft(p["noise"], scale, p["k"], p["kept_real_coefficients"], p["n_steps"], alpha, target)
+        acc = dft(p["noise"], scale, p["k"], p["kept_real_coefficients"], p["n_steps"], alpha, target)
+        if g is None:
+            return acc
+        n_real, n_steps = p["kept_real_coefficients"], p["n_steps"]
+        # sum_j |a_j(t)| <= sqrt(n_r) sqrt(sum_j a_j(t)^2) (Cauchy-Schwarz; see dft() for the sum of squares)
+        weights = math.sqrt(n_steps) if target == "sum" else math.sqrt(
+            n_real * (2 * n_real - 1 - (n_real % 2 == 0)) / n_steps)
+        return on_lattice(acc, g, weights)
     if mechanism == "fast":
         scale = p["sigma"] if p["noise"] == "gaussian" else p["scale"]
-        acc = fast(p["noise"], scale, alpha)
+        acc = on_lattice(fast(p["noise"], scale, alpha), g, 1.0)
         if sampled is None:
             return acc
         variance = scale * scale * (1.0 if p["noise"] == "gaussian" else 2.0)
@@ -76,6 +86,27 @@ def for_claim(claim, alpha: float = iv.DEFAULT_ALPHA, target: str = "cell", samp
         sigmas = (p.get("noise") or {}).get("sigma_per_series") or [p["sigma"]]
         return subsample(mechanism, sigmas, alpha)
     raise ValueError(f"no accuracy model for mechanism {mechanism!r}")
+
+
+def on_lattice(acc: Accuracy, granularity: float | None, weight: float) -> Accuracy:
+    """The interval of the hardened sampler's noise: ``g`` times a discrete Gaussian or Laplace
+    (:mod:`tsdp.mechanisms.discrete`), entering each released value with weights ``w_j``.
+
+    For X on the lattice gZ with the discrete law of parameter s, P(X >= g m) <= P(Y >= g (m - 1))
+    for the continuous Y of the same s: the lattice sum over x >= m is at most the integral from
+    m - 1, and the discrete normaliser is at least the continuous one (sqrt(2 pi) sigma by Poisson
+    summation for the Gaussian; coth(g / 2b) >= 2b / g for the Laplace). So |X| - g is
+    stochastically dominated by |Y|; coupling each X_j with a Y_j of the same sign gives
+    |sum_j w_j X_j| <= |sum_j w_j Y_j| + g sum_j |w_j|, and the continuous half-width plus
+    ``g * weight`` (``weight`` >= sum_j |w_j|) covers the discrete noise with probability >= 1 - alpha.
+    """
+    if granularity is None or acc.half_width is None:
+        return acc
+    extra = granularity * weight
+    summary = None if acc.summary is None else {k: v + extra for k, v in acc.summary.items()}
+    return replace(acc, half_width=acc.half_width + extra, exact=False, summary=summary,
+                   formula=f"{acc.formula}; + g sum_j |w_j| = {extra:.6g} for the hardened sampler's lattice "
+                           f"(g = {granularity:.6g}): a bound, exact coverage to within one lattice step")
 
 
 def _spread(values) -> dict[str, float] | None:
