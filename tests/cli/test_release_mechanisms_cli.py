@@ -155,7 +155,7 @@ def test_subsample_exact_needs_at_most_half_the_papers_noise_and_verifies(tmp_pa
     assert exact["parameters"]["sigma"] <= 0.5 * paper["parameters"]["sigma"]
     # the exact claim is rechecked from its event, and composes tightly with another release
     assert main(["account", "verify", str(tmp_path / "exact.report.json"), "--max-epsilon", "0.5",
-                 "--output", str(tmp_path / "exact.parquet"), "--quiet"]) == 0
+                 "--released", str(tmp_path / "exact.parquet"), "--quiet"]) == 0
     assert main(["account", "compose", str(tmp_path / "exact.report.json"),
                  str(tmp_path / "exact.report.json"), "--quiet"]) == 0
 

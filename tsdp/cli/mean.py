@@ -158,9 +158,8 @@ def mean_estimate(
         "output": output, "report": report, "algorithm": settings.algorithm,
         "groups": records.n_groups, "epsilon_per_group": settings.epsilon,
         "epsilon_total_bound": claim.epsilon,
-        "epsilon_total_if_participation_public (custodian only)":
-            participation and participation["epsilon_total_if_participation_public"],
-        "unit": f"user ({user_col})",
+        "custodian": custodian if participation is not None else None,
+        "unit": "user", "user_col": user_col,
     }
     if records.n_groups == 1:
         summary.update(estimate=estimates[0].estimate, laplace_scale=estimates[0].laplace_scale)
@@ -306,5 +305,5 @@ def _evaluate(input, spec: RecordSpec, settings: MeanSettings, options: EngineOp
     console.warn("--evaluate compares the estimates with the true means: the figures are NOT private, "
                  "are for choosing parameters only, and nothing was written")
     console.summary({"runs": repeats, "algorithm": settings.algorithm, "epsilon_per_group": settings.epsilon,
-                     "groups": records.n_groups, "mae per group": summarize(mae.tolist()),
-                     "written": "nothing (diagnostic only, NOT private)"}, "tsdp mean-estimate --evaluate")
+                     "groups": records.n_groups, "mae_per_group": summarize(mae.tolist()),
+                     "release_written": False}, "tsdp mean-estimate --evaluate")

@@ -251,12 +251,12 @@ def release(
         "epsilon": claim.epsilon, "delta": claim.delta,
         "noise": {k: claim.parameters[k] for k in ("sigma", "scale") if k in claim.parameters},
         "series": table.n_series, "steps": table.n_steps, "freq": table.grid.freq,
-        "unit": claim.unit.neighbouring, "theorem": claim.theorem,
+        "unit": claim.unit.level, "neighbouring": claim.unit.neighbouring, "theorem": claim.theorem,
     }
     if held is not None:
         summary["ledger"] = {"dataset": dataset, "entry": held.id}
     if diagnostics:
-        summary["diagnostics (not private, do not publish)"] = diagnostics
+        summary["diagnostics_not_private"] = diagnostics  # counts of the input: do not publish
     console.summary(summary, "tsdp release")
 
 
@@ -398,5 +398,5 @@ def _evaluate(input, spec, caps, declared, engine_options, run, randomness, repe
     console.warn("--evaluate compares releases with the true input: the figures are NOT private, "
                  "are for choosing parameters only, and no release was written")
     console.summary({"runs": repeats, "mechanism": result.claim.mechanism, "epsilon": result.claim.epsilon,
-                     "delta": result.claim.delta, "mae": summarize(maes), "mre (sanitary bound 1)": summarize(mres),
-                     "written": "nothing (diagnostic only)"}, "tsdp release --evaluate")
+                     "delta": result.claim.delta, "mae": summarize(maes), "mre": summarize(mres),
+                     "mre_sanitary_bound": 1, "release_written": False}, "tsdp release --evaluate")
