@@ -209,12 +209,12 @@ def test_empty_input_file(refuse, tmp_path):
 
 def test_unexpected_failure_while_writing_leaves_nothing(refuse, long_csv, monkeypatch):
     """A crash after the output was staged: exit 1, one line, no traceback, no file, no temp."""
-    from tsdp.cli import release as release_module
+    from tsdp.report import Report
 
     def boom(self):
         raise RuntimeError("disk on fire")
 
-    monkeypatch.setattr(release_module.Report, "to_json", boom)
+    monkeypatch.setattr(Report, "to_json", boom)
     refuse(long_args(), 1, "unexpected RuntimeError", "disk on fire", "--debug")
 
 

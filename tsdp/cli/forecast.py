@@ -23,8 +23,8 @@ import polars as pl
 import typer
 
 from tsdp.cli import common
-from tsdp.cli.account import SERIES_UNITS, Bottom, Top
-from tsdp.cli.vocabulary import series_unit
+from tsdp.api.accounting import SERIES_UNITS, series_unit
+from tsdp.cli.account import Bottom, Top
 from tsdp.errors import DataError, UsageError
 from tsdp.forecast.claim import dpsgd_claim, unaccounted
 from tsdp.io.files import check_output_path, read_table

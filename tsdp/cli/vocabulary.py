@@ -13,7 +13,7 @@ handle old spellings in one place:
   the new options; it is never silently reinterpreted.
 
 Option *values* that changed meaning (``account dpsgd --unit user``) are refused by the command
-that reads them (see :func:`series_unit`).
+that reads them (see :func:`tsdp.api.accounting.series_unit`).
 """
 
 from __future__ import annotations
@@ -139,21 +139,3 @@ def _debug_option():
     option = typer.main.get_command(probe).params[0]
     option.expose_value = False
     return option
-
-
-def series_unit(unit: str, w: int) -> str:
-    """The protected unit of ``account dpsgd``/``forecast-train`` as the accountant names it.
-
-    ``w-event``: w contiguous steps of one series; ``w-user``: any w steps of one series (the
-    paper's names); ``event``: one step (w = 1). ``user`` meant 'any w steps of one series' in
-    earlier versions, but ``--unit user`` means a whole user everywhere now (as in ``release``),
-    so it is refused rather than reinterpreted; so is ``event`` with w > 1, which meant w-event.
-    """
-    if unit == "user":
-        raise UsageError("--unit user means a whole user (all of a user's contributions, as in 'tsdp release'); "
-                         "DP-SGD accounting protects part of one series: use --unit w-user for any --w steps of "
-                         "one series (what --unit user meant before), or --unit w-event for --w contiguous steps")
-    if unit == "event" and w != 1:
-        raise UsageError(f"--unit event protects one step; with --w {w} use --unit w-event (--w contiguous steps of "
-                         f"one series, what --unit event --w {w} meant before) or --unit w-user (any --w steps)")
-    return "user" if unit == "w-user" else "event"
