@@ -80,9 +80,9 @@ class FlipSettings:
         if self.var_order != "aic" and (not isinstance(self.var_order, int) or self.var_order < 0):
             raise UsageError(f"--var-order {self.var_order!r}: must be 'aic' or an integer >= 0")
         if self.K < 1:
-            raise UsageError(f"--cepstral-terms {self.K}: must be an integer >= 1")
+            raise UsageError(f"--cepstral-terms {self.K} (K, the cepstral truncation): must be an integer >= 1")
         if self.M is not None and self.M < 1:
-            raise UsageError(f"--filter-half-length {self.M}: must be an integer >= 1")
+            raise UsageError(f"--filter-half-length {self.M} (M, the filter half-length): must be an integer >= 1")
         if self.coef_method not in coefficients.METHODS:
             raise UsageError(f"--coef-method {self.coef_method!r}: must be one of {', '.join(coefficients.METHODS)}")
         if self.boundary not in BOUNDARIES:
