@@ -332,6 +332,28 @@ def test_reservation_block_cancels_on_failure_and_keeps_a_confirmed_spend(db):
             pytest.fail("the block must not run when the budget is refused")
 
 
+def test_signal_right_after_the_confirm_commit_leaves_no_spend(db, monkeypatch):
+    """A signal (SIGTERM unwinds as an exception) landing after confirm() committed but before it
+    returned: the publisher's revert must still find the reservation confirmed and reopen it, so
+    the block cancels it; a spent entry with no published output would be charged for nothing."""
+    real = ledger.confirm
+
+    def confirm_then_signal(*args, **kwargs):
+        real(*args, **kwargs)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(ledger, "confirm", confirm_then_signal)
+    with pytest.raises(KeyboardInterrupt):
+        with ledger.reservation(db, "d", 0.5, 0.0, "signalled") as held:
+            try:
+                held.confirm("o.csv", "a" * 64)  # as tsdp.cli.common.publish's before_commit hook
+            except BaseException:
+                if held.confirmed:  # as the hook's revert()
+                    held.unconfirm()
+                raise
+    assert one(db).entries == ()
+
+
 # ---------------------------------------------------------------------------------------------
 # Concurrency: many processes at once
 # ---------------------------------------------------------------------------------------------

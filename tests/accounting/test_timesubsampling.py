@@ -250,11 +250,11 @@ def test_alpha_at_the_validity_floor():
 
 def test_alpha_validation():
     st = stats_for(1800)
-    with pytest.raises(UsageError, match="--alpha"):
+    with pytest.raises(UsageError, match="--filter-alpha"):
         ts.paper_filter(EPS, DELTA, 180, P, st.L, st.srank, alpha=0.3)  # below sqrt(p)
-    with pytest.raises(UsageError, match="--alpha .*floor"):
+    with pytest.raises(UsageError, match="--filter-alpha .*floor"):
         ts.paper_filter(EPS, DELTA, 180, P, st.L, st.srank, alpha=math.sqrt(P + st.L) * 0.999)
-    with pytest.raises(UsageError, match="--alpha"):
+    with pytest.raises(UsageError, match="--filter-alpha"):
         ts.paper_filter(EPS, DELTA, 180, P, st.L, st.srank, alpha=1.2)
     fixed = ts.paper_filter(EPS, DELTA, 180, P, st.L, st.srank, alpha=0.8)
     assert fixed.alpha == 0.8 and fixed.delta_total < DELTA

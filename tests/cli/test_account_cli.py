@@ -7,9 +7,9 @@ import pytest
 
 from tsdp.cli.app import main
 
-TRAFFIC = ["--series", "862", "--length", "14000", "--context", "192", "--horizon", "24",
+TRAFFIC = ["--series", "862", "--length", "14000", "--context-length", "192", "--forecast-length", "24",
            "--batch-size", "128", "--delta", "1e-7"]
-SMALL = ["--series", "320", "--length", "20", "--context", "1", "--horizon", "1", "--batch-size", "32",
+SMALL = ["--series", "320", "--length", "20", "--context-length", "1", "--forecast-length", "1", "--batch-size", "32",
          "--delta", "1e-5"]
 
 
@@ -24,7 +24,7 @@ def test_dpsgd_traffic_setting(capsys):
     assert code == 0
     assert out["epsilon"] == pytest.approx(0.6186, rel=0.005)
     assert "Theorem 4.4" in out["theorem"] and out["is_privacy_guarantee"] is True
-    assert out["geometry"]["T"] == 13977 and out["geometry"]["k"] == 216
+    assert out["geometry"]["windows_per_series"] == 13977 and out["geometry"]["k"] == 216
 
 
 def test_lower_bound_is_labelled_and_never_a_guarantee(capsys):
@@ -32,17 +32,18 @@ def test_lower_bound_is_labelled_and_never_a_guarantee(capsys):
                             "--instances", "2", "--bound", "lower")
     assert code == 0
     assert out["is_privacy_guarantee"] is False
-    assert "epsilon" not in out and any("LOWER BOUND" in key for key in out)
+    assert "epsilon" not in out and "epsilon_lower_bound" in out
+    assert "lower_bound" in {w["code"] for w in out["warnings"]}
     code, upper, _ = run_json(capsys, "account", "dpsgd", *SMALL, "--noise-multiplier", "1", "--steps", "10",
                               "--instances", "2")
-    lower_eps = next(v for k, v in out.items() if "LOWER BOUND" in k)
+    lower_eps = out["epsilon_lower_bound"]
     assert lower_eps <= upper["epsilon"] and "F.1" in upper["theorem"]
 
 
 def test_checkpoints_are_monotone(capsys):
     code, out, _ = run_json(capsys, "account", "dpsgd", *SMALL, "--noise-multiplier", "1", "--steps", "200",
                             "--checkpoints", "5")
-    eps = [out["checkpoints"][k] for k in sorted(out["checkpoints"], key=int)]
+    eps = [c["epsilon"] for c in sorted(out["checkpoints"], key=lambda c: c["compositions"])]
     assert len(eps) == 5 and eps == sorted(eps) and eps[-1] == out["epsilon"]
 
 
@@ -55,16 +56,16 @@ def test_epochs_for_iteration_compose_per_epoch(capsys):
 
 
 def test_calibrate_noise_and_steps(capsys):
-    code, out, _ = run_json(capsys, "account", "calibrate", "dpsgd", *SMALL, "--target-epsilon", "2",
+    code, out, _ = run_json(capsys, "account", "calibrate", "dpsgd", *SMALL, "--epsilon", "2",
                             "--steps", "100")
     assert code == 0 and out["epsilon"] <= 2.0
     sigma = out["noise_multiplier"]
     _, check, _ = run_json(capsys, "account", "dpsgd", *SMALL, "--noise-multiplier", str(sigma * 0.995),
                            "--steps", "100")
     assert check["epsilon"] > 2.0  # calibrated to within 0.5%, on the safe side
-    code, out, _ = run_json(capsys, "account", "calibrate", "dpsgd", *SMALL, "--target-epsilon", "5",
+    code, out, _ = run_json(capsys, "account", "calibrate", "dpsgd", *SMALL, "--epsilon", "5",
                             "--noise-multiplier", "1")
-    k = out["max_steps"]
+    k = out["steps"]
     assert k > 1
     _, at_k, _ = run_json(capsys, "account", "dpsgd", *SMALL, "--noise-multiplier", "1", "--steps", str(k))
     _, past_k, _ = run_json(capsys, "account", "dpsgd", *SMALL, "--noise-multiplier", "1", "--steps", str(k + 1))
@@ -72,13 +73,13 @@ def test_calibrate_noise_and_steps(capsys):
 
 
 @pytest.mark.parametrize("args,needle", [
-    (["--series", "10", "--length", "50", "--context", "60", "--horizon", "5", "--batch-size", "4"], "--context"),
-    (["--series", "10", "--length", "50", "--context", "5", "--horizon", "5", "--batch-size", "40"], "--batch-size"),
-    (["--series", "10", "--length", "50", "--context", "5", "--horizon", "5", "--batch-size", "5",
+    (["--series", "10", "--length", "50", "--context-length", "60", "--forecast-length", "5", "--batch-size", "4"], "--context-length"),
+    (["--series", "10", "--length", "50", "--context-length", "5", "--forecast-length", "5", "--batch-size", "40"], "--batch-size"),
+    (["--series", "10", "--length", "50", "--context-length", "5", "--forecast-length", "5", "--batch-size", "5",
       "--instances", "2"], "--instances"),
-    (["--series", "10", "--length", "50", "--context", "5", "--horizon", "5", "--batch-size", "4",
+    (["--series", "10", "--length", "50", "--context-length", "5", "--forecast-length", "5", "--batch-size", "4",
       "--label-noise", "1", "--value-bound", "1", "--w", "2"], "--w"),
-    (["--series", "10", "--length", "50", "--context", "5", "--horizon", "5", "--batch-size", "4",
+    (["--series", "10", "--length", "50", "--context-length", "5", "--forecast-length", "5", "--batch-size", "4",
       "--label-noise", "1"], "--value-bound"),
 ])
 def test_bad_arguments_are_usage_errors(capsys, args, needle):
@@ -164,10 +165,10 @@ def test_verify_passes_and_fails(capsys, reports, tmp_path):
     report, output = reports["g1"]
     # seeded runs may not be published; these fixtures are not seeded
     assert main(["account", "verify", str(report), "--max-epsilon", "0.5", "--max-delta", "1e-6",
-                 "--output", str(output), "--quiet"]) == 0
+                 "--released", str(output), "--quiet"]) == 0
     assert main(["account", "verify", str(report), "--max-epsilon", "0.4", "--quiet"]) == 3
     assert "exceeds --max-epsilon" in capsys.readouterr().err
-    assert main(["account", "verify", str(report), "--output", str(reports["g2"][1]), "--quiet"]) == 3
+    assert main(["account", "verify", str(report), "--released", str(reports["g2"][1]), "--quiet"]) == 3
     assert "sha256" in capsys.readouterr().err
     tampered = json.loads(report.read_text())
     tampered["claim"]["epsilon"] = 0.1  # claims more privacy than its noise gives
@@ -222,18 +223,18 @@ def test_record_level_substitution_with_fixed_batches(capsys):
 
 def test_record_level_calibration_both_ways(capsys):
     base = ["account", "calibrate", "dpsgd", "--unit", "record", "--sampling-rate", "0.01", "--delta", "1e-5",
-            "--target-epsilon", "3"]
+            "--epsilon", "3"]
     code, out, _ = run_json(capsys, *base, "--steps", "2000")
     assert code == 0 and out["epsilon"] <= 3 and 0.5 < out["noise_multiplier"] < 2
     sigma = out["noise_multiplier"]
     code, again, _ = run_json(capsys, *base, "--noise-multiplier", str(sigma))
-    assert code == 0 and again["max_steps"] >= 2000 and again["epsilon"] <= 3
-    assert again["max_epochs"] == again["max_steps"] // 100
+    assert code == 0 and again["steps"] >= 2000 and again["epsilon"] <= 3
+    assert again["epochs"] == again["steps"] // 100
 
 
 @pytest.mark.parametrize("extra, needle", [
-    (["--sampling-rate", "0.01", "--steps", "10", "--series", "5"], "--series applies to --unit event/user"),
-    (["--sampling-rate", "0.01", "--steps", "10", "--top", "poisson"], "--top applies to --unit event/user"),
+    (["--sampling-rate", "0.01", "--steps", "10", "--series", "5"], "--series applies to --unit w-event/w-user/event"),
+    (["--sampling-rate", "0.01", "--steps", "10", "--top", "poisson"], "--top applies to --unit w-event/w-user/event"),
     (["--steps", "10"], "--sampling-rate Q, or --batch-size B with --dataset-size N"),
     (["--sampling-rate", "0.01", "--batch-size", "5", "--dataset-size", "500", "--steps", "10"], "not both"),
     (["--sampling-rate", "0.01", "--steps", "10", "--relation", "substitution"], "--sampling fixed"),
@@ -248,8 +249,8 @@ def test_record_level_refusals(capsys, extra, needle):
 
 def test_series_options_are_still_required_for_series_units(capsys):
     code = main(["account", "dpsgd", "--noise-multiplier", "1", "--steps", "10", "--delta", "1e-5",
-                 "--series", "5", "--length", "20", "--context", "1", "--horizon", "1"])
+                 "--series", "5", "--length", "20", "--context-length", "1", "--forecast-length", "1"])
     err = capsys.readouterr().err
-    assert code == 2 and "missing option --batch-size (required with --unit event)" in err
+    assert code == 2 and "missing option --batch-size (required with --unit w-event)" in err
     code = main(["account", "dpsgd", *SMALL, "--noise-multiplier", "1", "--steps", "10", "--sampling-rate", "0.1"])
     assert code == 2 and "--sampling-rate applies to --unit record" in capsys.readouterr().err

@@ -167,7 +167,7 @@ def test_config_values_of_the_wrong_type_are_refused(refuse, tmp_path, setting, 
 def test_season_zero_is_refused(refuse, tmp_path):
     refuse(["forecast-train", SAMPLE / "traffic_hourly.parquet", "--time-col", "time", "--series-col", "sensor",
             "--value-col", "count", "--context-length", "48", "--forecast-length", "24", "--epsilon", "4",
-            "--delta", "1e-5", "--max-steps", "5", "--season", "0", "-o", "f.parquet"], 2, "--season")
+            "--delta", "1e-5", "--steps", "5", "--season", "0", "-o", "f.parquet"], 2, "--season")
 
 
 @pytest.mark.parametrize("unit, extra, option", [
@@ -243,7 +243,7 @@ def test_mean_estimate_bounds_near_the_float_range_are_refused(refuse, tmp_path)
 
 
 def test_noise_multiplier_extremes(refuse):
-    base = ["account", "dpsgd", "--series", "10", "--length", "100", "--context", "10", "--horizon", "5",
+    base = ["account", "dpsgd", "--series", "10", "--length", "100", "--context-length", "10", "--forecast-length", "5",
             "--batch-size", "4", "--steps", "10", "--delta", "1e-5"]
     refuse([*base, "--noise-multiplier", "1e300"], 2, "--noise-multiplier")
     refuse([*base, "--noise-multiplier", "1e-300"], 5, "--noise-multiplier", "unbounded")
@@ -252,7 +252,7 @@ def test_noise_multiplier_extremes(refuse):
 def test_forecast_epsilon_is_named_as_its_own_option(refuse):
     refuse(["forecast-train", SAMPLE / "traffic_hourly.parquet", "--time-col", "time", "--series-col", "sensor",
             "--value-col", "count", "--context-length", "48", "--forecast-length", "24", "--epsilon", "1e300",
-            "--delta", "1e-5", "--max-steps", "5", "-o", "f.parquet"], 2, "--epsilon 1e+300")
+            "--delta", "1e-5", "--steps", "5", "-o", "f.parquet"], 2, "--epsilon 1e+300")
 
 
 def test_outputs_and_reports_never_hold_non_finite_numbers():
@@ -341,7 +341,7 @@ def test_ledger_spend_reads_reports_strictly(refuse, tmp_path, text, needle):
 
     ledger.init_ledger(tmp_path / "l.db", "d", 1.0, 1e-5)
     (tmp_path / "r.json").write_text(text)
-    refuse(["ledger", "spend", "l.db", "--dataset", "d", "--report", "r.json"], 4, "--report", needle)
+    refuse(["ledger", "spend", "l.db", "--dataset", "d", "--from-report", "r.json"], 4, "--from-report", needle)
 
 
 @pytest.mark.parametrize("text", ['{"alpha": [NaN], "a": [1], "b": [2]}', "[" * 100000 + "]" * 100000],
@@ -486,8 +486,13 @@ def test_messages_name_only_options_that_exist():
 
     root = typer.main.get_command(app)
     everywhere = _options(root) | {"--help", "--debug", "--version"}
+    from tsdp.cli.vocabulary import REFUSED, RENAMED
+
+    # the vocabulary module alone names the old spellings it translates or refuses
+    old = {name for table in (RENAMED, REFUSED) for names in table.values() for name in names}
     unknown = [(str(path.relative_to(REPO)), line, token) for path in sorted((REPO / "tsdp").rglob("*.py"))
-               for line, token in _message_tokens(path) if token not in everywhere]
+               for line, token in _message_tokens(path)
+               if token not in everywhere and not (path.name == "vocabulary.py" and token in old)]
     assert unknown == []
     for module, name in (("release", "release"), ("mean", "mean-estimate"), ("flip", "flip"),
                          ("forecast", "forecast-train")):

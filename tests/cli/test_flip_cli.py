@@ -115,7 +115,7 @@ def test_report_is_a_lip_claim_without_epsilon(tsdp_cli, panel, tmp_path, lip_de
     assert "epsilon" not in text.lower()
     assert "epsilon" not in result.out.lower()
     summary = json.loads(result.out)
-    assert "not differential privacy" in summary["privacy"].lower()
+    assert summary["definition"] == "lip" and summary["differential_privacy"] is False
     assert summary["series"] == len(ENTITIES)
 
     assert "not differential privacy" in report["lip"]["statement"].lower()
@@ -353,7 +353,7 @@ def test_suffix_keeps_the_original(tsdp_cli, panel, tmp_path):
     np.testing.assert_array_equal(qa["v_flip"].to_numpy(), pl.read_csv(tmp_path / "plain.csv")["v"].to_numpy())
 
 
-@pytest.mark.parametrize("extra", [["--coef-method", "cepstral-paper"], ["--M", "3"]], ids=["cepstral-paper", "M3"])
+@pytest.mark.parametrize("extra", [["--coef-method", "cepstral-paper"], ["--filter-half-length", "3"]], ids=["cepstral-paper", "M3"])
 def test_min_lip_above_achieved_is_refused(refuse, panel, extra):
     refuse(["flip", panel, *PANEL, *extra, "--min-lip", "1.0", "-o", "out.csv", "--seed", "5"], 3,
            "--min-lip 1", "applied LIP")
@@ -446,8 +446,8 @@ def test_aux_copy_of_the_value_is_refused(refuse, panel):
 
 
 @pytest.mark.parametrize("args, code, needles", [
-    (["--M", "120"], 4, ["--M 120", "T = 120"]),
-    (["--M", "500"], 4, ["--M 500", "T = 120"]),
+    (["--filter-half-length", "120"], 4, ["--filter-half-length 120", "T = 120"]),
+    (["--filter-half-length", "500"], 4, ["--filter-half-length 500", "T = 120"]),
     (["--lip-delta", "1.0"], 2, ["--lip-delta 1"]),
     (["--lip-delta", "-0.1"], 2, ["--lip-delta -0.1"]),
     (["--delta", "0.1"], 2, ["--delta 0.1", "--lip-delta"]),
@@ -491,7 +491,7 @@ def flip_report(tsdp_cli, panel, tmp_path) -> Path:
 
 
 def test_account_verify_passes_on_flip_report(tsdp_cli, flip_report, tmp_path):
-    result = tsdp_cli("account", "verify", flip_report, "--output", tmp_path / "out.csv", "--json")
+    result = tsdp_cli("account", "verify", flip_report, "--released", tmp_path / "out.csv", "--json")
     assert result.code == 0, result.err
     out = json.loads(result.out)
     checks = {c["name"]: c for c in out["reports"][0]["checks"]}
@@ -509,7 +509,7 @@ def test_account_verify_with_epsilon_budget_fails(tsdp_cli, flip_report):
 def test_account_verify_detects_a_changed_output(tsdp_cli, flip_report, tmp_path):
     table = pl.read_csv(tmp_path / "out.csv")
     table.with_columns(pl.col("v") + 1e-3).write_csv(tmp_path / "out.csv")
-    result = tsdp_cli("account", "verify", flip_report, "--output", tmp_path / "out.csv", "--quiet")
+    result = tsdp_cli("account", "verify", flip_report, "--released", tmp_path / "out.csv", "--quiet")
     assert result.code == 3 and "sha256" in result.error_line
 
 
@@ -529,13 +529,13 @@ def test_config_file(tsdp_cli, tmp_path):
         'aux-cols = "ca_asian"\n'
         "lip-delta = 0.1\n"
         "trend-order = 1\n"
-        "M = 20\n"
+        "filter-half-length = 20\n"
     )
     run_ok(tsdp_cli, data, "--config", "flip.toml", "-o", "out.csv", "--seed", "3", "--quiet")
     report = load_report("out.report.json")
     jsonschema.Draft202012Validator(schema()).validate(report)
     params = report["command"]["parameters"]
-    assert params["lip_delta"] == 0.1 and params["trend_order"] == 1 and params["M"] == 20
+    assert params["lip_delta"] == 0.1 and params["trend_order"] == 1 and params["filter_half_length"] == 20
     assert params["aux_cols"] == "ca_asian"
     rows = custodian_rows()
     assert [r["column"] for r in rows] == ["ca_white", "md_baltimore"]
@@ -550,6 +550,6 @@ def test_config_file(tsdp_cli, tmp_path):
 def test_config_is_overridden_by_flags(tsdp_cli, tmp_path):
     data = Path(shutil.copy(SAMPLE, tmp_path / "qwi.csv"))
     (tmp_path / "flip.toml").write_text('[flip]\ntime-col = "quarter"\nvalue-cols = "ca_asian"\n'
-                                        "trend-order = 1\nM = 20\nlip-delta = 0.1\n")
-    run_ok(tsdp_cli, data, "--config", "flip.toml", "--M", "15", "-o", "out.csv", "--seed", "3", "--quiet")
+                                        "trend-order = 1\nfilter-half-length = 20\nlip-delta = 0.1\n")
+    run_ok(tsdp_cli, data, "--config", "flip.toml", "--filter-half-length", "15", "-o", "out.csv", "--seed", "3", "--quiet")
     assert custodian_rows()[0]["M"] == 15

@@ -36,7 +36,7 @@ SEED = 918273645  # distinctive, so that it cannot appear in a report by acciden
 START = datetime(2024, 1, 1)
 SMALL_ARGS = ["--time-col", "time", "--value-col", "v", "--series-col", "id", "--context-length", "4",
               "--forecast-length", "2", "--batch-size", "2", "--model", "linear", "--delta", "1e-5",
-              "--noise-multiplier", "1", "--max-steps", "5", "--quiet"]
+              "--noise-multiplier", "1", "--steps", "5", "--quiet"]
 
 
 def small_rows(steps: int = 60) -> list[list[str]]:
@@ -79,10 +79,10 @@ def account_for(tsdp_cli, claim: dict) -> dict:
     p = claim["parameters"]
     count = "--steps" if p["accounting_unit"] == "step" else "--epochs"
     result = tsdp_cli(
-        "account", "dpsgd", "--series", p["series"], "--length", p["train_length"], "--context", p["context"],
-        "--horizon", p["horizon"], "--batch-size", p["batch_size"], "--noise-multiplier", repr(p["noise_multiplier"]),
+        "account", "dpsgd", "--series", p["series"], "--length", p["train_length"], "--context-length", p["context"],
+        "--forecast-length", p["horizon"], "--batch-size", p["batch_size"], "--noise-multiplier", repr(p["noise_multiplier"]),
         count, p["compositions"], "--delta", repr(claim["delta"]), "--top", p["top"], "--bottom", p["bottom"],
-        "--instances", p["instances"], "--unit", "user" if claim["unit"]["level"] == "user" else "event",
+        "--instances", p["instances"], "--unit", "w-user" if claim["unit"]["level"] == "user" else "w-event",
         "--w", claim["unit"]["w"], "--discretization", repr(p["discretization"]), "--json",
     )
     assert result.code == 0, result.err
@@ -102,11 +102,11 @@ def setting_of(claim: dict) -> DpSgdSetting:
 
 RUNS = {
     "budget": (["--noise-multiplier", "1.5", "--epsilon", "4", "--delta", "1e-5"], "budget", "step"),
-    "max-steps": (["--noise-multiplier", "1.5", "--delta", "1e-5", "--max-steps", "40"], "max_steps", "step"),
+    "steps": (["--noise-multiplier", "1.5", "--delta", "1e-5", "--steps", "40"], "steps", "step"),
     "shuffle-epochs": (["--noise-multiplier", "1.5", "--delta", "1e-5", "--top", "shuffle", "--epochs", "6"],
                        "epochs", "epoch"),
-    "user-w2": (["--noise-multiplier", "2", "--delta", "1e-5", "--unit", "user", "--w", "2", "--max-steps", "30"],
-                "max_steps", "step"),
+    "user-w2": (["--noise-multiplier", "2", "--delta", "1e-5", "--unit", "w-user", "--w", "2", "--steps", "30"],
+                "steps", "step"),
 }
 
 
@@ -123,7 +123,7 @@ def test_report_epsilon_equals_account_dpsgd(tsdp_cli, traffic, tmp_path, name):
     assert claim["epsilon"] == account["epsilon"]
     assert p["compositions"] == account["compositions"]
     assert account["theorem"] == claim["theorem"]
-    if name == "max-steps":
+    if name == "steps":
         assert p["steps"] == p["compositions"] == 40
     if name == "shuffle-epochs":
         assert p["compositions"] == 6 and p["steps"] == 6 * p["steps_per_epoch"] == 12
@@ -166,7 +166,7 @@ def expected_times(last: datetime, horizon: int) -> list[datetime]:
 
 def test_outputs_forecasts_model_metrics_and_report(tsdp_cli, traffic, tmp_path):
     result = run_ok(tsdp_cli, traffic, *LONG, *SMALL_MODEL, "--noise-multiplier", "1.5", "--delta", "1e-5",
-                    "--max-steps", "60", "--seed", SEED, "--json", "-o", "fc.parquet")
+                    "--steps", "60", "--seed", SEED, "--json", "-o", "fc.parquet")
     summary = json.loads(result.out)
     data = pl.read_parquet(traffic)
     names = sorted(data["sensor"].unique().to_list())
@@ -237,7 +237,7 @@ def test_best_validation_checkpoint_is_an_opt_in_marked_as_not_covered(tsdp_cli,
     """Audit regression (issue 11, item 4): releasing the best checkpoint on private validation windows is
     not covered by the claim; it is an explicit opt-in, marked in the report and in the model file."""
     run_ok(tsdp_cli, traffic, *LONG, *SMALL_MODEL, "--noise-multiplier", "1.5", "--delta", "1e-5",
-           "--max-steps", "20", "--checkpoint", "best-validation", "--quiet", "-o", "fc.csv")
+           "--steps", "20", "--checkpoint", "best-validation", "--quiet", "-o", "fc.csv")
     report = read_json(tmp_path / "fc.report.json")
     params = report["claim"]["parameters"]
     assert params["checkpoint"] == "best-validation" and params["guarantee_covers_released_weights"] is False
@@ -254,7 +254,7 @@ def test_report_parameters_are_the_commands_public_options(tsdp_cli, traffic, tm
     from tsdp.cli.app import app
 
     run_ok(tsdp_cli, traffic, *LONG, *SMALL_MODEL, "--noise-multiplier", "1.5", "--delta", "1e-5",
-           "--max-steps", "5", "--seed", "4", "--quiet", "-o", "fc.csv")
+           "--steps", "5", "--seed", "4", "--quiet", "-o", "fc.csv")
     params = read_json(tmp_path / "fc.report.json")["command"]["parameters"]
     import typer.main
 
@@ -267,14 +267,14 @@ def test_report_parameters_are_the_commands_public_options(tsdp_cli, traffic, tm
 
 def test_unseeded_run_reports_os_entropy(tsdp_cli, traffic, tmp_path):
     run_ok(tsdp_cli, traffic, *LONG, *SMALL_MODEL, "--noise-multiplier", "1.5", "--delta", "1e-5",
-           "--max-steps", "5", "--quiet", "-o", "fc.csv")
+           "--steps", "5", "--quiet", "-o", "fc.csv")
     report = read_json(tmp_path / "fc.report.json")
     assert report["randomness"] == "os-entropy"
     assert not any("--seed" in w for w in report["warnings"])
 
 
 def test_same_seed_gives_identical_outputs(tsdp_cli, traffic, tmp_path):
-    args = [traffic, *LONG, *SMALL_MODEL, "--noise-multiplier", "1.5", "--delta", "1e-5", "--max-steps", "30",
+    args = [traffic, *LONG, *SMALL_MODEL, "--noise-multiplier", "1.5", "--delta", "1e-5", "--steps", "30",
             "--seed", "77", "--quiet"]
     run_ok(tsdp_cli, *args, "-o", "a.csv")
     run_ok(tsdp_cli, *args, "-o", "b.csv")
@@ -291,7 +291,7 @@ def test_same_seed_gives_identical_outputs(tsdp_cli, traffic, tmp_path):
 
 
 def test_wide_layout_gives_the_same_forecasts_as_long(tsdp_cli, traffic, traffic_wide, tmp_path):
-    common = [*SMALL_MODEL, "--noise-multiplier", "1.5", "--delta", "1e-5", "--max-steps", "20", "--seed", "5",
+    common = [*SMALL_MODEL, "--noise-multiplier", "1.5", "--delta", "1e-5", "--steps", "20", "--seed", "5",
               "--quiet"]
     run_ok(tsdp_cli, traffic_wide, "--time-col", "time", "--layout", "wide", *common, "-o", "wide.parquet")
     run_ok(tsdp_cli, traffic, *LONG, *common, "-o", "long.parquet")
@@ -316,19 +316,20 @@ def test_evaluate_only_prints_non_private_metrics_and_writes_nothing(tsdp_cli, t
 
     monkeypatch.setattr(trainer, "dp_gradient", forbidden)
     before = dir_snapshot(tmp_path)
-    result = run_ok(tsdp_cli, traffic, *LONG, *SMALL_MODEL, "--evaluate-only", "--max-steps", "30", "--seed", "6",
+    result = run_ok(tsdp_cli, traffic, *LONG, *SMALL_MODEL, "--evaluate-only", "--steps", "30", "--seed", "6",
                     "--json")
     assert dir_snapshot(tmp_path) == before
     summary = json.loads(result.out)
     metric_keys = [k for k in summary if k.startswith(("crps", "mase"))]
-    assert len(metric_keys) == 4 and all("NOT private" in k for k in metric_keys)
-    assert any("seasonal naive" in k for k in metric_keys) and any("linear" in k for k in metric_keys)
-    assert "NOT private" in summary["written"]
+    assert sorted(metric_keys) == ["crps_model_without_noise", "crps_seasonal_naive", "mase_model_without_noise",
+                                   "mase_seasonal_naive"]
+    assert summary["model"] == "linear" and summary["release_written"] is False
+    assert "not_private_diagnostic" in {w["code"] for w in summary["warnings"]}
     assert "NOT private" in result.err or "not private" in result.err
     values = pl.read_parquet(traffic).sort("sensor", "time")["count"].to_numpy().reshape(20, 2000).astype(float)
     naive = trainer.evaluate_seasonal_naive(trainer.split_panel(values, 24, 12, 5), 24)
-    assert summary["crps seasonal naive (NOT private)"] == naive["crps"]
-    assert summary["mase seasonal naive (NOT private)"] == naive["mase"]
+    assert summary["crps_seasonal_naive"] == naive["crps"]
+    assert summary["mase_seasonal_naive"] == naive["mase"]
 
 
 # -------------------------------------------------------------------------------------- refusals
@@ -373,7 +374,7 @@ def test_refuses_missing_value_in_wide_layout(refuse, tmp_path):
     path.write_text("\n".join(lines) + "\n")
     args = ["--time-col", "time", "--layout", "wide", "--context-length", "4", "--forecast-length", "2",
             "--batch-size", "1", "--model", "linear", "--delta", "1e-5", "--noise-multiplier", "1",
-            "--max-steps", "5", "--quiet"]
+            "--steps", "5", "--quiet"]
     line = refuse(["forecast-train", path, *args, "-o", "fc.csv"], 4, "'b'", "row 21")
     assert "--fill-missing" not in line
 
@@ -395,7 +396,7 @@ def test_refuses_a_missing_time_step(refuse, tmp_path, drop):
     (["--noise-multiplier", "abc"], 2, ["--noise-multiplier", "abc"]),
     (["--noise-multiplier", "0"], 2, ["--noise-multiplier", "0"]),
     (["--clip-norm", "0"], 2, ["--clip-norm", "0"]),
-    (["--epochs", "2"], 2, ["--epochs", "--max-steps"]),
+    (["--epochs", "2"], 2, ["--epochs", "--steps"]),
     (["--label-noise", "0.5"], 2, ["--label-noise", "--value-bound"]),
     (["--model", "foo"], 2, ["--model", "foo"]),
     (["--epsilon", "0.001", "--delta", "1e-5"], 3, ["--epsilon 0.001"]),
@@ -406,7 +407,7 @@ def test_refuses_bad_options(refuse, small, args, code, needles):
         i = base.index("--delta")
         del base[i:i + 2]
     if args[:2] == ["--noise-multiplier", "auto"]:  # auto without a length to calibrate for
-        i = base.index("--max-steps")
+        i = base.index("--steps")
         del base[i:i + 2]
     if args[0] == "--noise-multiplier":
         i = base.index("--noise-multiplier")

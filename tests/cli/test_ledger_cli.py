@@ -63,7 +63,8 @@ def sha256(path: Path) -> str:
 def test_init_then_show(ok, db):
     run = ok("ledger", "show", "budget.db", "--json")
     data = json.loads(run.out)
-    assert data["schema"] == "tsdp-ledger/1" and data["ledger"] == "budget.db"
+    assert data["schema"] == "tsdp.ledger.show.summary/1" and data["ledger_schema"] == "tsdp-ledger/1"
+    assert data["ledger"] == "budget.db"
     (d,) = data["datasets"]
     assert (d["dataset"], d["epsilon_total"], d["delta_total"], d["epsilon_remaining"], d["entries"]) == \
         ("traffic", 1.0, 1e-5, 1.0, [])
@@ -128,11 +129,11 @@ def test_spend_over_budget_is_exit_3_and_changes_nothing(ok, refuse, db):
     (["--dataset", "traffic"], 2, ["--epsilon and --delta"]),
     (["--dataset", "traffic", "--epsilon", "0.1"], 2, ["--epsilon and --delta"]),
     (["--dataset", "traffic", "--delta", "0"], 2, ["--epsilon and --delta"]),
-    (["--dataset", "traffic", "--epsilon", "0.1", "--delta", "0", "--report", "r.json"], 2, ["--report", "drop"]),
+    (["--dataset", "traffic", "--epsilon", "0.1", "--delta", "0", "--from-report", "r.json"], 2, ["--from-report", "drop"]),
     (["--dataset", "nope", "--epsilon", "0.1", "--delta", "0"], 2, ["'nope'", "known: 'traffic'"]),
     (["--dataset", "traffic", "--epsilon", "-0.1", "--delta", "0"], 2, ["--epsilon", "-0.1"]),
     (["--dataset", "traffic", "--epsilon", "0.1", "--delta", "nan"], 2, ["--delta", "nan"]),
-    (["--dataset", "traffic", "--report", "missing.json"], 2, ["--report", "'missing.json'", "does not exist"]),
+    (["--dataset", "traffic", "--from-report", "missing.json"], 2, ["--from-report", "'missing.json'", "does not exist"]),
 ])
 def test_spend_refusals(refuse, db, args, code, needles):
     refuse(["ledger", "spend", "budget.db", *args], code, *needles)
@@ -194,19 +195,19 @@ def test_config_unknown_setting_names_the_subcommand(refuse, db, tmp_path):
 def test_spend_from_a_release_report(ok, refuse, db, tmp_path, mechanism):
     ok(*release_args("out.csv", "0.25", mechanism=mechanism))
     report = json.loads((tmp_path / "out.report.json").read_text())
-    ok("ledger", "spend", "budget.db", "--dataset", "traffic", "--report", "out.report.json", "-q")
+    ok("ledger", "spend", "budget.db", "--dataset", "traffic", "--from-report", "out.report.json", "-q")
     (entry,) = status(db).entries
     assert (entry.epsilon, entry.delta) == (report["claim"]["epsilon"], report["claim"]["delta"])
     assert entry.delta == (1e-6 if mechanism == "gaussian" else 0.0)
     assert (entry.output_name, entry.output_sha256) == ("out.csv", sha256(tmp_path / "out.csv"))
     assert "tsdp release traffic_hourly_wide.csv -> out.csv" in entry.description
-    refuse(["ledger", "spend", "budget.db", "--dataset", "traffic", "--report", "out.report.json"], 2,
+    refuse(["ledger", "spend", "budget.db", "--dataset", "traffic", "--from-report", "out.report.json"], 2,
            "'out.csv' is already recorded", "entry 1")
 
 
 def test_spend_report_over_budget(ok, refuse, db):
     ok(*release_args("big.csv", "1.5"))
-    refuse(["ledger", "spend", "budget.db", "--dataset", "traffic", "--report", "big.report.json"], 3,
+    refuse(["ledger", "spend", "budget.db", "--dataset", "traffic", "--from-report", "big.report.json"], 3,
            "requested epsilon 1.5")
 
 
@@ -222,12 +223,12 @@ def test_spend_refuses_reports_that_are_not_dp_guarantees(ok, refuse, db, tmp_pa
     report = json.loads((tmp_path / "out.report.json").read_text())
     edit(report)
     (tmp_path / "edited.json").write_text(json.dumps(report))
-    refuse(["ledger", "spend", "budget.db", "--dataset", "traffic", "--report", "edited.json"], code, *needles)
+    refuse(["ledger", "spend", "budget.db", "--dataset", "traffic", "--from-report", "edited.json"], code, *needles)
 
 
 def test_spend_refuses_a_report_that_is_not_json(refuse, db, tmp_path):
     (tmp_path / "r.json").write_text("{not json")
-    refuse(["ledger", "spend", "budget.db", "--dataset", "traffic", "--report", "r.json"], 4, "'r.json'", "not JSON")
+    refuse(["ledger", "spend", "budget.db", "--dataset", "traffic", "--from-report", "r.json"], 4, "'r.json'", "not JSON")
 
 
 # ---------------------------------------------------------------------------------------------

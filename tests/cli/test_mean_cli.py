@@ -138,7 +138,7 @@ def test_evaluate_writes_nothing(tsdp_cli, itms, tmp_path, dir_snapshot):
     result = tsdp_cli("mean-estimate", itms, *BASE, "--cell", "c02_02", "--evaluate", "20", "--seed", "1", "--json")
     assert result.code == 0, result.err
     summary = json.loads(result.out)
-    assert summary["runs"] == 20 and summary["mae per group"]["mean"] > 0
+    assert summary["runs"] == 20 and summary["mae_per_group"]["mean"] > 0
     assert "NOT private" in result.err and "nothing was written" in result.err
     assert dir_snapshot(tmp_path) == before
 

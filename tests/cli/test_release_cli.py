@@ -135,7 +135,7 @@ def test_event_layout(tsdp_cli, tmp_path):
     ]
     # u1 keeps one event per hour; u3's 03:00 event is outside [start, end); st9 is undeclared.
     assert got["count"].to_list() == pytest.approx([1, 0, 1, 0, 1, 0, 0, 0, 0], abs=0.05)
-    diag = json.loads(run.out)["diagnostics (not private, do not publish)"]
+    diag = json.loads(run.out)["diagnostics_not_private"]
     assert diag["dropped_outside_grid"] == 1 and diag["dropped_undeclared_series"] == 1
     assert diag["dropped_per_step_cap"] == 1 and diag["rows_kept"] == 3
     report = report_of(tmp_path / "counts.parquet")

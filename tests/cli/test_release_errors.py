@@ -209,12 +209,12 @@ def test_empty_input_file(refuse, tmp_path):
 
 def test_unexpected_failure_while_writing_leaves_nothing(refuse, long_csv, monkeypatch):
     """A crash after the output was staged: exit 1, one line, no traceback, no file, no temp."""
-    from tsdp.cli import release as release_module
+    from tsdp.report import Report
 
     def boom(self):
         raise RuntimeError("disk on fire")
 
-    monkeypatch.setattr(release_module.Report, "to_json", boom)
+    monkeypatch.setattr(Report, "to_json", boom)
     refuse(long_args(), 1, "unexpected RuntimeError", "disk on fire", "--debug")
 
 
@@ -334,7 +334,7 @@ def test_missing_value_is_filled_with_zero_before_noise(tsdp_cli, tmp_path, kind
     run = tsdp_cli(*args, "-o", "out.csv", "--fill-missing", "zero", "--json", "--seed", "1")
     assert run.code == 0, run.err
     summary = json.loads(run.out)
-    assert summary["diagnostics (not private, do not publish)"]["filled_cells"] == 1
+    assert summary["diagnostics_not_private"]["filled_cells"] == 1
     out = pl.read_csv(tmp_path / "out.csv")
     if kind == "long":
         got = out.sort("sensor", "time")["count"].to_list()
@@ -412,7 +412,7 @@ def test_gap_is_filled_with_fill_missing_zero(tsdp_cli, tmp_path):
     write(tmp_path / "wide.csv", GAPPY_WIDE)
     run = tsdp_cli(*wide_args("wide.csv", "--fill-missing", "zero", "--json"))
     assert run.code == 0, run.err
-    assert json.loads(run.out)["diagnostics (not private, do not publish)"]["filled_cells"] == 4
+    assert json.loads(run.out)["diagnostics_not_private"]["filled_cells"] == 4
     out = pl.read_csv(tmp_path / "out.csv")
     assert out.height == 6
     assert out["time"].to_list() == [f"2024-01-01 0{h}:00:00" for h in range(6)]

@@ -177,7 +177,7 @@ def test_subsample_exact_needs_at_most_half_the_papers_noise_and_verifies(tmp_pa
     assert exact["parameters"]["sigma"] <= 0.5 * paper["parameters"]["sigma"]
     # the exact claim is rechecked from its event, and composes tightly with another release
     assert main(["account", "verify", str(tmp_path / "exact.report.json"), "--max-epsilon", "0.5",
-                 "--output", str(tmp_path / "exact.parquet"), "--quiet"]) == 0
+                 "--released", str(tmp_path / "exact.parquet"), "--quiet"]) == 0
     assert main(["account", "compose", str(tmp_path / "exact.report.json"),
                  str(tmp_path / "exact.report.json"), "--quiet"]) == 0
 
@@ -196,7 +196,7 @@ def test_filter_subsample_with_custom_kernel_file(tmp_path, repo_root):
     (["--mechanism", "subsample", "--filter", "boxcar"], "--filter"),
     (["--mechanism", "gaussian", "--accounting", "paper"], "--accounting"),
     (["--mechanism", "filter-subsample", "--filter", "custom"], "--filter-kernel"),
-    (["--mechanism", "filter-subsample", "--alpha", "0.7"], "--alpha"),
+    (["--mechanism", "filter-subsample", "--filter-alpha", "0.7"], "--filter-alpha"),
     (["--mechanism", "subsample", "--accounting", "paper", "--delta-split", "1.5"], "split"),
 ])
 def test_subsampling_option_errors(capsys, tmp_path, repo_root, extra, needle):

@@ -163,7 +163,7 @@ def test_events_plain_start_end_are_local_days(tsdp_cli, tmp_path, suffix):
     zone = ["--timezone", BERLIN] if suffix == ".csv" else []
     result = ok(tsdp_cli, "release", source, *EVENTS, *zone, "--freq", "1d", "--start", "2024-10-26",
                 "--end", "2024-10-29", "-o", "out.csv")
-    diagnostics = json.loads(result.out)["diagnostics (not private, do not publish)"]
+    diagnostics = json.loads(result.out)["diagnostics_not_private"]
     assert diagnostics["dropped_outside_grid"] == 0 and diagnostics["rows_kept"] == 73
     assert time_texts(tmp_path / "out.csv") == [
         "2024-10-26T00:00:00+02:00", "2024-10-27T00:00:00+02:00", "2024-10-28T00:00:00+01:00"]
@@ -177,7 +177,7 @@ def test_events_hourly_fall_back_day_has_25_buckets(tsdp_cli, tmp_path, suffix):
                 "--end", "2024-10-28", "--fill-missing", "zero", "-o", "out.csv")
     summary = json.loads(result.out)
     assert summary["steps"] == 25
-    assert summary["diagnostics (not private, do not publish)"]["rows_kept"] == 25
+    assert summary["diagnostics_not_private"]["rows_kept"] == 25
     texts = time_texts(tmp_path / "out.csv")
     assert len(set(texts)) == 25 and Counter(t[:13] for t in texts)["2024-10-27T02"] == 2
 
@@ -237,7 +237,7 @@ def test_flip_local_times_across_spring_forward(tsdp_cli, refuse, tmp_path):
 
 FORECAST = ["--time-col", "time", "--value-col", "v", "--series-col", "id", "--context-length", "4",
             "--forecast-length", "2", "--batch-size", "2", "--model", "linear", "--delta", "1e-5",
-            "--noise-multiplier", "1", "--max-steps", "5", "--quiet", "--seed", "1"]
+            "--noise-multiplier", "1", "--steps", "5", "--quiet", "--seed", "1"]
 
 
 def test_forecast_train_continues_in_instants_after_fall_back(tsdp_cli, tmp_path):

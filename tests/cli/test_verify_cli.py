@@ -59,7 +59,7 @@ OTHERS = {  # name -> (command, input, output, options)
     "forecast-train": ("forecast-train", "traffic_hourly.parquet", "csv",
                        ["--time-col", "time", *TRAFFIC, "--context-length", "24", "--forecast-length", "12",
                         "--model", "linear", "--batch-size", "8", "--noise-multiplier", "1.5", "--delta", "1e-5",
-                        "--max-steps", "20"]),
+                        "--steps", "20"]),
     "flip": ("flip", "qwi_quarterly.csv", "csv", ["--time-col", "quarter", "--value-cols", "ca_asian", "--aux-cols",
                                                   "ca_white", "--trend-order", "3", "--M", "25", "--lip-delta", "0.1"]),
 }
@@ -112,7 +112,8 @@ def test_every_genuine_report_verifies_and_the_json_has_one_shape(tsdp_cli, genu
     paths = [genuine[name][0] for name in genuine]
     run, out = verify_json(tsdp_cli, *paths)
     assert run.code == 0, run.err
-    assert set(out) == {"passed", "reports"} and out["passed"] is True
+    assert set(out) == {"schema", "passed", "reports", "warnings"} and out["passed"] is True
+    assert out["schema"] == "tsdp.account.verify.summary/1" and out["warnings"] == []
     assert [r["path"] for r in out["reports"]] == [str(p) for p in paths]
     for report in out["reports"]:
         assert set(report) == {"path", "passed", "checks"} and report["passed"] is True, report
@@ -150,8 +151,8 @@ def test_flip_verifies_as_lip_without_epsilon(tsdp_cli, genuine):
 def test_dpsgd_epsilon_is_the_accountants(tsdp_cli, genuine):
     claim = json.loads(genuine["forecast-train"][0].read_text())["claim"]
     p = claim["parameters"]
-    run = tsdp_cli("account", "dpsgd", "--series", p["series"], "--length", p["train_length"], "--context",
-                   p["context"], "--horizon", p["horizon"], "--batch-size", p["batch_size"], "--noise-multiplier",
+    run = tsdp_cli("account", "dpsgd", "--series", p["series"], "--length", p["train_length"], "--context-length",
+                   p["context"], "--forecast-length", p["horizon"], "--batch-size", p["batch_size"], "--noise-multiplier",
                    repr(p["noise_multiplier"]), "--steps", p["compositions"], "--delta", repr(claim["delta"]),
                    "--json")
     assert run.code == 0 and json.loads(run.out)["epsilon"] == claim["epsilon"]
@@ -303,8 +304,8 @@ def test_meaningless_thresholds_are_usage_errors(tsdp_cli, genuine, option, valu
 def test_missing_report_and_output_count_are_usage_errors(tsdp_cli, genuine, tmp_path):
     assert tsdp_cli("account", "verify", tmp_path / "absent.json").code == 2
     run = tsdp_cli("account", "verify", genuine["gaussian"][0], genuine["laplace"][0],
-                   "--output", genuine["gaussian"][1])
-    assert run.code == 2 and "--output" in run.error_line
+                   "--released", genuine["gaussian"][1])
+    assert run.code == 2 and "--released" in run.error_line
 
 
 # ------------------------------------------------------------------------------ the released file
@@ -330,8 +331,8 @@ def test_output_not_next_to_the_report_is_said_not_checked(tsdp_cli, genuine, tm
     run, out = verify_json(tsdp_cli, lonely)
     assert run.code == 0
     sha = next(c for c in out["reports"][0]["checks"] if c["name"] == "output_sha256")
-    assert sha["detail"].startswith("not checked") and "--output" in sha["detail"]
-    run = tsdp_cli("account", "verify", lonely, "--output", genuine["laplace"][1], "--quiet")
+    assert sha["detail"].startswith("not checked") and "--released" in sha["detail"]
+    run = tsdp_cli("account", "verify", lonely, "--released", genuine["laplace"][1], "--quiet")
     assert run.code == 3 and "sha256" in run.error_line
 
 

@@ -63,8 +63,8 @@ def test_settings_accept_valid_delta_and_defaults():
     (dict(r_range=(0.0, 2.0)), "r-range"),
     (dict(r_range=(1.0, math.inf)), "r-range"),
     (dict(lip_delta=0.1, r_params=BetaMixture((1.0,), (0.5,), (2.0,))), "r-params"),
-    (dict(K=0), "K"),
-    (dict(M=0), "M"),
+    (dict(K=0), "--cepstral-terms 0"),
+    (dict(M=0), "--filter-half-length 0"),
     (dict(var_order=-1), "var-order"),
     (dict(var_order="bic"), "var-order"),
     (dict(spectral="welch"), "spectral"),
@@ -92,8 +92,8 @@ LABEL = "entity 'CA', column 'asian'"
 
 @pytest.mark.parametrize("T,kwargs,needle", [
     (19, {}, "at least 20"),
-    (25, dict(M=25), "M 25"),
-    (25, dict(M=30), "M 30"),
+    (25, dict(M=25), "--filter-half-length 25"),
+    (25, dict(M=30), "--filter-half-length 30"),
     (40, dict(trend_order=10), "trend-order 10"),
     (30, dict(var_order=8), "var-order 8"),
 ])

@@ -20,7 +20,7 @@ START = datetime(2024, 1, 1)
 # series a, b, c of 60 hourly steps
 SMALL_ARGS = ["--time-col", "time", "--value-col", "v", "--series-col", "id", "--context-length", "4",
               "--forecast-length", "2", "--batch-size", "2", "--model", "linear", "--delta", "1e-5",
-              "--noise-multiplier", "1", "--max-steps", "5", "--quiet"]
+              "--noise-multiplier", "1", "--steps", "5", "--quiet"]
 
 
 @pytest.fixture(autouse=True)
@@ -52,8 +52,8 @@ def account_for(tsdp_cli, claim: dict) -> dict:
     """``tsdp account dpsgd --json`` for the setting and count a report's claim states."""
     p = claim["parameters"]
     result = tsdp_cli(
-        "account", "dpsgd", "--series", p["series"], "--length", p["train_length"], "--context", p["context"],
-        "--horizon", p["horizon"], "--batch-size", p["batch_size"], "--noise-multiplier", repr(p["noise_multiplier"]),
+        "account", "dpsgd", "--series", p["series"], "--length", p["train_length"], "--context-length", p["context"],
+        "--forecast-length", p["horizon"], "--batch-size", p["batch_size"], "--noise-multiplier", repr(p["noise_multiplier"]),
         "--steps", p["compositions"], "--delta", repr(claim["delta"]), "--top", p["top"], "--bottom", p["bottom"],
         "--instances", p["instances"], "--discretization", repr(p["discretization"]), "--json",
     )

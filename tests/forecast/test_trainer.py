@@ -160,7 +160,7 @@ def test_budget_binds_epoch_level(split):
 
 def test_requested_length_within_budget_is_trained_in_full():
     plan = trainer.plan_training(config(epsilon=1.0, steps=30), N, TRAIN_LENGTH)
-    assert (plan.compositions, plan.steps, plan.stopped_by) == (30, 30, "max_steps")
+    assert (plan.compositions, plan.steps, plan.stopped_by) == (30, 30, "steps")
     plan = trainer.plan_training(config(epsilon=3.0, epochs=4, top="shuffle"), N, TRAIN_LENGTH)
     assert (plan.compositions, plan.steps, plan.stopped_by) == (4, 12, "epochs")
     # a length beyond the budget is cut at the budget
@@ -172,7 +172,7 @@ def test_without_budget_epsilon_is_the_accountants_for_the_steps(split):
     cfg = config(steps=25)
     result = trainer.train(make_model("linear", CTX, HOR), split, cfg, np.random.default_rng(3))
     setting = DpSgdSetting(N, TRAIN_LENGTH, CTX, HOR, 2, 2.0)
-    assert result.compositions == 25 and result.plan.stopped_by == "max_steps"
+    assert result.compositions == 25 and result.plan.stopped_by == "steps"
     assert result.epsilon == account_dpsgd(setting, 1e-5, steps=25).epsilon
 
 
@@ -201,7 +201,7 @@ def test_config_validation():
         config(epsilon=1.0, delta=None)
     with pytest.raises(UsageError, match="--clip-norm"):
         config(clip_norm=0.0, steps=3)
-    with pytest.raises(UsageError, match="--max-steps or --epochs"):
+    with pytest.raises(UsageError, match="--steps or --epochs"):
         config(steps=3, epochs=3)
     with pytest.raises(UsageError, match="--epsilon"):
         config(noise_multiplier=None, steps=3)

@@ -346,10 +346,10 @@ def test_subsample_validation(kwargs, error, option):
     ({"kernel": "boxcar", "filter_width": 4}, UsageError, "--filter-width"),
     ({"filter_sigma": -1.0}, UsageError, "--filter-sigma"),
     ({"accounting": "exact"}, UsageError, "--accounting"),
-    ({"alpha": 0.8}, UsageError, "--alpha"),  # alpha needs the paper accounting
-    ({"accounting": "paper", "alpha": 0.2}, UsageError, "--alpha"),
-    ({"accounting": "paper", "alpha": 0.331}, UsageError, "--alpha .* floor"),  # sqrt(p) < alpha < sqrt(p+L)
-    ({"accounting": "paper", "alpha": 0.36}, BudgetError, "--alpha"),  # valid, but delta too large
+    ({"alpha": 0.8}, UsageError, "--filter-alpha"),  # alpha needs the paper accounting
+    ({"accounting": "paper", "alpha": 0.2}, UsageError, "--filter-alpha"),
+    ({"accounting": "paper", "alpha": 0.331}, UsageError, "--filter-alpha .* floor"),  # sqrt(p) < alpha < sqrt(p+L)
+    ({"accounting": "paper", "alpha": 0.36}, BudgetError, "--filter-alpha"),  # valid, but delta too large
     ({"accounting": "paper", "delta_split": 0.0}, UsageError, "--delta-split"),
 ])
 def test_filter_validation(kwargs, error, option):

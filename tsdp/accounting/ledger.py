@@ -225,9 +225,12 @@ class Reservation:
     output_sha256: str | None = None
 
     def confirm(self, output_name: str | None = None, output_sha256: str | None = None) -> None:
-        confirm(self.path, self.id, output_name, output_sha256)
+        # Marked before the database is written: a signal landing between the commit and these
+        # assignments would otherwise leave a spent entry that unconfirm() does not reopen (the
+        # output unpublished but charged). unconfirm() reopens only an entry spent with this digest.
         self.confirmed = True
         self.output_sha256 = output_sha256
+        confirm(self.path, self.id, output_name, output_sha256)
 
     def unconfirm(self) -> None:
         """Undo :meth:`confirm` when the output could not be published after all (the block then

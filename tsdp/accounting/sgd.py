@@ -201,7 +201,7 @@ def calibrate_noise(setting: SgdSetting, target_epsilon: float, steps: int, delt
     """
     from tsdp.accounting.budget import check_delta, check_epsilon
 
-    check_epsilon(target_epsilon, "--target-epsilon")
+    check_epsilon(target_epsilon, "--epsilon")
     check_delta(delta)
 
     def eps_at(sigma: float) -> float:
@@ -237,7 +237,7 @@ def max_steps(setting: SgdSetting, target_epsilon: float, delta: float,
     """
     from tsdp.accounting.budget import check_delta, check_epsilon, largest_count_within
 
-    check_epsilon(target_epsilon, "--target-epsilon")
+    check_epsilon(target_epsilon, "--epsilon")
     check_delta(delta)
     step = setting.pld(discretization)
     return largest_count_within(lambda n: _epsilon(step, n, delta), target_epsilon, limit)

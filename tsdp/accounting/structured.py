@@ -76,8 +76,8 @@ class DpSgdSetting:
     def __post_init__(self) -> None:
         _check_int("--series", self.n_series, 1)
         _check_int("--length", self.length, 1)
-        _check_int("--context", self.context, 0)
-        _check_int("--horizon", self.horizon, 1)
+        _check_int("--context-length", self.context, 0)
+        _check_int("--forecast-length", self.horizon, 1)
         _check_int("--batch-size", self.batch_size, 1)
         _check_int("--instances", self.instances, 1)
         _check_int("--w", self.w, 1)
@@ -88,9 +88,9 @@ class DpSgdSetting:
         if self.unit not in UNITS:
             raise UsageError(f"--unit must be one of {', '.join(UNITS)}, got {self.unit!r}")
         if self.context > self.length:
-            raise UsageError(f"--context {self.context} is longer than the series (--length {self.length})")
+            raise UsageError(f"--context-length {self.context} is longer than the series (--length {self.length})")
         if self.horizon > self.length:
-            raise UsageError(f"--horizon {self.horizon} is longer than the series (--length {self.length})")
+            raise UsageError(f"--forecast-length {self.horizon} is longer than the series (--length {self.length})")
         if not (self.noise_multiplier > 0 and math.isfinite(self.noise_multiplier)):
             raise UsageError(f"--noise-multiplier must be finite and > 0, got {self.noise_multiplier}")
         if self.noise_multiplier > MAX_NOISE_MULTIPLIER:
@@ -371,7 +371,7 @@ def calibrate_noise(setting: DpSgdSetting, target_epsilon: float, delta: float, 
     """
     from tsdp.accounting.budget import check_delta, check_epsilon
 
-    check_epsilon(target_epsilon, "--target-epsilon")
+    check_epsilon(target_epsilon, "--epsilon")
     check_delta(delta)
     count = compositions(setting, steps, epochs)
 
@@ -403,7 +403,7 @@ def max_compositions(setting: DpSgdSetting, target_epsilon: float, delta: float,
     """
     from tsdp.accounting.budget import check_delta, check_epsilon, largest_count_within
 
-    check_epsilon(target_epsilon, "--target-epsilon")
+    check_epsilon(target_epsilon, "--epsilon")
     check_delta(delta)
     base = pld_from_profile(composition_profile(setting, "upper")[0], discretization)
     return largest_count_within(lambda n: base.epsilon(delta) if n == 1 else epsilon_after(base, n, delta),

@@ -361,9 +361,9 @@ def paper_filter(epsilon: float, delta: float, I: int, p: float, L: float, srank
         floor = alpha_floor(p, L)
         if not (isinstance(alpha, (int, float, np.floating)) and math.isfinite(alpha)
                 and math.sqrt(p) < alpha <= 1):
-            raise UsageError(f"--alpha must satisfy sqrt(p) = {math.sqrt(p):.6g} < alpha <= 1, got {alpha}")
+            raise UsageError(f"--filter-alpha must satisfy sqrt(p) = {math.sqrt(p):.6g} < alpha <= 1, got {alpha}")
         if not tropp_condition(alpha, p, L):
-            raise UsageError(f"--alpha {alpha:g} is below the validity floor sqrt(p + L) = {floor:.6g} "
+            raise UsageError(f"--filter-alpha {alpha:g} is below the validity floor sqrt(p + L) = {floor:.6g} "
                              "(Tropp's side condition alpha^2 >= p + L of Theorem 3)")
         log_infl = math.log(redraw_inflation(n_steps, p))
         dp = math.exp(log_delta_prime(alpha, p, L, srank) + log_infl) if alpha < 1 else 0.0

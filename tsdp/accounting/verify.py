@@ -101,7 +101,7 @@ def verify_report(data: dict[str, Any], max_epsilon: float | None = None, max_de
                   output_sha256: str | None = None, output_note: str | None = None) -> ReportVerification:
     """Recheck a parsed report (validated against the schema by :func:`tsdp.report.load_report`).
 
-    ``output_sha256`` is the digest of the released file when the caller found it (``--output``, or
+    ``output_sha256`` is the digest of the released file when the caller found it (``--released``, or
     the file the report names next to it); otherwise ``output_note`` says why it was not hashed.
     Raises DataError (exit 4) when ``data`` is not a report (non-finite numbers, a claim that cannot
     be parsed) and UsageError (exit 2) for a meaningless budget.
@@ -900,7 +900,9 @@ def _dpsgd(r: _Report, out: _Outcome) -> None:
                         ("--clip-norm", "clip_norm"), ("--noise-multiplier", "noise_multiplier"),
                         ("--discretization", "discretization"), ("--checkpoint", "checkpoint")):
         c.equal(f"parameters.{key} ({option})", prm.get(key), cmd.get(option[2:].replace("-", "_")))
-    c.equal("unit.level (--unit)", "user" if u.level == "user" else "event", cmd.get("unit"))
+    # --unit as recorded: w-event/w-user/event, or event/user in reports of versions before the renaming
+    recorded = {"w-user": "user", "w-event": "event"}.get(cmd.get("unit"), cmd.get("unit"))
+    c.equal("unit.level (--unit)", "user" if u.level == "user" else "event", recorded)
     c.equal("unit.w (--w)", w, cmd.get("w"))
     c.same("claim delta (--delta)", r.claim.delta, cmd.get("delta"))
     if not c.problems:

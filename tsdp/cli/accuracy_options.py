@@ -6,8 +6,8 @@ What goes where:
   from public parameters only (:mod:`tsdp.accuracy`) and is publishable;
 * the noisy-release check compares the half-width with a robust scale of the PRIVATE input (the
   median absolute value of its cells); its figures go only to stderr, for the steward, never into
-  the report. ``--json`` then carries only the code ``"noisy"`` under ``warning_codes`` (one bit,
-  for a CI gate; no figure derived from the data). ``--quiet`` silences the stderr warning;
+  the report. The ``--json`` summary (the steward's, on stdout) lists it under ``warnings`` with the
+  code ``"noisy"``, like every warning printed on stderr. ``--quiet`` silences the stderr warning;
   ``--fail-on-noisy`` turns it into exit 3 before anything is written (no output, no report, no
   ledger charge). Note that a gate on private data is itself a (one-bit) function of the data:
   whether a release appears at all tells that bit.
@@ -49,9 +49,10 @@ def plan_mode():
         _PLANNING.reset(token)
 
 
-AlphaOption = typer.Option(0.05, "--alpha", help="Accuracy: the interval of the noise of each released value holds with probability 1 - alpha.")
-# `tsdp release` already has --alpha (Koga et al.'s filter parameter): there the level is --accuracy-alpha.
-AccuracyAlphaOption = typer.Option(0.05, "--accuracy-alpha", help="Accuracy: the interval of the noise of each released value holds with probability 1 - alpha (--alpha is the filter-subsample paper parameter).")
+DEFAULT_ALPHA = 0.05
+AlphaOption = typer.Option(DEFAULT_ALPHA, "--alpha", help="Accuracy: the interval of the noise of each released value holds with probability 1 - alpha.")
+# `tsdp release` notices an explicit --alpha (it was Koga et al.'s filter parameter, now --filter-alpha).
+ReleaseAlphaOption = typer.Option(None, "--alpha", help="Accuracy: the interval of the noise of each released value holds with probability 1 - alpha [default: 0.05]. (Koga et al.'s filter parameter is --filter-alpha.)")
 AccuracyForOption = typer.Option(AccuracyFor.cell, "--accuracy-for", help="Accuracy of each released cell, or of each series' sum over its steps (gaussian, laplace, dft).")
 DryRunOption = typer.Option(False, "--dry-run", help="Read only what is public (schema, grid, series keys, declared bounds), print the noise scale, accuracy and epsilon, and write nothing.")
 FailOnNoisyOption = typer.Option(False, "--fail-on-noisy", help="Exit 3 and write nothing when the noise interval exceeds the median absolute value of the input (a CI gate).")

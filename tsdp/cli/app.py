@@ -19,6 +19,7 @@ from tsdp import __version__
 from tsdp.cli.lazy import lazy_group
 from tsdp.cli.messages import one_line
 from tsdp.cli.termination import Terminated, committed, deferred_sigterm, terminate_on_sigterm
+from tsdp.cli.vocabulary import DEBUG_HELP
 from tsdp.errors import MEMORY_HINT, NumericalError, ResourceError, TsdpError
 
 # Subcommands are imported only when invoked (tsdp/cli/lazy.py): --help and option parsing load
@@ -49,6 +50,7 @@ def _version(value: bool) -> None:
 def root(
     version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
                                  help="Print the version and exit."),
+    debug: bool = typer.Option(False, "--debug", help=DEBUG_HELP),  # listed here; main() takes it off argv
 ) -> None:
     """Private release of time series: release, account, flip, mean-estimate, forecast-train."""
 

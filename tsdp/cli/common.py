@@ -3,7 +3,8 @@
 Every option can come from ``--config FILE.toml`` (DESIGN.md section 4). The file holds top-level
 ``key = value`` pairs, or a table named after the command (``[release]``; ``[ledger.spend]`` or
 ``[spend]`` for a subcommand of a group), with option names spelled as on the command line
-(``max-steps``) or with underscores. Command-line flags win because
+(``max-steps``) or with underscores; a spelling of an earlier version is read with a warning, or
+refused where it now means something else (:mod:`tsdp.cli.vocabulary`). Command-line flags win because
 the file only supplies defaults. Relative paths in the file are relative to the file itself.
 """
 
@@ -20,6 +21,7 @@ from typing import Any, Callable, Iterator
 
 import typer
 
+from tsdp.cli import vocabulary
 from tsdp.cli.messages import one_line
 from tsdp.errors import UsageError
 from tsdp.io.files import INPUT_FORMATS, AtomicOutputs, check_output_path, table_format
@@ -54,6 +56,7 @@ def load_config(ctx: typer.Context, param: typer.CallbackParam, value: str | Non
     for key, val in settings.items():
         if isinstance(val, dict):
             continue  # a table for another command
+        key = vocabulary.config_key(ctx.command_path.partition(" ")[2], key, ctx)  # old spellings
         name = names.get(key.replace("-", "_"))
         if name is None or name in SUMMARY_ONLY:
             raise typer.BadParameter(
@@ -346,16 +349,28 @@ def display_name(path: str) -> str:
 
 
 class Console:
-    """Where a command's human messages go: stderr, or nowhere under ``--quiet``."""
+    """Where a command's human messages go: stderr, or nowhere under ``--quiet``.
+
+    Every warning is also kept for the ``--json`` summary (even under ``--quiet``), after the
+    deprecation warnings the command line or config file gave (:mod:`tsdp.cli.vocabulary`).
+    """
 
     def __init__(self, quiet: bool, json_mode: bool, stdout_taken: bool) -> None:
         self.quiet = quiet
         self.json_mode = json_mode
         self.stdout_taken = stdout_taken
+        self.warnings: list[str] = []
 
     def warn(self, message: str) -> None:
+        self.warnings.append(one_line(message))
         if not self.quiet:
             print(f"warning: {one_line(message)}", file=sys.stderr)
+
+    def json_document(self, data: dict[str, Any], title: str, schema: str | None = None) -> str:
+        """``data`` as the command's ``--json`` summary (:mod:`tsdp.cli.summary`)."""
+        from tsdp.cli.summary import document
+
+        return document(data, title, vocabulary.deprecations() + self.warnings, schema)
 
     @contextlib.contextmanager
     def progress(self, total: int) -> Iterator:
@@ -386,7 +401,7 @@ class Console:
     def summary(self, data: dict[str, Any], title: str) -> None:
         """JSON on stdout with ``--json``; otherwise a table (stderr when stdout holds data)."""
         if self.json_mode:
-            print(json.dumps(data, indent=2, default=str))
+            print(self.json_document(data, title))
             return
         if self.quiet:
             return

@@ -64,10 +64,10 @@ class Bound(str, Enum):
 
 def flip(
     input: str = typer.Argument(..., help="CSV (.csv, .csv.gz, .tsv) or Parquet file (- for stdin), long layout: [entity,] time, values, aux."),
-    time_col: str = typer.Option(..., help="Time column: ISO dates/timestamps or integers on a regular grid."),
-    value_cols: str = typer.Option(..., "--value-cols", "--value-col", help="Sensitive column(s), comma-separated; each is filtered with its own secret filter."),
-    entity_col: Optional[str] = typer.Option(None, "--entity-col", "--series-col", help="Entity id column [default: the whole file is one entity]."),
-    aux_cols: Optional[str] = typer.Option(None, "--aux-cols", "--aux-col", help="Auxiliary column(s) Z the attacker is assumed to know (same rows); not part of the output."),
+    time_col: str = typer.Option("time", help="Time column: ISO dates/timestamps or integers on a regular grid."),
+    value_cols: str = typer.Option(..., "--value-cols", help="Sensitive column(s), comma-separated; each is filtered with its own secret filter."),
+    entity_col: Optional[str] = typer.Option(None, "--entity-col", help="Entity id column [default: the whole file is one entity]."),
+    aux_cols: Optional[str] = typer.Option(None, "--aux-cols", help="Auxiliary column(s) Z the attacker is assumed to know (same rows); not part of the output."),
     aux_entity: Optional[str] = typer.Option(None, help="Use this entity's value series as Z for every other entity (its rows are not part of the output)."),
     freq: Optional[str] = typer.Option(None, help="Time step, e.g. 1q, 1mo, 1d, 1h [default: inferred]."),
     timezone: Optional[str] = common.TimezoneOption,
@@ -75,8 +75,8 @@ def flip(
     trend_order: int = typer.Option(0, help="Order d of the polynomial trend removed before filtering and added back (0 = mean)."),
     spectral: Spectral = typer.Option(Spectral.var, help="Spectral estimator: VAR(p) or flat-top lag window."),
     var_order: str = typer.Option("aic", help="VAR order: aic (up to min(8, T/10)) or an integer."),
-    K: int = typer.Option(25, "--K", help="Cepstral truncation (cepstral coefficient methods only)."),
-    M: Optional[int] = typer.Option(None, "--M", help="Filter half-length and padding M [default: min(45, T/4)]."),
+    cepstral_terms: int = typer.Option(25, "--cepstral-terms", help="K: cepstral truncation, the cepstral coefficients kept (cepstral coefficient methods only)."),
+    filter_half_length: Optional[int] = typer.Option(None, "--filter-half-length", help="M: the all-pass filter's half-length, also the padding of each end [default: min(45, T/4)]."),
     coef_method: CoefMethod = typer.Option(CoefMethod.direct, help="Filter coefficients: exact Fourier (direct) or the paper's cepstral route."),
     boundary: Boundary = typer.Option(Boundary.extend, help="extend: backcast/forecast padding (paper); circular: frequency-domain filtering."),
     bound: Bound = typer.Option(Bound.paper, help="Shift bound: eq. (12) (paper) or the sharper KS-distance bound (ks)."),
@@ -116,7 +116,7 @@ def flip(
               if k not in ("r_params", "secrets", "delta", "epsilon")}
     settings = FlipSettings(
         lip_delta=lip_delta, trend_order=trend_order, spectral=spectral.value, var_order=_var_order(var_order),
-        K=K, M=M, coef_method=coef_method.value, boundary=boundary.value, bound=bound.value,
+        K=cepstral_terms, M=filter_half_length, coef_method=coef_method.value, boundary=boundary.value, bound=bound.value,
         r_components=r_components, r_range=_pair(r_range), r_params=_r_params(r_params), grid=grid,
         acf_lags=acf_lags,
     )
@@ -173,12 +173,11 @@ def flip(
         console.warn(message)
     applied = [r["lip_applied"] for r in rows]
     console.summary({
-        "output": output, "report": report, "custodian (NOT for publication)": custodian,
-        "secrets": secrets or "not written",
-        "privacy": "LIP (not differential privacy)", "lip_budget_delta": settings.lip_delta,
+        "output": output, "report": report, "custodian": custodian, "secrets": secrets,
+        "definition": "lip", "differential_privacy": False, "lip_budget_delta": settings.lip_delta,
         "series": len(rows), "lip_applied_min": min(applied),
-        "D_path_mean": sum(r["utility"]["D_path"] for r in rows) / len(rows),
-        "D_ACF_mean": sum(r["utility"]["D_ACF"] for r in rows) / len(rows),
+        "d_path_mean": sum(r["utility"]["D_path"] for r in rows) / len(rows),
+        "d_acf_mean": sum(r["utility"]["D_ACF"] for r in rows) / len(rows),
         "lip_guess_inversion_median": sorted(r["lip_guess_inversion"] for r in rows)[len(rows) // 2],
     }, "tsdp flip")
 

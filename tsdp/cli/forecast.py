@@ -24,7 +24,8 @@ import typer
 
 from tsdp.cli import accuracy_options as acc_opts
 from tsdp.cli import common
-from tsdp.cli.account import Bottom, Top, Unit
+from tsdp.api.accounting import SERIES_UNITS, series_unit
+from tsdp.cli.account import Bottom, Top
 from tsdp.errors import DataError, UsageError
 from tsdp.forecast.claim import dpsgd_claim, unaccounted
 from tsdp.io.files import check_output_path, read_table
@@ -83,7 +84,7 @@ METRICS_NOTE = ("metrics are computed on the held-out tail and validation window
 
 def forecast_train(
     input: str = typer.Argument(..., help="CSV (.csv, .csv.gz, .tsv) or Parquet file (- for stdin) of regular, complete series."),
-    time_col: str = typer.Option(..., help="Time column."),
+    time_col: str = typer.Option("time", help="Time column."),
     value_col: Optional[str] = typer.Option(None, help="Value column (long layout)."),
     series_col: Optional[str] = typer.Option(None, help="Series id column (long layout) [default: one series]."),
     layout: Layout = typer.Option(Layout.long, help="long: series, time, value rows; wide: time + one column per series."),
@@ -106,13 +107,13 @@ def forecast_train(
     epsilon: Optional[float] = typer.Option(None, help="Privacy budget epsilon: training stops before exceeding it."),
     delta: Optional[float] = typer.Option(None, help="Privacy parameter delta (the paper uses 1e-7; below 1/N)."),
     epochs: Optional[int] = typer.Option(None, help="Epochs to train (steps per epoch = floor(N lambda / B))."),
-    max_steps: Optional[int] = typer.Option(None, help="Steps to train (instead of --epochs)."),
+    steps: Optional[int] = typer.Option(None, "--steps", help="Steps to train (instead of --epochs)."),
     lr: float = typer.Option(1e-3, help="Adam learning rate."),
     weight_decay: float = typer.Option(1e-8, help="Adam (L2) weight decay."),
     val_windows: int = typer.Option(5, help="Validation windows of L_F steps held out at the end of each series."),
     val_every: Optional[int] = typer.Option(None, help="Validate every this many steps [default: 25 times per run]."),
     checkpoint: Checkpoint = typer.Option(Checkpoint.last, help="Released weights: the last iterate (covered by the guarantee), or the best on private validation windows (NOT covered; marked so in the report and the model file)."),
-    unit: Unit = typer.Option(Unit.event, help="Protect w contiguous steps (event) or any w steps (user) of one series."),
+    unit: str = typer.Option("w-event", metavar="[w-event|w-user|event]", help="Protect --w contiguous steps (w-event) or any --w steps (w-user) of one series; event: one step (--w 1)."),
     w: int = typer.Option(1, help="w: number of protected time steps."),
     label_noise: float = typer.Option(0.0, help="sigma_F: Gaussian noise on forecast windows, in units of --value-bound."),
     context_noise: float = typer.Option(0.0, help="sigma_C: Gaussian noise on context windows, in units of --value-bound."),
@@ -138,6 +139,9 @@ def forecast_train(
     from tsdp.forecast import trainer
 
     sigma = _noise_multiplier(noise_multiplier)
+    if unit not in SERIES_UNITS + ("user",):
+        raise UsageError(f"--unit {unit!r}: must be one of w-event, w-user or event")
+    accounted_unit = series_unit(unit, w)
     if lags is not None and model is not Model.deepar:
         raise UsageError(f"--lags is an option of --model deepar, not of --model {model.value}")
     if num_samples != 100 and model is not Model.deepar:
@@ -153,12 +157,12 @@ def forecast_train(
     train_config = trainer.TrainConfig(  # context: the model's receptive field, set once the model is built
         context=context_length, horizon=forecast_length, model=model.value, batch_size=batch_size,
         instances=instances, top=top.value, bottom=bottom.value, clip_norm=clip_norm, noise_multiplier=sigma,
-        epsilon=epsilon, delta=delta, steps=max_steps, epochs=epochs, lr=lr, weight_decay=weight_decay,
-        val_windows=val_windows, val_every=val_every, unit=unit.value, w=w, label_noise=label_noise,
+        epsilon=epsilon, delta=delta, steps=steps, epochs=epochs, lr=lr, weight_decay=weight_decay,
+        val_windows=val_windows, val_every=val_every, unit=accounted_unit, w=w, label_noise=label_noise,
         context_noise=context_noise, value_bound=value_bound, discretization=discretization,
         checkpoint=checkpoint.value,
         # --evaluate-only without a length trains the baselines for as long as the private run would
-        private=not evaluate_only or (epochs is None and max_steps is None),
+        private=not evaluate_only or (epochs is None and steps is None),
     )
     acc_opts.check_level(alpha)
     if dry_run:
@@ -245,13 +249,14 @@ def forecast_train(
     for message in warnings:
         console.warn(message)
     console.summary({
-        "output": output, "report": report, "model": extra["meta"], "custodian (NOT for publication)": custodian,
+        "output": output, "report": report, "model": extra["meta"], "custodian": custodian,
         "epsilon": result.epsilon, "delta": delta, "steps": result.steps, "compositions": result.compositions,
         "stopped_by": plan.stopped_by, "noise_multiplier": plan.noise_multiplier, "theorem": claim.theorem,
         "checkpoint": train_config.checkpoint,
         "accuracy": acc_opts.shown(forecast_model(alpha), json_summary),
-        **{f"crps {k}": v["crps"] for k, v in scores.items()},
-        **{f"mase {k}": v["mase"] for k, v in scores.items()},
+        # held-out scores of the private series (also in the custodian file): not privacy-protected
+        "crps_model": scores["model (DP-SGD)"]["crps"], "crps_seasonal_naive": scores["seasonal naive (not private)"]["crps"],
+        "mase_model": scores["model (DP-SGD)"]["mase"], "mase_seasonal_naive": scores["seasonal naive (not private)"]["mase"],
     }, "tsdp forecast-train")
 
 
@@ -279,9 +284,9 @@ def _dry_run(input, layout, time_col, value_col, series_col, series_cols, freq, 
     plan = trainer.plan_training(config, n_series, train_length)
     accuracy = forecast_model(alpha)
     summary = {
-        "dry run": f"read {read}; nothing trained or written",
-        "series": n_series, "train_length": train_length, "context (receptive field)": window,
-        "epsilon (budget)": train_config.epsilon, "delta": train_config.delta,
+        "dry_run": f"read {read}; nothing trained or written",
+        "series": n_series, "train_length": train_length, "receptive_field": window,
+        "epsilon_budget": train_config.epsilon, "delta": train_config.delta,
         "noise_multiplier": plan.noise_multiplier, "steps": plan.steps, "stopped_by": plan.stopped_by,
         "theorem": plan.derivation.theorem if plan.derivation else None,
         "accuracy": accuracy.to_dict() if console.json_mode else accuracy.statement,
@@ -517,7 +522,8 @@ def _evaluate_only(net, split, config, plan, rng, season, console) -> None:
               f"{config.model} without noise (NOT private)": trainer.evaluate(net, result.theta, split, season)}
     console.warn("--evaluate-only trains NON-private baselines on the data: the figures are not private, are for "
                  "comparison only, and nothing was written")
-    console.summary({"steps": steps, "season": season,
-                     **{f"crps {k}": v["crps"] for k, v in scores.items()},
-                     **{f"mase {k}": v["mase"] for k, v in scores.items()},
-                     "written": "nothing (NOT private)"}, "tsdp forecast-train --evaluate-only")
+    naive, plain = scores.values()
+    console.summary({"steps": steps, "season": season, "model": config.model,
+                     "crps_seasonal_naive": naive["crps"], "crps_model_without_noise": plain["crps"],
+                     "mase_seasonal_naive": naive["mase"], "mase_model_without_noise": plain["mase"],
+                     "release_written": False}, "tsdp forecast-train --evaluate-only")

@@ -42,12 +42,14 @@ SUBCOMMANDS: dict[str, tuple[str, str, str]] = {
 def load_subcommand(name: str, settings: Mapping[str, Any]):
     """Import subcommand ``name`` and build its Click command as the root app would."""
     module, attribute, _ = SUBCOMMANDS[name]
+    from tsdp.cli.vocabulary import VocabularyCommand
+
     target = getattr(importlib.import_module(module), attribute)
     root = typer.Typer(**settings)
     if isinstance(target, typer.Typer):
-        root.add_typer(target, name=name)
+        root.add_typer(target, name=name)  # its commands declare cls=VocabularyCommand themselves
     else:
-        root.command(name)(target)
+        root.command(name, cls=VocabularyCommand)(target)
     root.callback()(lambda: None)  # a group, so that the command keeps its own name
     return typer.main.get_command(root).commands[name]
 

@@ -9,7 +9,6 @@ reserves and confirms its own spend. Spends add up by basic composition; see
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import Any, Optional
@@ -19,6 +18,7 @@ import typer
 from tsdp.accounting import ledger as core
 from tsdp.accounting.claim import PrivacyClaim
 from tsdp.cli import common
+from tsdp.cli.vocabulary import VocabularyCommand
 from tsdp.errors import DataError, UsageError
 from tsdp.report import SCHEMA_ID
 
@@ -35,7 +35,7 @@ ledger_app = typer.Typer(
 LedgerArgument = typer.Argument(..., help="Ledger file (SQLite, made by 'tsdp ledger init').")
 
 
-@ledger_app.command("init")
+@ledger_app.command("init", cls=VocabularyCommand)
 def init(
     ledger: str = typer.Argument(..., help="Ledger file to create, or to add the dataset to."),
     dataset: str = typer.Option(..., help="Name of the dataset whose budget this is."),
@@ -50,33 +50,33 @@ def init(
     _summary(ledger, dataset, quiet, json_summary, "tsdp ledger init")
 
 
-@ledger_app.command("spend")
+@ledger_app.command("spend", cls=VocabularyCommand)
 def spend(
     ledger: str = LedgerArgument,
     dataset: str = typer.Option(..., help="Dataset the release was made from."),
     epsilon: Optional[float] = typer.Option(None, help="Epsilon of the release (with --delta)."),
     delta: Optional[float] = typer.Option(None, help="Delta of the release (with --epsilon; 0 for pure DP)."),
-    report: Optional[str] = typer.Option(None, "--report", help="Read epsilon and delta from this tsdp report instead.", metavar="REPORT.json"),
+    from_report: Optional[str] = typer.Option(None, "--from-report", help="Read epsilon and delta from this tsdp report (an input) instead.", metavar="REPORT.json"),
     description: Optional[str] = typer.Option(None, help="What was released [default: from the report, else empty]."),
     json_summary: bool = common.JsonOption,
     quiet: bool = common.QuietOption,
     config: Optional[str] = common.ConfigOption,
 ) -> None:
     """Record a release against a dataset's budget (refused, exit 3, if it does not fit)."""
-    if report is not None:
+    if from_report is not None:
         if epsilon is not None or delta is not None:
-            raise UsageError("--report gives epsilon and delta: drop --epsilon/--delta, or drop --report")
-        epsilon, delta, from_report, output_name, sha = _read_report(report)
-        description = description if description is not None else from_report
+            raise UsageError("--from-report gives epsilon and delta: drop --epsilon/--delta, or drop --from-report")
+        epsilon, delta, described, output_name, sha = _read_report(from_report)
+        description = description if description is not None else described
     elif epsilon is None or delta is None:
-        raise UsageError("give --epsilon and --delta (use --delta 0 for pure DP), or --report REPORT.json")
+        raise UsageError("give --epsilon and --delta (use --delta 0 for pure DP), or --from-report REPORT.json")
     else:
         output_name = sha = None
     entry = core.spend(ledger, dataset, epsilon, delta, description or "", output_name, sha)
     _summary(ledger, dataset, quiet, json_summary, "tsdp ledger spend", entry)
 
 
-@ledger_app.command("show")
+@ledger_app.command("show", cls=VocabularyCommand)
 def show(
     ledger: str = LedgerArgument,
     dataset: Optional[str] = typer.Option(None, help="Only this dataset [default: all]."),
@@ -87,8 +87,9 @@ def show(
     """Print each dataset's total, spent, pending and remaining budget, and its entries."""
     statuses = core.status(ledger, dataset)
     if json_summary:
-        print(json.dumps({"schema": core.SCHEMA, "ledger": common.display_name(ledger),
-                          "datasets": [s.to_dict() for s in statuses]}, indent=2))
+        console = common.Console(quiet, json_summary, stdout_taken=False)
+        print(console.json_document({"ledger": common.display_name(ledger), "ledger_schema": core.SCHEMA,
+                                     "datasets": [s.to_dict() for s in statuses]}, "tsdp ledger show"))
         return
     from rich.console import Console
 
@@ -101,7 +102,7 @@ def show(
             console.print(_entries_table(s))
 
 
-@ledger_app.command("cancel")
+@ledger_app.command("cancel", cls=VocabularyCommand)
 def cancel(
     ledger: str = LedgerArgument,
     entry: int = typer.Argument(..., help="Id of a pending reservation (see 'tsdp ledger show')."),
@@ -126,18 +127,18 @@ def _read_report(path: str) -> tuple[float, float, str, str | None, str | None]:
     """
     from tsdp.jsonfile import read_json
 
-    report = read_json(path, "--report")
+    report = read_json(path, "--from-report")
     if not isinstance(report, dict) or report.get("schema") != SCHEMA_ID:
-        raise DataError(f"--report: {path!r} is not a tsdp report (no \"schema\": \"{SCHEMA_ID}\")")
+        raise DataError(f"--from-report: {path!r} is not a tsdp report (no \"schema\": \"{SCHEMA_ID}\")")
     try:
         claim = PrivacyClaim.from_dict(report["claim"])
     except (KeyError, TypeError, ValueError) as exc:
-        raise DataError(f"--report: {path!r} has no valid privacy claim ({exc})") from exc
+        raise DataError(f"--from-report: {path!r} has no valid privacy claim ({exc})") from exc
     if claim.definition == "lip":
-        raise UsageError(f"--report: {path!r} claims LIP, which is not an (epsilon, delta) guarantee "
+        raise UsageError(f"--from-report: {path!r} claims LIP, which is not an (epsilon, delta) guarantee "
                          "and cannot be charged to a DP budget")
     if claim.bound == "lower":
-        raise UsageError(f"--report: {path!r} states a lower bound on epsilon, not a guarantee; "
+        raise UsageError(f"--from-report: {path!r} states a lower bound on epsilon, not a guarantee; "
                          "charge the release's upper bound instead")
     output = report.get("output") if isinstance(report.get("output"), dict) else {}
     command = report.get("command") if isinstance(report.get("command"), dict) else {}

@@ -8,7 +8,6 @@ written and no budget is charged; only the public shape of the input is read.
 
 from __future__ import annotations
 
-import json
 from typing import Any, Optional
 
 import typer
@@ -79,7 +78,9 @@ def _sweep(name: str, args: list[str], epsilon: str, plot: str | None, json_summ
 
         plots.plot_plan(rows, plot, name)
     if json_summary:
-        print(json.dumps({"command": name, "rows": rows}, indent=2, default=str))
+        from tsdp.cli.summary import document
+
+        print(document({"command": name, "rows": rows}, f"tsdp plan {name}", []))
     elif not quiet:
         _table(name, rows)
 

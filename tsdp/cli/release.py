@@ -6,24 +6,19 @@ import contextlib
 from enum import Enum
 from typing import Optional
 
-import polars as pl
 import typer
 
-from tsdp.accounting.budget import check_delta, check_epsilon
-from tsdp.accounting.sensitivity import ContributionBounds
+from tsdp.api.series import Loaded, ReleaseOptions, ReleasePlan, load_frame, release_loaded, report_for
 from tsdp.cli import accuracy_options as acc_opts
 from tsdp.cli import common
 from tsdp.cli.engine_options import (Engine, EngineOption, MemoryLimitOption, SparkConfOption, SparkMasterOption,
                                      WorkDirOption, engine_options, given_engine_flags)
 from tsdp.engine import series_stream
-from tsdp.engine.panel import ALL_STEPS, EngineOptions, event_caps, load_event_panel, load_panel, panel_of
+from tsdp.engine.panel import EngineOptions, load_event_panel, panel_of
 from tsdp.errors import UsageError
-from tsdp.io.files import read_numbers, read_table
+from tsdp.io.files import read_table
 from tsdp.io.load import SERIES_NOTE, InputSpec
-from tsdp.mechanisms import postprocess as post
-from tsdp.mechanisms.baseline import Panel, release_gaussian, release_laplace
-from tsdp.mechanisms.noise import NoiseStream, PrefetchedNormals
-from tsdp.report import Report
+from tsdp.mechanisms.noise import NoiseStream
 from tsdp.rng import SEEDED_WARNING, make_random_source
 
 
@@ -52,12 +47,6 @@ class Filter(str, Enum):
 class Noise(str, Enum):
     gaussian = "gaussian"
     laplace = "laplace"
-
-
-# Mechanisms that treat cells independently work on the flat values in file order (no sorting);
-# the others need each series in time order.
-CELLWISE = {Mechanism.gaussian, Mechanism.laplace}
-HARDENED = (Mechanism.gaussian, Mechanism.laplace, Mechanism.dft, Mechanism.fast)  # the others draw float noise
 
 
 class Layout(str, Enum):
@@ -104,7 +93,7 @@ def release(
     sampling_rate: Optional[float] = typer.Option(None, help="--mechanism subsample/filter-subsample: Bernoulli rate p of the sampled time steps [default: 0.1]."),
     accounting: Optional[Accounting] = typer.Option(None, help="subsample: exact (default) or paper; filter-subsample: conditional (default) or paper (Koga et al.'s own calibration)."),
     delta_split: Optional[float] = typer.Option(None, help="--accounting paper: share of delta for the noise, the rest covers the failure event [default: 0.5]."),
-    alpha: Optional[float] = typer.Option(None, help="filter-subsample --accounting paper: fix alpha instead of solving for it."),
+    filter_alpha: Optional[float] = typer.Option(None, help="filter-subsample --accounting paper: fix Koga et al.'s alpha instead of solving for it."),
     filter: Optional[Filter] = typer.Option(None, "--filter", help="filter-subsample: kernel [default: gaussian]."),
     filter_sigma: Optional[float] = typer.Option(None, help="Gaussian kernel width in steps [default: 10]."),
     filter_width: Optional[int] = typer.Option(None, help="Boxcar kernel width (odd)."),
@@ -138,7 +127,7 @@ def release(
     round_values: bool = typer.Option(False, "--round", help="Post-process: round released values to integers."),
     ledger: Optional[str] = typer.Option(None, help="Budget ledger to charge this release to (with --dataset); refused with exit 3 if it does not fit."),
     dataset: Optional[str] = typer.Option(None, help="Dataset name in --ledger whose budget pays for this release."),
-    accuracy_alpha: float = acc_opts.AccuracyAlphaOption,
+    alpha: Optional[float] = acc_opts.ReleaseAlphaOption,
     accuracy_for: acc_opts.AccuracyFor = acc_opts.AccuracyForOption,
     dry_run: bool = acc_opts.DryRunOption,
     fail_on_noisy: bool = acc_opts.FailOnNoisyOption,
@@ -160,63 +149,30 @@ def release(
 ) -> None:
     """Release a series or a panel of series with calibrated Gaussian or Laplace noise."""
     params = common.public_parameters(locals())
-    post.check_clip(clip_min, clip_max)  # before the data is read
-    sampling = _sampling(mechanism, sampler, granularity)
-    if noise is not None and mechanism in CELLWISE:
-        raise UsageError(f"--noise applies to --mechanism dft and fast; --mechanism {mechanism.value} "
-                         "is the noise itself")
-    noise = noise or (Noise.laplace if mechanism is Mechanism.fast else Noise.gaussian)
-    fast = {"preset": fast_preset, "max_samples": fast_max_samples, "interval": fast_fixed_interval,
-            "gains": _gains(fast_gains), "theta": fast_theta, "xi": fast_xi, "q": fast_q, "r": fast_r}
-    if mechanism is not Mechanism.fast and any(v is not None for v in fast.values()):
-        given = next(k for k, v in fast.items() if v is not None)
-        raise UsageError(f"--fast-{given.replace('_', '-')} applies only to --mechanism fast")
-    koga = {"p": sampling_rate, "accounting": accounting.value if accounting else None, "delta_split": delta_split,
-            "alpha": alpha, "kernel": filter.value if filter else None, "filter_sigma": filter_sigma,
-            "filter_width": filter_width, "filter_kernel": filter_kernel}
-    subsampling = mechanism in (Mechanism.subsample, Mechanism.filter_subsample)
-    if not subsampling and any(v is not None for v in koga.values()):
-        first = next(k for k, v in koga.items() if v is not None)
-        flag = {"p": "sampling-rate", "kernel": "filter"}.get(first, first.replace("_", "-"))
-        raise UsageError(f"--{flag} applies only to --mechanism subsample or filter-subsample")
-    if mechanism is Mechanism.subsample and any(koga[k] is not None for k in ("alpha", "kernel", "filter_sigma",
-                                                                              "filter_width", "filter_kernel")):
-        raise UsageError("the --filter options and --alpha apply only to --mechanism filter-subsample")
-    if assume_none and (unit is not Unit.user or max_steps is not None):
-        raise UsageError("--assume-none needs --unit user and no --max-steps (it sets I = T)")
-    pure = mechanism is Mechanism.laplace or (mechanism in (Mechanism.dft, Mechanism.fast) and noise is Noise.laplace)
-    if not pure and delta is None:
-        raise UsageError(f"--delta is required for --mechanism {mechanism.value}")
-    if pure and delta is not None:
-        raise UsageError(f"--delta does not apply to --mechanism {mechanism.value} with Laplace noise "
-                         "(pure epsilon-DP); remove it")
-    declared = ContributionBounds(
-        level=unit.value, max_per_step=max_per_step,
-        max_steps=ALL_STEPS if assume_none else max_steps, w=w,
-        series_per_unit=series_per_user, neighbouring=neighbouring.value,
-    )
-    spec = InputSpec(
-        layout=layout.value if layout else None, time_col=time_col, value_col=value_col,
-        series_col=series_col, series_cols=common.split_list(series_cols), user_col=user_col,
-        series_keys=common.split_list(series_keys), start=start, end=end, freq=freq,
-        fill_missing=fill_missing is FillMissing.zero, allow_negative=allow_negative, timezone=timezone,
-    )
-    caps = event_caps(declared, value_bound) if spec.resolved_layout == "events" else None
+    plan = ReleaseOptions(  # every option checked, the budget too, before the data is read
+        epsilon=epsilon, unit=unit, mechanism=mechanism, delta=delta, max_per_step=max_per_step, max_steps=max_steps,
+        w=w, series_per_user=series_per_user, neighbouring=neighbouring, calibration=calibration, noise=noise,
+        dft_k=dft_k, sampling_rate=sampling_rate, accounting=accounting, delta_split=delta_split,
+        filter_alpha=filter_alpha,
+        filter=filter, filter_sigma=filter_sigma, filter_width=filter_width, filter_kernel=filter_kernel,
+        assume_none=assume_none, fast_preset=fast_preset, fast_max_samples=fast_max_samples,
+        fast_fixed_interval=fast_fixed_interval, fast_gains=fast_gains, fast_theta=fast_theta, fast_xi=fast_xi,
+        fast_q=fast_q, fast_r=fast_r, layout=layout, time_col=time_col, value_col=value_col, series_col=series_col,
+        series_cols=series_cols, user_col=user_col, series_keys=series_keys, start=start, end=end, freq=freq,
+        timezone=timezone, fill_missing=fill_missing, allow_negative=allow_negative, value_bound=value_bound,
+        clip_min=clip_min, clip_max=clip_max, round_values=round_values, sampler=sampler, granularity=granularity,
+        alpha=acc_opts.DEFAULT_ALPHA if alpha is None else alpha, accuracy_for=accuracy_for,
+    ).plan()
+    spec = plan.spec
     engine_options = _engine_options(spec, engine, memory_limit, work_dir, spark_master, spark_conf)
-    run = _mechanism(mechanism, epsilon, delta, calibration, noise, dft_k, fast, koga, sampling)  # budget checked before the data
-    level, target = acc_opts.check_level(accuracy_alpha, "--accuracy-alpha"), accuracy_for.value
-    if target == "sum" and mechanism not in SUMMABLE:
-        raise UsageError(f"--accuracy-for sum is available for --mechanism gaussian, laplace and dft, not "
-                         f"{mechanism.value}: its per-series sums depend on the released sampling pattern")
     if dry_run:
         if evaluate or plot:
             raise UsageError(f"--dry-run reads no values, {'--evaluate' if evaluate else '--plot'} needs them: "
                              "give one of them")
-        return _dry_run(input, spec, declared, caps, run, level, target, mechanism,
-                        common.Console(quiet, json_summary, stdout_taken=False))
+        return _dry_run(input, plan, common.Console(quiet, json_summary, stdout_taken=False))
     randomness = make_random_source(seed)
     if evaluate:
-        return _evaluate(input, spec, caps, declared, engine_options, run, randomness, evaluate,
+        return _evaluate(input, plan, engine_options, randomness, evaluate,
                          common.Console(quiet, json_summary, stdout_taken=False))
     output, report = common.resolve_outputs(input, output, report, force, json_summary)
     if plot is not None:
@@ -224,55 +180,46 @@ def release(
 
         plots.check_plot_path(plot, (output, report), force)
     console = common.Console(quiet, json_summary, stdout_taken="-" in (output, report))
+    if alpha is not None and plan.mechanism == "filter-subsample" and filter_alpha is None \
+            and plan.options.accounting == "paper":
+        console.warn(f"--alpha {alpha:g} is the accuracy level (1 - alpha intervals); Koga et al.'s filter "
+                     "parameter is now --filter-alpha, and without it --accounting paper solves for it")
     charge = common.ledger_reservation(  # reserved before the data is read or any noise is drawn
         ledger, dataset, epsilon, delta or 0.0,
         f"tsdp release {common.display_name(input)} -> {common.display_name(output)} ({mechanism.value})")
 
-    streamed = mechanism in CELLWISE and engine_options.engine == "local" and input != "-" \
+    streamed = plan.cellwise and engine_options.engine == "local" and input != "-" \
         and series_stream.streamable(input, spec, engine_options.memory_limit)
     if streamed and (fail_on_noisy or plot):
         raise UsageError(f"{'--fail-on-noisy' if fail_on_noisy else '--plot'} needs the panel in memory, but this "
                          "input is released in chunks of series (see --memory-limit); raise --memory-limit or drop it")
     swamped: list[str] = []  # the steward's noisy warning, printed once the release is published
     with charge as held, console.progress(4) as stage, _chunks(streamed, input, spec, engine_options, stage) as chunks:
-        post_notes = [f"post-processing: {s}" for s in post.describe(clip_min, clip_max, round_values)]
         if chunks is None:
-            loaded, panel, notes, prefetched = _read(input, spec, declared, caps, engine_options, stage,
-                                                     randomness.generator if mechanism is Mechanism.gaussian
-                                                     and sampler == "float" else None)
-            table, diagnostics = loaded.table, loaded.diagnostics
+            loaded = _read(input, plan, engine_options, stage, randomness.generator)
+            table, diagnostics = loaded.loaded.table, loaded.loaded.diagnostics
 
             stage("adding noise")
-            result, as_matrix, rebuild = run(table, panel, randomness.generator, prefetched)
-            released = rebuild(post.postprocess(result.values, clip_min, clip_max, round_values))
+            released, result, notes = release_loaded(plan, loaded, randomness.generator)
             results = [result]
-            swamped = acc_opts.noisy_check(_accuracy(result, level, target), _robust_scale(table, target),
-                                           _SCALE_OF[target], _remedy(mechanism), fail_on_noisy)
+            swamped = acc_opts.noisy_check(plan.accuracy(result), _robust_scale(table, plan.accuracy_for),
+                                           _SCALE_OF[plan.accuracy_for], _remedy(plan.mechanism), fail_on_noisy)
         else:
             table, diagnostics = chunks, {}
-            panel, notes = panel_of(chunks.n_series, chunks.n_steps, spec, declared, None, False, [SERIES_NOTE])
-            released, results = _release_chunks(chunks, panel, run, randomness.generator, diagnostics, stage,
-                                                clip_min, clip_max, round_values)
-        notes.extend(post_notes)
+            panel, notes = panel_of(chunks.n_series, chunks.n_steps, spec, plan.declared, None, False, [SERIES_NOTE])
+            released, results = _release_chunks(chunks, panel, plan, randomness.generator, diagnostics, stage)
+            notes.extend(plan.postprocess_notes())
 
         stage("writing output")
 
         def warnings_now() -> list[str]:  # known once the (possibly streamed) release has run
-            return (list(results[-1].warnings) + sampling["warnings"]
+            return (list(results[-1].warnings) + plan.sampler_warnings
                     + ([SEEDED_WARNING] if randomness.seeded else []))
 
-        common.publish(released, output, report, lambda described: Report(
-            command="release",
-            parameters={**params, "input": common.display_name(input),
-                        "output": described["file"], "layout": spec.resolved_layout,
-                        **common.ledger_parameters(ledger, held)},
-            claim=results[-1].claim,
-            output={**described, "layout": table.layout},
-            randomness=randomness.label,
-            grid={"n_series": table.n_series, "n_steps": table.n_steps, "freq": table.grid.freq,
-                  "start": table.grid.points[0], "end": table.grid.points[-1]},
-            notes=notes, warnings=warnings_now(),
-            accuracy=_accuracy(results[-1], level, target).to_dict(),
+        common.publish(released, output, report, lambda described: report_for(
+            plan, table, results[-1], randomness, described, notes, warnings_now(),
+            {**params, "input": common.display_name(input), "output": described["file"],
+             **common.ledger_parameters(ledger, held)},
         ), before_commit=common.confirm_reservation(held), force=force)
         result, warnings = results[-1], warnings_now()
 
@@ -282,43 +229,30 @@ def release(
     if plot is not None:
         from tsdp.cli import plots
 
-        plots.plot_release(table.values_matrix(), as_matrix(), _accuracy(result, level, "cell").half_width,
-                           getattr(table, "series_names", None), plot,
+        plots.plot_release(table.values_matrix(), _released_matrix(plan, result, table),
+                           plan.accuracy(result, "cell").half_width, getattr(table, "series_names", None), plot,
                            f"{claim.mechanism}, epsilon {claim.epsilon:g}", force)
     summary = {
         "output": output, "report": report, "mechanism": claim.mechanism,
         "epsilon": claim.epsilon, "delta": claim.delta,
         "noise": {k: claim.parameters[k] for k in ("sigma", "scale") if k in claim.parameters},
         "series": table.n_series, "steps": table.n_steps, "freq": table.grid.freq,
-        "unit": claim.unit.neighbouring, "theorem": claim.theorem,
-        "accuracy": acc_opts.shown(_accuracy(result, level, target), json_summary),
+        "unit": claim.unit.level, "neighbouring": claim.unit.neighbouring, "theorem": claim.theorem,
+        "accuracy": acc_opts.shown(plan.accuracy(result), json_summary),
     }
-    if swamped and json_summary:
-        summary["warning_codes"] = [acc_opts.NOISY_CODE]
     if held is not None:
         summary["ledger"] = {"dataset": dataset, "entry": held.id}
     if diagnostics:
-        summary["diagnostics (not private, do not publish)"] = diagnostics
+        summary["diagnostics_not_private"] = diagnostics  # counts of the input: do not publish
     console.summary(summary, "tsdp release")
 
 
-SUMMABLE = {Mechanism.gaussian, Mechanism.laplace, Mechanism.dft}
 _SCALE_OF = {"cell": "the input's cells", "sum": "the input series' sums"}
 
 
-_COMPUTED: dict = {}  # (id of a release, alpha, target) -> Accuracy: a DFT-Laplace simulation runs once
-
-
-def _accuracy(result, alpha: float, target: str, pattern: bool = True):
-    """The release's accuracy; with ``pattern``, FAST's also given its released sampling pattern."""
-    from tsdp.accuracy import for_claim
-
-    key = (id(result), alpha, target, pattern)
-    if key not in _COMPUTED or _COMPUTED[key][0] is not result:
-        _COMPUTED.clear()
-        sampled = getattr(result, "sampled", None) if pattern else None
-        _COMPUTED[key] = (result, acc_opts.accuracy_or_usage(lambda: for_claim(result.claim, alpha, target, sampled)))
-    return _COMPUTED[key][1]
+def _released_matrix(plan: ReleasePlan, result, table):
+    """The released values (before post-processing) as an (n_series, n_steps) matrix."""
+    return table.flat_to_matrix(result.values) if plan.cellwise else result.values
 
 
 def _robust_scale(table, target: str) -> float:
@@ -329,18 +263,18 @@ def _robust_scale(table, target: str) -> float:
     return float(np.median(np.abs(matrix.sum(axis=1) if target == "sum" else matrix)))
 
 
-def _remedy(mechanism: Mechanism) -> str:
+def _remedy(mechanism: str) -> str:
     """The options that would shrink the noise relative to the signal."""
     common_part = "a larger --epsilon, tighter caps (--max-per-step, --max-steps, --series-per-user)"
     return {
-        Mechanism.gaussian: f"{common_part}, a coarser grid (--freq, fewer steps per user) or a mechanism that "
-                            "smooths (--mechanism dft or filter-subsample)",
-        Mechanism.laplace: f"{common_part}, --mechanism gaussian (L2 rather than L1 sensitivity) or a mechanism "
-                           "that smooths (--mechanism dft)",
-        Mechanism.dft: f"{common_part} or fewer coefficients (--dft-k)",
-        Mechanism.fast: f"{common_part} or fewer samples per series (--fast-max-samples)",
-        Mechanism.subsample: f"{common_part} or --mechanism filter-subsample",
-        Mechanism.filter_subsample: f"{common_part} or a wider filter (--filter-sigma)",
+        "gaussian": f"{common_part}, a coarser grid (--freq, fewer steps per user) or a mechanism that "
+                    "smooths (--mechanism dft or filter-subsample)",
+        "laplace": f"{common_part}, --mechanism gaussian (L2 rather than L1 sensitivity) or a mechanism "
+                   "that smooths (--mechanism dft)",
+        "dft": f"{common_part} or fewer coefficients (--dft-k)",
+        "fast": f"{common_part} or fewer samples per series (--fast-max-samples)",
+        "subsample": f"{common_part} or --mechanism filter-subsample",
+        "filter-subsample": f"{common_part} or a wider filter (--filter-sigma)",
     }[mechanism]
 
 
@@ -361,8 +295,7 @@ class _Zeros:
     flat_to_matrix = with_values_flat = with_values_matrix = None  # nothing is written
 
 
-def _dry_run(input, spec: InputSpec, declared, caps, run, alpha: float, target: str, mechanism: Mechanism,
-             console) -> dict | None:
+def _dry_run(input, plan: ReleasePlan, console) -> dict | None:
     """Noise scale, accuracy and epsilon from the public shape only; writes nothing, charges nothing.
 
     The mechanism runs on zeros of the public shape with a fixed seed (its claim depends on public
@@ -372,20 +305,22 @@ def _dry_run(input, spec: InputSpec, declared, caps, run, alpha: float, target: 
 
     from tsdp.io.public_shape import public_shape
 
+    spec = plan.spec
     n_series, n_steps, read = public_shape(input, spec)
-    panel, _ = panel_of(n_series, n_steps, spec, declared, caps, spec.resolved_layout == "events", [])
-    result, _, _ = run(_Zeros(n_series, n_steps), panel, np.random.default_rng(0), None)
+    panel, _ = panel_of(n_series, n_steps, spec, plan.declared, plan.caps, spec.resolved_layout == "events", [])
+    result, _, _ = plan.run(_Zeros(n_series, n_steps), panel, np.random.default_rng(0), None)
     claim = result.claim
-    accuracy = _accuracy(result, alpha, target, pattern=False)  # the zeros' sampling pattern is not the release's
+    accuracy = plan.accuracy(result, pattern=False)  # the zeros' sampling pattern is not the release's
     summary = {
-        "dry run": f"read {read}; nothing written, no budget charged",
+        "dry_run": f"read {read}; nothing written, no budget charged",
         "mechanism": claim.mechanism, "epsilon": claim.epsilon, "delta": claim.delta,
         "noise": {k: claim.parameters[k] for k in ("sigma", "scale") if k in claim.parameters},
-        "series": n_series, "steps": n_steps, "unit": claim.unit.neighbouring,
+        "series": n_series, "steps": n_steps, "unit": claim.unit.level, "neighbouring": claim.unit.neighbouring,
         "accuracy": acc_opts.shown(accuracy, console.json_mode),
     }
-    if mechanism is Mechanism.filter_subsample:
-        summary["note"] = "sigma depends on the sampled steps drawn at release; shown for one fixed draw"
+    if plan.mechanism == "filter-subsample":
+        console.warn("--dry-run: filter-subsample's sigma depends on the sampled steps drawn at release; "
+                     "shown for one fixed draw")
     if acc_opts.planning():
         return {**summary, "accuracy": accuracy.to_dict()}
     console.summary(summary, "tsdp release --dry-run")
@@ -414,7 +349,7 @@ def _chunks(streamed: bool, input: str, spec: InputSpec, options: EngineOptions,
     return series_stream.series_chunks(input, spec, options.memory_limit, options.work_dir, stage)
 
 
-def _release_chunks(chunks, panel, run, rng, diagnostics: dict, stage, clip_min, clip_max, round_values):
+def _release_chunks(chunks, panel, plan: ReleasePlan, rng, diagnostics: dict, stage):
     """(the released frames, produced lazily chunk by chunk, and the list their releases are
     appended to). Every chunk's noise comes from one stream over the whole panel's cells."""
     stream = NoiseStream(rng, chunks.n_cells)
@@ -423,140 +358,40 @@ def _release_chunks(chunks, panel, run, rng, diagnostics: dict, stage, clip_min,
     def frames():
         for k, table in enumerate(chunks.tables(), 1):
             stage(f"adding noise: chunk {k}/{chunks.n_chunks} ({table.n_series} series)")
-            result, _, rebuild = run(table, panel, rng, None, stream)
+            result, _, rebuild = plan.run(table, panel, rng, None, stream)
             results[:] = [result]  # the claim and warnings; earlier chunks' values are let go
             if table.filled_cells:
                 diagnostics["filled_cells"] = diagnostics.get("filled_cells", 0) + table.filled_cells
-            yield rebuild(post.postprocess(result.values, clip_min, clip_max, round_values))
+            yield rebuild(plan.postprocess(result.values))
         if stream.taken != chunks.n_cells:  # every cell of the panel got its noise, once
             raise RuntimeError(f"streamed release drew {stream.taken} of {chunks.n_cells} noise values")
 
     return frames(), results
 
 
-def _read(input: str, spec: InputSpec, declared, caps, options: EngineOptions, stage, generator):
-    """(loaded input, panel, notes, prefetched normals): events through the engine, series in memory."""
+def _read(input: str, plan: ReleasePlan, options: EngineOptions, stage, generator) -> Loaded:
+    """The input loaded for release: events through the engine, series read and checked in memory."""
+    spec = plan.spec
     if spec.resolved_layout == "events":
-        return (*load_event_panel(input, spec, declared, options, caps.value_bound, stage), None)
+        return Loaded(*load_event_panel(input, spec, plan.declared, options, plan.caps.value_bound, stage), None)
     stage("reading input")
-    df = read_table(input, *spec.read_schema())
-    # Noise draws do not depend on the data: start them while the data is checked.
-    prefetched = (PrefetchedNormals(generator, df.height)
-                  if generator is not None and spec.resolved_layout == "long" else None)
-    stage("checking")
-    return (*load_panel(df, spec, declared, caps), prefetched)
+    return load_frame(read_table(input, *spec.read_schema()), plan, generator, stage)
 
 
-def _gains(text: str | None) -> tuple[float, float, float] | None:
-    parts = common.split_list(text)
-    if parts is None:
-        return None
-    try:
-        values = tuple(float(x) for x in parts)
-    except ValueError:
-        raise UsageError(f"--fast-gains must be three numbers Cp,Ci,Cd, got {text!r}") from None
-    if len(values) != 3:
-        raise UsageError(f"--fast-gains must be three numbers Cp,Ci,Cd, got {text!r}")
-    return values
-
-
-def _sampling(mechanism: Mechanism, sampler: str, granularity: float | None) -> dict:
-    """Check --sampler/--granularity up front. The cellwise mechanisms, dft and fast take them (and
-    warn themselves about float noise); subsample and filter-subsample, whose subsampling accounting
-    is for continuous Gaussian noise, draw floating-point noise and say so in a warning."""
-    from tsdp.accounting.discrete import check_granularity, check_sampler
-    from tsdp.mechanisms.noise import FLOAT_WARNING
-
-    check_sampler(sampler)
-    if granularity is not None:
-        if sampler != "hardened":
-            raise UsageError("--granularity applies to --sampler hardened only")
-        check_granularity(granularity)
-    if mechanism in HARDENED:
-        return {"sampler": sampler, "granularity": granularity, "warnings": []}
-    if granularity is not None:
-        raise UsageError(f"--granularity applies to --mechanism {', '.join(m.value for m in HARDENED)}; "
-                         f"--mechanism {mechanism.value} has no hardened sampler yet")
-    warning = FLOAT_WARNING if sampler == "float" else (
-        f"--mechanism {mechanism.value} has no hardened sampler yet: its noise is drawn by floating-point "
-        "samplers (its subsampling accounting is for continuous Gaussian noise; see issue 17), so this output "
-        "is exposed to floating-point attacks")
-    return {"sampler": "float", "granularity": None, "warnings": [warning]}
-
-
-def _mechanism(mechanism: Mechanism, epsilon: float, delta: float | None, calibration: Calibration,
-               noise: Noise, dft_k: int, fast: dict, koga: dict, sampling: dict | None = None):
-    """Validate the budget up front and return ``run(table, panel, rng, prefetched)``, which gives
-    the release and a function rebuilding the output frame from the released values."""
-    check_epsilon(epsilon)
-    if delta is not None:
-        check_delta(delta)
-
-    def run(table, panel, rng, prefetched, stream=None):
-        """(release, its values as an (n_series, n_steps) matrix, the output frame builder);
-        ``stream``: the noise of a panel released in chunks of series (cellwise mechanisms)."""
-        how = {"sampler": "hardened", "granularity": None, **(sampling or {})}
-        if mechanism in CELLWISE:
-            values = table.value_chunks()
-            if mechanism is Mechanism.gaussian:
-                result = release_gaussian(values, panel, epsilon, delta, rng, calibration.value, prefetched, stream,
-                                          how["sampler"], how["granularity"])
-            else:
-                result = release_laplace(values, panel, epsilon, rng, stream, how["sampler"], how["granularity"])
-            return result, lambda: table.flat_to_matrix(result.values), table.with_values_flat
-        matrix = table.values_matrix()
-        if mechanism in (Mechanism.subsample, Mechanism.filter_subsample):
-            from tsdp.mechanisms import subsample as ss
-
-            p = 0.1 if koga["p"] is None else koga["p"]
-            split = 0.5 if koga["delta_split"] is None else koga["delta_split"]
-            if mechanism is Mechanism.subsample:
-                result = ss.release_subsample(matrix, panel, epsilon, delta, rng, p, koga["accounting"] or "exact",
-                                              delta_split=split)
-            else:
-                kernel = koga["kernel"] or "gaussian"
-                if kernel == "custom":
-                    if koga["filter_kernel"] is None:
-                        raise UsageError("--filter custom needs --filter-kernel FILE")
-                    kernel = read_numbers(koga["filter_kernel"], "--filter-kernel")
-                elif koga["filter_kernel"] is not None:
-                    raise UsageError("--filter-kernel needs --filter custom")
-                result = ss.release_filter_subsample(
-                    matrix, panel, epsilon, delta, rng, p, kernel, koga["accounting"] or "conditional",
-                    filter_sigma=10.0 if koga["filter_sigma"] is None else koga["filter_sigma"],
-                    filter_width=koga["filter_width"], delta_split=split, alpha=koga["alpha"])
-        elif mechanism is Mechanism.fast:
-            from tsdp.mechanisms.fast import release_fast
-
-            options = {k: v for k, v in fast.items() if k not in ("interval",) and v is not None}
-            fixed = fast["interval"]
-            result = release_fast(matrix, panel, epsilon, rng, delta=delta, noise=noise.value,
-                                  interval=fixed, adaptive=fixed is None, sampler=how["sampler"],
-                                  granularity=how["granularity"], **options)
-        else:
-            from tsdp.mechanisms.dft import release_dft
-
-            result = release_dft(matrix, panel, epsilon, delta, rng, dft_k, noise.value, how["sampler"],
-                                 how["granularity"])
-        return result, lambda: result.values, table.with_values_matrix
-
-    return run
-
-
-def _evaluate(input, spec, caps, declared, engine_options, run, randomness, repeats: int, console) -> None:
+def _evaluate(input, plan: ReleasePlan, engine_options, randomness, repeats: int, console) -> None:
     """Run the mechanism ``repeats`` times and print MAE/MRE against the input; writes nothing."""
     from tsdp.mechanisms.metrics import mae, mre, summarize
 
-    loaded, panel, _, _ = _read(input, spec, declared, caps, engine_options, lambda name: None, None)
-    truth = loaded.table.values_matrix()
+    loaded = _read(input, plan, engine_options, lambda name: None, None)
+    truth = loaded.loaded.table.values_matrix()
     maes, mres = [], []
     for _ in range(repeats):  # each run is a full release of the whole panel
-        result, as_matrix, _ = run(loaded.table, panel, randomness.generator, None)
+        result, as_matrix, _ = plan.run(loaded.loaded.table, loaded.panel, randomness.generator, None)
         values = as_matrix()
         maes.append(mae(values, truth))
         mres.append(mre(values, truth))
     console.warn("--evaluate compares releases with the true input: the figures are NOT private, "
                  "are for choosing parameters only, and no release was written")
     console.summary({"runs": repeats, "mechanism": result.claim.mechanism, "epsilon": result.claim.epsilon,
-                     "delta": result.claim.delta, "mae": summarize(maes), "mre (sanitary bound 1)": summarize(mres),
-                     "written": "nothing (diagnostic only)"}, "tsdp release --evaluate")
+                     "delta": result.claim.delta, "mae": summarize(maes), "mre": summarize(mres),
+                     "mre_sanitary_bound": 1, "release_written": False}, "tsdp release --evaluate")

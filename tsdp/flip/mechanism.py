@@ -80,9 +80,9 @@ class FlipSettings:
         if self.var_order != "aic" and (not isinstance(self.var_order, int) or self.var_order < 0):
             raise UsageError(f"--var-order {self.var_order!r}: must be 'aic' or an integer >= 0")
         if self.K < 1:
-            raise UsageError(f"--K {self.K}: must be an integer >= 1")
+            raise UsageError(f"--cepstral-terms {self.K} (K, the cepstral truncation): must be an integer >= 1")
         if self.M is not None and self.M < 1:
-            raise UsageError(f"--M {self.M}: must be an integer >= 1")
+            raise UsageError(f"--filter-half-length {self.M} (M, the filter half-length): must be an integer >= 1")
         if self.coef_method not in coefficients.METHODS:
             raise UsageError(f"--coef-method {self.coef_method!r}: must be one of {', '.join(coefficients.METHODS)}")
         if self.boundary not in BOUNDARIES:
@@ -145,7 +145,7 @@ def check_length(T: int, settings: FlipSettings, q: int, label: str) -> list[str
     if T < MIN_LENGTH:
         raise DataError(f"{label}: {T} observations; FLIP needs at least {MIN_LENGTH}")
     if M >= T:
-        raise DataError(f"{label}: padding --M {M} needs a series longer than M, but T = {T}")
+        raise DataError(f"{label}: padding --filter-half-length {M} needs a series longer than M, but T = {T}")
     if d + 1 > T / 4:
         raise DataError(f"{label}: --trend-order {d} is too high for T = {T} (need d + 1 <= T / 4)")
     if isinstance(settings.var_order, int) and T < q * settings.var_order + d + 10:
@@ -153,7 +153,7 @@ def check_length(T: int, settings: FlipSettings, q: int, label: str) -> list[str
                         f"T >= {q * settings.var_order + d + 10}, but T = {T}")
     warnings = []
     if M > T / 4:
-        warnings.append(f"{label}: --M {M} exceeds T/4 = {T / 4:g}; edge effects shrink the released "
+        warnings.append(f"{label}: --filter-half-length {M} exceeds T/4 = {T / 4:g}; edge effects shrink the released "
                         "variance (spec P7)")
     if T < SHORT_LENGTH:
         warnings.append(f"{label}: only {T} observations; the spectral estimate is unreliable below {SHORT_LENGTH}")
@@ -346,11 +346,11 @@ def _shortfall_warnings(diagnostics: dict[str, Any], settings: FlipSettings, lab
     if applied < floor - SHORTFALL_WARN:
         out.append(f"{label}: the applied {2 * diagnostics['M'] + 1}-tap filter reaches LIP {applied:.4g}, well below "
                    f"the ideal filter's {floor:g}: the estimated spectrum has features narrower than the filter "
-                   "resolves; remove the trend (--trend-order), seasonally adjust, or raise --M")
+                   "resolves; remove the trend (--trend-order), seasonally adjust, or raise --filter-half-length")
     if diagnostics["allpass_max_defect"] > ALLPASS_WARN:
         out.append(f"{label}: the applied filter is {diagnostics['allpass_max_defect']:.3g} away from all-pass, so "
                    "the spectrum and autocorrelations are only roughly kept (D_ACF "
-                   f"{diagnostics['utility']['D_ACF']:.3g}); raise --M")
+                   f"{diagnostics['utility']['D_ACF']:.3g}); raise --filter-half-length")
     return out
 
 

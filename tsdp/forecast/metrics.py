@@ -77,7 +77,7 @@ def seasonal_naive(history: np.ndarray, horizon: int, season: int) -> np.ndarray
     """
     history = np.asarray(history, dtype=np.float64)
     if not isinstance(horizon, (int, np.integer)) or isinstance(horizon, bool) or horizon < 1:
-        raise UsageError(f"--horizon must be an integer >= 1, got {horizon!r}")
+        raise UsageError(f"--forecast-length must be an integer >= 1, got {horizon!r}")
     n_hist = history.shape[-1] if history.ndim else 0
     _check_season(season, n_hist, 0)
     idx = n_hist - season + np.arange(horizon) % season

@@ -229,7 +229,7 @@ class PaddedPanel:
 
     def __init__(self, values: np.ndarray, context: int, horizon: int) -> None:
         if context < 0 or horizon < 1:
-            raise UsageError(f"need --context >= 0 and --horizon >= 1, got {context} and {horizon}")
+            raise UsageError(f"need --context-length >= 0 and --forecast-length >= 1, got {context} and {horizon}")
         values = np.asarray(values, dtype=np.float64)
         self.lengths = series_lengths(values)
         self.context, self.horizon = int(context), int(horizon)

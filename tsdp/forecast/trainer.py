@@ -54,7 +54,7 @@ from tsdp.forecast import metrics, sampling
 from tsdp.forecast.optim import Adam
 
 CHECKPOINTS = ("last", "best-validation")
-# Without --epochs/--max-steps, training runs until the budget, but never longer than this.
+# Without --epochs/--steps, training runs until the budget, but never longer than this.
 STEP_CAP = 200_000
 VALIDATION_CHUNK = 4096
 
@@ -103,13 +103,13 @@ class TrainConfig:
         if self.val_every is not None and self.val_every < 1:
             raise UsageError(f"--val-every must be >= 1, got {self.val_every}")
         if self.steps is not None and self.epochs is not None:
-            raise UsageError("give --max-steps or --epochs, not both")
-        for name, value in (("--max-steps", self.steps), ("--epochs", self.epochs)):
+            raise UsageError("give --steps or --epochs, not both")
+        for name, value in (("--steps", self.steps), ("--epochs", self.epochs)):
             if value is not None and value < 1:
                 raise UsageError(f"{name} must be >= 1, got {value}")
         if not self.private:
             if self.steps is None and self.epochs is None:
-                raise UsageError("non-private training needs --max-steps or --epochs")
+                raise UsageError("non-private training needs --steps or --epochs")
             return
         if self.epsilon is not None and self.delta is None:
             raise UsageError(f"--epsilon {self.epsilon:g} needs --delta: an (epsilon, delta) budget has both")
@@ -118,9 +118,9 @@ class TrainConfig:
         if self.epsilon is not None:
             check_epsilon(self.epsilon, "--epsilon")  # finite, > 0 and within the range tsdp calibrates
         if self.noise_multiplier is None and (self.epsilon is None or (self.steps is None and self.epochs is None)):
-            raise UsageError("--noise-multiplier auto needs --epsilon and --epochs (or --max-steps) to calibrate for")
+            raise UsageError("--noise-multiplier auto needs --epsilon and --epochs (or --steps) to calibrate for")
         if self.epsilon is None and self.steps is None and self.epochs is None:
-            raise UsageError("give an --epsilon budget, or --epochs/--max-steps to train for (epsilon is then reported)")
+            raise UsageError("give an --epsilon budget, or --epochs/--steps to train for (epsilon is then reported)")
 
 
 @dataclass
@@ -206,7 +206,7 @@ class Plan:
     noise_multiplier: float | None
     compositions: int
     steps: int
-    stopped_by: str  # "budget", "max_steps" or "epochs"
+    stopped_by: str  # "budget", "steps" or "epochs"
     budget_compositions: int | None = None
     warnings: list[str] = field(default_factory=list)
 
@@ -225,7 +225,7 @@ def plan_training(config: TrainConfig, n_series: int, train_length: int) -> Plan
     if not config.private:
         setting = make_setting(config, n_series, train_length, 1.0)  # validates the batching only
         steps = config.steps if config.steps is not None else config.epochs * setting.steps_per_epoch
-        return Plan(None, None, None, 0, steps, "max_steps" if config.steps else "epochs")
+        return Plan(None, None, None, 0, steps, "steps" if config.steps else "epochs")
     sigma = config.noise_multiplier if config.noise_multiplier is not None else 1.0
     setting = make_setting(config, n_series, train_length, sigma)
     warnings = list(setting.warnings())
@@ -258,12 +258,12 @@ def plan_training(config: TrainConfig, n_series: int, train_length: int) -> Plan
 
 
 def _count(requested, budget, config: TrainConfig, setting: DpSgdSetting) -> tuple[int, str]:
-    length_reason = "max_steps" if config.steps is not None else "epochs"
+    length_reason = "steps" if config.steps is not None else "epochs"
     if budget is None:
         return requested, length_reason
     if requested is None:
         cap = STEP_CAP if setting.step_level else max(1, STEP_CAP // setting.steps_per_epoch)
-        return min(budget, cap), "budget" if budget <= cap else "max_steps"
+        return min(budget, cap), "budget" if budget <= cap else "steps"
     if budget < requested:
         return budget, "budget"
     return requested, length_reason

@@ -549,7 +549,7 @@ def release_filter_subsample(values: np.ndarray, panel: Panel, epsilon: float, d
         raise UsageError(f"--accounting must be one of {', '.join(FILTER_ACCOUNTING)} for "
                          f"--mechanism filter-subsample, got {accounting!r}")
     if alpha is not None and accounting != "paper":
-        raise UsageError("--alpha applies only to --accounting paper (the conditional accounting "
+        raise UsageError("--filter-alpha applies only to --accounting paper (the conditional accounting "
                          "computes sigma_max of the sampled filter rows instead)")
     arr, shape = _as_panel_array(values, panel)
     warnings = _common_checks(epsilon, delta, p, panel)
@@ -569,7 +569,7 @@ def release_filter_subsample(values: np.ndarray, panel: Panel, epsilon: float, d
     if accounting == "paper":
         cal = ts.paper_filter(epsilon / K, delta / K, I, p, stats.L, stats.srank, M, delta_split, T, alpha)
         if cal.delta_total > delta / K * (1 + 1e-12):
-            raise BudgetError(f"--alpha {alpha:g} gives delta {K * cal.delta_total:.4g} > --delta {delta:g}; "
+            raise BudgetError(f"--filter-alpha {alpha:g} gives delta {K * cal.delta_total:.4g} > --delta {delta:g}; "
                               "use a larger alpha or let tsdp solve for it")
         warnings += _check_paper_branches(cal, epsilon / K, f"--epsilon {epsilon:g}")
         if cal.alpha_at_floor:

@@ -1,0 +1,459 @@
+"""``tsdp.release``: private release of a series or a panel held in a polars or pandas frame.
+
+The pipeline ``tsdp release`` runs, without files: :class:`ReleaseOptions` validates the options
+(the command line's names, as keyword arguments) before any data is read and builds the
+mechanism; :func:`release_table` loads a frame, derives the protected panel and adds the noise;
+:func:`release` returns the released frame and its :class:`~tsdp.report.Report`. The command line
+reads its file (or streams it, or aggregates events with an engine) and calls the same pieces, so
+the same options and seed give the same release.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable, NamedTuple, Sequence
+
+from tsdp.accounting.budget import check_delta, check_epsilon
+from tsdp.accounting.sensitivity import ContributionBounds
+from tsdp.errors import UsageError
+from tsdp.io.load import InputSpec
+
+MECHANISMS = ("gaussian", "laplace", "dft", "fast", "subsample", "filter-subsample")
+CELLWISE = ("gaussian", "laplace")  # cells released independently, in file order (no sorting)
+HARDENED = ("gaussian", "laplace", "dft", "fast")  # the others draw floating-point noise (issue 17)
+SUMMABLE = ("gaussian", "laplace", "dft")  # --accuracy-for sum: per-series sums independent of sampling
+ALL_STEPS_NOTE = "no participation bound: a user may appear in every step (I = T)"
+
+
+def _choice(option: str, value: Any, allowed: Sequence[str]) -> str | None:
+    """``value`` (a string or an Enum of the command line) checked against ``allowed``."""
+    if value is None:
+        return None
+    value = getattr(value, "value", value)
+    if value not in allowed:
+        raise UsageError(f"--{option} {value!r}: must be one of {', '.join(allowed)}")
+    return value
+
+
+def _names(value: str | Sequence[str] | None) -> list[str] | None:
+    """Column names given as ``a,b`` (command line) or a list (Python)."""
+    if value is None:
+        return None
+    items = str(value).split(",") if isinstance(value, str) else [str(v) for v in value]
+    return [t.strip() for t in items if t.strip()] or None
+
+
+@dataclass(frozen=True)
+class ReleaseOptions:
+    """Every option of ``tsdp release`` that shapes the release, named as on the command line
+    (``--max-per-step`` -> ``max_per_step``; ``--round`` -> ``round_values``)."""
+
+    epsilon: float
+    unit: str
+    mechanism: str = "gaussian"
+    delta: float | None = None
+    max_per_step: float = 1.0
+    max_steps: int | None = None
+    w: int | None = None
+    series_per_user: int | None = None
+    neighbouring: str = "add-remove"
+    calibration: str = "analytic"
+    noise: str | None = None
+    dft_k: int = 30
+    sampling_rate: float | None = None
+    accounting: str | None = None
+    delta_split: float | None = None
+    filter_alpha: float | None = None
+    filter: str | None = None
+    filter_sigma: float | None = None
+    filter_width: int | None = None
+    filter_kernel: str | Sequence[float] | None = None
+    assume_none: bool = False
+    fast_preset: str | None = None
+    fast_max_samples: int | None = None
+    fast_fixed_interval: int | None = None
+    fast_gains: str | Sequence[float] | None = None
+    fast_theta: float | None = None
+    fast_xi: float | None = None
+    fast_q: float | None = None
+    fast_r: float | None = None
+    layout: str | None = None
+    time_col: str = "time"
+    value_col: str | None = None
+    series_col: str | None = None
+    series_cols: str | Sequence[str] | None = None
+    user_col: str | None = None
+    series_keys: str | Sequence[str] | None = None
+    start: str | None = None
+    end: str | None = None
+    freq: str | None = None
+    timezone: str | None = None
+    fill_missing: str = "error"
+    allow_negative: bool = False
+    value_bound: float | None = None
+    clip_min: float | None = None
+    clip_max: float | None = None
+    round_values: bool = False
+    sampler: str = "hardened"
+    granularity: float | None = None
+    alpha: float = 0.05
+    accuracy_for: str = "cell"
+
+    def parameters(self) -> dict[str, Any]:
+        """The public parameters the report records (enum values as their strings)."""
+        return {k: getattr(v, "value", v) for k, v in asdict(self).items()}
+
+    def plan(self) -> "ReleasePlan":
+        """Validate every option (UsageError naming it) and build the mechanism: before any data is read."""
+        from tsdp.engine.panel import ALL_STEPS, event_caps
+        from tsdp.io.timezones import check_zone
+        from tsdp.mechanisms import postprocess as post
+
+        mechanism = _choice("mechanism", self.mechanism, MECHANISMS)
+        unit = _choice("unit", self.unit, ("event", "w-event", "user"))
+        noise = _choice("noise", self.noise, ("gaussian", "laplace"))
+        _choice("neighbouring", self.neighbouring, ("add-remove", "substitute"))
+        calibration = _choice("calibration", self.calibration, ("analytic", "classic"))
+        fill = _choice("fill-missing", self.fill_missing, ("error", "zero"))
+        accounting = _choice("accounting", self.accounting, ("exact", "paper", "conditional"))
+        kernel = _choice("filter", self.filter, ("gaussian", "triangle", "boxcar", "custom"))
+        layout = _choice("layout", self.layout, ("long", "wide", "events"))
+        check_zone(self.timezone)
+        post.check_clip(self.clip_min, self.clip_max)
+        if noise is not None and mechanism in CELLWISE:
+            raise UsageError(f"--noise applies to --mechanism dft and fast; --mechanism {mechanism} "
+                             "is the noise itself")
+        noise = noise or ("laplace" if mechanism == "fast" else "gaussian")
+        fast = {"preset": self.fast_preset, "max_samples": self.fast_max_samples,
+                "interval": self.fast_fixed_interval, "gains": _gains(self.fast_gains), "theta": self.fast_theta,
+                "xi": self.fast_xi, "q": self.fast_q, "r": self.fast_r}
+        if mechanism != "fast" and any(v is not None for v in fast.values()):
+            given = next(k for k, v in fast.items() if v is not None)
+            flag = {"interval": "fixed-interval"}.get(given, given.replace("_", "-"))
+            raise UsageError(f"--fast-{flag} applies only to --mechanism fast")
+        koga = {"p": self.sampling_rate, "accounting": accounting, "delta_split": self.delta_split,
+                "alpha": self.filter_alpha, "kernel": kernel, "filter_sigma": self.filter_sigma,
+                "filter_width": self.filter_width, "filter_kernel": self.filter_kernel}
+        subsampling = mechanism in ("subsample", "filter-subsample")
+        if not subsampling and any(v is not None for v in koga.values()):
+            first = next(k for k, v in koga.items() if v is not None)
+            flag = {"p": "sampling-rate", "kernel": "filter", "alpha": "filter-alpha"}.get(first, first.replace("_", "-"))
+            raise UsageError(f"--{flag} applies only to --mechanism subsample or filter-subsample")
+        if mechanism == "subsample" and any(koga[k] is not None for k in ("alpha", "kernel", "filter_sigma",
+                                                                          "filter_width", "filter_kernel")):
+            raise UsageError("the --filter options and --filter-alpha apply only to --mechanism filter-subsample")
+        if self.assume_none and (unit != "user" or self.max_steps is not None):
+            raise UsageError("--assume-none needs --unit user and no --max-steps (it sets I = T)")
+        pure = mechanism == "laplace" or (mechanism in ("dft", "fast") and noise == "laplace")
+        if not pure and self.delta is None:
+            raise UsageError(f"--delta is required for --mechanism {mechanism}")
+        if pure and self.delta is not None:
+            raise UsageError(f"--delta does not apply to --mechanism {mechanism} with Laplace noise "
+                             "(pure epsilon-DP); remove it")
+        for option, value in (("max-steps", self.max_steps), ("w", self.w), ("series-per-user", self.series_per_user)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+                raise UsageError(f"--{option} {value!r}: must be an integer >= 1")
+        declared = ContributionBounds(
+            level=unit, max_per_step=self.max_per_step, max_steps=ALL_STEPS if self.assume_none else self.max_steps,
+            w=self.w, series_per_unit=self.series_per_user, neighbouring=self.neighbouring_value,
+        )
+        spec = InputSpec(
+            layout=layout, time_col=self.time_col, value_col=self.value_col, series_col=self.series_col,
+            series_cols=_names(self.series_cols), user_col=self.user_col, series_keys=_names(self.series_keys),
+            start=self.start, end=self.end, freq=self.freq, fill_missing=fill == "zero",
+            allow_negative=self.allow_negative, timezone=self.timezone,
+        )
+        caps = event_caps(declared, self.value_bound) if spec.resolved_layout == "events" else None
+        sampling = _sampling(mechanism, self.sampler, self.granularity)
+        accuracy_for = _choice("accuracy-for", self.accuracy_for, ("cell", "sum"))
+        _check_alpha(self.alpha)
+        if accuracy_for == "sum" and mechanism not in SUMMABLE:
+            raise UsageError(f"--accuracy-for sum is available for --mechanism {', '.join(SUMMABLE)}, not "
+                             f"{mechanism}: its per-series sums depend on the released sampling pattern")
+        run = mechanism_runner(mechanism, self.epsilon, self.delta, calibration, noise, self.dft_k, fast, koga,
+                               sampling)
+        return ReleasePlan(self, mechanism, noise, declared, spec, caps, run, sampling=sampling,
+                           accuracy_for=accuracy_for)
+
+    @property
+    def neighbouring_value(self) -> str:
+        return getattr(self.neighbouring, "value", self.neighbouring)
+
+
+@dataclass
+class ReleasePlan:
+    """Validated options: the declared unit, how to read the input, the caps on raw events, and
+    ``run(table, panel, rng, prefetched, stream=None) -> (release, as_matrix, rebuild)``."""
+
+    options: ReleaseOptions
+    mechanism: str
+    noise: str
+    declared: ContributionBounds
+    spec: InputSpec
+    caps: Any
+    run: Callable
+    notes: list[str] = field(default_factory=list)
+    sampling: dict = field(default_factory=lambda: {"sampler": "hardened", "granularity": None, "warnings": []})
+    accuracy_for: str = "cell"
+
+    @property
+    def cellwise(self) -> bool:
+        return self.mechanism in CELLWISE
+
+    @property
+    def sampler_warnings(self) -> list[str]:
+        """The float-noise warning (--sampler float, or a mechanism without a hardened sampler)."""
+        return list(self.sampling["warnings"])
+
+    def accuracy(self, result, target: str | None = None, pattern: bool = True):
+        """The release's :class:`tsdp.accuracy.Accuracy` at ``--alpha`` (public parameters only);
+        with ``pattern``, FAST's also given its released sampling pattern. Computed once per release
+        (the DFT-Laplace interval is a simulation)."""
+        from tsdp.accuracy import for_claim
+
+        target = target or self.accuracy_for
+        key = (id(result), target, pattern)
+        cache = self.__dict__.setdefault("_accuracy", {})
+        if key not in cache or cache[key][0] is not result:
+            sampled = getattr(result, "sampled", None) if pattern else None
+            try:
+                cache[key] = (result, for_claim(result.claim, self.options.alpha, target, sampled))
+            except ValueError as exc:
+                raise UsageError(str(exc)) from None
+        return cache[key][1]
+
+    def postprocess(self, values):
+        from tsdp.mechanisms import postprocess as post
+
+        o = self.options
+        return post.postprocess(values, o.clip_min, o.clip_max, o.round_values)
+
+    def postprocess_notes(self) -> list[str]:
+        from tsdp.mechanisms import postprocess as post
+
+        o = self.options
+        return [f"post-processing: {s}" for s in post.describe(o.clip_min, o.clip_max, o.round_values)]
+
+
+class Loaded(NamedTuple):
+    """A frame loaded for release: the loaded input, the protected panel, the report's notes and
+    (Gaussian noise on long input) normal draws started while the data was checked."""
+
+    loaded: Any
+    panel: Any
+    notes: list[str]
+    prefetched: Any
+
+
+def load_frame(df, plan: ReleasePlan, generator=None, stage: Callable[[str], None] = lambda name: None) -> Loaded:
+    """Check ``df`` (a polars DataFrame) against the plan and derive the panel; ``generator`` starts
+    the Gaussian noise draws while the data is checked (they do not depend on it)."""
+    from tsdp.engine.panel import load_panel
+    from tsdp.mechanisms.noise import PrefetchedNormals
+
+    prefetched = None
+    if (generator is not None and plan.mechanism == "gaussian" and plan.sampling["sampler"] == "float"
+            and plan.spec.resolved_layout == "long"):
+        prefetched = PrefetchedNormals(generator, df.height)
+    stage("checking")
+    return Loaded(*load_panel(df, plan.spec, plan.declared, plan.caps), prefetched)
+
+
+class Released(NamedTuple):
+    """The released frame (polars), the mechanism's release (claim, warnings) and the notes."""
+
+    frame: Any
+    result: Any
+    notes: list[str]
+
+
+def release_loaded(plan: ReleasePlan, loaded: Loaded, generator) -> Released:
+    """Add the noise to a loaded panel and post-process: the release ``tsdp release`` writes."""
+    table = loaded.loaded.table
+    result, _, rebuild = plan.run(table, loaded.panel, generator, loaded.prefetched)
+    frame = rebuild(plan.postprocess(result.values))
+    return Released(frame, result, [*loaded.notes, *plan.postprocess_notes()])
+
+
+def report_for(plan: ReleasePlan, table, result, randomness, described: dict, notes: list[str],
+               warnings: list[str], parameters: dict[str, Any]):
+    """The privacy report of a release (``described``: the output's file, format and sha256)."""
+    from tsdp.report import Report
+
+    return Report(
+        command="release",
+        parameters={**parameters, "layout": plan.spec.resolved_layout},
+        claim=result.claim,
+        output={**described, "layout": table.layout},
+        randomness=randomness.label,
+        grid={"n_series": table.n_series, "n_steps": table.n_steps, "freq": table.grid.freq,
+              "start": table.grid.points[0], "end": table.grid.points[-1]},
+        notes=notes, warnings=warnings,
+        accuracy=plan.accuracy(result).to_dict(),
+    )
+
+
+def _gains(value: str | Sequence[float] | None) -> tuple[float, float, float] | None:
+    if value is None:
+        return None
+    parts = _names(value) if isinstance(value, str) else list(value)
+    try:
+        values = tuple(float(x) for x in parts or ())
+    except (TypeError, ValueError):
+        raise UsageError(f"--fast-gains must be three numbers Cp,Ci,Cd, got {value!r}") from None
+    if len(values) != 3:
+        raise UsageError(f"--fast-gains must be three numbers Cp,Ci,Cd, got {value!r}")
+    return values
+
+
+def _check_alpha(alpha) -> None:
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not (0.0 < alpha < 1.0):
+        raise UsageError(f"--alpha must be in (0, 1), got {alpha!r}")
+
+
+def _sampling(mechanism: str, sampler: str, granularity: float | None) -> dict:
+    """Check --sampler/--granularity up front. The cellwise mechanisms, dft and fast take them (and
+    warn themselves about float noise); subsample and filter-subsample, whose subsampling accounting
+    is for continuous Gaussian noise, draw floating-point noise and say so in a warning."""
+    from tsdp.accounting.discrete import check_granularity, check_sampler
+    from tsdp.mechanisms.noise import FLOAT_WARNING
+
+    check_sampler(sampler)
+    if granularity is not None:
+        if sampler != "hardened":
+            raise UsageError("--granularity applies to --sampler hardened only")
+        check_granularity(granularity)
+    if mechanism in HARDENED:
+        return {"sampler": sampler, "granularity": granularity, "warnings": []}
+    if granularity is not None:
+        raise UsageError(f"--granularity applies to --mechanism {', '.join(HARDENED)}; "
+                         f"--mechanism {mechanism} has no hardened sampler yet")
+    warning = FLOAT_WARNING if sampler == "float" else (
+        f"--mechanism {mechanism} has no hardened sampler yet: its noise is drawn by floating-point "
+        "samplers (its subsampling accounting is for continuous Gaussian noise), so this output "
+        "is exposed to floating-point attacks")
+    return {"sampler": "float", "granularity": None, "warnings": [warning]}
+
+
+def mechanism_runner(mechanism: str, epsilon: float, delta: float | None, calibration: str, noise: str,
+                     dft_k: int, fast: dict, koga: dict, sampling: dict | None = None):
+    """Validate the budget up front and return ``run(table, panel, rng, prefetched, stream=None)``,
+    which gives the release, its values as an (n_series, n_steps) matrix (a function) and a
+    function rebuilding the output frame from the released values."""
+    check_epsilon(epsilon)
+    if delta is not None:
+        check_delta(delta)
+
+    def run(table, panel, rng, prefetched, stream=None):
+        """``stream``: the noise of a panel released in chunks of series (cellwise mechanisms)."""
+        from tsdp.mechanisms.baseline import release_gaussian, release_laplace
+
+        how = {"sampler": "hardened", "granularity": None, **(sampling or {})}
+        if mechanism in CELLWISE:
+            values = table.value_chunks()
+            if mechanism == "gaussian":
+                result = release_gaussian(values, panel, epsilon, delta, rng, calibration, prefetched, stream,
+                                          how["sampler"], how["granularity"])
+            else:
+                result = release_laplace(values, panel, epsilon, rng, stream, how["sampler"], how["granularity"])
+            return result, lambda: table.flat_to_matrix(result.values), table.with_values_flat
+        matrix = table.values_matrix()
+        if mechanism in ("subsample", "filter-subsample"):
+            result = _koga(mechanism, matrix, panel, epsilon, delta, rng, koga)
+        elif mechanism == "fast":
+            from tsdp.mechanisms.fast import release_fast
+
+            options = {k: v for k, v in fast.items() if k not in ("interval",) and v is not None}
+            fixed = fast["interval"]
+            result = release_fast(matrix, panel, epsilon, rng, delta=delta, noise=noise,
+                                  interval=fixed, adaptive=fixed is None, sampler=how["sampler"],
+                                  granularity=how["granularity"], **options)
+        else:
+            from tsdp.mechanisms.dft import release_dft
+
+            result = release_dft(matrix, panel, epsilon, delta, rng, dft_k, noise, how["sampler"], how["granularity"])
+        return result, lambda: result.values, table.with_values_matrix
+
+    return run
+
+
+def _koga(mechanism: str, matrix, panel, epsilon, delta, rng, koga: dict):
+    from tsdp.io.files import read_numbers
+    from tsdp.mechanisms import subsample as ss
+
+    p = 0.1 if koga["p"] is None else koga["p"]
+    split = 0.5 if koga["delta_split"] is None else koga["delta_split"]
+    if mechanism == "subsample":
+        return ss.release_subsample(matrix, panel, epsilon, delta, rng, p, koga["accounting"] or "exact",
+                                    delta_split=split)
+    kernel = koga["kernel"] or "gaussian"
+    taps = koga["filter_kernel"]
+    if kernel == "custom":
+        if taps is None:
+            raise UsageError("--filter custom needs --filter-kernel FILE")
+        kernel = read_numbers(taps, "--filter-kernel") if isinstance(taps, str) else [float(t) for t in taps]
+    elif taps is not None:
+        raise UsageError("--filter-kernel needs --filter custom")
+    return ss.release_filter_subsample(
+        matrix, panel, epsilon, delta, rng, p, kernel, koga["accounting"] or "conditional",
+        filter_sigma=10.0 if koga["filter_sigma"] is None else koga["filter_sigma"],
+        filter_width=koga["filter_width"], delta_split=split, alpha=koga["alpha"])
+
+
+def release(frame, *, epsilon: float, unit: str, seed: int | None = None, **options) -> "Result":
+    """Release the series in ``frame`` (polars or pandas) with calibrated noise, as ``tsdp release`` does.
+
+    The keyword arguments are the command line's options with underscores (``max_per_step``,
+    ``max_steps``, ``series_per_user``, ``mechanism``, ``delta``, ``time_col``, ``value_col``,
+    ``series_col``, ``layout``, ``clip_min``, ``round``, ...; lists may be Python lists): see
+    ``tsdp release --help`` and :class:`ReleaseOptions`. Raw events (``layout="events"`` or
+    ``user_col``) are bounded and aggregated in memory. ``seed`` makes a run reproducible for
+    tests; such a release must not be published (the report says so).
+
+    Returns :class:`tsdp.api.result.Result`, which unpacks as ``(released frame, report)``.
+    Bad options raise :class:`tsdp.errors.UsageError`, bad data :class:`tsdp.errors.DataError`
+    (both :class:`tsdp.errors.TsdpError`), before any noise is drawn.
+    """
+    from tsdp.api.frames import from_polars, to_polars
+    from tsdp.api.result import Result, describe_in_memory
+    from tsdp.io.magnitudes import require_finite_output
+    from tsdp.rng import SEEDED_WARNING, make_random_source
+
+    plan = options_from(epsilon=epsilon, unit=unit, **options).plan()
+    _check_seed(seed)
+    df, kind = to_polars(frame)
+    randomness = make_random_source(seed)
+    loaded = load_frame(df, plan, randomness.generator)
+    released = release_loaded(plan, loaded, randomness.generator)
+    require_finite_output(released.frame)
+    warnings = (list(released.result.warnings) + plan.sampler_warnings
+                + ([SEEDED_WARNING] if randomness.seeded else []))
+    parameters = {**plan.options.parameters(), "input": IN_MEMORY_INPUT}
+
+    def make_report(described: dict):
+        return report_for(plan, loaded.loaded.table, released.result, randomness, described, released.notes,
+                          warnings, {**parameters, "output": described["file"]})
+
+    return Result(from_polars(released.frame, kind), make_report(describe_in_memory(released.frame)),
+                  released.frame, make_report)
+
+
+IN_MEMORY_INPUT = "<dataframe>"
+
+
+def options_from(**options) -> ReleaseOptions:
+    """:class:`ReleaseOptions` from keyword arguments; ``round`` is ``--round``. An unknown name is
+    a UsageError naming it (a typo must not be ignored)."""
+    if "round" in options:
+        options["round_values"] = options.pop("round")
+    known = set(ReleaseOptions.__dataclass_fields__)
+    unknown = sorted(set(options) - known)
+    if unknown:
+        raise UsageError(f"tsdp.release: unknown option {unknown[0]!r}; the options are those of 'tsdp release "
+                         "--help' with underscores (e.g. max_steps for --max-steps)")
+    return ReleaseOptions(**options)
+
+
+def _check_seed(seed) -> None:
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
+        raise UsageError(f"--seed {seed!r}: must be an integer >= 0")
