@@ -7,6 +7,7 @@ the estimates and the privacy report atomically.
 
 from __future__ import annotations
 
+import contextlib
 from enum import Enum
 from typing import Optional
 
@@ -129,41 +130,44 @@ def mean_estimate(
     console = common.Console(quiet, json_summary, stdout_taken="-" in (output, report))
 
     with console.progress(4) as stage:
-        with _record_runs(input, spec, options, stage) as records:
-            stage("estimating")
-            estimates = _estimate(records, settings, randomness.generator)
-        claim = claim_for(settings, records.n_groups, user_col)
-        participation = (participation_epsilon(settings, records.max_groups_per_user)
-                         if records.max_groups_per_user is not None and records.n_groups > 1 else None)
-        table = _output_table(records, estimates, settings)
-        warnings = _warnings(records, estimates, settings) + ([SEEDED_WARNING] if randomness.seeded else [])
-        notes = _notes(records, settings, user_col, claim, participation is not None)
-
-        stage("writing output")
-        common.publish(table, output, report, lambda described: Report(
-            command="mean-estimate",
-            parameters={**params, "input": common.display_name(input), "output": described["file"],
-                        "slot_length": spec.slot_length or ("1h" if _uses_slots(spec) else None)},
-            claim=claim,
-            output={**described, "columns": table.columns},
-            randomness=randomness.label,
-            grid={"n_groups": records.n_groups, "key_columns": records.key_columns},
-            notes=notes, warnings=warnings,
-        ), private_files=((common.custodian_document("mean-estimate", {"participation": participation}),
-                           custodian),) if participation is not None else (), force=force)
+        with _record_chunks(input, spec, options, stage) as chunks:
+            tally = _Tally(settings)
+            frames = tally.frames(chunks, randomness.generator, stage)
+            if chunks.single:  # one chunk: one table, written at once
+                frames = next(iter(frames))
+                stage("writing output")
+            private = _Deferred(lambda: () if tally.participation(chunks) is None else (
+                (common.custodian_document("mean-estimate", {"participation": tally.participation(chunks)}),
+                 custodian),))
+            # the report is made once every chunk is estimated (the output is staged by then)
+            common.publish(frames, output, report, lambda described: Report(
+                command="mean-estimate",
+                parameters={**params, "input": common.display_name(input), "output": described["file"],
+                            "slot_length": spec.slot_length or ("1h" if _uses_slots(spec) else None)},
+                claim=claim_for(settings, chunks.n_groups, user_col),
+                output={**described, "columns": tally.columns},
+                randomness=randomness.label,
+                grid={"n_groups": chunks.n_groups, "key_columns": chunks.key_columns},
+                notes=_notes(chunks, settings, user_col, claim_for(settings, chunks.n_groups, user_col),
+                             tally.participation(chunks) is not None),
+                warnings=tally.warnings(chunks) + ([SEEDED_WARNING] if randomness.seeded else []),
+            ), private_files=private, force=force)
+        warnings = tally.warnings(chunks) + ([SEEDED_WARNING] if randomness.seeded else [])
+        claim = claim_for(settings, chunks.n_groups, user_col)
+        participation = tally.participation(chunks)
 
     for message in warnings:
         console.warn(message)
     summary = {
         "output": output, "report": report, "algorithm": settings.algorithm,
-        "groups": records.n_groups, "epsilon_per_group": settings.epsilon,
+        "groups": chunks.n_groups, "epsilon_per_group": settings.epsilon,
         "epsilon_total_bound": claim.epsilon,
         "epsilon_total_if_participation_public (custodian only)":
             participation and participation["epsilon_total_if_participation_public"],
         "unit": f"user ({user_col})",
     }
-    if records.n_groups == 1:
-        summary.update(estimate=estimates[0].estimate, laplace_scale=estimates[0].laplace_scale)
+    if chunks.n_groups == 1:
+        summary.update(estimate=tally.first.estimate, laplace_scale=tally.first.laplace_scale)
     console.summary(summary, "tsdp mean-estimate")
 
 
@@ -190,15 +194,94 @@ def _uses_slots(spec: RecordSpec) -> bool:
     return spec.slot is not None or "slot" in spec.group_by
 
 
-def _record_runs(input: str, spec: RecordSpec, options: EngineOptions, stage):
-    """The records reduced to runs by the chosen engine (a context: shards live until its end)."""
+@contextlib.contextmanager
+def _record_chunks(input: str, spec: RecordSpec, options: EngineOptions, stage):
+    """The records reduced to runs by the chosen engine, as chunks of whole groups in group order
+    (a context: shards live until its end)."""
     if options.engine == "spark":
+        from tsdp.engine.records import RecordChunks
         from tsdp.engine.spark_records import spark_record_runs
 
-        return spark_record_runs(input, spec, options.spark_master, dict(options.spark_conf), stage=stage)
-    from tsdp.engine.records import record_runs
+        with spark_record_runs(input, spec, options.spark_master, dict(options.spark_conf), stage=stage) as runs:
+            yield RecordChunks.of(runs)
+        return
+    from tsdp.engine.records import record_chunks
 
-    return record_runs(input, spec, options.memory_limit, options.work_dir, stage)
+    with record_chunks(input, spec, options.memory_limit, options.work_dir, stage) as chunks:
+        yield chunks
+
+
+class _Deferred:
+    """An iterable made when it is first iterated (the custodian file, known once every chunk is done)."""
+
+    def __init__(self, make) -> None:
+        self.make = make
+
+    def __iter__(self):
+        return iter(self.make())
+
+
+class _Tally:
+    """Estimates chunk by chunk: the output table of each chunk, and what the warnings need."""
+
+    def __init__(self, settings: MeanSettings) -> None:
+        self.settings = settings
+        self.few = self.single = 0
+        self.first_few = self.first_single = None
+        self.extra: set[str] = set()
+        self.first = None          # the first group's estimate
+        self.first_warnings: list[str] = []
+        self.columns: list[str] = []
+
+    def frames(self, chunks, rng: np.random.Generator, stage):
+        """The output table of each chunk, estimated in turn (one generator for all chunks, so
+        the randomness is drawn in group order)."""
+        selection = self.settings.algorithm in ("levy", "quantile")
+        known = ("arrays (fewer than 10)", "a single user")
+        for records in chunks:
+            stage("estimating")
+            estimates = _estimate(records, self.settings, rng)
+            for i, e in enumerate(estimates):
+                if selection and e.num_arrays < 10:
+                    self.few += 1
+                    self.first_few = self.first_few or records.group_label(i)
+                if e.users == 1:
+                    self.single += 1
+                    self.first_single = self.first_single or records.group_label(i)
+                self.extra.update(w for w in e.warnings if not any(k in w for k in known))
+            if self.first is None:
+                self.first, self.first_warnings = estimates[0], list(estimates[0].warnings)
+            table = _output_table(records, estimates, self.settings)
+            self.columns = table.columns
+            del estimates
+            yield table
+
+    def participation(self, chunks) -> dict | None:
+        if chunks.max_groups_per_user is None or chunks.n_groups <= 1:
+            return None
+        return participation_epsilon(self.settings, chunks.max_groups_per_user)
+
+    def warnings(self, chunks) -> list[str]:
+        """The spec's warnings (K-bar < 10, L = 1, clipping), one line per kind, naming a group."""
+        settings = self.settings
+        out: list[str] = []
+        n = chunks.n_groups
+        if n == 1:
+            out.extend(self.first_warnings)
+        else:
+            if self.few:
+                out.append(f"{self.few} of {n} groups have fewer than 10 arrays (first: {self.first_few}): their "
+                           f"private {'median' if settings.algorithm == 'levy' else 'quantiles'} and hence the "
+                           "clipping interval are unreliable")
+            if self.single:
+                out.append(f"{self.single} of {n} groups have a single user (first: {self.first_single}): a "
+                           "user-level private mean of one user is mostly noise")
+            out.extend(sorted(self.extra))
+        if chunks.clipped:
+            out.append(f"--value-out-of-range clip: values outside the public bounds [{settings.lower:g}, "
+                       f"{settings.upper:g}] were clipped record by record; the estimates are of the "
+                       "clipped data")
+        return out
 
 
 def _prepare(records: RecordRuns, settings: MeanSettings):
@@ -244,34 +327,6 @@ def _output_table(records: RecordRuns, estimates, settings: MeanSettings) -> pl.
     return frame
 
 
-def _warnings(records: RecordRuns, estimates, settings: MeanSettings) -> list[str]:
-    """The spec's warnings (K-bar < 10, L = 1, clipping), one line per kind, naming a group."""
-    out: list[str] = []
-    if len(estimates) == 1:
-        out.extend(estimates[0].warnings)
-    else:
-        selection = settings.algorithm in ("levy", "quantile")
-        few = [i for i, e in enumerate(estimates) if selection and e.num_arrays < 10]
-        single = [i for i, e in enumerate(estimates) if e.users == 1]
-        if few:
-            out.append(f"{len(few)} of {len(estimates)} groups have fewer than 10 arrays (first: "
-                       f"{records.group_label(few[0])}): their private "
-                       f"{'median' if settings.algorithm == 'levy' else 'quantiles'} and hence the "
-                       "clipping interval are unreliable")
-        if single:
-            out.append(f"{len(single)} of {len(estimates)} groups have a single user (first: "
-                       f"{records.group_label(single[0])}): a user-level private mean of one user is "
-                       "mostly noise")
-        known = ("arrays (fewer than 10)", "a single user")
-        extra = {w for e in estimates for w in e.warnings if not any(k in w for k in known)}
-        out.extend(sorted(extra))
-    if records.clipped:
-        out.append(f"--value-out-of-range clip: values outside the public bounds [{settings.lower:g}, "
-                   f"{settings.upper:g}] were clipped record by record; the estimates are of the "
-                   "clipped data")
-    return out
-
-
 def _notes(records: RecordRuns, settings: MeanSettings, user_col: str, claim, custodian_figures: bool) -> list[str]:
     n = records.n_groups
     eps = settings.epsilon
@@ -297,14 +352,17 @@ def _evaluate(input, spec: RecordSpec, settings: MeanSettings, options: EngineOp
     """Release ``repeats`` times and print the MAE against the true means; writes nothing."""
     from tsdp.mechanisms.metrics import mae_over_runs, summarize
 
-    with _record_runs(input, spec, options, None) as records:
-        truth = records.true_means()
-        prep = _prepare(records, settings)
-    with _named_groups(records):
-        mae = mae_over_runs((release_prepared(prep, settings, randomness.generator).estimate  # every group
-                             for _ in range(repeats)), truth)
+    parts = []
+    with _record_chunks(input, spec, options, lambda name: None) as chunks:
+        for records in chunks:  # chunk by chunk: groups are independent
+            truth = records.true_means()
+            prep = _prepare(records, settings)
+            with _named_groups(records):
+                parts.append(mae_over_runs((release_prepared(prep, settings, randomness.generator).estimate
+                                            for _ in range(repeats)), truth))
+    mae = np.concatenate(parts)
     console.warn("--evaluate compares the estimates with the true means: the figures are NOT private, "
                  "are for choosing parameters only, and nothing was written")
     console.summary({"runs": repeats, "algorithm": settings.algorithm, "epsilon_per_group": settings.epsilon,
-                     "groups": records.n_groups, "mae per group": summarize(mae.tolist()),
+                     "groups": chunks.n_groups, "mae per group": summarize(mae.tolist()),
                      "written": "nothing (diagnostic only, NOT private)"}, "tsdp mean-estimate --evaluate")

@@ -32,7 +32,7 @@ import numpy as np
 import polars as pl
 
 from tsdp.engine.kernel import ORDER
-from tsdp.engine.local import default_memory_limit, scratch_dir, shard_count, write_user_shards
+from tsdp.engine.local import HEADROOM, default_memory_limit, scratch_dir, shard_count, write_user_shards
 from tsdp.errors import DataError, ResourceError
 from tsdp.io.files import read_table, table_format
 from tsdp.io.records import OutOfBounds, RecordSpec, Records, load_records
@@ -108,6 +108,67 @@ def record_runs(path: str, spec: RecordSpec, memory_limit: int | None = None, wo
         note(f"sharding input by user into {shards} shards")
         directories = write_user_shards(scan_records(path, spec), spec.user_col, shards, tmp / "shards", path)
         yield sharded_runs(directories, spec, tmp, note, memory_limit)
+
+
+class RecordChunks:
+    """The runs of an input as chunks of whole groups (:class:`RecordRuns`), in the canonical
+    group order; iterate once. The totals (``n_groups``, ``max_groups_per_user``) and the chunks'
+    common fields (key columns, clipping, notes) are known once the iteration has ended."""
+
+    def __init__(self, chunks, single: bool, max_groups: Callable[[], int] | None = None) -> None:
+        self._chunks, self.single, self._max_groups = chunks, single, max_groups
+        self.n_groups, self.max_groups_per_user = 0, 0
+        self.key_columns: list[str] = []
+        self.clipped, self.notes = False, []
+
+    @classmethod
+    def of(cls, runs: RecordRuns) -> "RecordChunks":
+        return cls(iter([runs]), single=True)
+
+    def __iter__(self) -> Iterator[RecordRuns]:
+        for runs in self._chunks:
+            self.n_groups += runs.n_groups
+            self.key_columns, self.clipped, self.notes = runs.key_columns, runs.clipped, runs.notes
+            if self._max_groups is None:
+                self.max_groups_per_user = max(self.max_groups_per_user, runs.max_groups_per_user)
+            yield runs
+        if self._max_groups is not None:
+            self.max_groups_per_user = self._max_groups()
+
+
+@contextmanager
+def record_chunks(path: str, spec: RecordSpec, memory_limit: int | None = None, work_dir: str | None = None,
+                  stage: Callable[[str], None] | None = None) -> Iterator[RecordChunks]:
+    """The runs of ``path`` within ``memory_limit`` bytes, as chunks of whole groups.
+
+    In memory when the input fits; else shards of whole groups by group range
+    (:mod:`tsdp.engine.group_ranges`) when polars can derive the leading group key and no key
+    value holds more than half a shard; else one chunk from user-hash shards (:func:`sharded_runs`)."""
+    from tsdp.engine import group_ranges as gr
+
+    note = stage or (lambda name: None)
+    limit = memory_limit or default_memory_limit()
+    if shard_count(path, limit, BYTES_PER_ROW) == 1:
+        with record_runs(path, spec, limit, work_dir, stage) as runs:
+            yield RecordChunks.of(runs)
+        return
+    with scratch_dir(work_dir, "records") as tmp:
+        scan = scan_records(path, spec)
+        keys = gr.lazy_group_keys(spec, scan.collect_schema())
+        budget = max(1, int(limit / HEADROOM / BYTES_PER_ROW))
+        note("counting the records of each group")
+        table = gr.range_table(scan, keys, budget, path) if keys else None
+        if table is None:
+            shards = shard_count(path, limit, BYTES_PER_ROW)
+            note(f"sharding input by user into {shards} shards")
+            directories = write_user_shards(scan, spec.user_col, shards, tmp / "shards", path)
+            yield RecordChunks.of(sharded_runs(directories, spec, tmp, note, memory_limit))
+            return
+        n_ranges = int(table[gr.RANGE].max()) + 1 if table.height else 1
+        note(f"sharding input by group range into {n_ranges} shards")
+        directories = gr.write_group_shards(scan, keys, table, tmp / "shards", path)
+        yield RecordChunks(gr.group_range_chunks(directories, spec, tmp, note), single=False,
+                           max_groups=lambda: gr.max_groups_per_user(tmp))
 
 
 def scan_records(path: str, spec: RecordSpec) -> pl.LazyFrame:

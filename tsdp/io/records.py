@@ -132,9 +132,7 @@ def load_records(df: pl.DataFrame, spec: RecordSpec, order_col: str | None = Non
 def _load_records(df: pl.DataFrame, spec: RecordSpec, order_col: str | None, shard: bool) -> Records:
     if spec.out_of_range not in OUT_OF_RANGE:
         raise UsageError(f"--value-out-of-range must be error or clip, got {spec.out_of_range!r}")
-    keys = _key_columns(df, spec)
-    slot_needed = spec.slot is not None or SLOT in keys and spec.slot_length is not None or (
-        SLOT in keys and SLOT not in df.columns)
+    keys, slot_needed = group_keys(df.columns, spec)
     if spec.slot_length is not None and spec.time_col is None:
         raise UsageError("--slot-length needs --time-col (the column the slots are cut from)")
     if slot_needed and spec.time_col is None:
@@ -287,7 +285,16 @@ def _dense_codes(series: pl.Series, as_text: bool = False) -> tuple[np.ndarray, 
     return np.ascontiguousarray(codes.to_numpy(), dtype=np.int64), uniq.len()
 
 
-def _key_columns(df: pl.DataFrame, spec: RecordSpec) -> list[str]:
+def group_keys(columns: list[str], spec: RecordSpec) -> tuple[list[str], bool]:
+    """(the group key columns of an input with ``columns``, in their sort order; whether the
+    ``slot`` key is derived from the time column rather than read)."""
+    keys = _key_columns(columns, spec)
+    slot_needed = spec.slot is not None or SLOT in keys and spec.slot_length is not None or (
+        SLOT in keys and SLOT not in columns)
+    return keys, slot_needed
+
+
+def _key_columns(columns: list[str], spec: RecordSpec) -> list[str]:
     """Group key columns: the selected cell/slot, then --group-by (``cell``/``slot`` are aliases)."""
     keys: list[str] = []
     if spec.cell is not None:
@@ -297,7 +304,7 @@ def _key_columns(df: pl.DataFrame, spec: RecordSpec) -> list[str]:
     if spec.slot is not None:
         keys.append(SLOT)
     for name in spec.group_by:
-        if name == "cell" and (spec.cell_col is not None or "cell" not in df.columns):
+        if name == "cell" and (spec.cell_col is not None or "cell" not in columns):
             if spec.cell_col is None:
                 raise UsageError("--group-by cell needs --cell-col (the column holding cell ids)")
             name = spec.cell_col
@@ -311,15 +318,21 @@ def _key_columns(df: pl.DataFrame, spec: RecordSpec) -> list[str]:
 
 def _slots(times: pl.Series, length: str) -> pl.Series:
     """The start of each record's time slot (``dt.truncate``; integer times by integer division)."""
-    integer = times.dtype.is_integer()
+    slot = slot_of(pl.col(SLOT), length, times.dtype.is_integer())
+    return times.alias(SLOT).to_frame().select(slot.alias(SLOT)).to_series()
+
+
+def slot_of(times: pl.Expr, length: str, integer: bool) -> pl.Expr:
+    """The slot start of ``times`` as an expression (so that an engine can derive the same slots
+    lazily): ``dt.truncate``, or integer division for integer times."""
     try:
         step = parse_freq(length, integer)
     except UsageError as exc:
         raise UsageError(str(exc).replace("--freq", "--slot-length")) from None
     if integer:
-        return ((times // step.amount) * step.amount).alias(SLOT)
+        return (times // step.amount) * step.amount
     every = f"{step.amount}mo" if step.unit == "mo" else f"{step.amount}us"
-    return times.dt.truncate(every).alias(SLOT)
+    return times.dt.truncate(every)
 
 
 def _slot_instant(spec: RecordSpec, like: pl.DataType):
