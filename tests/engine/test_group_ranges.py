@@ -20,9 +20,9 @@ from tsdp.mean import MeanSettings, prepare_from_runs, prepare_groups
 
 START = datetime(2024, 5, 6)
 N = 12_000
-# 12,000 rows of 160 "bytes" in a limit of 1.2 MB: about 5,000 rows per shard (several shards),
-# each group far below half of that
-LIMIT = 1_200_000
+# 12,000 rows of 160 "bytes" (in memory) in a limit of 1.8 MB: shards of 3,000 rows of 400 "bytes"
+# (group_ranges.BYTES_PER_ROW), each cell (about 1,000 rows) below half of that
+LIMIT = 1_800_000
 FIELDS = ("users", "records_total", "m_max", "m_min", "m_ub", "num_arrays", "k_wraparound", "records_used")
 
 
@@ -189,6 +189,7 @@ def test_cli_group_ranges_equal_in_memory(files, tmp_path, monkeypatch):
     from tsdp.cli.app import app
 
     monkeypatch.setattr(engine, "BYTES_PER_ROW", 8_000)  # 12,000 rows "need" 96 MB: shards at 64MiB
+    monkeypatch.setattr(group_ranges, "BYTES_PER_ROW", 8_000)  # of about 5,600 rows
     common = [files["parquet"], "--user-col", "bus", "--value-col", "speed", "--upper", "65",
               "--epsilon", "1", "--time-col", "ts", "--cell-col", "cell", "--group-by", "cell,slot",
               "--epsilon-per-group-ok", "--seed", "3", "--algorithm", "array-averaging"]

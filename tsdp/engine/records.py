@@ -155,7 +155,7 @@ def record_chunks(path: str, spec: RecordSpec, memory_limit: int | None = None, 
     with scratch_dir(work_dir, "records") as tmp:
         scan = scan_records(path, spec)
         keys = gr.lazy_group_keys(spec, scan.collect_schema())
-        budget = max(1, int(limit / HEADROOM / BYTES_PER_ROW))
+        budget = max(1, int(limit / HEADROOM / gr.BYTES_PER_ROW))
         note("counting the records of each group")
         table = gr.range_table(scan, keys, budget, path) if keys else None
         if table is None:
