@@ -20,7 +20,7 @@ from tsdp.mean import MeanSettings, prepare_from_runs, prepare_groups
 
 START = datetime(2024, 5, 6)
 N = 12_000
-# 12,000 rows of 160 "bytes" (in memory) in a limit of 1.8 MB: shards of 3,000 rows of 400 "bytes"
+# 12,000 rows of 240 "bytes" (in memory) in a limit of 1.8 MB: shards of 3,000 rows of 400 "bytes"
 # (group_ranges.BYTES_PER_ROW), each cell (about 1,000 rows) below half of that
 LIMIT = 1_800_000
 FIELDS = ("users", "records_total", "m_max", "m_min", "m_ub", "num_arrays", "k_wraparound", "records_used")

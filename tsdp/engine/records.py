@@ -39,8 +39,9 @@ from tsdp.io.records import OutOfBounds, RecordSpec, Records, load_records
 from tsdp.mean.algorithms import run_piece_sums
 
 # Peak memory of the in-memory route per record row (read frame, checked frame, sort keys and
-# order, sorted values): 134 bytes measured on 10^8 records (13.4 GB), rounded up.
-BYTES_PER_ROW = 160
+# order, sorted values, and the plan of the runs, about one per record on the scale bench's
+# records): 2.05-2.14 GiB measured at 10^7 records (bench/scale.py, bench/mean_scale.py), rounded up.
+BYTES_PER_ROW = 240
 # Memory per (group, user) run held by the merge and the plan (keys, user id, counts, cut points,
 # array ids and the BESTFIT packing's lists): an estimate, rounded up.
 RUN_BYTES = 256
