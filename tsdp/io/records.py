@@ -225,8 +225,8 @@ def _load_records(df: pl.DataFrame, spec: RecordSpec, order_col: str | None, sha
             sort_cols["k"] = sort_cols["k"] * offsets[1] + offsets[0]
         else:
             sort_cols["t"] = frame[spec.time_col]
-    if order_col is not None:  # a shard's rows are not in input order: the input row breaks ties
-        sort_cols["o"] = frame[ORDER_KEY]
+    if order_col is not None and not frame[ORDER_KEY].is_sorted():
+        sort_cols["o"] = frame[ORDER_KEY]  # a shard's rows out of input order: the input row breaks ties
     order = pl.DataFrame(sort_cols).select(
         pl.arg_sort_by(list(sort_cols), maintain_order=True, multithreaded=True)
     ).to_series().to_numpy()
