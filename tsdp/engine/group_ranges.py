@@ -15,8 +15,11 @@ each shard estimated on its own, with exactly the runs, caps and kept rows of th
   (``sink_parquet`` with ``PartitionBy``), carrying the input's row number (ORDER) as the
   tie-break key, so each shard is checked and sorted by the same ``load_records`` and its runs are
   the in-memory runs of its groups (:func:`group_range_chunks`).
+* Each user's rank among all user ids as text (the order of users within a group) is computed
+  once by a streaming ``unique`` and joined to the rows as they are sharded (:func:`user_table`),
+  so no shard ranks its text ids again.
 * The one figure that spans groups, the largest number of groups of one user (custodian only), is
-  a streaming ``group_by(user)`` over the shards' per-user run counts (:func:`max_groups_per_user`).
+  a streaming ``group_by`` over the shards' per-user run counts (:func:`max_groups_per_user`).
 
 Shards come in group order, so their estimates are written one after the other and the output
 rows are in the in-memory order. Polars does the streaming, partitioning and spilling.
@@ -37,7 +40,7 @@ from tsdp.errors import DataError
 from tsdp.io.records import (DEFAULT_SLOT_LENGTH, SLOT, OutOfBounds, RecordSpec, _selection, group_keys,
                              load_records, slot_of)
 
-RANGE, ROWS, USER, RUNS = "__range", "__rows", "__user", "__runs"
+RANGE, ROWS, USER, RUNS, USER_CODE = "__range", "__rows", "__user", "__runs", "__user_code"
 # Peak memory of one shard per row, from reading it to estimating its groups (the frame, sort keys,
 # the per-run plan: on the bench's records a run is about one record), plus what the allocator
 # keeps from shard to shard: about 280-340 bytes measured at 3M-row shards, rounded up.
@@ -87,17 +90,32 @@ def range_table(scan: pl.LazyFrame, keys: list[pl.Expr], budget: int, path: str)
     return counts.select(names).with_columns(pl.Series(RANGE, start // step, dtype=pl.Int64))
 
 
-def write_group_shards(scan: pl.LazyFrame, keys: list[pl.Expr], table: pl.DataFrame, directory: Path,
-                       path: str) -> list[Path]:
-    """Stream ``scan`` into one Parquet partition per range of ``table``; the partitions'
-    directories in range order (an empty range has none)."""
+def user_table(scan: pl.LazyFrame, user_col: str, path: str) -> pl.DataFrame:
+    """Every user id of the input as text (USER), sorted, with its rank (USER_CODE): the order
+    in which ``load_records`` puts a group's users, computed once for all shards by a streaming
+    ``unique``."""
+    try:
+        users = (scan.select(pl.col(user_col).cast(pl.String).alias(USER)).unique()
+                 .collect(engine="streaming").drop_nulls().sort(USER))
+    except (pl.exceptions.PolarsError, OSError) as exc:
+        raise _read_error(path, exc) from None
+    return users.with_columns(pl.int_range(pl.len(), dtype=pl.Int64).alias(USER_CODE))
+
+
+def write_group_shards(scan: pl.LazyFrame, keys: list[pl.Expr], table: pl.DataFrame, users: pl.DataFrame,
+                       user_col: str, directory: Path, path: str) -> list[Path]:
+    """Stream ``scan`` into one Parquet partition per range of ``table``, each row with its
+    user's code (USER_CODE, from ``users``); the partitions' directories in range order (an
+    empty range has none)."""
     names = [k.meta.output_name() for k in keys]
-    joined = (scan.with_columns(keys).join(table.lazy(), on=names, how="left", nulls_equal=True)
-              .drop(names).rename({RANGE: SHARD}))
+    joined = (scan.with_columns(*keys, pl.col(user_col).cast(pl.String).alias(USER))
+              .join(table.lazy(), on=names, how="left", nulls_equal=True)
+              .join(users.lazy(), on=USER, how="left")
+              .drop([*names, USER]).rename({RANGE: SHARD}))
     return write_partitions(joined, pl.col(SHARD).fill_null(0), directory, path)
 
 
-def group_range_chunks(directories: list[Path], spec: RecordSpec, tmp: Path,
+def group_range_chunks(directories: list[Path], spec: RecordSpec, n_users: int, tmp: Path,
                        note: Callable[[str], None]) -> Iterator:
     """The runs of each shard (:class:`tsdp.engine.records.RecordRuns`), shard by shard in group
     order. Each shard's per-user run counts go to ``tmp`` for :func:`max_groups_per_user`.
@@ -115,14 +133,14 @@ def group_range_chunks(directories: list[Path], spec: RecordSpec, tmp: Path,
         df = pl.read_parquet(directory / "*.parquet")
         rows += df.height
         try:
-            records = load_records(df, spec, order_col=ORDER, shard=True)
+            records = load_records(df, spec, order_col=ORDER, shard=True, user_codes=(USER_CODE, n_users))
         except OutOfBounds as exc:
             out_of_bounds.append(exc)
             continue
         del df
         if out_of_bounds or records.n_groups == 0:
             continue
-        records.run_users.alias(USER).value_counts(name=RUNS).write_parquet(tmp / f"users_{k}.parquet")
+        pl.Series(USER, records.run_codes).value_counts(name=RUNS).write_parquet(tmp / f"users_{k}.parquet")
         groups += records.n_groups
         yield runs_from_records(records)
     if out_of_bounds:
@@ -133,7 +151,7 @@ def group_range_chunks(directories: list[Path], spec: RecordSpec, tmp: Path,
 
 def max_groups_per_user(tmp: Path) -> int:
     """The largest number of groups of one user over all shards (a user's groups may lie in
-    several shards), by a streaming group-by over the shards' per-user run counts."""
+    several shards), by a streaming group-by over the shards' per-user run counts (by user code)."""
     files = sorted(tmp.glob("users_*.parquet"))
     if not files:
         return 0

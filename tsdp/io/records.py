@@ -84,6 +84,7 @@ class Records:
     clipped: bool = False  # whether clipping was requested (never how many records it changed)
     notes: list[str] = field(default_factory=list)
     run_users: pl.Series | None = None  # the user id (as text) of every run
+    run_codes: np.ndarray | None = None  # the user code of every run (user_codes given: the global codes)
 
     @property
     def counts(self) -> np.ndarray:
@@ -110,26 +111,30 @@ def _show(value) -> str:
 
 
 def load_records(df: pl.DataFrame, spec: RecordSpec, order_col: str | None = None,
-                 shard: bool = False) -> Records:
+                 shard: bool = False, user_codes: tuple[str, int] | None = None) -> Records:
     """Check, select, group and sort ``df`` into :class:`Records` (see the module docstring).
 
     ``order_col``: the input's row number of each row (a shard of a larger input): it breaks ties
     in time instead of the row order of ``df``, and errors name the input's row. ``shard``: ``df``
     holds only some of the users, so an empty selection is no error (an empty :class:`Records`).
+    ``user_codes``: (column, number of users): ``df`` carries each user's rank among all the
+    input's user ids as text (a shard of a larger input), used instead of ranking the ids here;
+    ``run_users`` is then not formed (``run_codes`` holds the runs' users).
     """
     if order_col is None:
-        return _load_records(df, spec, None, shard)
+        return _load_records(df, spec, None, shard, user_codes)
     from tsdp.io.events import input_rows
 
     try:
-        return _load_records(df, spec, order_col, shard)
+        return _load_records(df, spec, order_col, shard, user_codes)
     except OutOfBounds as exc:
         raise OutOfBounds(spec, exc.count, int(df[order_col][exc.row]), exc.value, exc.group) from None
     except DataError as exc:
         raise DataError(input_rows(str(exc), df[order_col])) from None
 
 
-def _load_records(df: pl.DataFrame, spec: RecordSpec, order_col: str | None, shard: bool) -> Records:
+def _load_records(df: pl.DataFrame, spec: RecordSpec, order_col: str | None, shard: bool,
+                  user_codes: tuple[str, int] | None = None) -> Records:
     if spec.out_of_range not in OUT_OF_RANGE:
         raise UsageError(f"--value-out-of-range must be error or clip, got {spec.out_of_range!r}")
     keys, slot_needed = group_keys(df.columns, spec)
@@ -148,7 +153,8 @@ def _load_records(df: pl.DataFrame, spec: RecordSpec, order_col: str | None, sha
         if k not in df.columns:
             raise DataError(f"--group-by: column {k!r} not found; the input has columns: {', '.join(df.columns)}")
     needed = list(dict.fromkeys(
-        [spec.user_col, spec.value_col] + ([spec.time_col] if spec.time_col else []) + source_keys))
+        [spec.user_col, spec.value_col] + ([spec.time_col] if spec.time_col else []) + source_keys
+        + ([user_codes[0]] if user_codes else [])))
     position = pl.int_range(df.height, dtype=pl.Int64, eager=True)
     frame = df.select(needed).with_columns(
         position.alias(DF_ROW), (df[order_col].cast(pl.Int64) if order_col else position).alias(ORDER_KEY))
@@ -203,7 +209,10 @@ def _load_records(df: pl.DataFrame, spec: RecordSpec, order_col: str | None, sha
     # are replaced by dense integer codes in their sort order, so that one or two int64 columns
     # are sorted instead of text.
     key_codes = [_dense_codes(frame[k]) for k in keys]
-    user_codes, n_users = _dense_codes(frame[spec.user_col], as_text=True)
+    if user_codes is None:
+        ucodes, n_users = _dense_codes(frame[spec.user_col], as_text=True)
+    else:
+        ucodes, n_users = frame[user_codes[0]].to_numpy().astype(np.int64, copy=False), user_codes[1]
     group = np.zeros(frame.height, dtype=np.int64)
     for codes, size in key_codes:
         if group.size and int(group.max()) >= (2**62) // max(size, 1):
@@ -215,9 +224,9 @@ def _load_records(df: pl.DataFrame, spec: RecordSpec, order_col: str | None, sha
         n_codes = int(group.max()) + 1
     sort_cols = {}
     if n_codes <= (2**62) // max(n_users, 1):
-        sort_cols["k"] = group * n_users + user_codes
+        sort_cols["k"] = group * n_users + ucodes
     else:
-        sort_cols["g"], sort_cols["u"] = group, user_codes
+        sort_cols["g"], sort_cols["u"] = group, ucodes
     if spec.time_col is not None:
         offsets = _time_offsets(frame, spec.time_col, SLOT in keys and slot_needed)
         if "k" in sort_cols and offsets is not None and n_codes * n_users * offsets[1] < 2**63:
@@ -232,7 +241,7 @@ def _load_records(df: pl.DataFrame, spec: RecordSpec, order_col: str | None, sha
     ).to_series().to_numpy()
     n = frame.height
     g_sorted = group[order]
-    u_sorted = user_codes[order]
+    u_sorted = ucodes[order]
     g_change = np.empty(n, dtype=bool)
     g_change[0] = True
     np.not_equal(g_sorted[1:], g_sorted[:-1], out=g_change[1:])
@@ -253,7 +262,8 @@ def _load_records(df: pl.DataFrame, spec: RecordSpec, order_col: str | None, sha
         n_groups=group_run_starts.size, max_groups_per_user=int(runs_per_user.max()),
         clipped=spec.out_of_range == "clip",
         notes=_notes(spec),
-        run_users=frame[spec.user_col].cast(pl.String).gather(order[run_start_rows]),
+        run_users=None if user_codes else frame[spec.user_col].cast(pl.String).gather(order[run_start_rows]),
+        run_codes=u_sorted[run_start_rows],
     )
 
 
