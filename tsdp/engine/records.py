@@ -14,6 +14,10 @@ text), the group keys, and a ``piece_sums(cut1, cut2)`` that sums the pieces.
   shard's runs are exactly the in-memory runs), its sorted values are kept on disk, and the
   counts of all shards are merged in the canonical order. ``piece_sums`` then sums pieces shard by
   shard from the memory-mapped values. Two passes over the shards, no scheduler or spill of ours.
+  Its merged runs are O(records) when users have a record or two per group, so
+* ``--engine local`` prefers shards of whole groups (:func:`record_chunks`,
+  :mod:`tsdp.engine.group_ranges`): a :class:`RecordChunks` yields one :class:`RecordRuns` per
+  shard, in group order, and nothing spans shards but the custodian's max groups per user.
 
 Errors name the input's row. Values outside the public bounds are counted over every shard and
 the earliest input row is named, as in memory; other data errors name a bad row of the first
