@@ -171,7 +171,7 @@ def record_chunks(path: str, spec: RecordSpec, memory_limit: int | None = None, 
             return
         n_ranges = int(table[gr.RANGE].max()) + 1 if table.height else 1
         note("ranking the user ids")
-        users = gr.user_table(scan, spec.user_col, path)
+        users = gr.user_table(scan, spec.user_col, path, 4 * budget)
         note(f"sharding input by group range into {n_ranges} shards")
         directories = gr.write_group_shards(scan, keys, table, users, spec.user_col, tmp / "shards", path)
         n_users = users.height
