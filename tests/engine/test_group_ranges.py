@@ -220,3 +220,25 @@ def test_integer_user_ids_are_ordered_as_text(tmp_path):
         assert not chunks.single
         assert chunks.max_groups_per_user == whole.max_groups_per_user
         assert_same(preps, prepare_groups(whole.values, whole.user_starts, whole.group_starts, settings), settings)
+
+
+def test_cli_evaluate_runs_chunk_by_chunk(files, tmp_path, monkeypatch):
+    """--evaluate over the memory limit: one MAE per group, every group of every shard."""
+    from typer.testing import CliRunner
+
+    from tsdp.cli.app import app
+
+    monkeypatch.setattr(engine, "BYTES_PER_ROW", 8_000)
+    monkeypatch.setattr(group_ranges, "BYTES_PER_ROW", 8_000)
+    calls = []
+    chunks_of = group_ranges.group_range_chunks
+    monkeypatch.setattr(group_ranges, "group_range_chunks", lambda *a: calls.append(1) or chunks_of(*a))
+    result = CliRunner().invoke(app, [
+        "mean-estimate", files["parquet"], "--user-col", "bus", "--value-col", "speed", "--upper", "65",
+        "--epsilon", "1", "--time-col", "ts", "--cell-col", "cell", "--group-by", "cell,slot",
+        "--epsilon-per-group-ok", "--seed", "3", "--evaluate", "3", "--memory-limit", "64MiB",
+        "--work-dir", str(tmp_path), "--json"])
+    assert result.exit_code == 0, result.output
+    assert calls == [1]
+    assert '"groups": 72' in result.stdout
+    assert list(tmp_path.iterdir()) == []
