@@ -41,6 +41,9 @@ from tsdp.io.records import (DEFAULT_SLOT_LENGTH, SLOT, OutOfBounds, RecordSpec,
                              load_records, slot_of)
 
 RANGE, ROWS, USER, RUNS, USER_CODE = "__range", "__rows", "__user", "__runs", "__user_code"
+# With this many shards or fewer, each shard ranks its own users' text ids (fewer passes over the
+# input); with more, the ranks are computed once (:func:`user_table`) and carried by the shards.
+RANK_IN_SHARDS = 4
 # Peak memory of one shard per row, from reading it to estimating its groups (the frame, sort keys,
 # the per-run plan: on the bench's records a run is about one record), plus what the allocator
 # keeps from shard to shard: about 280-340 bytes measured at 3M-row shards, rounded up.
@@ -109,20 +112,21 @@ def user_table(scan: pl.LazyFrame, user_col: str, path: str, rows: int) -> pl.Da
     return users.drop_nulls().sort(USER).with_columns(pl.int_range(pl.len(), dtype=pl.Int64).alias(USER_CODE))
 
 
-def write_group_shards(scan: pl.LazyFrame, keys: list[pl.Expr], table: pl.DataFrame, users: pl.DataFrame,
+def write_group_shards(scan: pl.LazyFrame, keys: list[pl.Expr], table: pl.DataFrame, users: pl.DataFrame | None,
                        user_col: str, directory: Path, path: str) -> list[Path]:
     """Stream ``scan`` into one Parquet partition per range of ``table``, each row with its
-    user's code (USER_CODE, from ``users``); the partitions' directories in range order (an
-    empty range has none)."""
+    user's code (USER_CODE, from ``users``, unless None); the partitions' directories in range
+    order (an empty range has none)."""
     names = [k.meta.output_name() for k in keys]
-    joined = (scan.with_columns(*keys, pl.col(user_col).cast(pl.String).alias(USER))
-              .join(table.lazy(), on=names, how="left", nulls_equal=True)
-              .join(users.lazy(), on=USER, how="left")
-              .drop([*names, USER]).rename({RANGE: SHARD}))
+    joined = scan.with_columns(keys).join(table.lazy(), on=names, how="left", nulls_equal=True)
+    if users is not None:
+        joined = (joined.with_columns(pl.col(user_col).cast(pl.String).alias(USER))
+                  .join(users.lazy(), on=USER, how="left").drop(USER))
+    joined = joined.drop(names).rename({RANGE: SHARD})
     return write_partitions(joined, pl.col(SHARD).fill_null(0), directory, path)
 
 
-def group_range_chunks(directories: list[Path], spec: RecordSpec, n_users: int, tmp: Path,
+def group_range_chunks(directories: list[Path], spec: RecordSpec, n_users: int | None, tmp: Path,
                        note: Callable[[str], None]) -> Iterator:
     """The runs of each shard (:class:`tsdp.engine.records.RecordRuns`), shard by shard in group
     order. Each shard's per-user run counts go to ``tmp`` for :func:`max_groups_per_user`.
@@ -140,14 +144,16 @@ def group_range_chunks(directories: list[Path], spec: RecordSpec, n_users: int, 
         df = pl.read_parquet(directory / "*.parquet")
         rows += df.height
         try:
-            records = load_records(df, spec, order_col=ORDER, shard=True, user_codes=(USER_CODE, n_users))
+            records = load_records(df, spec, order_col=ORDER, shard=True,
+                                   user_codes=None if n_users is None else (USER_CODE, n_users))
         except OutOfBounds as exc:
             out_of_bounds.append(exc)
             continue
         del df
         if out_of_bounds or records.n_groups == 0:
             continue
-        pl.Series(USER, records.run_codes).value_counts(name=RUNS).write_parquet(tmp / f"users_{k}.parquet")
+        run_users = records.run_users if n_users is None else pl.Series(records.run_codes)
+        run_users.alias(USER).value_counts(name=RUNS).write_parquet(tmp / f"users_{k}.parquet")
         groups += records.n_groups
         yield runs_from_records(records)
     if out_of_bounds:
