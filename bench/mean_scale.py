@@ -19,6 +19,7 @@ Usage: python bench/mean_scale.py [--records N] [--cells C] [--slots S] [--round
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import tempfile
 from datetime import datetime
@@ -28,7 +29,7 @@ import numpy as np
 import polars as pl
 
 from tsdp.cli.app import main as tsdp_main
-from timing import paired, verdict  # noqa: E402  (bench/timing.py, beside this script)
+from timing import load_average, paired, verdict  # noqa: E402  (bench/timing.py, beside this script)
 
 TARGET_RATIO = 3.0
 UPPER = 65.0
@@ -86,7 +87,9 @@ def run(n_records: int, n_cells: int, n_slots: int, rounds: int) -> float:
             assert code == 0, code
 
         groups = polars_mean().height
+        before = load_average()
         result = paired({"polars": polars_mean, "tsdp": estimate}, rounds)  # one warm-up round first
+        after = load_average()
     ratio = result.ratio("tsdp", "polars")
     print(f"records: {n_records:,} in {groups:,} groups ({n_cells} cells x {n_slots} hourly slots), "
           f"Parquet {size_mb:.0f} MB; {rounds} interleaved rounds (medians)")
@@ -94,6 +97,7 @@ def run(n_records: int, n_cells: int, n_slots: int, rounds: int) -> float:
     print(f"tsdp mean-estimate --group-by (whole)  : {result.median('tsdp'):7.3f} s")
     print(f"ratio mean-estimate / polars           : {ratio:7.2f}  ({result.spread('tsdp', 'polars')}; "
           f"target <= {TARGET_RATIO:g}: {verdict(ratio <= TARGET_RATIO)})")
+    print(f"{before} before the rounds; {after} after ({os.cpu_count()} cores)")
     return ratio
 
 

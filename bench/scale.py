@@ -724,6 +724,7 @@ class Bench:
         plan.append((floor, worker_cmd("floor-records", path)))
         self.run(worker_cmd("floor-records", path))
         self.interleave(plan)
+        print(f"  {_load_average()} after these runs")
         for series, _ in plan:
             print(series.line(n))
         for series, _ in plan[:-1]:
@@ -864,6 +865,7 @@ def main(argv: list[str] | None = None) -> int:
           f"formats {', '.join(formats)}; {args.repeats} interleaved repeats per command, median "
           f"[min - max]; {os.cpu_count()} cores; workdir {args.workdir}")
     print(f"each command runs in a fresh process; wall time measured by the bench; {rss_method()}")
+    print(f"{_load_average()} at the start (shared cores: read the wall times against it)")
     print(f"release --engine: {'yes' if rel.has_engine else 'no'}, --memory-limit: "
           f"{'yes' if rel.has_memory_limit else 'no'}; mean-estimate --engine: {'yes' if mean.has_engine else 'no'}")
     startup = [(label, statistics.median(measure(cmd).wall for _ in range(3))) for label, cmd in (
@@ -881,7 +883,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.long_gb > 0:
         bench.long(args.long_gb, rel)
     bench.per_row_table()
+    print(f"\n{_load_average()} at the end")
     return bench.summary()
+
+
+def _load_average() -> str:
+    return "load average (1, 5, 15 min): " + ", ".join(f"{v:.2f}" for v in os.getloadavg())
 
 
 if __name__ == "__main__":

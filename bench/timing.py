@@ -85,3 +85,11 @@ def command(args: list[str], env: dict | None = None, cwd: str | None = None, ok
 
 def verdict(passed: bool) -> str:
     return "PASS" if passed else "FAIL"
+
+
+def load_average() -> str:
+    """The machine's load average (1, 5, 15 min) as text: the benches run on shared cores, and the
+    figures are read against it."""
+    import os
+
+    return "load average (1, 5, 15 min): " + ", ".join(f"{v:.2f}" for v in os.getloadavg())

@@ -154,6 +154,9 @@ def test_cli_mean_estimate_sharded_equals_in_memory(files, tmp_path, monkeypatch
     from typer.testing import CliRunner
 
     monkeypatch.setattr(engine, "BYTES_PER_ROW", 100_000)  # 9000 rows "need" 900 MB
+    from tsdp.engine import group_ranges
+
+    monkeypatch.setattr(group_ranges, "BYTES_PER_ROW", 100_000)  # groups fill over half a shard: user shards
     calls = []
     sharded_runs = engine.sharded_runs
     monkeypatch.setattr(engine, "sharded_runs", lambda *a: calls.append(1) or sharded_runs(*a))

@@ -130,3 +130,42 @@ def test_slots_need_a_time_column():
 def test_group_by_any_column():
     r = load_records(frame(), spec(group_by=("cell",)))
     assert r.groups["cell"].to_list() == ["x", "y"] and r.group_starts.tolist() == [0, 2, 4]
+
+
+def _reference_order(df: pl.DataFrame, keys: list[str], user: str, time: str) -> pl.DataFrame:
+    """The records sorted by group keys, user id as text, time and input row: the documented order."""
+    return (df.with_row_index("__row").with_columns(pl.col(user).cast(pl.String).alias("__u"))
+            .sort([*keys, "__u", time, "__row"]))
+
+
+@pytest.mark.parametrize("case", ["slot-us", "slot-seconds", "no-slot", "int-times", "huge-int-times"])
+def test_sort_key_with_time_folded_in_is_the_documented_order(case):
+    """Runs ordered by (group, user, time, input row) whether the time joins the run's code in one
+    sort key (offsets within the slot or from the earliest time, divided by their gcd) or, when it
+    would not fit, is a column of its own."""
+    rng = np.random.default_rng(9)
+    n = 6000
+    base = 1_714_953_600_000_000  # 2024-05-06 in microseconds
+    step = 1_000_000 if case == "slot-seconds" else 1
+    t = base + rng.integers(0, 5 * 3600 * 1_000_000 // step, n) // 7 * 7 * step  # ties
+    if case in ("int-times", "huge-int-times"):
+        t = rng.integers(-50, 50, n) * (2**61 if case == "huge-int-times" else 3)
+    df = pl.DataFrame({
+        "u": rng.choice([f"b{i}" for i in range(40)] + [str(i) for i in range(5)], n),
+        "ts": pl.Series(t).cast(pl.Datetime("us")) if "int" not in case else pl.Series(t),
+        "cell": rng.choice(["x", "y", "z"], n),
+        "v": rng.uniform(0, 10, n).round(3),
+    })
+    slots = case.startswith("slot")
+    spec = RecordSpec(user_col="u", value_col="v", lower=0.0, upper=10.0, time_col="ts", cell_col="cell",
+                      slot_length="1h" if slots else None, group_by=("cell", "slot") if slots else ("cell",))
+    got = load_records(df, spec)
+    keys = ["cell"]
+    frame = df
+    if slots:
+        frame = df.with_columns(pl.col("ts").dt.truncate("1h").alias("slot"))
+        keys = ["cell", "slot"]
+    want = _reference_order(frame, keys, "u", "ts")
+    np.testing.assert_array_equal(got.values, want["v"].to_numpy())
+    runs = want.select(pl.struct([*keys, "__u"]).rle_id().alias("r"))["r"]
+    np.testing.assert_array_equal(got.counts, runs.value_counts(sort=False).sort("r")["count"].to_numpy())

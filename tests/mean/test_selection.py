@@ -147,3 +147,20 @@ def test_m_t9_interval_sanity(lower, grouping):
             assert lower <= a <= b <= U
             if algo == "levy":
                 assert a < b <= a + 3 * est.tau * (1 + 1e-12)
+
+
+def test_sorted_segments_is_the_lexicographic_segment_value_order():
+    """One parallel per-segment sort (with clipping) gives exactly the (segment, value) order,
+    with ties, empty segments and values outside [lo, hi]."""
+    from tsdp.mean.selection import sorted_segments
+
+    rng = np.random.default_rng(4)
+    sizes = rng.integers(0, 40, 300)
+    sizes[[0, 7, 299]] = 0
+    starts = np.concatenate(([0], np.cumsum(sizes)))
+    values = np.round(rng.uniform(-5, 70, starts[-1]), 0)  # many ties, some outside [0, 65]
+    seg = np.repeat(np.arange(sizes.size), sizes)
+    clipped = np.clip(values, 0.0, 65.0)
+    want = clipped[np.lexsort((clipped, seg))]
+    np.testing.assert_array_equal(sorted_segments(values, starts, 0.0, 65.0), want)
+    assert sorted_segments(np.array([70.0]), np.array([0, 1]), 0.0, 65.0).tolist() == [65.0]

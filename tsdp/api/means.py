@@ -141,6 +141,11 @@ class MeanPlan:
                          _notes(records, settings, user_col, claim, participation is not None)
                          + _post_notes(settings, o.clip, o.round_values), participation, accuracy)
 
+    def estimate_chunks(self, chunks, rng: np.random.Generator, stage=lambda name: None) -> "ChunkedEstimates":
+        """Estimate :class:`tsdp.engine.records.RecordChunks` chunk by chunk (groups are independent;
+        one generator in group order): see :class:`ChunkedEstimates`."""
+        return ChunkedEstimates(self, chunks, rng, stage)
+
     def dry_run_accuracy(self):
         """The per-group noise bound from the public parameters alone (no record read)."""
         from tsdp.accuracy.estimators import mean_plan
@@ -162,6 +167,52 @@ class MeanPlan:
             notes=estimated.notes, warnings=warnings,
             accuracy=None if estimated.accuracy is None else estimated.accuracy.to_dict(),
         )
+
+
+class ChunkedEstimates:
+    """The estimates of an input too large for memory, chunk of whole groups by chunk.
+
+    ``frames()`` yields each chunk's output table as it is estimated; once it is exhausted,
+    ``estimated()`` gives the :class:`Estimated` of the whole input (its ``table`` empty: the rows
+    were written chunk by chunk), with the claim, warnings, notes, custodian figures and accuracy
+    over every group, and ``true_means`` the PRIVATE per-group means (for the steward's checks)."""
+
+    def __init__(self, plan: MeanPlan, chunks, rng, stage) -> None:
+        self.plan, self.chunks, self.rng, self.stage = plan, chunks, rng, stage
+        self.tally = WarningTally(plan.settings)
+        self.scales: list[float] = []
+        self.true_means: list[float] = []
+        self.first = None
+        self.empty = None
+
+    def frames(self):
+        o, settings = self.plan.options, self.plan.settings
+        for records in self.chunks:
+            self.stage("estimating")
+            prep = self.plan.prepare(records)
+            with named_groups(records):
+                estimates = estimate_prepared(prep, settings, self.rng)
+            self.tally.add(records, estimates)
+            self.scales.extend(e.laplace_scale for e in estimates)
+            self.true_means.extend(np.asarray(records.true_means(), dtype=np.float64).tolist())
+            if self.first is None and estimates:
+                self.first = estimates[0]
+            table = _output_table(records, estimates, settings, o.clip, o.round_values)
+            self.empty = table.clear()
+            yield table
+
+    def estimated(self) -> Estimated:
+        from tsdp.accuracy.estimators import mean_groups
+
+        chunks, settings, user_col, o = self.chunks, self.plan.settings, self.plan.spec.user_col, self.plan.options
+        claim = claim_for(settings, chunks.n_groups, user_col)
+        participation = (participation_epsilon(settings, chunks.max_groups_per_user)
+                         if chunks.max_groups_per_user is not None and chunks.n_groups > 1 else None)
+        notes = (_notes(chunks, settings, user_col, claim, participation is not None)
+                 + _post_notes(settings, o.clip, o.round_values))
+        return Estimated(self.empty, [self.first] if self.first is not None else [], claim,
+                         self.tally.warnings(chunks.n_groups, chunks.clipped), notes, participation,
+                         mean_groups(self.scales, o.alpha))
 
 
 def mean_estimate(frame, *, user_col: str, value_col: str, upper: float, epsilon: float, seed: int | None = None,
@@ -287,30 +338,55 @@ def _output_table(records, estimates, settings: MeanSettings, clip: bool = True,
 
 def _warnings(records, estimates, settings: MeanSettings) -> list[str]:
     """The spec's warnings (K-bar < 10, L = 1, clipping), one line per kind, naming a group."""
-    out: list[str] = []
-    if len(estimates) == 1:
-        out.extend(estimates[0].warnings)
-    else:
-        selection = settings.algorithm in ("levy", "quantile")
-        few = [i for i, e in enumerate(estimates) if selection and e.num_arrays < 10]
-        single = [i for i, e in enumerate(estimates) if e.users == 1]
-        if few:
-            out.append(f"{len(few)} of {len(estimates)} groups have fewer than 10 arrays (first: "
-                       f"{records.group_label(few[0])}): their private "
-                       f"{'median' if settings.algorithm == 'levy' else 'quantiles'} and hence the "
-                       "clipping interval are unreliable")
-        if single:
-            out.append(f"{len(single)} of {len(estimates)} groups have a single user (first: "
-                       f"{records.group_label(single[0])}): a user-level private mean of one user is "
-                       "mostly noise")
-        known = ("arrays (fewer than 10)", "a single user")
-        extra = {w for e in estimates for w in e.warnings if not any(k in w for k in known)}
-        out.extend(sorted(extra))
-    if records.clipped:
-        out.append(f"--value-out-of-range clip: values outside the public bounds [{settings.lower:g}, "
-                   f"{settings.upper:g}] were clipped record by record; the estimates are of the "
-                   "clipped data")
-    return out
+    tally = WarningTally(settings)
+    tally.add(records, estimates)
+    return tally.warnings(records.n_groups, records.clipped)
+
+
+class WarningTally:
+    """What the spec's warnings need, gathered group chunk by group chunk (in group order)."""
+
+    KNOWN = ("arrays (fewer than 10)", "a single user")
+
+    def __init__(self, settings: MeanSettings) -> None:
+        self.settings = settings
+        self.few = self.single = 0
+        self.first_few = self.first_single = None
+        self.extra: set[str] = set()
+        self.first_warnings: list[str] | None = None  # the first group's own warnings
+
+    def add(self, records, estimates) -> None:
+        selection = self.settings.algorithm in ("levy", "quantile")
+        for i, e in enumerate(estimates):
+            if selection and e.num_arrays < 10:
+                self.few += 1
+                self.first_few = self.first_few or records.group_label(i)
+            if e.users == 1:
+                self.single += 1
+                self.first_single = self.first_single or records.group_label(i)
+            self.extra.update(w for w in e.warnings if not any(k in w for k in self.KNOWN))
+        if self.first_warnings is None and estimates:
+            self.first_warnings = list(estimates[0].warnings)
+
+    def warnings(self, n_groups: int, clipped: bool) -> list[str]:
+        settings = self.settings
+        out: list[str] = []
+        if n_groups == 1:
+            out.extend(self.first_warnings or [])
+        else:
+            if self.few:
+                out.append(f"{self.few} of {n_groups} groups have fewer than 10 arrays (first: {self.first_few}): "
+                           f"their private {'median' if settings.algorithm == 'levy' else 'quantiles'} and hence "
+                           "the clipping interval are unreliable")
+            if self.single:
+                out.append(f"{self.single} of {n_groups} groups have a single user (first: {self.first_single}): "
+                           "a user-level private mean of one user is mostly noise")
+            out.extend(sorted(self.extra))
+        if clipped:
+            out.append(f"--value-out-of-range clip: values outside the public bounds [{settings.lower:g}, "
+                       f"{settings.upper:g}] were clipped record by record; the estimates are of the "
+                       "clipped data")
+        return out
 
 
 def _notes(records, settings: MeanSettings, user_col: str, claim, custodian_figures: bool) -> list[str]:

@@ -7,6 +7,7 @@ the estimates and the privacy report atomically.
 
 from __future__ import annotations
 
+import contextlib
 from enum import Enum
 from typing import Optional
 
@@ -120,33 +121,47 @@ def mean_estimate(
     console = common.Console(quiet, json_summary, stdout_taken="-" in (output, report))
 
     with console.progress(4) as stage:
-        with _record_runs(input, spec, options, stage) as records:
-            stage("estimating")
-            estimated = plan.estimate(records, randomness.generator)
-            swamped = acc_opts.noisy_check(estimated.accuracy, float(np.median(np.abs(records.true_means()))),
-                                           "the true group means", _REMEDY, fail_on_noisy)
-        claim, estimates, participation = estimated.claim, estimated.estimates, estimated.participation
-        warnings = estimated.warnings + ([SEEDED_WARNING] if randomness.seeded else [])
+        with _record_chunks(input, spec, options, stage) as chunks:
+            chunked = plan.estimate_chunks(chunks, randomness.generator, stage)
+            frames = chunked.frames()
+            if chunks.single:  # one chunk: one table, written at once
+                frames = next(iter(frames))
+                stage("writing output")
+            done: dict = {}
 
-        stage("writing output")
-        common.publish(estimated.table, output, report, lambda described: plan.report(
-            records, estimated, randomness, described, warnings,
-            {**params, "input": common.display_name(input), "output": described["file"]},
-        ), private_files=((common.custodian_document("mean-estimate", {"participation": participation}),
-                           custodian),) if participation is not None else (), force=force)
+            def finished():  # once every chunk is estimated (the output is staged by then)
+                if not done:
+                    estimated = chunked.estimated()
+                    swamped = acc_opts.noisy_check(estimated.accuracy, float(np.median(np.abs(chunked.true_means))),
+                                                   "the true group means", _REMEDY, fail_on_noisy)
+                    done.update(estimated=estimated, swamped=swamped,
+                                warnings=estimated.warnings + ([SEEDED_WARNING] if randomness.seeded else []))
+                return done
+
+            def private_files():
+                participation = finished()["estimated"].participation
+                return () if participation is None else (
+                    (common.custodian_document("mean-estimate", {"participation": participation}), custodian),)
+
+            common.publish(frames, output, report, lambda described: plan.report(
+                chunks, finished()["estimated"], randomness, described, finished()["warnings"],
+                {**params, "input": common.display_name(input), "output": described["file"]},
+            ), private_files=_Deferred(private_files), force=force)
+        estimated, swamped, warnings = finished()["estimated"], finished()["swamped"], finished()["warnings"]
+        claim, estimates, participation = estimated.claim, estimated.estimates, estimated.participation
 
     for message in warnings + swamped:
         console.warn(message)
     summary = {
         "output": output, "report": report, "algorithm": settings.algorithm,
-        "groups": records.n_groups, "epsilon_per_group": settings.epsilon,
+        "groups": chunks.n_groups, "epsilon_per_group": settings.epsilon,
         "epsilon_total_bound": claim.epsilon,
         "custodian": custodian if participation is not None else None,
         "unit": "user", "user_col": user_col,
         "accuracy": acc_opts.shown(estimated.accuracy, json_summary),
     }
-    if records.n_groups == 1:
-        summary.update(estimate=estimated.table["estimate"][0], laplace_scale=estimates[0].laplace_scale)
+    if chunks.n_groups == 1 and chunks.single:
+        summary.update(estimate=frames["estimate"][0], laplace_scale=estimates[0].laplace_scale)
     console.summary(summary, "tsdp mean-estimate")
 
 
@@ -176,29 +191,48 @@ def _dry_run(plan: MeanPlan, console) -> dict | None:
     return None
 
 
-def _record_runs(input: str, spec: RecordSpec, options: EngineOptions, stage):
-    """The records reduced to runs by the chosen engine (a context: shards live until its end)."""
+@contextlib.contextmanager
+def _record_chunks(input: str, spec: RecordSpec, options: EngineOptions, stage):
+    """The records reduced to runs by the chosen engine, as chunks of whole groups in group order
+    (a context: shards live until its end)."""
     if options.engine == "spark":
+        from tsdp.engine.records import RecordChunks
         from tsdp.engine.spark_records import spark_record_runs
 
-        return spark_record_runs(input, spec, options.spark_master, dict(options.spark_conf), stage=stage)
-    from tsdp.engine.records import record_runs
+        with spark_record_runs(input, spec, options.spark_master, dict(options.spark_conf), stage=stage) as runs:
+            yield RecordChunks.of(runs)
+        return
+    from tsdp.engine.records import record_chunks
 
-    return record_runs(input, spec, options.memory_limit, options.work_dir, stage)
+    with record_chunks(input, spec, options.memory_limit, options.work_dir, stage) as chunks:
+        yield chunks
+
+
+class _Deferred:
+    """An iterable made when it is first iterated (the custodian file, known once every chunk is done)."""
+
+    def __init__(self, make) -> None:
+        self.make = make
+
+    def __iter__(self):
+        return iter(self.make())
 
 
 def _evaluate(input, plan: MeanPlan, options: EngineOptions, randomness, repeats: int, console) -> None:
     """Release ``repeats`` times and print the MAE against the true means; writes nothing."""
     from tsdp.mechanisms.metrics import mae_over_runs, summarize
 
-    with _record_runs(input, plan.spec, options, None) as records:
-        truth = records.true_means()
-        prep = plan.prepare(records)
-    with named_groups(records):
-        mae = mae_over_runs((release_prepared(prep, plan.settings, randomness.generator).estimate  # every group
-                             for _ in range(repeats)), truth)
+    parts = []
+    with _record_chunks(input, plan.spec, options, lambda name: None) as chunks:
+        for records in chunks:  # chunk by chunk: groups are independent
+            truth = records.true_means()
+            prep = plan.prepare(records)
+            with named_groups(records):
+                parts.append(mae_over_runs((release_prepared(prep, plan.settings, randomness.generator).estimate
+                                            for _ in range(repeats)), truth))
+    mae = np.concatenate(parts)
     console.warn("--evaluate compares the estimates with the true means: the figures are NOT private, "
                  "are for choosing parameters only, and nothing was written")
     console.summary({"runs": repeats, "algorithm": plan.settings.algorithm, "epsilon_per_group": plan.settings.epsilon,
-                     "groups": records.n_groups, "mae_per_group": summarize(mae.tolist()),
+                     "groups": chunks.n_groups, "mae_per_group": summarize(mae.tolist()),
                      "release_written": False}, "tsdp mean-estimate --evaluate")

@@ -179,8 +179,9 @@ def write_partitions(scan: pl.LazyFrame, key: pl.Expr, directory: Path, path: st
     """Stream ``scan`` into Parquet partitions of ``directory``, one per value of the integer
     ``key``; return the partitions' directories in the order of their key."""
     try:
+        # scratch files: lz4 writes and reads them about twice as fast as the default zstd
         scan.with_columns(key.alias(SHARD)).sink_parquet(pl.PartitionBy(str(directory), key=SHARD, include_key=False),
-                                            mkdir=True)
+                                            mkdir=True, compression="lz4")
     except pl.exceptions.ColumnNotFoundError as exc:
         raise DataError(f"INPUT: {str(exc).strip().splitlines()[0]}") from None
     except (pl.exceptions.PolarsError, OSError) as exc:

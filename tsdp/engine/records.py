@@ -14,6 +14,10 @@ text), the group keys, and a ``piece_sums(cut1, cut2)`` that sums the pieces.
   shard's runs are exactly the in-memory runs), its sorted values are kept on disk, and the
   counts of all shards are merged in the canonical order. ``piece_sums`` then sums pieces shard by
   shard from the memory-mapped values. Two passes over the shards, no scheduler or spill of ours.
+  Its merged runs are O(records) when users have a record or two per group, so
+* ``--engine local`` prefers shards of whole groups (:func:`record_chunks`,
+  :mod:`tsdp.engine.group_ranges`): a :class:`RecordChunks` yields one :class:`RecordRuns` per
+  shard, in group order, and nothing spans shards but the custodian's max groups per user.
 
 Errors name the input's row. Values outside the public bounds are counted over every shard and
 the earliest input row is named, as in memory; other data errors name a bad row of the first
@@ -32,15 +36,16 @@ import numpy as np
 import polars as pl
 
 from tsdp.engine.kernel import ORDER
-from tsdp.engine.local import default_memory_limit, scratch_dir, shard_count, write_user_shards
+from tsdp.engine.local import HEADROOM, default_memory_limit, scratch_dir, shard_count, write_user_shards
 from tsdp.errors import DataError, ResourceError
 from tsdp.io.files import read_table, table_format
 from tsdp.io.records import OutOfBounds, RecordSpec, Records, load_records
 from tsdp.mean.algorithms import run_piece_sums
 
 # Peak memory of the in-memory route per record row (read frame, checked frame, sort keys and
-# order, sorted values): 134 bytes measured on 10^8 records (13.4 GB), rounded up.
-BYTES_PER_ROW = 160
+# order, sorted values, and the plan of the runs, about one per record on the scale bench's
+# records): 2.05-2.14 GiB measured at 10^7 records (bench/scale.py, bench/mean_scale.py), rounded up.
+BYTES_PER_ROW = 240
 # Memory per (group, user) run held by the merge and the plan (keys, user id, counts, cut points,
 # array ids and the BESTFIT packing's lists): an estimate, rounded up.
 RUN_BYTES = 256
@@ -108,6 +113,73 @@ def record_runs(path: str, spec: RecordSpec, memory_limit: int | None = None, wo
         note(f"sharding input by user into {shards} shards")
         directories = write_user_shards(scan_records(path, spec), spec.user_col, shards, tmp / "shards", path)
         yield sharded_runs(directories, spec, tmp, note, memory_limit)
+
+
+class RecordChunks:
+    """The runs of an input as chunks of whole groups (:class:`RecordRuns`), in the canonical
+    group order; iterate once. The totals (``n_groups``, ``max_groups_per_user``) and the chunks'
+    common fields (key columns, clipping, notes) are known once the iteration has ended."""
+
+    def __init__(self, chunks, single: bool, max_groups: Callable[[], int] | None = None) -> None:
+        self._chunks, self.single, self._max_groups = chunks, single, max_groups
+        self.n_groups, self.max_groups_per_user = 0, 0
+        self.key_columns: list[str] = []
+        self.clipped, self.notes = False, []
+
+    @classmethod
+    def of(cls, runs: RecordRuns) -> "RecordChunks":
+        return cls(iter([runs]), single=True)
+
+    def __iter__(self) -> Iterator[RecordRuns]:
+        for runs in self._chunks:
+            self.n_groups += runs.n_groups
+            self.key_columns, self.clipped, self.notes = runs.key_columns, runs.clipped, runs.notes
+            if self._max_groups is None:
+                self.max_groups_per_user = max(self.max_groups_per_user, runs.max_groups_per_user)
+            yield runs
+        if self._max_groups is not None:
+            self.max_groups_per_user = self._max_groups()
+
+
+@contextmanager
+def record_chunks(path: str, spec: RecordSpec, memory_limit: int | None = None, work_dir: str | None = None,
+                  stage: Callable[[str], None] | None = None) -> Iterator[RecordChunks]:
+    """The runs of ``path`` within ``memory_limit`` bytes, as chunks of whole groups.
+
+    In memory when the input fits; else shards of whole groups by group range
+    (:mod:`tsdp.engine.group_ranges`) when polars can derive the leading group key and no key
+    value holds more than half a shard; else one chunk from user-hash shards (:func:`sharded_runs`)."""
+    from tsdp.engine import group_ranges as gr
+
+    note = stage or (lambda name: None)
+    limit = memory_limit or default_memory_limit()
+    if shard_count(path, limit, BYTES_PER_ROW) == 1:
+        with record_runs(path, spec, limit, work_dir, stage) as runs:
+            yield RecordChunks.of(runs)
+        return
+    with scratch_dir(work_dir, "records") as tmp:
+        scan = scan_records(path, spec)
+        keys = gr.lazy_group_keys(spec, scan.collect_schema())
+        budget = max(1, int(limit / HEADROOM / gr.BYTES_PER_ROW))
+        note("counting the records of each group")
+        table = gr.range_table(scan, keys, budget, path) if keys else None
+        if table is None:
+            shards = shard_count(path, limit, BYTES_PER_ROW)
+            note(f"sharding input by user into {shards} shards")
+            directories = write_user_shards(scan, spec.user_col, shards, tmp / "shards", path)
+            yield RecordChunks.of(sharded_runs(directories, spec, tmp, note, memory_limit))
+            return
+        n_ranges = int(table[gr.RANGE].max()) + 1 if table.height else 1
+        users = None
+        if n_ranges > gr.RANK_IN_SHARDS:
+            note("ranking the user ids")
+            users = gr.user_table(scan, spec.user_col, path, 4 * budget)
+        note(f"sharding input by group range into {n_ranges} shards")
+        directories = gr.write_group_shards(scan, keys, table, users, spec.user_col, tmp / "shards", path)
+        n_users = None if users is None else users.height
+        del users
+        yield RecordChunks(gr.group_range_chunks(directories, spec, n_users, tmp, note), single=False,
+                           max_groups=lambda: gr.max_groups_per_user(tmp))
 
 
 def scan_records(path: str, spec: RecordSpec) -> pl.LazyFrame:

@@ -84,6 +84,7 @@ class Records:
     clipped: bool = False  # whether clipping was requested (never how many records it changed)
     notes: list[str] = field(default_factory=list)
     run_users: pl.Series | None = None  # the user id (as text) of every run
+    run_codes: np.ndarray | None = None  # the user code of every run (user_codes given: the global codes)
 
     @property
     def counts(self) -> np.ndarray:
@@ -110,31 +111,33 @@ def _show(value) -> str:
 
 
 def load_records(df: pl.DataFrame, spec: RecordSpec, order_col: str | None = None,
-                 shard: bool = False) -> Records:
+                 shard: bool = False, user_codes: tuple[str, int] | None = None) -> Records:
     """Check, select, group and sort ``df`` into :class:`Records` (see the module docstring).
 
     ``order_col``: the input's row number of each row (a shard of a larger input): it breaks ties
     in time instead of the row order of ``df``, and errors name the input's row. ``shard``: ``df``
     holds only some of the users, so an empty selection is no error (an empty :class:`Records`).
+    ``user_codes``: (column, number of users): ``df`` carries each user's rank among all the
+    input's user ids as text (a shard of a larger input), used instead of ranking the ids here;
+    ``run_users`` is then not formed (``run_codes`` holds the runs' users).
     """
     if order_col is None:
-        return _load_records(df, spec, None, shard)
+        return _load_records(df, spec, None, shard, user_codes)
     from tsdp.io.events import input_rows
 
     try:
-        return _load_records(df, spec, order_col, shard)
+        return _load_records(df, spec, order_col, shard, user_codes)
     except OutOfBounds as exc:
         raise OutOfBounds(spec, exc.count, int(df[order_col][exc.row]), exc.value, exc.group) from None
     except DataError as exc:
         raise DataError(input_rows(str(exc), df[order_col])) from None
 
 
-def _load_records(df: pl.DataFrame, spec: RecordSpec, order_col: str | None, shard: bool) -> Records:
+def _load_records(df: pl.DataFrame, spec: RecordSpec, order_col: str | None, shard: bool,
+                  user_codes: tuple[str, int] | None = None) -> Records:
     if spec.out_of_range not in OUT_OF_RANGE:
         raise UsageError(f"--value-out-of-range must be error or clip, got {spec.out_of_range!r}")
-    keys = _key_columns(df, spec)
-    slot_needed = spec.slot is not None or SLOT in keys and spec.slot_length is not None or (
-        SLOT in keys and SLOT not in df.columns)
+    keys, slot_needed = group_keys(df.columns, spec)
     if spec.slot_length is not None and spec.time_col is None:
         raise UsageError("--slot-length needs --time-col (the column the slots are cut from)")
     if slot_needed and spec.time_col is None:
@@ -150,7 +153,8 @@ def _load_records(df: pl.DataFrame, spec: RecordSpec, order_col: str | None, sha
         if k not in df.columns:
             raise DataError(f"--group-by: column {k!r} not found; the input has columns: {', '.join(df.columns)}")
     needed = list(dict.fromkeys(
-        [spec.user_col, spec.value_col] + ([spec.time_col] if spec.time_col else []) + source_keys))
+        [spec.user_col, spec.value_col] + ([spec.time_col] if spec.time_col else []) + source_keys
+        + ([user_codes[0]] if user_codes else [])))
     position = pl.int_range(df.height, dtype=pl.Int64, eager=True)
     frame = df.select(needed).with_columns(
         position.alias(DF_ROW), (df[order_col].cast(pl.Int64) if order_col else position).alias(ORDER_KEY))
@@ -205,7 +209,10 @@ def _load_records(df: pl.DataFrame, spec: RecordSpec, order_col: str | None, sha
     # are replaced by dense integer codes in their sort order, so that one or two int64 columns
     # are sorted instead of text.
     key_codes = [_dense_codes(frame[k]) for k in keys]
-    user_codes, n_users = _dense_codes(frame[spec.user_col], as_text=True)
+    if user_codes is None:
+        ucodes, n_users = _dense_codes(frame[spec.user_col], as_text=True)
+    else:
+        ucodes, n_users = frame[user_codes[0]].to_numpy().astype(np.int64, copy=False), user_codes[1]
     group = np.zeros(frame.height, dtype=np.int64)
     for codes, size in key_codes:
         if group.size and int(group.max()) >= (2**62) // max(size, 1):
@@ -217,19 +224,24 @@ def _load_records(df: pl.DataFrame, spec: RecordSpec, order_col: str | None, sha
         n_codes = int(group.max()) + 1
     sort_cols = {}
     if n_codes <= (2**62) // max(n_users, 1):
-        sort_cols["k"] = group * n_users + user_codes
+        sort_cols["k"] = group * n_users + ucodes
     else:
-        sort_cols["g"], sort_cols["u"] = group, user_codes
+        sort_cols["g"], sort_cols["u"] = group, ucodes
     if spec.time_col is not None:
-        sort_cols["t"] = frame[spec.time_col]
-    if order_col is not None:  # a shard's rows are not in input order: the input row breaks ties
-        sort_cols["o"] = frame[ORDER_KEY]
+        offsets = _time_offsets(frame, spec.time_col, SLOT in keys and slot_needed)
+        if "k" in sort_cols and offsets is not None and n_codes * n_users * offsets[1] < 2**63:
+            # one int64 key (run, time within the run) sorts about twice as fast as two columns
+            sort_cols["k"] = sort_cols["k"] * offsets[1] + offsets[0]
+        else:
+            sort_cols["t"] = frame[spec.time_col]
+    if order_col is not None and not frame[ORDER_KEY].is_sorted():
+        sort_cols["o"] = frame[ORDER_KEY]  # a shard's rows out of input order: the input row breaks ties
     order = pl.DataFrame(sort_cols).select(
         pl.arg_sort_by(list(sort_cols), maintain_order=True, multithreaded=True)
     ).to_series().to_numpy()
     n = frame.height
     g_sorted = group[order]
-    u_sorted = user_codes[order]
+    u_sorted = ucodes[order]
     g_change = np.empty(n, dtype=bool)
     g_change[0] = True
     np.not_equal(g_sorted[1:], g_sorted[:-1], out=g_change[1:])
@@ -250,8 +262,37 @@ def _load_records(df: pl.DataFrame, spec: RecordSpec, order_col: str | None, sha
         n_groups=group_run_starts.size, max_groups_per_user=int(runs_per_user.max()),
         clipped=spec.out_of_range == "clip",
         notes=_notes(spec),
-        run_users=frame[spec.user_col].cast(pl.String).gather(order[run_start_rows]),
+        run_users=None if user_codes else frame[spec.user_col].cast(pl.String).gather(order[run_start_rows]),
+        run_codes=u_sorted[run_start_rows],
     )
+
+
+def _time_offsets(frame: pl.DataFrame, time_col: str, slot_key: bool) -> tuple[np.ndarray, int] | None:
+    """(each record's time as a small non-negative integer, their span): ordered within every run
+    as the times are, so that it can join the run's code in one sort key. The time minus its slot
+    start when the derived slot is a group key (a run lies in one slot), else minus the earliest
+    time; divided by the offsets' greatest common divisor (whole seconds in microseconds). None
+    when the offsets would not fit."""
+    times = frame[time_col]
+    if not (times.dtype.is_temporal() or times.dtype.is_integer()) or frame.height == 0:
+        return None
+    t = times.to_physical().cast(pl.Int64, strict=False)
+    if t.null_count():
+        return None
+    t = t.to_numpy()
+    if slot_key:
+        offsets = t - frame[SLOT].to_physical().cast(pl.Int64).to_numpy()
+    else:
+        low, high = int(t.min()), int(t.max())
+        if high - low >= 2**62:
+            return None
+        offsets = t - low
+    if int(offsets.min()) < 0:
+        return None
+    step = int(np.gcd.reduce(offsets))
+    if step > 1:
+        offsets //= step
+    return offsets, int(offsets.max()) + 1
 
 
 def _notes(spec: RecordSpec) -> list[str]:
@@ -287,7 +328,16 @@ def _dense_codes(series: pl.Series, as_text: bool = False) -> tuple[np.ndarray, 
     return np.ascontiguousarray(codes.to_numpy(), dtype=np.int64), uniq.len()
 
 
-def _key_columns(df: pl.DataFrame, spec: RecordSpec) -> list[str]:
+def group_keys(columns: list[str], spec: RecordSpec) -> tuple[list[str], bool]:
+    """(the group key columns of an input with ``columns``, in their sort order; whether the
+    ``slot`` key is derived from the time column rather than read)."""
+    keys = _key_columns(columns, spec)
+    slot_needed = spec.slot is not None or SLOT in keys and spec.slot_length is not None or (
+        SLOT in keys and SLOT not in columns)
+    return keys, slot_needed
+
+
+def _key_columns(columns: list[str], spec: RecordSpec) -> list[str]:
     """Group key columns: the selected cell/slot, then --group-by (``cell``/``slot`` are aliases)."""
     keys: list[str] = []
     if spec.cell is not None:
@@ -297,7 +347,7 @@ def _key_columns(df: pl.DataFrame, spec: RecordSpec) -> list[str]:
     if spec.slot is not None:
         keys.append(SLOT)
     for name in spec.group_by:
-        if name == "cell" and (spec.cell_col is not None or "cell" not in df.columns):
+        if name == "cell" and (spec.cell_col is not None or "cell" not in columns):
             if spec.cell_col is None:
                 raise UsageError("--group-by cell needs --cell-col (the column holding cell ids)")
             name = spec.cell_col
@@ -311,15 +361,21 @@ def _key_columns(df: pl.DataFrame, spec: RecordSpec) -> list[str]:
 
 def _slots(times: pl.Series, length: str) -> pl.Series:
     """The start of each record's time slot (``dt.truncate``; integer times by integer division)."""
-    integer = times.dtype.is_integer()
+    slot = slot_of(pl.col(SLOT), length, times.dtype.is_integer())
+    return times.alias(SLOT).to_frame().select(slot.alias(SLOT)).to_series()
+
+
+def slot_of(times: pl.Expr, length: str, integer: bool) -> pl.Expr:
+    """The slot start of ``times`` as an expression (so that an engine can derive the same slots
+    lazily): ``dt.truncate``, or integer division for integer times."""
     try:
         step = parse_freq(length, integer)
     except UsageError as exc:
         raise UsageError(str(exc).replace("--freq", "--slot-length")) from None
     if integer:
-        return ((times // step.amount) * step.amount).alias(SLOT)
+        return (times // step.amount) * step.amount
     every = f"{step.amount}mo" if step.unit == "mo" else f"{step.amount}us"
-    return times.dt.truncate(every).alias(SLOT)
+    return times.dt.truncate(every)
 
 
 def _slot_instant(spec: RecordSpec, like: pl.DataType):

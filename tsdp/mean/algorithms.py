@@ -31,7 +31,7 @@ import numpy as np
 
 from tsdp.mean.errors import GroupDataError, GroupUsageError
 from tsdp.mean.grouping import bestfit_pack
-from tsdp.mean.selection import em_median_logits, segmented_gumbel_argmax, smith_sample
+from tsdp.mean.selection import em_median_logits, segmented_gumbel_argmax, smith_sample, sorted_segments
 from tsdp.mechanisms.noise import laplace_noise
 
 _TIE_RTOL = 1e-12
@@ -340,8 +340,9 @@ def release(prep: Prepared, rng: np.random.Generator, *, epsilon: float, lower: 
                 else:
                     qlo = eps_dependent_rank(epsilon) / n
                     qhi = 1.0 - qlo
-                x1 = smith_sample(means, starts, qlo, epsilon / 4.0, lower, upper, dsens, rng)
-                x2 = smith_sample(means, starts, qhi, epsilon / 4.0, lower, upper, dsens, rng)
+                ys = sorted_segments(means, starts, lower, upper)
+                x1 = smith_sample(ys, starts, qlo, epsilon / 4.0, lower, upper, dsens, rng, presorted=True)
+                x2 = smith_sample(ys, starts, qhi, epsilon / 4.0, lower, upper, dsens, rng, presorted=True)
                 a, b = np.minimum(x1, x2), np.maximum(x1, x2)  # swap if crossed [C]
             else:
                 raise ValueError(f"unknown algorithm {algorithm!r}")

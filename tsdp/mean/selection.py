@@ -86,16 +86,29 @@ def em_median_log_probs(means: np.ndarray, tau: float, lower: float, upper: floa
     return centres, logits - logsumexp(logits)
 
 
+def sorted_segments(values: np.ndarray, starts: np.ndarray, lo: float, hi: float) -> np.ndarray:
+    """``values`` clipped to [lo, hi] and sorted within each segment (one sort serves both of
+    QUANTILE's private quantiles). Polars sorts the segments in parallel; a per-segment sort is
+    exactly the lexicographic (segment, value) order."""
+    y = np.clip(np.asarray(values, dtype=np.float64), lo, hi)
+    if y.size < 2:
+        return y
+    import polars as pl
+
+    frame = pl.DataFrame({"g": _seg_ids(starts), "y": y})
+    return frame.select(pl.col("y").sort().over("g")).to_series().to_numpy()
+
+
 def smith_gaps(values: np.ndarray, starts: np.ndarray, q: np.ndarray, eps_q: float,
-               lo: float, hi: float, score_sens: int):
+               lo: float, hi: float, score_sens: int, presorted: bool = False):
     """Segmented Smith gaps. Returns (gap starts, left ends, lengths, log-weights).
 
-    Group g has n_g + 1 gaps; log w_i = log l_i + eps_q u_i / (2 Delta_u), -inf if l_i = 0."""
+    Group g has n_g + 1 gaps; log w_i = log l_i + eps_q u_i / (2 Delta_u), -inf if l_i = 0.
+    ``presorted``: ``values`` are already :func:`sorted_segments`."""
     n_g = np.diff(starts)
     n_groups = n_g.size
     agroup = _seg_ids(starts)
-    y = np.clip(values, lo, hi)
-    y = y[np.lexsort((y, agroup))]
+    y = values if presorted else sorted_segments(values, starts, lo, hi)
     zstarts = starts + 2 * np.arange(n_groups + 1)  # n_g + 2 points per group
     z = np.empty(zstarts[-1])
     z[zstarts[:-1]] = lo
@@ -114,9 +127,10 @@ def smith_gaps(values: np.ndarray, starts: np.ndarray, q: np.ndarray, eps_q: flo
 
 
 def smith_sample(values: np.ndarray, starts: np.ndarray, q: np.ndarray, eps_q: float,
-                 lo: float, hi: float, score_sens: int, rng: np.random.Generator) -> np.ndarray:
-    """One private q-quantile per group (Smith 2011, Alg. 2)."""
-    gstarts, left, length, logw = smith_gaps(values, starts, q, eps_q, lo, hi, score_sens)
+                 lo: float, hi: float, score_sens: int, rng: np.random.Generator,
+                 presorted: bool = False) -> np.ndarray:
+    """One private q-quantile per group (Smith 2011, Alg. 2); ``presorted`` as in :func:`smith_gaps`."""
+    gstarts, left, length, logw = smith_gaps(values, starts, q, eps_q, lo, hi, score_sens, presorted)
     pick = segmented_gumbel_argmax(logw, gstarts, rng)
     u = rng.random(pick.size)
     return np.minimum(left[pick] + u * length[pick], hi)

@@ -1,0 +1,173 @@
+"""``mean-estimate`` over inputs larger than memory: shards of whole groups, in group order.
+
+Every estimate of :mod:`tsdp.mean` is a function of one group's records and the public
+parameters alone (spec ``mean.md`` 2.0-2.7: the per-user cap m_UB, the user order, the arrays and
+the private selection steps are per group). No bound couples groups: a user's number of groups is
+reported to the custodian, never capped. So the records can be cut into shards of whole groups and
+each shard estimated on its own, with exactly the runs, caps and kept rows of the in-memory route.
+
+* Polars derives the group keys lazily, exactly as :func:`tsdp.io.records.load_records` does (the
+  key columns as read, the slot of a Datetime time column by the same ``dt.truncate``), as far as
+  it can: the longest prefix of the keys in their sort order (:func:`lazy_group_keys`).
+* A streaming ``group_by`` counts the rows of each prefix value; sorted in the canonical group
+  order, consecutive values are cut into ranges of at most ``budget`` rows (:func:`range_table`).
+* One streaming pass joins each row to its range and writes Parquet partitions by range
+  (``sink_parquet`` with ``PartitionBy``), carrying the input's row number (ORDER) as the
+  tie-break key, so each shard is checked and sorted by the same ``load_records`` and its runs are
+  the in-memory runs of its groups (:func:`group_range_chunks`).
+* Each user's rank among all user ids as text (the order of users within a group) is computed
+  once by a streaming ``unique`` and joined to the rows as they are sharded (:func:`user_table`),
+  so no shard ranks its text ids again.
+* The one figure that spans groups, the largest number of groups of one user (custodian only), is
+  a streaming ``group_by`` over the shards' per-user run counts (:func:`max_groups_per_user`).
+
+Shards come in group order, so their estimates are written one after the other and the output
+rows are in the in-memory order. Polars does the streaming, partitioning and spilling.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from tsdp.engine.kernel import ORDER
+from tsdp.engine.local import SHARD, _read_error, write_partitions
+from tsdp.errors import DataError
+from tsdp.io.records import (DEFAULT_SLOT_LENGTH, SLOT, OutOfBounds, RecordSpec, _selection, group_keys,
+                             load_records, slot_of)
+
+RANGE, ROWS, USER, RUNS, USER_CODE = "__range", "__rows", "__user", "__runs", "__user_code"
+# With this many shards or fewer, each shard ranks its own users' text ids (fewer passes over the
+# input); with more, the ranks are computed once (:func:`user_table`) and carried by the shards.
+RANK_IN_SHARDS = 4
+# Peak memory of one shard per row, from reading it to estimating its groups (the frame, sort keys,
+# the per-run plan: on the bench's records a run is about one record), plus what the allocator
+# keeps from shard to shard: about 280-340 bytes measured at 3M-row shards, rounded up.
+BYTES_PER_ROW = 400
+
+
+def lazy_group_keys(spec: RecordSpec, schema: pl.Schema) -> list[pl.Expr]:
+    """The longest prefix of the group keys (in their sort order) that polars derives lazily from
+    columns of ``schema`` exactly as ``load_records`` derives them, as expressions named
+    ``__gkey0``, ``__gkey1``, ... Empty when the first key cannot be derived (no keys, or the slot
+    of a text or integer time column, or of times read in a ``--timezone``)."""
+    keys, slot_derived = group_keys(list(schema.names()), spec)
+    out = []
+    for i, key in enumerate(keys):
+        if key == SLOT and slot_derived:
+            time_col = spec.time_col
+            if (time_col is None or spec.timezone is not None or time_col not in schema
+                    or not isinstance(schema[time_col], pl.Datetime)):
+                break
+            expr = slot_of(pl.col(time_col), spec.slot_length or DEFAULT_SLOT_LENGTH, integer=False)
+        elif key in schema:
+            expr = pl.col(key)
+        else:
+            break
+        out.append(expr.alias(f"__gkey{i}"))
+    return out
+
+
+def range_table(scan: pl.LazyFrame, keys: list[pl.Expr], budget: int, path: str) -> pl.DataFrame | None:
+    """The distinct values of ``keys`` in the canonical group order, each with its range number
+    (RANGE): consecutive values whose rows add up to at most ``budget``. None when one value alone
+    holds more than half the budget (whole groups would not fit a shard)."""
+    names = [k.meta.output_name() for k in keys]
+    try:
+        counts = scan.group_by(keys).agg(pl.len().alias(ROWS)).collect(engine="streaming")
+    except (pl.exceptions.PolarsError, OSError) as exc:
+        raise _read_error(path, exc) from None
+    if counts.height == 0:
+        return counts.with_columns(pl.lit(0, dtype=pl.Int64).alias(RANGE)).drop(ROWS)
+    counts = counts.sort(names, nulls_last=True)
+    rows = counts[ROWS].to_numpy().astype(np.int64)
+    largest = int(rows.max())
+    step = budget - largest  # a range starting before k * step + step ends before k * step + budget
+    if step < budget // 2:
+        return None
+    start = np.cumsum(rows) - rows
+    return counts.select(names).with_columns(pl.Series(RANGE, start // step, dtype=pl.Int64))
+
+
+def user_table(scan: pl.LazyFrame, user_col: str, path: str, rows: int) -> pl.DataFrame:
+    """Every user id of the input as text (USER), sorted, with its rank (USER_CODE): the order
+    in which ``load_records`` puts a group's users, computed once for all shards.
+
+    The distinct ids of ``rows`` input rows at a time are merged into those found so far: polars'
+    streaming ``unique`` on a text column of 10^8 rows held 2.8 GiB here, a slice at a time holds
+    the ids of one slice and the distinct ids."""
+    ids = scan.select(pl.col(user_col).cast(pl.String).alias(USER))
+    users = pl.DataFrame(schema={USER: pl.String})
+    try:
+        n = ids.select(pl.len()).collect(engine="streaming").item()
+        for start in range(0, n, max(rows, 1)):
+            part = ids.slice(start, rows).unique().collect(engine="streaming")
+            users = pl.concat([users, part]).unique()
+    except (pl.exceptions.PolarsError, OSError) as exc:
+        raise _read_error(path, exc) from None
+    return users.drop_nulls().sort(USER).with_columns(pl.int_range(pl.len(), dtype=pl.Int64).alias(USER_CODE))
+
+
+def write_group_shards(scan: pl.LazyFrame, keys: list[pl.Expr], table: pl.DataFrame, users: pl.DataFrame | None,
+                       user_col: str, directory: Path, path: str) -> list[Path]:
+    """Stream ``scan`` into one Parquet partition per range of ``table``, each row with its
+    user's code (USER_CODE, from ``users``, unless None); the partitions' directories in range
+    order (an empty range has none)."""
+    names = [k.meta.output_name() for k in keys]
+    joined = scan.with_columns(keys).join(table.lazy(), on=names, how="left", nulls_equal=True)
+    if users is not None:
+        joined = (joined.with_columns(pl.col(user_col).cast(pl.String).alias(USER))
+                  .join(users.lazy(), on=USER, how="left").drop(USER))
+    joined = joined.drop(names).rename({RANGE: SHARD})
+    return write_partitions(joined, pl.col(SHARD).fill_null(0), directory, path)
+
+
+def group_range_chunks(directories: list[Path], spec: RecordSpec, n_users: int | None, tmp: Path,
+                       note: Callable[[str], None]) -> Iterator:
+    """The runs of each shard (:class:`tsdp.engine.records.RecordRuns`), shard by shard in group
+    order. Each shard's per-user run counts go to ``tmp`` for :func:`max_groups_per_user`.
+
+    Values outside the public bounds are counted over every shard and the earliest input row is
+    named, as in memory (shards after the first such one are only checked); other data errors
+    name a bad row of the first shard holding one."""
+    from tsdp.engine.records import runs_from_records
+
+    out_of_bounds: list[OutOfBounds] = []
+    groups, rows, started = 0, 0, time.monotonic()
+    for k, directory in enumerate(directories):
+        rate = f", {rows / max(time.monotonic() - started, 1e-9):,.0f} rows/s" if rows else ""
+        note(f"checking, sorting and estimating the groups of shard {k + 1}/{len(directories)}{rate}")
+        df = pl.read_parquet(directory / "*.parquet")
+        rows += df.height
+        try:
+            records = load_records(df, spec, order_col=ORDER, shard=True,
+                                   user_codes=None if n_users is None else (USER_CODE, n_users))
+        except OutOfBounds as exc:
+            out_of_bounds.append(exc)
+            continue
+        del df
+        if out_of_bounds or records.n_groups == 0:
+            continue
+        run_users = records.run_users if n_users is None else pl.Series(records.run_codes)
+        run_users.alias(USER).value_counts(name=RUNS).write_parquet(tmp / f"users_{k}.parquet")
+        groups += records.n_groups
+        yield runs_from_records(records)
+    if out_of_bounds:
+        raise OutOfBounds.combined(out_of_bounds)
+    if groups == 0:
+        raise DataError(f"no records in the selection {_selection(spec)}; check the value(s) against the data")
+
+
+def max_groups_per_user(tmp: Path) -> int:
+    """The largest number of groups of one user over all shards (a user's groups may lie in
+    several shards), by a streaming group-by over the shards' per-user run counts (by user code)."""
+    files = sorted(tmp.glob("users_*.parquet"))
+    if not files:
+        return 0
+    total = (pl.scan_parquet(files).group_by(USER).agg(pl.col(RUNS).sum())
+             .select(pl.col(RUNS).max()).collect(engine="streaming"))
+    return int(total.item())
