@@ -229,3 +229,19 @@ def test_granularity_option_reaches_dft_and_fast_and_is_refused_by_subsample(cap
     code = main([*base, "--mechanism", "fast", "--granularity", "0.3", "-o", str(tmp_path / "g.csv")])
     err = capsys.readouterr().err
     assert code == 2 and "--granularity" in err and "0.3" in err
+
+
+def test_release_alpha_is_the_accuracy_level_and_filter_alpha_kogas(tmp_path, repo_root, capsys):
+    """--alpha sets the accuracy level in release as in every command; with filter-subsample's paper
+    accounting and no --filter-alpha, an explicit --alpha (Koga et al.'s parameter before) warns."""
+    args = [a for a in koga_args(repo_root, tmp_path, "fa", "--mechanism", "filter-subsample", "--accounting",
+                                 "paper", "--alpha", "0.1") if a != "--quiet"]
+    assert main(args) == 0
+    err = capsys.readouterr().err
+    assert "--alpha 0.1 is the accuracy level" in err and "--filter-alpha" in err
+    report = json.loads((tmp_path / "fa.report.json").read_text())
+    assert report["accuracy"]["alpha"] == 0.1
+    assert main(["release", str(repo_root / TRAFFIC), "--value-col", "count", "--series-col", "sensor",
+                 "--epsilon", "0.5", "--delta", "1e-4", "--unit", "event", "--alpha", "1.5",
+                 "-o", str(tmp_path / "x.csv")]) == 2
+    assert "--alpha must be in (0, 1)" in capsys.readouterr().err
