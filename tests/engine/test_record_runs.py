@@ -10,6 +10,7 @@ import numpy as np
 import polars as pl
 import pytest
 
+from tests.engine import record_cases
 from tsdp.engine import records as engine
 from tsdp.errors import DataError
 from tsdp.io.files import read_table
@@ -49,19 +50,8 @@ def files(tmp_path_factory):
     return {"csv": str(root / "records.csv"), "parquet": str(root / "records.parquet")}
 
 
-def spec(**kw) -> RecordSpec:
-    base = dict(user_col="bus", value_col="speed", lower=0.0, upper=65.0, time_col="ts", cell_col="cell",
-                slot_length="1h", group_by=("cell", "slot"))
-    return RecordSpec(**{**base, **kw})
-
-
-SETTINGS = [
-    MeanSettings(epsilon=1.0, upper=65.0, algorithm="baseline"),
-    MeanSettings(epsilon=1.0, upper=65.0, algorithm="array-averaging"),
-    MeanSettings(epsilon=1.0, upper=65.0, algorithm="array-averaging", grouping="wraparound", m_ub="median"),
-    MeanSettings(epsilon=1.0, upper=65.0, algorithm="levy"),
-    MeanSettings(epsilon=1.0, upper=65.0, algorithm="quantile", grouping="wraparound", m_ub="opt"),
-]
+spec = record_cases.spec
+SETTINGS = record_cases.SETTINGS
 
 
 def in_memory(path: str, s: RecordSpec):

@@ -21,6 +21,7 @@ import numpy as np
 import polars as pl
 import pytest
 
+from tests.engine import record_cases
 from tsdp.engine.records import record_runs
 from tsdp.errors import DataError, UsageError
 from tsdp.io.files import read_table
@@ -106,18 +107,8 @@ def files(tmp_path_factory):
     return {fmt: write(df, root / f"records.{fmt}") for fmt in ("csv", "parquet")}
 
 
-def spec(**kw) -> RecordSpec:
-    base = dict(user_col="bus", value_col="speed", lower=0.0, upper=65.0, time_col="ts", cell_col="cell",
-                slot_length="1h", group_by=("cell", "slot"))
-    return RecordSpec(**{**base, **kw})
-
-
-SETTINGS = [
-    MeanSettings(epsilon=1.0, upper=65.0, algorithm="baseline"),
-    MeanSettings(epsilon=1.0, upper=65.0, algorithm="array-averaging"),
-    MeanSettings(epsilon=1.0, upper=65.0, algorithm="array-averaging", grouping="wraparound", m_ub="median"),
-    MeanSettings(epsilon=1.0, upper=65.0, algorithm="quantile", grouping="wraparound", m_ub="opt"),
-]
+spec = record_cases.spec
+SETTINGS = [s for s in record_cases.SETTINGS if s.algorithm != "levy"]
 
 
 def assert_same_runs(got, want) -> None:

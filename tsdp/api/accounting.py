@@ -151,9 +151,7 @@ def calibrate_dpsgd(*, epsilon: float, delta: float, noise_multiplier: float | N
     steps, epochs, discretization = o["steps"], o["epochs"], o["discretization"]
     warnings: list[str] = []
     if noise_multiplier is None:
-        if steps is None and epochs is None:
-            raise UsageError("give --steps or --epochs to calibrate the noise, or --noise-multiplier to find the "
-                             "training length")
+        _require_length(steps, epochs)
         sigma, eps = st.calibrate_noise(_setting(o, unit, 1.0), epsilon, delta, steps, epochs, discretization)
         setting = _setting(o, unit, sigma)
         derivation = st.composition_profile(setting)[1]
@@ -200,15 +198,20 @@ def _record_dpsgd(o: dict[str, Any], noise_multiplier: float, delta: float) -> d
             **_record_description(setting, o["discretization"]), "warnings": []}
 
 
+def _require_length(steps, epochs) -> None:
+    """Calibrating the noise needs the training length (the other way round needs the noise)."""
+    if steps is None and epochs is None:
+        raise UsageError("give --steps or --epochs to calibrate the noise, or --noise-multiplier to find the "
+                         "training length")
+
+
 def _record_calibrate(o: dict[str, Any], epsilon: float, noise_multiplier: float | None, delta: float) -> dict:
     from tsdp.accounting import sgd
 
     steps, epochs, discretization = o["steps"], o["epochs"], o["discretization"]
     warnings: list[str] = []
     if noise_multiplier is None:
-        if steps is None and epochs is None:
-            raise UsageError("give --steps or --epochs to calibrate the noise, or --noise-multiplier to find the "
-                             "training length")
+        _require_length(steps, epochs)
         probe = _record_setting(o, 1.0)
         count = sgd.steps_for(steps, epochs, probe.sampling_rate)
         sigma, eps = sgd.calibrate_noise(probe, epsilon, count, delta, discretization)
