@@ -27,7 +27,6 @@ rows are in the in-memory order. Polars does the streaming, partitioning and spi
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -35,7 +34,7 @@ import numpy as np
 import polars as pl
 
 from tsdp.engine.kernel import ORDER
-from tsdp.engine.local import SHARD, _read_error, write_partitions
+from tsdp.engine.local import SHARD, _read_error, read_shards, write_partitions
 from tsdp.errors import DataError
 from tsdp.io.records import (DEFAULT_SLOT_LENGTH, SLOT, OutOfBounds, RecordSpec, _selection, group_keys,
                              load_records, slot_of)
@@ -137,12 +136,8 @@ def group_range_chunks(directories: list[Path], spec: RecordSpec, n_users: int |
     from tsdp.engine.records import runs_from_records
 
     out_of_bounds: list[OutOfBounds] = []
-    groups, rows, started = 0, 0, time.monotonic()
-    for k, directory in enumerate(directories):
-        rate = f", {rows / max(time.monotonic() - started, 1e-9):,.0f} rows/s" if rows else ""
-        note(f"checking, sorting and estimating the groups of shard {k + 1}/{len(directories)}{rate}")
-        df = pl.read_parquet(directory / "*.parquet")
-        rows += df.height
+    groups = 0
+    for k, df in enumerate(read_shards(directories, note, "checking, sorting and estimating the groups")):
         try:
             records = load_records(df, spec, order_col=ORDER, shard=True,
                                    user_codes=None if n_users is None else (USER_CODE, n_users))

@@ -196,3 +196,17 @@ def _read_error(path: str, exc: Exception) -> TsdpError:
     if "memory" in message.lower() or isinstance(exc, MemoryError):
         return ResourceError(f"out of memory while sharding {path!r}: {MEMORY_HINT}")
     return DataError(f"INPUT: cannot parse {path!r}: {message}")
+
+
+def read_shards(directories, note, doing: str):
+    """Each shard's rows (a polars DataFrame), read in turn, with a progress ``note`` naming what
+    is ``doing`` on it and the rows per second so far."""
+    import time
+
+    rows, started = 0, time.monotonic()
+    for k, directory in enumerate(directories):
+        rate = f", {rows / max(time.monotonic() - started, 1e-9):,.0f} rows/s" if rows else ""
+        note(f"{doing} of shard {k + 1}/{len(directories)}{rate}")
+        df = pl.read_parquet(Path(directory) / "*.parquet")
+        rows += df.height
+        yield df

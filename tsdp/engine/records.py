@@ -26,7 +26,6 @@ shard holding one.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -36,7 +35,8 @@ import numpy as np
 import polars as pl
 
 from tsdp.engine.kernel import ORDER
-from tsdp.engine.local import HEADROOM, default_memory_limit, scratch_dir, shard_count, write_user_shards
+from tsdp.engine.local import (HEADROOM, default_memory_limit, read_shards, scratch_dir, shard_count,
+                               write_user_shards)
 from tsdp.errors import DataError, ResourceError
 from tsdp.io.files import read_table, table_format
 from tsdp.io.records import OutOfBounds, RecordSpec, Records, load_records
@@ -242,13 +242,9 @@ def sharded_runs(directories: list[Path], spec: RecordSpec, tmp: Path,
     limit = memory_limit or default_memory_limit()
     n_runs = 0
     tables, stores, out_of_bounds = [], [], []
-    max_groups, rows, started = 0, 0, time.monotonic()
+    max_groups = 0
     records = None
-    for k, directory in enumerate(directories):
-        rate = f", {rows / max(time.monotonic() - started, 1e-9):,.0f} rows/s" if rows else ""
-        note(f"checking and sorting records of shard {k + 1}/{len(directories)}{rate}")
-        df = pl.read_parquet(directory / "*.parquet")
-        rows += df.height
+    for k, df in enumerate(read_shards(directories, note, "checking and sorting the records")):
         try:
             records = load_records(df, spec, order_col=ORDER, shard=True)
         except OutOfBounds as exc:
