@@ -56,6 +56,10 @@ OTHERS = {  # name -> (command, input, output, options)
                       ["--user-col", "bus_id", "--value-col", "speed", "--time-col", "timestamp", "--cell-col",
                        "cell_id", "--slot-length", "1h", "--group-by", "cell,slot", "--epsilon-per-group-ok",
                        "--epsilon", "0.1", "--upper", "65", "--algorithm", "levy"]),
+    "mean-estimate-aa": ("mean-estimate", "itms_speeds.parquet", "csv",
+                         ["--user-col", "bus_id", "--value-col", "speed", "--time-col", "timestamp", "--cell-col",
+                          "cell_id", "--slot-length", "1h", "--group-by", "cell,slot", "--epsilon-per-group-ok",
+                          "--epsilon", "0.1", "--upper", "65", "--algorithm", "array-averaging"]),
     "forecast-train": ("forecast-train", "traffic_hourly.parquet", "csv",
                        ["--time-col", "time", *TRAFFIC, "--context-length", "24", "--forecast-length", "12",
                         "--model", "linear", "--batch-size", "8", "--noise-multiplier", "1.5", "--delta", "1e-5",
@@ -239,6 +243,16 @@ TAMPERING = {  # id -> (report, edit, a check that must fail)
                                                                        lambda s: s / 2), "events"),
     "mean epsilon lowered": ("mean-estimate", _set("claim.epsilon", 1.0), "privacy_loss"),
     "mean value range narrowed": ("mean-estimate", _set("claim.unit.max_per_step", 10), "unit"),
+    "hardened mean event scale lowered": ("mean-estimate-aa", _set("claim.events.0.noise", lambda b: b / 2),
+                                          "events"),
+    "hardened mean event off its lattice": (
+        "mean-estimate-aa", _set("claim.events.0.sensitivity", lambda s: s * (1 + 2.0 ** -30)), "events"),
+    "hardened mean event granularity not a power of two": (
+        "mean-estimate-aa", _set("claim.events.0.granularity", lambda g: 3 * g), "events"),
+    "hardened mean group left out of the events": (
+        "mean-estimate-aa", _set("claim.events.0.count", lambda n: n - 1 if n > 1 else 2), "events"),
+    "hardened mean events dropped": ("mean-estimate-aa", _set("claim.events", []), "events"),
+    "hardened mean relabelled float": ("mean-estimate-aa", _set("claim.parameters.sampler", "float"), "sampler"),
     "DP-SGD noise multiplier alone": ("forecast-train", _set("claim.parameters.noise_multiplier", 5.0),
                                       "privacy_loss"),
     "DP-SGD epsilon lowered": ("forecast-train", _set("claim.epsilon", 0.1), "privacy_loss"),

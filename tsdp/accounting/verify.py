@@ -838,10 +838,10 @@ def _mean(r: _Report, out: _Outcome) -> None:
     if not unit.problems:
         unit.ok(f"{u.neighbouring} (id column {u.id_column!r}), values in [{lower:g}, {upper:g}]")
     eps, groups = r.params.get("epsilon_per_group"), r.params.get("n_groups")
-    _expect_events(r, out, (), "each group's estimate is accounted by its own epsilon")
     if not p.expect(_is_real(eps) and eps > 0 and _is_int(groups) and groups >= 1,
                     f"parameters epsilon_per_group {eps!r} / n_groups {groups!r} are malformed"):
         return
+    _mean_events(r, out, algorithm, float(eps), int(groups))
     p.equal("grid.n_groups", r.grid.get("n_groups"), groups)
     split = r.params.get("budget_split")
     if p.expect(isinstance(split, dict) and split and all(_is_real(v) and v >= 0 for v in split.values()),
@@ -856,12 +856,59 @@ def _mean(r: _Report, out: _Outcome) -> None:
     c.same("parameters.lower (--lower)", lower, r.command.get("lower"))
     c.equal("algorithm (--algorithm)", algorithm, r.command.get("algorithm") or "quantile")
     c.equal("unit.id_column (--user-col)", u.id_column, r.command.get("user_col"))
+    if "sampler" in r.params:
+        c.equal("parameters.sampler (--sampler)", r.params.get("sampler"), r.command.get("sampler") or "hardened")
     if not c.problems:
         c.ok("the claim is the one the recorded command line asks for")
     if g.expect(r.claim.epsilon >= total * (1 - REL_TOL),
                 f"{groups} groups at epsilon {eps:g} each compose to {total:g}, more than the claimed "
                 f"{r.claim.epsilon:g}"):
         g.ok(f"basic composition: {groups} groups x epsilon {eps:g} = {total:g} (claimed {r.claim.epsilon:g})")
+
+
+def _mean_events(r: _Report, out: _Outcome, algorithm: str, eps: float, groups: int) -> None:
+    """The Laplace events of a mean-estimate report.
+
+    Reports without ``parameters.sampler`` predate the events: none. BASELINE and ARRAY-AVERAGING
+    carry one event per distinct group scale, counts summing to the groups, each at the whole
+    epsilon_per_group (laplace for --sampler float; discrete-laplace for hardened, whose sensitivity
+    is a whole number of its granularity, a power of two spanning at least MIN_LATTICE_SCALE steps
+    of the scale, and equal to --granularity when that was given). LEVY and QUANTILE carry none: their
+    exponential-mechanism steps are no additive-noise events."""
+    from tsdp.accounting import discrete as disc
+
+    sampler = r.params.get("sampler")
+    g = out.group("events")
+    if sampler is None or algorithm not in ("baseline", "array-averaging"):
+        _expect_events(r, out, (), "each group's estimate is accounted by its own epsilon")
+        return
+    if not out.group("parameters").expect(sampler in disc.SAMPLERS,
+                                          f"parameters.sampler is {sampler!r}, not hardened or float"):
+        return
+    kind = "discrete-laplace" if sampler == "hardened" else "laplace"
+    events = r.claim.events
+    fixed = r.params.get("granularity")
+    if not g.expect(bool(events), f"{r.claim.mechanism} must carry one {kind} event per group scale"):
+        return
+    for i, e in enumerate(events):
+        if not g.equal(f"event {i} kind", e.kind, kind):
+            continue
+        g.same(f"event {i} epsilon (sensitivity / scale)", e.sensitivity / e.noise, eps)
+        if sampler == "hardened":
+            step = e.granularity
+            if g.expect(step > 0 and math.frexp(step)[0] == 0.5,
+                        f"event {i} granularity {step!r} is not a power of two"):
+                g.expect((e.sensitivity / step).is_integer(),
+                         f"event {i} sensitivity {e.sensitivity:g} is not a whole number of its granularity {step:g}")
+                g.expect(e.noise / step >= disc.MIN_LATTICE_SCALE,
+                         f"event {i} scale spans {e.noise / step:.3g} lattice steps, fewer than "
+                         f"{disc.MIN_LATTICE_SCALE:g}")
+                if fixed is not None:
+                    g.same(f"event {i} granularity (--granularity)", step, fixed)
+    g.equal("events' total count (one per group)", sum(e.count for e in events), groups)
+    if not g.problems:
+        g.ok(f"{len(events)} {kind} event(s) covering the {groups} groups, each at epsilon {eps:g}")
+        _events_loss(r, out)
 
 
 def _dpsgd(r: _Report, out: _Outcome) -> None:

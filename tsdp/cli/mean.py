@@ -24,7 +24,8 @@ from tsdp.engine.records import RecordRuns
 from tsdp.io.records import RecordSpec
 from tsdp.mean import (NEIGHBOURING, MeanSettings, claim_for, estimate_prepared, participation_epsilon,
                        prepare_from_runs, release_prepared)
-from tsdp.mean.api import DEFAULT_GAMMA, DEFAULT_QUANTILES
+from tsdp.mean.api import DEFAULT_GAMMA, DEFAULT_QUANTILES, selection_warning
+from tsdp.mechanisms.noise import FLOAT_WARNING
 from tsdp.mean.errors import GroupDataError, GroupUsageError
 from tsdp.accuracy.estimators import mean_groups, mean_plan
 from tsdp.report import Report
@@ -101,6 +102,8 @@ def mean_estimate(
     report: Optional[str] = common.ReportOption,
     custodian: Optional[str] = common.CustodianOption,
     seed: Optional[int] = common.SeedOption,
+    sampler: str = common.SamplerOption,
+    granularity: Optional[float] = common.GranularityOption,
     force: bool = common.ForceOption,
     json_summary: bool = common.JsonOption,
     quiet: bool = common.QuietOption,
@@ -120,7 +123,7 @@ def mean_estimate(
         grouping=grouping.value if grouping else "bestfit", m_ub=m_ub if m_ub is not None else "auto",
         quantile_mode=quantile_mode.value if quantile_mode else "fixed",
         quantiles=_quantiles(quantiles), gamma=DEFAULT_GAMMA if gamma is None else gamma,
-        tau_k=tau_k.value if tau_k else "kbar",
+        tau_k=tau_k.value if tau_k else "kbar", sampler=sampler, granularity=granularity,
     )
     _check_algorithm_flags(algorithm, quantiles, quantile_mode, gamma, tau_k)
     spec = RecordSpec(user_col=user_col, value_col=value_col, lower=settings.lower, upper=settings.upper,
@@ -144,14 +147,16 @@ def mean_estimate(
         with _record_runs(input, spec, options, stage) as records:
             stage("estimating")
             estimates = _estimate(records, settings, randomness.generator)
-            accuracy = mean_groups([e.laplace_scale for e in estimates], alpha)
+            accuracy = mean_groups([e.laplace_scale for e in estimates], alpha,
+                                   [e.granularity for e in estimates] if settings.sampler == "hardened" else None)
             swamped = acc_opts.noisy_check(accuracy, float(np.median(np.abs(records.true_means()))),
                                            "the true group means", _REMEDY, fail_on_noisy)
-        claim = claim_for(settings, records.n_groups, user_col)
+        claim = claim_for(settings, records.n_groups, user_col, estimates)
         participation = (participation_epsilon(settings, records.max_groups_per_user)
                          if records.max_groups_per_user is not None and records.n_groups > 1 else None)
         table = _output_table(records, estimates, settings, clip=not no_clip, round_values=round_values)
-        warnings = _warnings(records, estimates, settings) + ([SEEDED_WARNING] if randomness.seeded else [])
+        warnings = (_warnings(records, estimates, settings) + _sampler_warnings(settings)
+                    + ([SEEDED_WARNING] if randomness.seeded else []))
         notes = _notes(records, settings, user_col, claim, participation is not None)
 
         stage("writing output")
@@ -190,6 +195,14 @@ _REMEDY = ("a larger --epsilon, fewer and larger groups (a longer --slot-length,
           "or tighter public bounds --lower/--upper")
 
 
+def _sampler_warnings(settings: MeanSettings) -> list[str]:
+    """--sampler float: do not publish; hardened LEVY/QUANTILE: what stays floating-point."""
+    if settings.sampler == "float":
+        return [FLOAT_WARNING]
+    selection = selection_warning(settings.algorithm)
+    return [selection] if selection else []
+
+
 def _post_notes(settings: MeanSettings, no_clip: bool, round_values: bool) -> list[str]:
     notes = [] if no_clip else [
         f"post-processing: estimates clipped to the public bounds [{settings.lower:g}, {settings.upper:g}] "
@@ -205,7 +218,7 @@ def _dry_run(settings: MeanSettings, alpha: float, keys, console) -> None:
     """What the public parameters alone say: the per-group noise bound and the budget; the input is
     not opened (the number of groups and of arrays per group depend on the records)."""
     accuracy = mean_plan(settings.algorithm, settings.grouping, settings.epsilon, settings.lower,
-                         settings.upper, alpha)
+                         settings.upper, alpha, settings.sampler)
     summary = {
         "dry run": "read nothing but the options (public bounds, algorithm, epsilon); nothing written",
         "algorithm": settings.algorithm, "epsilon_per_group": settings.epsilon,
