@@ -124,11 +124,9 @@ def verify_report(data: dict[str, Any], max_epsilon: float | None = None, max_de
     checks.append(Check("randomness", not seeded,
                         "the release used a fixed --seed and must not be published" if seeded
                         else f"noise from {data.get('randomness')}"))
-    floating = any("--sampler float" in str(w) for w in data.get("warnings") or ()) or \
-        ((claim.parameters or {}).get("sampler") == "float")
-    if floating:
-        checks.append(Check("sampler", False, "the noise was drawn by floating-point samplers (--sampler float) "
-                                              "and the output must not be published"))
+    sampler = _sampler_check(data, claim)
+    if sampler is not None:
+        checks.append(sampler)
     expected = (data.get("output") or {}).get("sha256")
     if output_sha256 is None:
         checks.append(Check("output_sha256", True, "not checked: " + (output_note or "no released file given")))
@@ -138,6 +136,32 @@ def verify_report(data: dict[str, Any], max_epsilon: float | None = None, max_de
                             f"the released file has sha256 {output_sha256[:16]}..., the report says "
                             f"{str(expected)[:16]}...: it is not the file this report covers"))
     return ReportVerification(tuple(checks))
+
+
+def _sampler_check(data: dict[str, Any], claim: PrivacyClaim) -> Check | None:
+    """Fails whenever the report's noise is floating-point, whatever the path: ``--sampler float``,
+    or a mechanism without a hardened sampler (its claim states ``sampler: float`` and
+    ``float_noise_reason``); passes for the hardened sampler, naming what (if anything) stays
+    floating-point besides the noise (LEVY/QUANTILE's selection). None when the report states no
+    sampler (commands without noise, and reports older than the hardened sampler)."""
+    params = claim.parameters or {}
+    stated = params.get("sampler")
+    explicit = any("--sampler float" in str(w) for w in data.get("warnings") or ())
+    if stated == "float" or explicit:
+        reason = params.get("float_noise_reason")
+        how = ("--sampler float" if reason is None or explicit
+               else f"the mechanism has no hardened sampler, because {reason}")
+        return Check("sampler", False, f"the noise was drawn by floating-point samplers ({how}); their low-order "
+                                       "bits can reveal the input (Mironov 2012), so the output must not be published")
+    if stated == "hardened":
+        detail = "exact discrete noise on a power-of-two lattice (hardened sampler)"
+        selection = str(params.get("selection_sampler") or "")
+        if selection.startswith("float"):
+            detail += f"; not hardened: the selection step, {selection}"
+        elif selection:
+            detail += f"; the selection step: {selection}"
+        return Check("sampler", True, detail)
+    return None
 
 
 def claim_checks(data: dict[str, Any], _parsed: "_Report | None" = None) -> list[Check]:

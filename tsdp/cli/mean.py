@@ -102,7 +102,7 @@ def mean_estimate(
     report: Optional[str] = common.ReportOption,
     custodian: Optional[str] = common.CustodianOption,
     seed: Optional[int] = common.SeedOption,
-    sampler: str = common.SamplerOption,
+    sampler: Optional[str] = common.SamplerOption,
     granularity: Optional[float] = common.GranularityOption,
     force: bool = common.ForceOption,
     json_summary: bool = common.JsonOption,
@@ -123,7 +123,7 @@ def mean_estimate(
         grouping=grouping.value if grouping else "bestfit", m_ub=m_ub if m_ub is not None else "auto",
         quantile_mode=quantile_mode.value if quantile_mode else "fixed",
         quantiles=_quantiles(quantiles), gamma=DEFAULT_GAMMA if gamma is None else gamma,
-        tau_k=tau_k.value if tau_k else "kbar", sampler=sampler, granularity=granularity,
+        tau_k=tau_k.value if tau_k else "kbar", sampler=sampler or "hardened", granularity=granularity,
     )
     _check_algorithm_flags(algorithm, quantiles, quantile_mode, gamma, tau_k)
     spec = RecordSpec(user_col=user_col, value_col=value_col, lower=settings.lower, upper=settings.upper,

@@ -151,7 +151,7 @@ def release(
     output: Optional[str] = common.OutputOption,
     report: Optional[str] = common.ReportOption,
     seed: Optional[int] = common.SeedOption,
-    sampler: str = common.SamplerOption,
+    sampler: Optional[str] = common.SamplerOption,
     granularity: Optional[float] = common.GranularityOption,
     force: bool = common.ForceOption,
     json_summary: bool = typer.Option(False, "--json", help="Print a machine-readable summary on stdout."),
@@ -162,6 +162,7 @@ def release(
     params = common.public_parameters(locals())
     post.check_clip(clip_min, clip_max)  # before the data is read
     sampling = _sampling(mechanism, sampler, granularity)
+    sampler = sampling["sampler"]
     if noise is not None and mechanism in CELLWISE:
         raise UsageError(f"--noise applies to --mechanism dft and fast; --mechanism {mechanism.value} "
                          "is the noise itself")
@@ -258,7 +259,8 @@ def release(
         stage("writing output")
 
         def warnings_now() -> list[str]:  # known once the (possibly streamed) release has run
-            return (list(results[-1].warnings) + sampling["warnings"]
+            hardened = (results[-1].claim.parameters or {}).get("sampler") == "hardened"
+            return (list(results[-1].warnings) + ([] if hardened else sampling["warnings"])
                     + ([SEEDED_WARNING] if randomness.seeded else []))
 
         common.publish(released, output, report, lambda described: Report(
@@ -266,7 +268,7 @@ def release(
             parameters={**params, "input": common.display_name(input),
                         "output": described["file"], "layout": spec.resolved_layout,
                         **common.ledger_parameters(ledger, held)},
-            claim=results[-1].claim,
+            claim=_stated_sampler(results[-1].claim, sampling),
             output={**described, "layout": table.layout},
             randomness=randomness.label,
             grid={"n_series": table.n_series, "n_steps": table.n_steps, "freq": table.grid.freq,
@@ -460,14 +462,30 @@ def _gains(text: str | None) -> tuple[float, float, float] | None:
     return values
 
 
-def _sampling(mechanism: Mechanism, sampler: str, granularity: float | None) -> dict:
-    """Check --sampler/--granularity up front. The cellwise mechanisms, dft and fast take them (and
-    warn themselves about float noise); subsample and filter-subsample, whose subsampling accounting
-    is for continuous Gaussian noise, draw floating-point noise and say so in a warning."""
-    from tsdp.accounting.discrete import check_granularity, check_sampler
-    from tsdp.mechanisms.noise import FLOAT_WARNING
+def _stated_sampler(claim, sampling: dict):
+    """The claim of a float-only mechanism with its sampler and the reason stated in its parameters."""
+    from dataclasses import replace
 
+    from tsdp.accounting.discrete import float_parameters
+
+    if not sampling.get("float_only") or "sampler" in (claim.parameters or {}):
+        return claim  # --sampling-rate 1 released the plain Gaussian mechanism, hardened: its claim says so
+    return replace(claim, parameters={**(claim.parameters or {}), **float_parameters(sampling["float_only"])})
+
+
+def _sampling(mechanism: Mechanism, sampler: str | None, granularity: float | None) -> dict:
+    """Check --sampler/--granularity up front. The cellwise mechanisms, dft and fast take them
+    (hardened by default; they warn themselves about float noise); subsample and filter-subsample,
+    whose subsampling accounting is for continuous Gaussian noise, draw floating-point noise only:
+    ``--sampler hardened`` is refused, and the default says so in a warning and in the claim."""
+    from tsdp.accounting import discrete as disc
+    from tsdp.accounting.discrete import check_granularity, check_sampler
+
+    if sampler is None:
+        sampler = "hardened" if mechanism in HARDENED else "float"
     check_sampler(sampler)
+    if mechanism not in HARDENED and sampler == "hardened":
+        raise disc.refuse_hardened(mechanism.value)
     if granularity is not None:
         if sampler != "hardened":
             raise UsageError("--granularity applies to --sampler hardened only")
@@ -477,11 +495,8 @@ def _sampling(mechanism: Mechanism, sampler: str, granularity: float | None) -> 
     if granularity is not None:
         raise UsageError(f"--granularity applies to --mechanism {', '.join(m.value for m in HARDENED)}; "
                          f"--mechanism {mechanism.value} has no hardened sampler yet")
-    warning = FLOAT_WARNING if sampler == "float" else (
-        f"--mechanism {mechanism.value} has no hardened sampler yet: its noise is drawn by floating-point "
-        "samplers (its subsampling accounting is for continuous Gaussian noise; see issue 17), so this output "
-        "is exposed to floating-point attacks")
-    return {"sampler": "float", "granularity": None, "warnings": [warning]}
+    return {"sampler": "float", "granularity": None, "float_only": mechanism.value,
+            "warnings": [disc.float_only_warning(mechanism.value) + "; so this output must not be published"]}
 
 
 def _mechanism(mechanism: Mechanism, epsilon: float, delta: float | None, calibration: Calibration,
