@@ -248,11 +248,12 @@ def test_per_group_failure_names_the_group(refuse, tmp_path):
             "--epsilon-per-group-ok", "-o", "o.csv"], 2, "group cell='x'", "fixed")
 
 
-@pytest.mark.parametrize("algorithm", ["array-averaging", "levy"])
+@pytest.mark.parametrize("algorithm", ["array-averaging", "levy", "quantile"])
 def test_sampler_float_warns_and_hardened_states_its_lattice(tsdp_cli, itms, tmp_path, algorithm):
     """--sampler float: the do-not-publish warning (stderr and report), verify fails its sampler check;
     the default hardened run names sampler, granularity rule and theorem, its estimates lie on their
-    groups' lattices, and LEVY says exactly what stays floating-point (its selection)."""
+    groups' lattices; LEVY's private median is sampled exactly and says so, QUANTILE says exactly what
+    stays floating-point (its private quantiles)."""
     base = [itms, *BASE, *HAT, "--algorithm", algorithm]
     flt = run_ok(tsdp_cli, *base, "-o", "f.csv", "--sampler", "float")
     assert "--sampler float" in flt.err and "must not be published" in flt.err
@@ -266,8 +267,10 @@ def test_sampler_float_warns_and_hardened_states_its_lattice(tsdp_cli, itms, tmp
     params = report["claim"]["parameters"]
     assert params["sampler"] == "hardened" and "2^-20" in params["granularity_rule"]
     assert "Canonne, Kamath and Steinke 2020" in report["claim"]["theorem"]
-    assert ("floating-point" in hard.err) == (algorithm == "levy")
-    assert ("selection_sampler" in params) == (algorithm == "levy")
+    assert ("floating-point" in hard.err) == (algorithm == "quantile")
+    assert params.get("selection_sampler", "").split(":")[0] == {"levy": "exact", "quantile": "float"}.get(
+        algorithm, "")
+    assert ("sampled exactly" in report["claim"]["theorem"]) == (algorithm == "levy")
     table = pl.read_csv(tmp_path / "h.csv")
     if algorithm == "array-averaging":
         (event,) = report["claim"]["events"]

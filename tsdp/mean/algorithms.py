@@ -31,7 +31,8 @@ import numpy as np
 
 from tsdp.mean.errors import GroupDataError, GroupUsageError
 from tsdp.mean.grouping import bestfit_pack
-from tsdp.mean.selection import em_median_logits, segmented_gumbel_argmax, smith_sample
+from tsdp.mean.selection import (em_median_logits, em_median_scores, exact_em_argmax, segmented_gumbel_argmax,
+                                 smith_sample)
 from tsdp.mechanisms.noise import laplace_noise
 
 _TIE_RTOL = 1e-12
@@ -333,9 +334,13 @@ def release(prep: Prepared, rng: np.random.Generator, *, epsilon: float, lower: 
             elif algorithm == "levy":
                 kt = n if tau_k == "kbar" else prep.k_wraparound
                 tau = width * np.sqrt(np.log(2.0 * kt / gamma) / (2.0 * prep.m_ub))
-                cstarts, centres, logits = em_median_logits(means, starts, tau, lower, upper,
-                                                            epsilon / 2.0, dsens)
-                mu = centres[segmented_gumbel_argmax(logits, cstarts, rng)]
+                if sampler == "hardened":  # exact: integer scores, c = eps / (8 Delta_s) a binary float
+                    cstarts, centres, score = em_median_scores(means, starts, tau, lower, upper)
+                    mu = centres[exact_em_argmax(score, cstarts, epsilon / 2.0 / (2.0 * dsens), rng)]
+                else:
+                    cstarts, centres, logits = em_median_logits(means, starts, tau, lower, upper,
+                                                                epsilon / 2.0, dsens)
+                    mu = centres[segmented_gumbel_argmax(logits, cstarts, rng)]
                 a = np.maximum(mu - 1.5 * tau, lower)
                 b = np.minimum(mu + 1.5 * tau, upper)
             elif algorithm == "quantile":

@@ -249,25 +249,28 @@ _THEOREMS = {
 
 
 SELECTION_FLOAT = {
-    "levy": "the private median (exponential mechanism over the tau-bin centres) is drawn with the Gumbel-max "
-            "trick on numpy floating-point Gumbel noise",
     "quantile": "the private quantiles (Smith 2011: a gap by the Gumbel-max trick, then a point uniform in it) are "
                 "drawn with numpy floating-point Gumbel and uniform noise",
 }
 
 
 def selection_warning(algorithm: str) -> str | None:
-    """What stays floating-point in a hardened LEVY/QUANTILE run, and what of it reaches the output."""
+    """What stays floating-point in a hardened QUANTILE run, and what of it reaches the output (LEVY's
+    private median is sampled exactly, :func:`tsdp.mean.selection.exact_em_argmax`)."""
     if algorithm not in SELECTION_FLOAT:
         return None
     return (f"--algorithm {algorithm}: {SELECTION_FLOAT[algorithm]}, not by the hardened sampler; only the "
             "Laplace noise of the estimates is hardened. The selection's output is not released itself, but the "
             "clipping interval [a, b] it picks sets each estimate's laplace_scale and clipping, so the "
             "floating-point draws reach the output, quantised to the group's lattice step (the scale reveals b - a "
-            "to about 20 significant bits); use --algorithm array-averaging or baseline for an output drawn by "
-            "exact samplers only")
+            "to about 20 significant bits); use --algorithm levy, array-averaging or baseline for an output drawn "
+            "by exact samplers only")
 
 
+EXACT_EM = ("the exponential mechanism sampled exactly by rejection: a centre proposed uniformly (exact bounded "
+            "integers) is accepted with probability exp(-(eps/2) (s_j - min s) / (2 Delta_s)) by an exact Bernoulli "
+            "(uniform bits against the exactly evaluated exponential; Canonne, Kamath and Steinke 2020, Alg. 1's "
+            "role), so Pr[j] is exactly proportional to exp(-(eps/2) s_j / (2 Delta_s)): eps/2-DP (McSherry-Talwar)")
 GRANULARITY_RULE = ("per group: the largest power of two g <= 2^-20 min(b_0, Delta), but at least b_0 2^-24, "
                     "where Delta is the group's sensitivity and b_0 = Delta / eps_mean (public parameters only)")
 
@@ -327,6 +330,9 @@ def claim_for(settings: MeanSettings, n_groups: int, user_column: str, estimates
         theorem += "; the Laplace step: " + LAPLACE_THEOREM
         if settings.algorithm in SELECTION_FLOAT:
             params["selection_sampler"] = "float: " + SELECTION_FLOAT[settings.algorithm]
+        if settings.algorithm == "levy":
+            params["selection_sampler"] = "exact: " + EXACT_EM
+            theorem += "; the private median: " + EXACT_EM
     else:
         theorem += "; numpy floating-point Laplace noise (--sampler float: not for publication)"
     if settings.algorithm == "quantile":

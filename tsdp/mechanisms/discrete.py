@@ -210,3 +210,45 @@ def _gaussian_accept_exact(gen, sigma: float, t: int, m: int, v: int) -> bool:
             if Decimal(v) / scale >= p * (1 + err):
                 return False
         v, bits = _more_bits(gen, v, bits)
+
+
+def bernoulli_exp(gen: np.random.Generator, c: float, k: np.ndarray) -> np.ndarray:
+    """One exact Bernoulli(exp(-c k[i])) per entry, for a float ``c > 0`` and integers ``k >= 0``.
+
+    Accept iff E = -ln V > gamma = c k for a uniform V (CKS 2020's Bernoulli(exp(-gamma)), decided
+    like the Gaussian acceptance: float with a margin, exact :mod:`decimal` fallback). The float
+    ``c k`` errs by at most gamma 2^-53, inside the margin for gamma <= 37, and any gamma > 37 is
+    rejected whatever its error (E <= 36.04 for V >= 2^-52)."""
+    k = np.asarray(k, dtype=np.float64)
+    raw = gen.bit_generator.random_raw(k.size)
+    v = raw >> np.uint64(64 - _BITS)
+    vf = v.astype(np.float64)
+    d = c * k
+    with np.errstate(divide="ignore", invalid="ignore"):
+        d += np.log(vf * (1.0 / _SCALE))
+        width = np.reciprocal(vf)
+    width += _GAUSS_MARGIN
+    accept = d < -width
+    unsure = ~accept & (d <= _GAUSS_MARGIN)
+    for i in np.flatnonzero(unsure):
+        exponent = Decimal(c) * int(k[i])  # exact: c is a binary float
+        accept[i] = _accept_exact(gen, lambda: -exponent, int(v[i]))
+    return accept
+
+
+def _accept_exact(gen, exponent, v: int) -> bool:
+    """Decide V < exp(exponent()) for V in [v / 2^bits, (v + 1) / 2^bits), drawing bits as needed;
+    ``exponent`` is evaluated in the current :mod:`decimal` context."""
+    bits = _BITS
+    while True:
+        prec = 40 + bits // 3
+        with localcontext() as ctx:
+            ctx.prec = prec
+            err = Decimal(10) ** (-(prec - 10))
+            p = exponent().exp()
+            scale = Decimal(2) ** bits
+            if Decimal(v + 1) / scale <= p * (1 - err):
+                return True
+            if Decimal(v) / scale >= p * (1 + err):
+                return False
+        v, bits = _more_bits(gen, v, bits)
