@@ -174,10 +174,8 @@ def test_exact_em_median_matches_the_exponential_mechanism():
         if exp_[-1] == 0:
             obs, exp_ = obs[:-1], exp_[:-1]
         assert stats.chisquare(obs, exp_ * obs.sum() / exp_.sum()).pvalue > 1e-3
-    again = exact_em_argmax(score, cstarts, eps_sel / (2.0 * ds), np.random.default_rng(21))
     assert np.array_equal(exact_em_argmax(score, cstarts, eps_sel / (2.0 * ds), np.random.default_rng(5)),
                           exact_em_argmax(score, cstarts, eps_sel / (2.0 * ds), np.random.default_rng(5)))
-    del again
 
 
 def test_bernoulli_exp_is_exact_in_frequency_and_rejects_large_exponents():
