@@ -107,3 +107,32 @@ def test_multivariate_discrete_gaussian_epsilon_covers_every_realisable_shift(si
     exact = pair.get_epsilon_for_delta(1e-6)
     assert ours >= exact - 1e-4 * len(shifts) * 3  # dp-accounting's pessimistic rounding, per composed PLD
     assert ours == pytest.approx(exact, abs=5e-3)
+
+
+def test_hardened_mean_estimate_claims_compose_through_their_discrete_laplace_events():
+    """mean-estimate (array-averaging, hardened) claims carry discrete-laplace events: composed at a
+    delta they go through the PLD path, below basic composition and at least the exact epsilon of
+    one group's discrete Laplace composed k times (dp-accounting); a LEVY claim (no events) forces
+    basic composition."""
+    from tsdp.accounting.compose import BASIC, TIGHT, compose_claims
+    from tsdp.mean import MeanSettings, claim_for, estimate_groups
+    from tsdp.mean.synthetic import flat_layout
+
+    rng = np.random.default_rng(3)
+    groups = [[rng.uniform(0, 65, 20) for _ in range(8)] for _ in range(3)]
+    values, us, gs = flat_layout(groups)
+    s = MeanSettings(epsilon=0.5, upper=65.0, algorithm="array-averaging")
+    est = estimate_groups(values, us, gs, s, rng)
+    claim = claim_for(s, len(est), "uid", est)
+    assert {e.kind for e in claim.events} == {"discrete-laplace"}
+    out = compose_claims([claim, claim], delta=1e-6)
+    assert out.method == TIGHT and out.epsilon < out.basic_epsilon == 2 * 0.5 * 3
+    (event,) = claim.events  # same arrays per group: one scale
+    g = event.granularity
+    single = pl.from_discrete_laplace_mechanism(g / event.noise, sensitivity=int(event.sensitivity / g),
+                                                value_discretization_interval=1e-4)
+    exact = single.self_compose(6).get_epsilon_for_delta(1e-6)
+    assert out.epsilon >= exact * (1 - 1e-3)
+    levy = MeanSettings(epsilon=0.5, upper=65.0, algorithm="levy")
+    other = claim_for(levy, 3, "uid", estimate_groups(values, us, gs, levy, rng))
+    assert compose_claims([claim, other], delta=1e-6).method == BASIC

@@ -36,14 +36,16 @@ def test_release_summary_json_and_report_carry_the_accuracy(tsdp_cli, tmp_path):
     panel(tmp_path / "in.csv", 1000)
     human = tsdp_cli("release", "in.csv", *GAUSS, *LONG, "-o", "a.csv")
     assert human.code == 0, human.err
+    # the default hardened sampler's lattice makes the interval a bound ("at least"), wider by g
     text = unwrapped(human.out)  # the table wraps long values at the terminal's width
-    assert "each cell within ±" in text and "95% probability (noise only)" in text
+    assert "each cell within ±" in text and "with at least 95% probability (noise only)" in text
     run = tsdp_cli("release", "in.csv", *GAUSS, *LONG, "-o", "b.csv", "--json", "--alpha", "0.1")
     summary = json.loads(run.out)
     sigma = summary["noise"]["sigma"]
-    assert summary["accuracy"]["half_width"] == pytest.approx(1.6448536269514722 * sigma)
-    assert summary["accuracy"]["alpha"] == 0.1
     report = load_report(str(tmp_path / "b.report.json"))  # validates against the schema
+    g = report["claim"]["parameters"]["granularity"]
+    assert summary["accuracy"]["half_width"] == pytest.approx(1.6448536269514722 * sigma + g, rel=1e-12)
+    assert summary["accuracy"]["alpha"] == 0.1 and summary["accuracy"]["exact"] is False
     assert report["accuracy"]["half_width"] == summary["accuracy"]["half_width"]
     assert report["accuracy"]["covers"].startswith("noise only")
     verify = tsdp_cli("account", "verify", "b.report.json", "--output", "b.csv", "-q")
@@ -55,7 +57,9 @@ def test_accuracy_for_sum_and_its_refusal(tsdp_cli, tmp_path, refuse):
     run = tsdp_cli("release", "in.csv", *GAUSS, *LONG, "-o", "a.csv", "--json", "--accuracy-for", "sum")
     summary = json.loads(run.out)
     assert summary["accuracy"]["target"] == "sum"
-    assert summary["accuracy"]["half_width"] == pytest.approx(1.959963984540054 * summary["noise"]["sigma"] * 48 ** 0.5)
+    g = json.loads((tmp_path / "a.report.json").read_text())["claim"]["parameters"]["granularity"]
+    assert summary["accuracy"]["half_width"] == pytest.approx(
+        1.959963984540054 * summary["noise"]["sigma"] * 48 ** 0.5 + 48 * g, rel=1e-12)
     refuse(["release", "in.csv", "--mechanism", "fast", "--epsilon", "1", "--unit", "event", *LONG,
             "--accuracy-for", "sum", "-o", "f.csv"], 2, "--accuracy-for sum")
     refuse(["release", "in.csv", *GAUSS, *LONG, "--alpha", "1.5", "-o", "f.csv"], 2, "--alpha")

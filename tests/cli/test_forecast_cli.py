@@ -400,6 +400,10 @@ def test_refuses_a_missing_time_step(refuse, tmp_path, drop):
     (["--label-noise", "0.5"], 2, ["--label-noise", "--value-bound"]),
     (["--model", "foo"], 2, ["--model", "foo"]),
     (["--epsilon", "0.001", "--delta", "1e-5"], 3, ["--epsilon 0.001"]),
+    # issue 17: no hardened DP-SGD; refused with the reason, never silently
+    (["--sampler", "hardened"], 2, ["--sampler hardened", "forecast-train has no hardened sampler",
+                                    "dominating pair", "floating-point noise only"]),
+    (["--sampler", "exact"], 2, ["--sampler", "'exact'"]),
 ])
 def test_refuses_bad_options(refuse, small, args, code, needles):
     base = list(SMALL_ARGS)
@@ -435,3 +439,21 @@ def test_refuses_to_overwrite_without_force(tsdp_cli, refuse, small, tmp_path, e
     assert (tmp_path / existing).read_text() == "keep me\n"
     run_ok(tsdp_cli, small, *SMALL_ARGS, "-o", "fc.csv", "--force")
     assert (tmp_path / existing).read_text() != "keep me\n"
+
+
+@pytest.mark.parametrize("sampler", [[], ["--sampler", "float"]])
+def test_report_states_the_gradient_noise_is_floating_point(tsdp_cli, small, tmp_path, sampler):
+    """forecast-train draws float gradient noise only: the claim says so and why, a warning says so on
+    stderr and in the report, and verify's sampler check names the exposure (it passes: the path has no
+    hardened sampler to choose, whereas --sampler float on a path that has one fails it)."""
+    run = run_ok(tsdp_cli, small, *[a for a in SMALL_ARGS if a != "--quiet"], *sampler, "-o", "fc.csv")
+    assert "forecast-train has no hardened sampler" in run.err and "gradient noise" in run.err
+    report = json.loads((tmp_path / "fc.report.json").read_text())
+    params = report["claim"]["parameters"]
+    assert params["sampler"] == "float" and "dominating pair" in params["float_noise_reason"]
+    assert any("forecast-train has no hardened sampler" in w for w in report["warnings"])
+    verify = tsdp_cli("account", "verify", tmp_path / "fc.report.json", "--json")
+    checks = {c["name"]: c for c in json.loads(verify.out)["reports"][0]["checks"]}
+    assert verify.code == 0 and all(c["passed"] for c in checks.values())
+    detail = checks["sampler"]["detail"]
+    assert detail.startswith("not hardened") and "no hardened sampler yet, because" in detail

@@ -205,6 +205,12 @@ def test_existing_output_needs_force(tsdp_cli, refuse, small, tmp_path):
     (["small.csv", "--time-col", "ts", "--group-by", "h3", "--epsilon-per-group-ok"], 4, ["--group-by", "'h3'"]),
     (["small.csv", "--slot", "2024-01-01T09:10"], 2, ["--slot", "2024-01-01T09:10", "not the start"]),
     (["small.csv", "--slot-length", "fortnight"], 2, ["--slot-length", "fortnight"]),
+    # issue 17: the sampler options
+    (["small.csv", "--sampler", "exact"], 2, ["--sampler", "'exact'"]),
+    (["small.csv", "--granularity", "0.3"], 2, ["--granularity", "0.3", "power of two"]),
+    (["small.csv", "--sampler", "float", "--granularity", "0.25"], 2, ["--granularity", "--sampler hardened"]),
+    (["small.csv", "--algorithm", "array-averaging", "--granularity", "64"], 2,
+     ["group", "--granularity 64", "Laplace scale"]),
 ])
 def test_refusals(refuse, small, args, code, needles):
     Path("small.txt").write_text("x")  # an input of unknown type (rule 1)
@@ -240,3 +246,35 @@ def test_per_group_failure_names_the_group(refuse, tmp_path):
     (tmp_path / "few.csv").write_text(SMALL)
     refuse(["mean-estimate", "few.csv", *SMALL_ARGS, "--quantile-mode", "eps-dependent", "--group-by", "cell",
             "--epsilon-per-group-ok", "-o", "o.csv"], 2, "group cell='x'", "fixed")
+
+
+@pytest.mark.parametrize("algorithm", ["array-averaging", "levy", "quantile"])
+def test_sampler_float_warns_and_hardened_states_its_lattice(tsdp_cli, itms, tmp_path, algorithm):
+    """--sampler float: the do-not-publish warning (stderr and report), verify fails its sampler check;
+    the default hardened run names sampler, granularity rule and theorem, its estimates lie on their
+    groups' lattices; LEVY's private median is sampled exactly and says so, QUANTILE says exactly what
+    stays floating-point (its private quantiles)."""
+    base = [itms, *BASE, *HAT, "--algorithm", algorithm]
+    flt = run_ok(tsdp_cli, *base, "-o", "f.csv", "--sampler", "float")
+    assert "--sampler float" in flt.err and "must not be published" in flt.err
+    report = json.loads((tmp_path / "f.report.json").read_text())
+    assert report["claim"]["parameters"]["sampler"] == "float"
+    assert any("--sampler float" in w for w in report["warnings"])
+    assert tsdp_cli("account", "verify", tmp_path / "f.report.json").code == 3
+    hard = run_ok(tsdp_cli, *base, "-o", "h.csv", "--no-clip")
+    assert "--sampler float" not in hard.err
+    report = json.loads((tmp_path / "h.report.json").read_text())
+    params = report["claim"]["parameters"]
+    assert params["sampler"] == "hardened" and "2^-20" in params["granularity_rule"]
+    assert "Canonne, Kamath and Steinke 2020" in report["claim"]["theorem"]
+    assert ("floating-point" in hard.err) == (algorithm == "quantile")
+    assert params.get("selection_sampler", "").split(":")[0] == {"levy": "exact", "quantile": "float"}.get(
+        algorithm, "")
+    assert ("sampled exactly" in report["claim"]["theorem"]) == (algorithm == "levy")
+    table = pl.read_csv(tmp_path / "h.csv")
+    if algorithm == "array-averaging":
+        (event,) = report["claim"]["events"]
+        assert event["kind"] == "discrete-laplace" and event["noise"] == table["laplace_scale"][0]
+        assert (table["estimate"][0] / event["granularity"]).is_integer()
+    assert report["accuracy"]["exact"] is False
+    assert tsdp_cli("account", "verify", tmp_path / "h.report.json").code == 0

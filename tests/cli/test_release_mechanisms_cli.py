@@ -245,3 +245,20 @@ def test_release_alpha_is_the_accuracy_level_and_filter_alpha_kogas(tmp_path, re
                  "--epsilon", "0.5", "--delta", "1e-4", "--unit", "event", "--alpha", "1.5",
                  "-o", str(tmp_path / "x.csv")]) == 2
     assert "--alpha must be in (0, 1)" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("mechanism", ["subsample", "filter-subsample"])
+def test_subsampling_mechanisms_refuse_hardened_and_state_their_float_noise(capsys, tmp_path, repo_root, mechanism):
+    """No hardened sampler for the subsampling mechanisms: --sampler hardened is a usage error giving the
+    reason (nothing written); the default draws float noise, and the claim and a warning say so and why."""
+    base = ["release", str(repo_root / WIDE), "--epsilon", "1", "--delta", "1e-6", "--unit", "event",
+            "--mechanism", mechanism]
+    assert main([*base, "--sampler", "hardened", "-o", str(tmp_path / "h.csv")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --sampler hardened:") and f"{mechanism} has no hardened sampler" in err
+    assert "continuous Gaussian" in err and not (tmp_path / "h.csv").exists()
+    assert main([*base, "-o", str(tmp_path / "d.csv")]) == 0
+    err = capsys.readouterr().err
+    assert f"{mechanism} has no hardened sampler" in err and "publish its output only if that exposure" in err
+    params = json.loads((tmp_path / "d.report.json").read_text())["claim"]["parameters"]
+    assert params["sampler"] == "float" and "continuous Gaussian" in params["float_noise_reason"]

@@ -4,6 +4,7 @@ M-T5, M-T10, M-T11 (determinism), per-group errors and degenerate cases (M-P12).
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -118,13 +119,18 @@ def test_m_t2_structure_does_not_depend_on_values(algo, grouping):
 # ---------------------------------------------------------------- M-T5 noise scales
 @pytest.mark.parametrize("algo, grouping", COMBOS)
 @pytest.mark.parametrize("lower", [0.0, 3.0])
-def test_m_t5_reported_scale_matches_formula(algo, grouping, lower):
+@pytest.mark.parametrize("sampler", ["float", "hardened"])
+def test_m_t5_reported_scale_matches_formula(algo, grouping, lower, sampler):
+    """The paper's scales exactly (float sampler); the hardened sampler rounds the statistic to a
+    power-of-two step g and its scale is exactly (floor(sensitivity / g) + 1) g over the Laplace
+    step's epsilon, within 2^-19 of the paper's."""
     rng = np.random.default_rng(2)
     _, groups = random_groups(rng, lower=lower)
     values, us, gs = flat_layout(groups)
     eps = 0.7
-    s = MeanSettings(epsilon=eps, upper=U, lower=lower, algorithm=algo, grouping=grouping)
+    s = MeanSettings(epsilon=eps, upper=U, lower=lower, algorithm=algo, grouping=grouping, sampler=sampler)
     ds = 1 if grouping == "bestfit" else 2
+    eps_mean = eps if algo in ("baseline", "array-averaging") else eps / 2
     for e in estimate_groups(values, us, gs, s, rng):
         if algo == "baseline":
             sens = (U - lower) * e.m_max / e.records_total
@@ -137,7 +143,16 @@ def test_m_t5_reported_scale_matches_formula(algo, grouping, lower):
             sens = ds * (b - a) / e.num_arrays
             scale = 2 * ds * (b - a) / (e.num_arrays * eps)
         assert e.sensitivity == pytest.approx(sens, rel=1e-12)
-        assert e.laplace_scale == pytest.approx(scale, rel=1e-12)
+        if sampler == "float":
+            assert e.laplace_scale == pytest.approx(scale, rel=1e-12)
+            assert e.granularity is None
+        else:
+            g = e.granularity
+            assert math.frexp(g)[0] == 0.5 and scale * 2.0 ** -25 <= g <= scale * 2.0 ** -20
+            assert e.rounded_sensitivity == (math.floor(e.sensitivity / g) + 1) * g
+            assert e.laplace_scale == e.rounded_sensitivity / eps_mean
+            assert scale < e.laplace_scale <= scale * (1 + 2.0 ** -19)
+            assert (e.estimate / g).is_integer()
         n_expected = e.num_arrays if grouping == "bestfit" else e.k_wraparound
         if algo != "baseline":
             assert e.num_arrays == n_expected
@@ -147,10 +162,13 @@ def test_m_t5_itms_baseline_scale():
     counts = np.array(ITMS_SURROGATE_COUNTS)
     values, us, gs = flat_layout([split_users(synth_values(counts, 10.0, 0), counts)])
     for eps in (0.5, 1.0, 2.0):
-        s = MeanSettings(epsilon=eps, upper=65, algorithm="baseline")
+        s = MeanSettings(epsilon=eps, upper=65, algorithm="baseline", sampler="float")
         (e,) = estimate_groups(values, us, gs, s, np.random.default_rng(0))
         assert e.laplace_scale == pytest.approx(1.578993 / eps, abs=1e-6 / eps)
         assert e.laplace_scale == pytest.approx(65 * 417 / 17166 / eps, rel=1e-14)
+        (h,) = estimate_groups(values, us, gs, MeanSettings(epsilon=eps, upper=65, algorithm="baseline"),
+                               np.random.default_rng(0))
+        assert h.laplace_scale == (math.floor(65 * 417 / 17166 / h.granularity) + 1) * h.granularity / eps
 
 
 @pytest.mark.parametrize("algo, grouping", COMBOS)
@@ -279,3 +297,84 @@ def test_claim_for():
     assert "Thm. II.1" in c.theorem and "exponential mechanism" in c.theorem
     assert "composition" in c.theorem
     assert type(c).from_dict(c.to_dict()) == c
+
+
+# ---------------------------------------------------------------- hardened sampler (issue 17)
+@pytest.mark.parametrize("algo", ["baseline", "array-averaging", "quantile"])
+def test_hardened_noise_is_lattice_laplace_of_the_reported_scale(algo):
+    """Every estimate is round_g(statistic) + g Z on the group's lattice, and the noise's mean
+    absolute value and variance match the reported scale b (discrete Laplace of scale b / g on the
+    lattice: E|X| = g 2 q / (1 - q^2) and Var = g^2 2 q / (1 - q)^2, q = exp(-g / b); ~ b and 2 b^2)."""
+    counts = np.array(ITMS_SURROGATE_COUNTS)
+    values, us, gs = flat_layout([split_users(synth_values(counts, 10.0, 1), counts)])
+    s = MeanSettings(epsilon=1.0, upper=U, algorithm=algo)
+    prep = prepare_groups(values, us, gs, s).repeat(20_000)
+    rel = release(prep, np.random.default_rng(9), epsilon=1.0, lower=0.0, upper=U,
+                  interval=None if algo != "quantile" else (10.0, 30.0))
+    g, b = rel.granularity[0], rel.laplace_scale[0]
+    assert np.all(rel.granularity == g) and np.all(rel.laplace_scale == b)
+    lattice = rel.estimate / g
+    assert np.all(lattice == np.round(lattice))
+    noise = rel.estimate - np.round(rel.statistic / g) * g
+    q = math.exp(-g / b)
+    mean_abs = g * 2 * q / (1 - q * q)
+    var = g * g * 2 * q / (1 - q) ** 2
+    n = noise.size
+    assert abs(np.mean(np.abs(noise)) - mean_abs) <= 4 * b / math.sqrt(n)  # sd |X| ~ b
+    assert abs(np.var(noise) - var) <= 4 * math.sqrt(20) * b * b / math.sqrt(n)  # sd X^2 = sqrt(20) b^2
+
+
+def test_hardened_and_float_samplers_differ_and_are_each_deterministic():
+    rng = np.random.default_rng(4)
+    _, groups = random_groups(rng)
+    values, us, gs = flat_layout(groups)
+    for sampler in ("hardened", "float"):
+        s = MeanSettings(epsilon=1.0, upper=U, algorithm="array-averaging", sampler=sampler)
+        a = estimate_groups(values, us, gs, s, np.random.default_rng(7))
+        assert a == estimate_groups(values, us, gs, s, np.random.default_rng(7))
+        assert all((e.granularity is None) == (sampler == "float") for e in a)
+
+
+@pytest.mark.parametrize("kwargs, needle", [
+    (dict(sampler="exact"), "--sampler must be one of hardened, float"),
+    (dict(granularity=0.3), "--granularity must be a positive power of two"),
+    (dict(sampler="float", granularity=2.0 ** -10), "--granularity applies to --sampler hardened only"),
+])
+def test_sampler_options_are_validated(kwargs, needle):
+    with pytest.raises(UsageError, match=re.escape(needle)):
+        MeanSettings(epsilon=1.0, upper=U, **kwargs)
+
+
+def test_too_coarse_granularity_names_the_group():
+    values, us, gs = flat_layout([[np.array([12.0, 40.0]), np.array([1.0, 3.0])]])
+    s = MeanSettings(epsilon=1.0, upper=U, algorithm="array-averaging", granularity=8.0)
+    with pytest.raises(GroupUsageError, match=r"group 0: --granularity 8 does not fit the Laplace scale"):
+        estimate_groups(values, us, gs, s, np.random.default_rng(0))
+    fine = MeanSettings(epsilon=1.0, upper=U, algorithm="array-averaging", granularity=2.0 ** -8)
+    (e,) = estimate_groups(values, us, gs, fine, np.random.default_rng(0))
+    assert e.granularity == 2.0 ** -8 and e.rounded_sensitivity == (math.floor(65 / 2 / 2.0 ** -8) + 1) * 2.0 ** -8
+
+
+@pytest.mark.parametrize("sampler", ["hardened", "float"])
+def test_claim_events_cover_every_group_at_epsilon(sampler):
+    """BASELINE / ARRAY-AVERAGING claims carry one Laplace event per distinct group scale (counts summing
+    to the groups), discrete-laplace on the group's lattice for the hardened sampler; LEVY/QUANTILE none."""
+    from tsdp.accounting.compose import claim_backed_by_events
+
+    rng = np.random.default_rng(5)
+    _, groups = random_groups(rng, n_groups=30)
+    values, us, gs = flat_layout(groups)
+    s = MeanSettings(epsilon=0.5, upper=U, algorithm="array-averaging", sampler=sampler)
+    est = estimate_groups(values, us, gs, s, rng)
+    claim = claim_for(s, len(est), "uid", est)
+    assert sum(e.count for e in claim.events) == len(est) and len(claim.events) < len(est)
+    assert {e.kind for e in claim.events} == {"discrete-laplace" if sampler == "hardened" else "laplace"}
+    for e in claim.events:
+        assert e.sensitivity / e.noise == pytest.approx(0.5, rel=1e-12)
+        if sampler == "hardened":
+            assert (e.sensitivity / e.granularity).is_integer()
+    assert claim_backed_by_events(claim)[0]
+    assert claim.parameters["sampler"] == sampler
+    assert ("Canonne" in claim.theorem) == (sampler == "hardened")
+    q = MeanSettings(epsilon=0.5, upper=U, algorithm="quantile")
+    assert claim_for(q, len(est), "uid", estimate_groups(values, us, gs, q, rng)).events == ()

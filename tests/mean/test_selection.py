@@ -164,3 +164,44 @@ def test_sorted_segments_is_the_lexicographic_segment_value_order():
     want = clipped[np.lexsort((clipped, seg))]
     np.testing.assert_array_equal(sorted_segments(values, starts, 0.0, 65.0), want)
     assert sorted_segments(np.array([70.0]), np.array([0, 1]), 0.0, 65.0).tolist() == [65.0]
+
+
+def test_exact_em_median_matches_the_exponential_mechanism():
+    """The hardened LEVY median (uniform proposals, exact Bernoulli(exp(-c (s_j - min s))) acceptance)
+    draws the centres with exactly the EM probabilities of em_median_log_probs (chi-square), per group."""
+    from scipy import stats
+
+    from tsdp.mean.selection import em_median_log_probs, em_median_scores, exact_em_argmax
+
+    rng = np.random.default_rng(21)
+    groups = [rng.normal(20, 4, 40).clip(0, 65), rng.uniform(0, 65, 15)]
+    tau, eps_sel, ds = 6.0, 1.0, 1
+    means = np.concatenate(groups * 20_000)
+    starts = np.concatenate(([0], np.cumsum([g.size for g in groups * 20_000])))
+    cstarts, _, score = em_median_scores(means, starts, np.full(40_000, tau), 0.0, 65.0)
+    pick = exact_em_argmax(score, cstarts, eps_sel / (2.0 * ds), rng)
+    local = pick - cstarts[:-1]
+    for k, g in enumerate(groups):
+        _, logp = em_median_log_probs(g, tau, 0.0, 65.0, eps_sel, ds)
+        expected = np.exp(logp) * 20_000
+        observed = np.bincount(local[k::2], minlength=expected.size)
+        keep = expected >= 5
+        obs = np.append(observed[keep], observed[~keep].sum())
+        exp_ = np.append(expected[keep], expected[~keep].sum())
+        if exp_[-1] == 0:
+            obs, exp_ = obs[:-1], exp_[:-1]
+        assert stats.chisquare(obs, exp_ * obs.sum() / exp_.sum()).pvalue > 1e-3
+    assert np.array_equal(exact_em_argmax(score, cstarts, eps_sel / (2.0 * ds), np.random.default_rng(5)),
+                          exact_em_argmax(score, cstarts, eps_sel / (2.0 * ds), np.random.default_rng(5)))
+
+
+def test_bernoulli_exp_is_exact_in_frequency_and_rejects_large_exponents():
+    from tsdp.mechanisms.discrete import bernoulli_exp
+
+    rng = np.random.default_rng(3)
+    for c, k in ((0.25, 1), (0.125, 7), (1.0, 3)):
+        hits = bernoulli_exp(rng, c, np.full(200_000, k)).mean()
+        p = np.exp(-c * k)
+        assert abs(hits - p) <= 5 * np.sqrt(p * (1 - p) / 200_000)
+    assert bernoulli_exp(rng, 1.0, np.zeros(1000, dtype=np.int64)).all()
+    assert not bernoulli_exp(rng, 1.0, np.full(1000, 40)).any()

@@ -151,3 +151,18 @@ def test_float_sampler_warns_and_granularity_checks():
         release_gaussian(np.zeros((4, 50)), _panel(), 1.0, 1e-6, np.random.default_rng(1), granularity=0.3)
     with pytest.raises(UsageError, match="too coarse"):
         release_gaussian(np.zeros((4, 50)), _panel(), 1.0, 1e-6, np.random.default_rng(1), granularity=2.0)
+
+
+def test_discrete_laplace_with_one_scale_per_entry_matches_each_pmf():
+    """Entries of different scales, interleaved, each follow their own discrete Laplace (one draw per
+    entry, rejected entries redrawn); small scales make the rejection step (sign set, magnitude 0) common."""
+    scales = np.array([0.4, 2.0, 9.5])
+    t = np.tile(scales, 100_000)
+    draws = d.discrete_laplace_scales(np.random.default_rng(13), t)
+    assert draws.shape == t.shape and np.all(draws == np.round(draws))
+    for k, s in enumerate(scales):
+        assert _chi2_pvalue(draws[k::3], lambda x: _pmf_laplace(s, x), int(8 * s) + 1) > 1e-3
+    again = d.discrete_laplace_scales(np.random.default_rng(13), t)
+    assert np.array_equal(draws, again)
+    with pytest.raises(ValueError, match="scale"):
+        d.discrete_laplace_scales(np.random.default_rng(0), np.array([1.0, 0.0]))

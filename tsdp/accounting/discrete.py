@@ -68,6 +68,40 @@ LAPLACE_THEOREM = ("discrete Laplace on the granularity lattice: pure epsilon = 
                    "rounding to the lattice included in the sensitivity")
 
 
+FLOAT_ONLY = {
+    "subsample": (
+        "its accounting (Bernoulli subsampling of time steps: a Gaussian-mixture privacy profile, or the paper's "
+        "per-series bound) is derived for continuous Gaussian noise, and the discrete Gaussian's profile bound "
+        "(Canonne, Kamath and Steinke 2020) is a shift in epsilon of the continuous one, not a dominating pair the "
+        "subsampled mixture can be built from; that derivation is not done"),
+    "forecast-train": (
+        "its structured-subsampling accountant composes dominating pairs of the continuous Gaussian mechanism; a "
+        "discrete Gaussian on a lattice of the clipped gradient sum (sensitivity C + g sqrt(parameters)) has only an "
+        "epsilon-shifted profile bound (Canonne, Kamath and Steinke 2020), which is not a dominating pair the "
+        "subsampled composition can use, and carrying it as an extra delta per step has not been derived and "
+        "checked; the gradients, clipping and optimiser are floating-point computations in any case"),
+}
+FLOAT_ONLY["filter-subsample"] = FLOAT_ONLY["subsample"]
+
+
+def float_only_warning(what: str) -> str:
+    """The warning of a path whose noise can only be floating-point (:data:`FLOAT_ONLY`)."""
+    return (f"{what} has no hardened sampler: its noise is drawn by floating-point samplers, whose low-order bits "
+            f"can reveal the input (Mironov 2012), because {FLOAT_ONLY[what]}")
+
+
+def refuse_hardened(what: str) -> UsageError:
+    """The usage error for ``--sampler hardened`` on a path that only draws floating-point noise."""
+    return UsageError(f"--sampler hardened: {what} has no hardened sampler, because {FLOAT_ONLY[what]}; "
+                      "it draws floating-point noise only (--sampler float, its default), and such output is "
+                      "exposed to floating-point attacks")
+
+
+def float_parameters(what: str) -> dict:
+    """The claim parameters that state a float-only path's sampler and why."""
+    return {"sampler": "float", "float_noise_reason": FLOAT_ONLY[what]}
+
+
 def check_sampler(sampler: str) -> str:
     if sampler not in SAMPLERS:
         raise UsageError(f"--sampler must be one of {', '.join(SAMPLERS)}, got {sampler!r}")

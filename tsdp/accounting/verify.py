@@ -124,11 +124,9 @@ def verify_report(data: dict[str, Any], max_epsilon: float | None = None, max_de
     checks.append(Check("randomness", not seeded,
                         "the release used a fixed --seed and must not be published" if seeded
                         else f"noise from {data.get('randomness')}"))
-    floating = any("--sampler float" in str(w) for w in data.get("warnings") or ()) or \
-        ((claim.parameters or {}).get("sampler") == "float")
-    if floating:
-        checks.append(Check("sampler", False, "the noise was drawn by floating-point samplers (--sampler float) "
-                                              "and the output must not be published"))
+    sampler = _sampler_check(data, claim)
+    if sampler is not None:
+        checks.append(sampler)
     expected = (data.get("output") or {}).get("sha256")
     if output_sha256 is None:
         checks.append(Check("output_sha256", True, "not checked: " + (output_note or "no released file given")))
@@ -138,6 +136,37 @@ def verify_report(data: dict[str, Any], max_epsilon: float | None = None, max_de
                             f"the released file has sha256 {output_sha256[:16]}..., the report says "
                             f"{str(expected)[:16]}...: it is not the file this report covers"))
     return ReportVerification(tuple(checks))
+
+
+def _sampler_check(data: dict[str, Any], claim: PrivacyClaim) -> Check | None:
+    """Fails for ``--sampler float`` (output that must not be published, like a seeded run's);
+    passes, naming the exposure, for a mechanism that has no hardened sampler yet (its claim
+    states ``sampler: float`` and ``float_noise_reason``: the guarantee is that of the ideal
+    continuous mechanism, and the floating-point exposure is stated, not hidden); passes for the
+    hardened sampler, naming what (if anything) stays floating-point besides the noise
+    (LEVY/QUANTILE's selection). None when the report states no sampler (commands without noise,
+    and reports older than the hardened sampler)."""
+    params = claim.parameters or {}
+    stated = params.get("sampler")
+    explicit = any("--sampler float" in str(w) for w in data.get("warnings") or ())
+    reason = params.get("float_noise_reason")
+    if explicit or (stated == "float" and reason is None):
+        return Check("sampler", False, "the noise was drawn by floating-point samplers (--sampler float); their "
+                                       "low-order bits can reveal the input (Mironov 2012), so the output must not "
+                                       "be published")
+    if stated == "float":
+        return Check("sampler", True, f"not hardened: the mechanism has no hardened sampler yet, because {reason}; "
+                                      "its floating-point noise is exposed to attacks on low-order bits (Mironov "
+                                      "2012), which the report states")
+    if stated == "hardened":
+        detail = "exact discrete noise on a power-of-two lattice (hardened sampler)"
+        selection = str(params.get("selection_sampler") or "")
+        if selection.startswith("float"):
+            detail += f"; not hardened: the selection step, {selection}"
+        elif selection:
+            detail += f"; the selection step: {selection}"
+        return Check("sampler", True, detail)
+    return None
 
 
 def claim_checks(data: dict[str, Any], _parsed: "_Report | None" = None) -> list[Check]:
@@ -838,10 +867,10 @@ def _mean(r: _Report, out: _Outcome) -> None:
     if not unit.problems:
         unit.ok(f"{u.neighbouring} (id column {u.id_column!r}), values in [{lower:g}, {upper:g}]")
     eps, groups = r.params.get("epsilon_per_group"), r.params.get("n_groups")
-    _expect_events(r, out, (), "each group's estimate is accounted by its own epsilon")
     if not p.expect(_is_real(eps) and eps > 0 and _is_int(groups) and groups >= 1,
                     f"parameters epsilon_per_group {eps!r} / n_groups {groups!r} are malformed"):
         return
+    _mean_events(r, out, algorithm, float(eps), int(groups))
     p.equal("grid.n_groups", r.grid.get("n_groups"), groups)
     split = r.params.get("budget_split")
     if p.expect(isinstance(split, dict) and split and all(_is_real(v) and v >= 0 for v in split.values()),
@@ -856,12 +885,59 @@ def _mean(r: _Report, out: _Outcome) -> None:
     c.same("parameters.lower (--lower)", lower, r.command.get("lower"))
     c.equal("algorithm (--algorithm)", algorithm, r.command.get("algorithm") or "quantile")
     c.equal("unit.id_column (--user-col)", u.id_column, r.command.get("user_col"))
+    if "sampler" in r.params:
+        c.equal("parameters.sampler (--sampler)", r.params.get("sampler"), r.command.get("sampler") or "hardened")
     if not c.problems:
         c.ok("the claim is the one the recorded command line asks for")
     if g.expect(r.claim.epsilon >= total * (1 - REL_TOL),
                 f"{groups} groups at epsilon {eps:g} each compose to {total:g}, more than the claimed "
                 f"{r.claim.epsilon:g}"):
         g.ok(f"basic composition: {groups} groups x epsilon {eps:g} = {total:g} (claimed {r.claim.epsilon:g})")
+
+
+def _mean_events(r: _Report, out: _Outcome, algorithm: str, eps: float, groups: int) -> None:
+    """The Laplace events of a mean-estimate report.
+
+    Reports without ``parameters.sampler`` predate the events: none. BASELINE and ARRAY-AVERAGING
+    carry one event per distinct group scale, counts summing to the groups, each at the whole
+    epsilon_per_group (laplace for --sampler float; discrete-laplace for hardened, whose sensitivity
+    is a whole number of its granularity, a power of two spanning at least MIN_LATTICE_SCALE steps
+    of the scale, and equal to --granularity when that was given). LEVY and QUANTILE carry none: their
+    exponential-mechanism steps are no additive-noise events."""
+    from tsdp.accounting import discrete as disc
+
+    sampler = r.params.get("sampler")
+    g = out.group("events")
+    if sampler is None or algorithm not in ("baseline", "array-averaging"):
+        _expect_events(r, out, (), "each group's estimate is accounted by its own epsilon")
+        return
+    if not out.group("parameters").expect(sampler in disc.SAMPLERS,
+                                          f"parameters.sampler is {sampler!r}, not hardened or float"):
+        return
+    kind = "discrete-laplace" if sampler == "hardened" else "laplace"
+    events = r.claim.events
+    fixed = r.params.get("granularity")
+    if not g.expect(bool(events), f"{r.claim.mechanism} must carry one {kind} event per group scale"):
+        return
+    for i, e in enumerate(events):
+        if not g.equal(f"event {i} kind", e.kind, kind):
+            continue
+        g.same(f"event {i} epsilon (sensitivity / scale)", e.sensitivity / e.noise, eps)
+        if sampler == "hardened":
+            step = e.granularity
+            if g.expect(step > 0 and math.frexp(step)[0] == 0.5,
+                        f"event {i} granularity {step!r} is not a power of two"):
+                g.expect((e.sensitivity / step).is_integer(),
+                         f"event {i} sensitivity {e.sensitivity:g} is not a whole number of its granularity {step:g}")
+                g.expect(e.noise / step >= disc.MIN_LATTICE_SCALE,
+                         f"event {i} scale spans {e.noise / step:.3g} lattice steps, fewer than "
+                         f"{disc.MIN_LATTICE_SCALE:g}")
+                if fixed is not None:
+                    g.same(f"event {i} granularity (--granularity)", step, fixed)
+    g.equal("events' total count (one per group)", sum(e.count for e in events), groups)
+    if not g.problems:
+        g.ok(f"{len(events)} {kind} event(s) covering the {groups} groups, each at epsilon {eps:g}")
+        _events_loss(r, out)
 
 
 def _dpsgd(r: _Report, out: _Outcome) -> None:

@@ -13,6 +13,7 @@ above) and the clipping bias, which depends on the data (``--evaluate``). Before
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 
@@ -24,25 +25,50 @@ MEAN_COVERS = ("noise only: the Laplace noise of each estimate given its release
                "adds a bias that depends on the data (measure it with --evaluate)")
 
 
-def mean_groups(scales, alpha: float) -> Accuracy:
-    """Half-width of each group's estimate: ``laplace_scale x ln(1/alpha)`` (exact)."""
+def mean_groups(scales, alpha: float, granularities=None) -> Accuracy:
+    """Half-width of each group's estimate: ``laplace_scale x ln(1/alpha)`` (exact), plus the group's
+    lattice step g for the hardened sampler (``granularities``): its noise is g times a discrete
+    Laplace, and |X| - g is dominated by the continuous Laplace of the same scale
+    (:func:`tsdp.accuracy.mechanisms.on_lattice`), so the sum is a bound."""
     alpha = iv.check_alpha(alpha)
     widths = np.asarray(scales, dtype=np.float64) * math.log(1.0 / alpha)
+    formula = "b_g ln(1/alpha), b_g the group's laplace_scale (Laplace mechanism, Gupta et al. Thm. II.1)"
+    exact, method = True, "analytic"
+    if granularities is not None:
+        g = np.asarray(granularities, dtype=np.float64)
+        widths = widths + g
+        formula += (f"; + g_g, the group's lattice step (hardened sampler, largest {float(g.max()):.6g}): a bound, "
+                    "exact coverage to within one lattice step")
+        exact, method = False, "analytic bound"
     summary = None
     if widths.size > 1:
         summary = {"min": float(widths.min()), "median": float(np.median(widths)), "max": float(widths.max())}
-    return Accuracy(alpha, "group", "each group estimate", float(widths.max()), "analytic",
-                    "b_g ln(1/alpha), b_g the group's laplace_scale (Laplace mechanism, Gupta et al. Thm. II.1)",
-                    summary=summary, covers=MEAN_COVERS)
+    return Accuracy(alpha, "group", "each group estimate", float(widths.max()), method, formula,
+                    exact=exact, summary=summary, covers=MEAN_COVERS)
 
 
-def mean_plan(algorithm: str, grouping: str, epsilon: float, lower: float, upper: float, alpha: float) -> Accuracy:
+def mean_plan(algorithm: str, grouping: str, epsilon: float, lower: float, upper: float, alpha: float,
+              sampler: str = "float") -> Accuracy:
     """Before the data is read: the half-width for a group of n arrays is at most C / n (bound).
 
     C = ln(1/alpha) x {Delta_s R / eps (array-averaging), 2 Delta_s R / eps (levy, quantile)},
     R = upper - lower, Delta_s = 1 (bestfit) or 2 (wraparound); the private interval can only
     narrow R. BASELINE's scale R m_max / (eps sum m_l) depends on per-user counts, stated as such.
+    The hardened sampler adds at most (ln(1/alpha) / eps_mean + 1) g per group, g its lattice step
+    (the scale grows from Delta / eps_mean to at most (Delta + g) / eps_mean, and :func:`mean_groups`
+    adds g), which the statement names; exact coverage is then a bound.
     """
+    acc = _mean_plan(algorithm, grouping, epsilon, lower, upper, alpha)
+    if sampler != "hardened":
+        return acc
+    eps_mean = epsilon if algorithm in ("baseline", "array-averaging") else epsilon / 2
+    extra = (f"; hardened sampler: plus at most (ln(1/alpha) / {eps_mean:g} + 1) g per group, g the group's "
+             "lattice step (by default at most 2^-20 of its noise scale)")
+    return replace(acc, formula=acc.formula + extra, exact=False,
+                   statement=acc.statement.replace(" with ", " with at least ", 1).replace(" (noise only)", extra + " (noise only)"))
+
+
+def _mean_plan(algorithm: str, grouping: str, epsilon: float, lower: float, upper: float, alpha: float) -> Accuracy:
     alpha = iv.check_alpha(alpha)
     width = upper - lower
     log = math.log(1.0 / alpha)

@@ -9,7 +9,7 @@ the claim, the warnings and the notes; :func:`mean_estimate` returns the estimat
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Any, Sequence
+from typing import Any, NamedTuple, Sequence
 
 import numpy as np
 
@@ -57,6 +57,8 @@ class MeanOptions:
     alpha: float = 0.05
     clip: bool = True
     round_values: bool = False
+    sampler: str | None = None  # hardened by default
+    granularity: float | None = None
 
     def parameters(self) -> dict[str, Any]:
         return {k: _value(v) for k, v in asdict(self).items()}
@@ -83,6 +85,7 @@ class MeanOptions:
             grouping=_value(self.grouping) or "bestfit", m_ub=self.m_ub if self.m_ub is not None else "auto",
             quantile_mode=_value(self.quantile_mode) or "fixed", quantiles=_quantiles(self.quantiles),
             gamma=DEFAULT_GAMMA if self.gamma is None else self.gamma, tau_k=_value(self.tau_k) or "kbar",
+            sampler=self.sampler or "hardened", granularity=self.granularity,
         )
         _check_algorithm_flags(algorithm, self.quantiles, _value(self.quantile_mode), self.gamma, self.tau_k)
         if isinstance(self.alpha, bool) or not isinstance(self.alpha, (int, float)) or not 0.0 < self.alpha < 1.0:
@@ -132,12 +135,12 @@ class MeanPlan:
         from tsdp.accuracy.estimators import mean_groups
 
         settings, user_col, o = self.settings, self.spec.user_col, self.options
-        claim = claim_for(settings, records.n_groups, user_col)
+        claim = claim_for(settings, records.n_groups, user_col, estimates)
         participation = (participation_epsilon(settings, records.max_groups_per_user)
                          if records.max_groups_per_user is not None and records.n_groups > 1 else None)
-        accuracy = mean_groups([e.laplace_scale for e in estimates], o.alpha)
+        accuracy = _accuracy(settings, estimates, o.alpha)
         return Estimated(_output_table(records, estimates, settings, o.clip, o.round_values), estimates, claim,
-                         _warnings(records, estimates, settings),
+                         _warnings(records, estimates, settings) + sampler_warnings(settings),
                          _notes(records, settings, user_col, claim, participation is not None)
                          + _post_notes(settings, o.clip, o.round_values), participation, accuracy)
 
@@ -151,7 +154,7 @@ class MeanPlan:
         from tsdp.accuracy.estimators import mean_plan
 
         s = self.settings
-        return mean_plan(s.algorithm, s.grouping, s.epsilon, s.lower, s.upper, self.options.alpha)
+        return mean_plan(s.algorithm, s.grouping, s.epsilon, s.lower, s.upper, self.options.alpha, s.sampler)
 
     def report(self, records, estimated: Estimated, randomness, described: dict, warnings: list[str],
                parameters: dict[str, Any]):
@@ -180,7 +183,7 @@ class ChunkedEstimates:
     def __init__(self, plan: MeanPlan, chunks, rng, stage) -> None:
         self.plan, self.chunks, self.rng, self.stage = plan, chunks, rng, stage
         self.tally = WarningTally(plan.settings)
-        self.scales: list[float] = []
+        self.released: list = []  # per group: the public sensitivity, scale and lattice (claim events, accuracy)
         self.true_means: list[float] = []
         self.first = None
         self.empty = None
@@ -193,7 +196,8 @@ class ChunkedEstimates:
             with named_groups(records):
                 estimates = estimate_prepared(prep, settings, self.rng)
             self.tally.add(records, estimates)
-            self.scales.extend(e.laplace_scale for e in estimates)
+            self.released.extend(_Released(e.sensitivity, getattr(e, "rounded_sensitivity", None), e.laplace_scale,
+                                           getattr(e, "granularity", None)) for e in estimates)
             self.true_means.extend(np.asarray(records.true_means(), dtype=np.float64).tolist())
             if self.first is None and estimates:
                 self.first = estimates[0]
@@ -202,17 +206,43 @@ class ChunkedEstimates:
             yield table
 
     def estimated(self) -> Estimated:
-        from tsdp.accuracy.estimators import mean_groups
-
         chunks, settings, user_col, o = self.chunks, self.plan.settings, self.plan.spec.user_col, self.plan.options
-        claim = claim_for(settings, chunks.n_groups, user_col)
+        claim = claim_for(settings, chunks.n_groups, user_col, self.released)
         participation = (participation_epsilon(settings, chunks.max_groups_per_user)
                          if chunks.max_groups_per_user is not None and chunks.n_groups > 1 else None)
         notes = (_notes(chunks, settings, user_col, claim, participation is not None)
                  + _post_notes(settings, o.clip, o.round_values))
         return Estimated(self.empty, [self.first] if self.first is not None else [], claim,
-                         self.tally.warnings(chunks.n_groups, chunks.clipped), notes, participation,
-                         mean_groups(self.scales, o.alpha))
+                         self.tally.warnings(chunks.n_groups, chunks.clipped) + sampler_warnings(settings), notes,
+                         participation, _accuracy(settings, self.released, o.alpha))
+
+
+class _Released(NamedTuple):
+    """What a group's claim event and accuracy need (public parameters of its noise)."""
+
+    sensitivity: float
+    rounded_sensitivity: float | None
+    laplace_scale: float
+    granularity: float | None
+
+
+def _accuracy(settings: MeanSettings, estimates, alpha: float):
+    """The groups' accuracy, with each group's lattice step under the hardened sampler."""
+    from tsdp.accuracy.estimators import mean_groups
+
+    return mean_groups([e.laplace_scale for e in estimates], alpha,
+                       [e.granularity for e in estimates] if settings.sampler == "hardened" else None)
+
+
+def sampler_warnings(settings: MeanSettings) -> list[str]:
+    """--sampler float: do not publish; hardened LEVY/QUANTILE: what stays floating-point."""
+    from tsdp.mean.api import selection_warning
+    from tsdp.mechanisms.noise import FLOAT_WARNING
+
+    if settings.sampler == "float":
+        return [FLOAT_WARNING]
+    selection = selection_warning(settings.algorithm)
+    return [selection] if selection else []
 
 
 def mean_estimate(frame, *, user_col: str, value_col: str, upper: float, epsilon: float, seed: int | None = None,

@@ -94,7 +94,7 @@ class ReleaseOptions:
     clip_min: float | None = None
     clip_max: float | None = None
     round_values: bool = False
-    sampler: str = "hardened"
+    sampler: str | None = None  # the mechanism's own: hardened where it has one, else float
     granularity: float | None = None
     alpha: float = 0.05
     accuracy_for: str = "cell"
@@ -200,10 +200,11 @@ class ReleasePlan:
     def cellwise(self) -> bool:
         return self.mechanism in CELLWISE
 
-    @property
-    def sampler_warnings(self) -> list[str]:
-        """The float-noise warning (--sampler float, or a mechanism without a hardened sampler)."""
-        return list(self.sampling["warnings"])
+    def sampler_warnings(self, result) -> list[str]:
+        """The float-noise warning of a mechanism without a hardened sampler (none when the release
+        was in fact hardened: subsample at --sampling-rate 1 is the plain Gaussian mechanism)."""
+        hardened = (result.claim.parameters or {}).get("sampler") == "hardened"
+        return [] if hardened else list(self.sampling["warnings"])
 
     def accuracy(self, result, target: str | None = None, pattern: bool = True):
         """The release's :class:`tsdp.accuracy.Accuracy` at ``--alpha`` (public parameters only);
@@ -283,7 +284,7 @@ def report_for(plan: ReleasePlan, table, result, randomness, described: dict, no
     return Report(
         command="release",
         parameters={**parameters, "layout": plan.spec.resolved_layout},
-        claim=result.claim,
+        claim=stated_sampler(result.claim, plan.sampling),
         output={**described, "layout": table.layout},
         randomness=randomness.label,
         grid={"n_series": table.n_series, "n_steps": table.n_steps, "freq": table.grid.freq,
@@ -311,28 +312,38 @@ def _check_alpha(alpha) -> None:
         raise UsageError(f"--alpha must be in (0, 1), got {alpha!r}")
 
 
-def _sampling(mechanism: str, sampler: str, granularity: float | None) -> dict:
-    """Check --sampler/--granularity up front. The cellwise mechanisms, dft and fast take them (and
-    warn themselves about float noise); subsample and filter-subsample, whose subsampling accounting
-    is for continuous Gaussian noise, draw floating-point noise and say so in a warning."""
-    from tsdp.accounting.discrete import check_granularity, check_sampler
-    from tsdp.mechanisms.noise import FLOAT_WARNING
+def _sampling(mechanism: str, sampler: str | None, granularity: float | None) -> dict:
+    """Check --sampler/--granularity up front. The cellwise mechanisms, dft and fast take them
+    (hardened by default; they warn themselves about float noise); subsample and filter-subsample,
+    whose subsampling accounting is for continuous Gaussian noise, draw floating-point noise only:
+    ``--sampler hardened`` is refused, and the default says so in a warning and in the claim."""
+    from tsdp.accounting import discrete as disc
 
-    check_sampler(sampler)
+    if sampler is None:
+        sampler = "hardened" if mechanism in HARDENED else "float"
+    disc.check_sampler(sampler)
+    if mechanism not in HARDENED and sampler == "hardened":
+        raise disc.refuse_hardened(mechanism)
     if granularity is not None:
         if sampler != "hardened":
             raise UsageError("--granularity applies to --sampler hardened only")
-        check_granularity(granularity)
+        disc.check_granularity(granularity)
     if mechanism in HARDENED:
         return {"sampler": sampler, "granularity": granularity, "warnings": []}
-    if granularity is not None:
-        raise UsageError(f"--granularity applies to --mechanism {', '.join(HARDENED)}; "
-                         f"--mechanism {mechanism} has no hardened sampler yet")
-    warning = FLOAT_WARNING if sampler == "float" else (
-        f"--mechanism {mechanism} has no hardened sampler yet: its noise is drawn by floating-point "
-        "samplers (its subsampling accounting is for continuous Gaussian noise), so this output "
-        "is exposed to floating-point attacks")
-    return {"sampler": "float", "granularity": None, "warnings": [warning]}
+    return {"sampler": "float", "granularity": None, "float_only": mechanism,
+            "warnings": [disc.float_only_warning(mechanism) + "; publish its output only if that exposure is "
+                         "acceptable (--mechanism gaussian, laplace, dft and fast have hardened samplers)"]}
+
+
+def stated_sampler(claim, sampling: dict):
+    """The claim of a float-only mechanism with its sampler and the reason stated in its parameters."""
+    from dataclasses import replace
+
+    from tsdp.accounting.discrete import float_parameters
+
+    if not sampling.get("float_only") or "sampler" in (claim.parameters or {}):
+        return claim  # --sampling-rate 1 released the plain Gaussian mechanism, hardened: its claim says so
+    return replace(claim, parameters={**(claim.parameters or {}), **float_parameters(sampling["float_only"])})
 
 
 def mechanism_runner(mechanism: str, epsilon: float, delta: float | None, calibration: str, noise: str,
@@ -426,7 +437,7 @@ def release(frame, *, epsilon: float, unit: str, seed: int | None = None, **opti
     loaded = load_frame(df, plan, randomness.generator)
     released = release_loaded(plan, loaded, randomness.generator)
     require_finite_output(released.frame)
-    warnings = (list(released.result.warnings) + plan.sampler_warnings
+    warnings = (list(released.result.warnings) + plan.sampler_warnings(released.result)
                 + ([SEEDED_WARNING] if randomness.seeded else []))
     parameters = {**plan.options.parameters(), "input": IN_MEMORY_INPUT}
 

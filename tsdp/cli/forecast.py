@@ -26,6 +26,7 @@ from tsdp.cli import accuracy_options as acc_opts
 from tsdp.cli import common
 from tsdp.api.accounting import SERIES_UNITS, series_unit
 from tsdp.cli.account import Bottom, Top
+from tsdp.accounting.discrete import check_sampler, float_only_warning, float_parameters, refuse_hardened
 from tsdp.errors import DataError, UsageError
 from tsdp.forecast.claim import dpsgd_claim, unaccounted
 from tsdp.io.files import check_output_path, read_table
@@ -129,6 +130,7 @@ def forecast_train(
     output: Optional[str] = common.OutputOption,
     report: Optional[str] = common.ReportOption,
     seed: Optional[int] = common.SeedOption,
+    sampler: Optional[str] = typer.Option(None, "--sampler", help="Gradient noise sampler: float only (numpy's floating-point Gaussian); hardened is refused, the report says why."),
     force: bool = common.ForceOption,
     json_summary: bool = common.JsonOption,
     quiet: bool = common.QuietOption,
@@ -142,6 +144,7 @@ def forecast_train(
     if unit not in SERIES_UNITS + ("user",):
         raise UsageError(f"--unit {unit!r}: must be one of w-event, w-user or event")
     accounted_unit = series_unit(unit, w)
+    _check_sampler(sampler)
     if lags is not None and model is not Model.deepar:
         raise UsageError(f"--lags is an option of --model deepar, not of --model {model.value}")
     if num_samples != 100 and model is not Model.deepar:
@@ -209,9 +212,10 @@ def forecast_train(
     scores = {"model (DP-SGD)": trainer.evaluate(net, result.theta, split, season_length),
               "seasonal naive (not private)": trainer.evaluate_seasonal_naive(split, season_length)}
     claim = dpsgd_claim(train_config, plan, result)
+    claim = replace(claim, parameters={**claim.parameters, **float_parameters("forecast-train")})
     covered = train_config.checkpoint == Checkpoint.last.value
     forecasts = _forecast_table(net, result.theta, split, table, names, rng)
-    warnings = [*plan.warnings, FORECAST_NOTE] + ([] if covered else [BEST_CHECKPOINT_CAVEAT]) + (
+    warnings = [*plan.warnings, FORECAST_NOTE, FLOAT_NOISE_WARNING] + ([] if covered else [BEST_CHECKPOINT_CAVEAT]) + (
         [SEEDED_WARNING] if randomness.seeded else [])
     training = _training_summary(train_config, plan, result, n_series, split, season_length, net)
     from tsdp.forecast import persist
@@ -222,7 +226,7 @@ def forecast_train(
         "privacy": {"definition": "approx-dp", "epsilon": claim.epsilon, "delta": claim.delta,
                     "theorem": claim.theorem, "unit": claim.unit.neighbouring,
                     "checkpoint": train_config.checkpoint, "guarantee_covers_these_weights": covered,
-                    "caveats": [FORECAST_NOTE, "not privacy-accounted: " + "; ".join(unaccounted(train_config.checkpoint))]
+                    "caveats": [FORECAST_NOTE, FLOAT_NOISE_WARNING, "not privacy-accounted: " + "; ".join(unaccounted(train_config.checkpoint))]
                     + ([] if covered else [BEST_CHECKPOINT_CAVEAT])},
         "input": {"time_col": time_col, "series": names, "freq": table.grid.freq,
                   "start": None if calendar.origin is None else str(calendar.origin)},
@@ -358,6 +362,19 @@ def _check_receptive_field(length: int, window: int, context: int, horizon: int,
             f"in all, but {train_length} remain for training after the test tail and {val_windows} validation "
             "windows; use smaller --lags or --context-length"
         )
+
+
+FLOAT_NOISE_WARNING = (float_only_warning("forecast-train").replace("its noise", "its gradient noise", 1)
+                       + "; so the weights and forecasts must not be published")
+
+
+def _check_sampler(sampler: str | None) -> None:
+    """--sampler: float (the default and only sampler here); hardened is refused with the reason."""
+    if sampler is None:
+        return
+    check_sampler(sampler)
+    if sampler == "hardened":
+        raise refuse_hardened("forecast-train")
 
 
 def _noise_multiplier(text: str) -> float | None:

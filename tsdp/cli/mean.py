@@ -92,6 +92,8 @@ def mean_estimate(
     report: Optional[str] = common.ReportOption,
     custodian: Optional[str] = common.CustodianOption,
     seed: Optional[int] = common.SeedOption,
+    sampler: Optional[str] = common.SamplerOption,
+    granularity: Optional[float] = common.GranularityOption,
     force: bool = common.ForceOption,
     json_summary: bool = common.JsonOption,
     quiet: bool = common.QuietOption,
@@ -105,6 +107,7 @@ def mean_estimate(
         epsilon_per_group_ok=epsilon_per_group_ok, algorithm=algorithm, grouping=grouping, m_ub=m_ub,
         quantile_mode=quantile_mode, quantiles=quantiles, gamma=gamma, tau_k=tau_k,
         value_out_of_range=value_out_of_range, alpha=alpha, clip=not no_clip, round_values=round_values,
+        sampler=sampler, granularity=granularity,
     ).plan()
     settings, spec = plan.settings, plan.spec
     options = engine_options(engine, memory_limit, work_dir, spark_master, spark_conf)

@@ -140,7 +140,7 @@ def release(
     output: Optional[str] = common.OutputOption,
     report: Optional[str] = common.ReportOption,
     seed: Optional[int] = common.SeedOption,
-    sampler: str = common.SamplerOption,
+    sampler: Optional[str] = common.SamplerOption,
     granularity: Optional[float] = common.GranularityOption,
     force: bool = common.ForceOption,
     json_summary: bool = typer.Option(False, "--json", help="Print a machine-readable summary on stdout."),
@@ -213,7 +213,7 @@ def release(
         stage("writing output")
 
         def warnings_now() -> list[str]:  # known once the (possibly streamed) release has run
-            return (list(results[-1].warnings) + plan.sampler_warnings
+            return (list(results[-1].warnings) + plan.sampler_warnings(results[-1])
                     + ([SEEDED_WARNING] if randomness.seeded else []))
 
         common.publish(released, output, report, lambda described: report_for(

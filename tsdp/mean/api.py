@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from tsdp.accounting.claim import PrivacyClaim, PrivacyUnit
+from tsdp.accounting.claim import MechanismEvent, PrivacyClaim, PrivacyUnit
+from tsdp.accounting.discrete import check_granularity, check_sampler
 from tsdp.errors import UsageError
 from tsdp.limits import MAX_MAGNITUDE
 from tsdp.mean import algorithms as alg
@@ -54,6 +55,8 @@ class MeanSettings:
     quantiles: tuple[float, float] = DEFAULT_QUANTILES
     gamma: float = DEFAULT_GAMMA
     tau_k: str = "kbar"
+    sampler: str = "hardened"
+    granularity: float | None = None
 
     def __post_init__(self) -> None:
         def bad(option: str, value, hint: str) -> UsageError:
@@ -113,6 +116,11 @@ class MeanSettings:
                 raise UsageError(f"--gamma is only used by --algorithm levy, not {algo}")
             if self.tau_k != "kbar":
                 raise UsageError(f"--tau-k is only used by --algorithm levy, not {algo}")
+        check_sampler(self.sampler)
+        if self.granularity is not None:
+            if self.sampler != "hardened":
+                raise UsageError("--granularity applies to --sampler hardened only")
+            object.__setattr__(self, "granularity", check_granularity(self.granularity))
         if algo == "baseline":
             if self.m_ub != "auto":
                 raise UsageError("--m-ub is not used by --algorithm baseline (it does not cap counts)")
@@ -147,6 +155,8 @@ class GroupEstimate:
     budget_split: dict[str, float]
     warnings: list[str] = field(default_factory=list)
     tau: float | None = None
+    granularity: float | None = None          # hardened sampler: the group's lattice step
+    rounded_sensitivity: float | None = None  # hardened sampler: (floor(sensitivity / g) + 1) g
 
 
 def prepare_groups(values: np.ndarray, user_starts: np.ndarray, group_starts: np.ndarray,
@@ -170,7 +180,8 @@ def release_prepared(prep: alg.Prepared, settings: MeanSettings,
                      rng: np.random.Generator) -> alg.Released:
     return alg.release(prep, rng, epsilon=settings.epsilon, lower=settings.lower,
                        upper=settings.upper, quantile_mode=settings.quantile_mode,
-                       quantiles=settings.quantiles, gamma=settings.gamma, tau_k=settings.tau_k)
+                       quantiles=settings.quantiles, gamma=settings.gamma, tau_k=settings.tau_k,
+                       sampler=settings.sampler, granularity=settings.granularity)
 
 
 def estimate_groups(values: np.ndarray, user_starts: np.ndarray, group_starts: np.ndarray,
@@ -199,6 +210,8 @@ def estimate_prepared(prep: alg.Prepared, settings: MeanSettings, rng: np.random
     sens = rel.sensitivity.tolist()
     box = rel.interval.tolist() if rel.interval is not None else None
     tau = rel.tau.tolist() if rel.tau is not None else None
+    gran = rel.granularity.tolist() if rel.granularity is not None else None
+    step = rel.rounded_sensitivity.tolist() if rel.rounded_sensitivity is not None else None
     cols = [getattr(prep, k).tolist() for k in ("m_ub", "num_arrays", "k_wraparound", "users",
                                                  "records_total", "records_used", "m_max", "m_min")]
     for g in range(prep.n_groups):
@@ -216,7 +229,8 @@ def estimate_prepared(prep: alg.Prepared, settings: MeanSettings, rng: np.random
             records_total=total, records_used=used, m_max=m_max, m_min=m_min,
             interval=None if box is None else (box[g][0], box[g][1]),
             budget_split=dict(split), warnings=warnings,
-            tau=None if tau is None else tau[g]))
+            tau=None if tau is None else tau[g],
+            granularity=None if gran is None else gran[g], rounded_sensitivity=None if step is None else step[g]))
     return out
 
 
@@ -234,12 +248,59 @@ _THEOREMS = {
 }
 
 
-def claim_for(settings: MeanSettings, n_groups: int, user_column: str) -> PrivacyClaim:
+SELECTION_FLOAT = {
+    "quantile": "the private quantiles (Smith 2011: a gap by the Gumbel-max trick, then a point uniform in it) are "
+                "drawn with numpy floating-point Gumbel and uniform noise",
+}
+
+
+def selection_warning(algorithm: str) -> str | None:
+    """What stays floating-point in a hardened QUANTILE run, and what of it reaches the output (LEVY's
+    private median is sampled exactly, :func:`tsdp.mean.selection.exact_em_argmax`)."""
+    if algorithm not in SELECTION_FLOAT:
+        return None
+    return (f"--algorithm {algorithm}: {SELECTION_FLOAT[algorithm]}, not by the hardened sampler; only the "
+            "Laplace noise of the estimates is hardened. The selection's output is not released itself, but the "
+            "clipping interval [a, b] it picks sets each estimate's laplace_scale and clipping, so the "
+            "floating-point draws reach the output, quantised to the group's lattice step (the scale reveals b - a "
+            "to about 20 significant bits); use --algorithm levy, array-averaging or baseline for an output drawn "
+            "by exact samplers only")
+
+
+EXACT_EM = ("the exponential mechanism sampled exactly by rejection: a centre proposed uniformly (exact bounded "
+            "integers) is accepted with probability exp(-(eps/2) (s_j - min s) / (2 Delta_s)) by an exact Bernoulli "
+            "(uniform bits against the exactly evaluated exponential; Canonne, Kamath and Steinke 2020, Alg. 1's "
+            "role), so Pr[j] is exactly proportional to exp(-(eps/2) s_j / (2 Delta_s)): eps/2-DP (McSherry-Talwar)")
+GRANULARITY_RULE = ("per group: the largest power of two g <= 2^-20 min(b_0, Delta), but at least b_0 2^-24, "
+                    "where Delta is the group's sensitivity and b_0 = Delta / eps_mean (public parameters only)")
+
+
+def _events(settings: MeanSettings, estimates) -> tuple[MechanismEvent, ...]:
+    """One Laplace event per distinct (sensitivity, scale, granularity) of the groups, with its count.
+
+    Only for BASELINE and ARRAY-AVERAGING, whose whole release is the Laplace step: the exponential
+    mechanism of LEVY/QUANTILE is not an additive-noise event, so their claims carry none (and compose
+    by basic composition)."""
+    if settings.algorithm not in ("baseline", "array-averaging") or estimates is None:
+        return ()
+    counts: dict[tuple, int] = {}
+    for e in estimates:
+        key = ((e.rounded_sensitivity, e.laplace_scale, e.granularity) if settings.sampler == "hardened"
+               else (e.sensitivity, e.laplace_scale, None))
+        counts[key] = counts.get(key, 0) + 1
+    kind = "discrete-laplace" if settings.sampler == "hardened" else "laplace"
+    return tuple(MechanismEvent(kind, s, b, n, granularity=g) for (s, b, g), n in counts.items())
+
+
+def claim_for(settings: MeanSettings, n_groups: int, user_column: str, estimates=None) -> PrivacyClaim:
     """The pure user-level claim for releasing ``n_groups`` estimates, each eps-DP.
 
     epsilon = eps * n_groups by basic composition (a data-independent bound). The smaller figure
     that holds when participation is public (:func:`participation_epsilon`) is a function of the
-    data and never part of the claim."""
+    data and never part of the claim. ``estimates`` (the released groups) give the mechanism events
+    of BASELINE and ARRAY-AVERAGING: their per-group sensitivities and scales are published."""
+    from tsdp.accounting.discrete import LAPLACE_THEOREM
+
     eps = settings.epsilon
     unit = PrivacyUnit(level="user", relation="substitute", neighbouring=NEIGHBOURING,
                        max_per_step=settings.upper - settings.lower, id_column=user_column,
@@ -256,7 +317,24 @@ def claim_for(settings: MeanSettings, n_groups: int, user_column: str) -> Privac
         "budget_split": settings.budget_split(),
         "composition": "basic sequential",
         "public_inputs": ["U", "lower", "L", "per-user counts", "m_ub", "grouping"],
+        "sampler": settings.sampler,
     }
+    theorem = _THEOREMS[settings.algorithm]
+    if settings.sampler == "hardened":
+        params["granularity"] = settings.granularity
+        params["granularity_rule"] = ("--granularity, the same for every group" if settings.granularity is not None
+                                      else GRANULARITY_RULE)
+        params["rounding"] = ("each group's statistic is rounded to a multiple of its g, so a user moves it by at "
+                              "most (floor(Delta / g) + 1) g, the rounded sensitivity; laplace_scale is that over "
+                              "the Laplace step's epsilon")
+        theorem += "; the Laplace step: " + LAPLACE_THEOREM
+        if settings.algorithm in SELECTION_FLOAT:
+            params["selection_sampler"] = "float: " + SELECTION_FLOAT[settings.algorithm]
+        if settings.algorithm == "levy":
+            params["selection_sampler"] = "exact: " + EXACT_EM
+            theorem += "; the private median: " + EXACT_EM
+    else:
+        theorem += "; numpy floating-point Laplace noise (--sampler float: not for publication)"
     if settings.algorithm == "quantile":
         params["quantile_mode"] = settings.quantile_mode
         params["quantiles"] = (list(settings.quantiles) if settings.quantile_mode == "fixed" else None)
@@ -265,7 +343,7 @@ def claim_for(settings: MeanSettings, n_groups: int, user_column: str) -> Privac
         params["tau_k"] = settings.tau_k
     return PrivacyClaim(definition="pure-dp", unit=unit, epsilon=eps * n_groups, delta=0.0,
                         mechanism=f"user-level-mean/{settings.algorithm}",
-                        theorem=_THEOREMS[settings.algorithm], events=(), parameters=params)
+                        theorem=theorem, events=_events(settings, estimates), parameters=params)
 
 
 def participation_epsilon(settings: MeanSettings, max_groups_per_user: int) -> dict:

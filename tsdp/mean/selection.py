@@ -56,6 +56,32 @@ def em_median_logits(means: np.ndarray, starts: np.ndarray, tau: np.ndarray, low
     """Segmented EM-median logits. Returns (candidate starts, candidate centres, logits).
 
     Candidates depend only on tau, lower and upper (M-T7), never on the data."""
+    cstarts, centres, score = em_median_scores(means, starts, tau, lower, upper)
+    return cstarts, centres, -(eps_sel / (2.0 * score_sens)) * score
+
+
+def exact_em_argmax(score: np.ndarray, starts: np.ndarray, c: float, rng: np.random.Generator) -> np.ndarray:
+    """Flat index of one draw per segment with Pr[j] proportional to exp(-c score[j]), exactly
+    (integer scores): propose j uniformly in its segment (numpy's exact bounded integers), accept
+    with probability exp(-c (score[j] - min score of the segment)) by an exact Bernoulli
+    (:func:`tsdp.mechanisms.discrete.bernoulli_exp`), else propose again. Rejection sampling gives
+    the normalised target exactly; a segment needs at most (its size) proposals on average."""
+    from tsdp.mechanisms.discrete import bernoulli_exp
+
+    sizes = np.diff(starts)
+    smin = np.minimum.reduceat(score, starts[:-1])
+    out = np.empty(sizes.size, dtype=np.int64)
+    pending = np.arange(sizes.size)
+    while pending.size:
+        idx = starts[pending] + rng.integers(0, sizes[pending])
+        ok = bernoulli_exp(rng, c, score[idx] - smin[pending])
+        out[pending[ok]] = idx[ok]
+        pending = pending[~ok]
+    return out
+
+
+def em_median_scores(means: np.ndarray, starts: np.ndarray, tau: np.ndarray, lower: float, upper: float):
+    """(candidate starts, candidate centres, integer scores s_j) of the segmented EM median."""
     tau = np.asarray(tau, dtype=np.float64)
     n_g = np.diff(starts)
     n_c = num_centres(tau, upper - lower)
@@ -72,9 +98,7 @@ def em_median_logits(means: np.ndarray, starts: np.ndarray, tau: np.ndarray, low
     incl = cs - before[cgroup]  # #{q_i <= c_j} within the group
     below = incl - cnt
     above = n_g[cgroup] - incl
-    score = np.maximum(below, above)
-    logits = -(eps_sel / (2.0 * score_sens)) * score
-    return cstarts, centres, logits
+    return cstarts, centres, np.maximum(below, above)
 
 
 def em_median_log_probs(means: np.ndarray, tau: float, lower: float, upper: float,

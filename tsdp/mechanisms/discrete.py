@@ -63,6 +63,27 @@ def discrete_gaussian(gen: np.random.Generator, sigma: float, n: int) -> np.ndar
     return _rejection_fill(gen, n, lambda size: _gaussian_proposals(gen, sigma, t, size), 0.74)
 
 
+def discrete_laplace_scales(gen: np.random.Generator, t: np.ndarray) -> np.ndarray:
+    """One exact draw per entry of ``t``: entry i from the discrete Laplace with P(y) proportional to
+    exp(-|y| / t[i]) (e.g. one group's noise each, the groups having different scales).
+
+    Every entry takes one proposal per round and the rejected ones (sign bit set and magnitude 0)
+    take another in the next round, in index order, so a seeded generator gives the same draws."""
+    t = np.asarray(t, dtype=np.float64)
+    bad = ~(np.isfinite(t) & (t > 0) & (t <= MAX_LATTICE_SCALE))
+    if bad.any():
+        _check_scale("discrete Laplace scale", float(t[np.flatnonzero(bad)[0]]))
+    out = np.empty(t.size, dtype=np.float64)
+    pending = np.arange(t.size)
+    while pending.size:
+        m, negative = _geometric(gen, t[pending], gen.bit_generator.random_raw(pending.size))
+        ok = ~(negative & (m == 0))
+        np.negative(m, out=m, where=negative)
+        out[pending[ok]] = m[ok]
+        pending = pending[~ok]
+    return out
+
+
 _BLOCK = 1 << 14  # proposals per vectorised step: the temporaries stay in the CPU cache
 
 
@@ -79,10 +100,11 @@ def _rejection_fill(gen, n: int, propose, rate: float) -> np.ndarray:
     return out
 
 
-def _geometric(gen, t: float, raw: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _geometric(gen, t, raw: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``floor(-t ln V)`` for V uniform in [u / 2^52, (u + 1) / 2^52), u the top 52 bits of ``raw``.
 
-    Returns the magnitudes (exact, as float64) and the words' low bits as signs. ``-t ln V`` lies
+    ``t`` is one float or an array with one scale per word. Returns the magnitudes (exact, as
+    float64) and the words' low bits as signs. ``-t ln V`` lies
     in ``[upper - t/u, upper]`` with ``upper = -t ln(u / 2^52)``, and the float ``upper`` is within
     ``37 t _ETA_LOG`` of the true one (``-ln(u / 2^52) <= 36.04``).
     """
@@ -101,7 +123,7 @@ def _geometric(gen, t: float, raw: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         upper += margin
         unsure |= upper >= 1  # also u = 0 (inf and nan)
     for i in np.flatnonzero(unsure):
-        m[i] = _geometric_exact(gen, t, int(u[i]))
+        m[i] = _geometric_exact(gen, float(t[i]) if isinstance(t, np.ndarray) else t, int(u[i]))
     return m, negative
 
 
@@ -182,6 +204,48 @@ def _gaussian_accept_exact(gen, sigma: float, t: int, m: int, v: int) -> bool:
             err = Decimal(10) ** (-(prec - 10))
             s2 = Decimal(sigma) * Decimal(sigma)
             p = (-((Decimal(m) - s2 / t) ** 2) / (2 * s2)).exp()
+            scale = Decimal(2) ** bits
+            if Decimal(v + 1) / scale <= p * (1 - err):
+                return True
+            if Decimal(v) / scale >= p * (1 + err):
+                return False
+        v, bits = _more_bits(gen, v, bits)
+
+
+def bernoulli_exp(gen: np.random.Generator, c: float, k: np.ndarray) -> np.ndarray:
+    """One exact Bernoulli(exp(-c k[i])) per entry, for a float ``c > 0`` and integers ``k >= 0``.
+
+    Accept iff E = -ln V > gamma = c k for a uniform V (CKS 2020's Bernoulli(exp(-gamma)), decided
+    like the Gaussian acceptance: float with a margin, exact :mod:`decimal` fallback). The float
+    ``c k`` errs by at most gamma 2^-53, inside the margin for gamma <= 37, and any gamma > 37 is
+    rejected whatever its error (E <= 36.04 for V >= 2^-52)."""
+    k = np.asarray(k, dtype=np.float64)
+    raw = gen.bit_generator.random_raw(k.size)
+    v = raw >> np.uint64(64 - _BITS)
+    vf = v.astype(np.float64)
+    d = c * k
+    with np.errstate(divide="ignore", invalid="ignore"):
+        d += np.log(vf * (1.0 / _SCALE))
+        width = np.reciprocal(vf)
+    width += _GAUSS_MARGIN
+    accept = d < -width
+    unsure = ~accept & (d <= _GAUSS_MARGIN)
+    for i in np.flatnonzero(unsure):
+        exponent = Decimal(c) * int(k[i])  # exact: c is a binary float
+        accept[i] = _accept_exact(gen, lambda: -exponent, int(v[i]))
+    return accept
+
+
+def _accept_exact(gen, exponent, v: int) -> bool:
+    """Decide V < exp(exponent()) for V in [v / 2^bits, (v + 1) / 2^bits), drawing bits as needed;
+    ``exponent`` is evaluated in the current :mod:`decimal` context."""
+    bits = _BITS
+    while True:
+        prec = 40 + bits // 3
+        with localcontext() as ctx:
+            ctx.prec = prec
+            err = Decimal(10) ** (-(prec - 10))
+            p = exponent().exp()
             scale = Decimal(2) ** bits
             if Decimal(v + 1) / scale <= p * (1 - err):
                 return True
