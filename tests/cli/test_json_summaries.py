@@ -130,3 +130,14 @@ def test_schema_ids_and_codes():
     assert schema_id("tsdp forecast-train --evaluate-only") == "tsdp.forecast_train.evaluate_only.summary/1"
     assert warning_code("this run used a fixed --seed: ...") == "seeded_run"
     assert warning_code("something new") == "warning"
+
+
+@pytest.mark.parametrize("name", ["release", "mean-estimate", "flip", "forecast-train"])
+def test_every_publishing_command_states_its_accuracy(capsys, name):
+    """Issue 15: the summary of every command that writes a release carries an accuracy block (a
+    half-width, or the statement why there is no noise interval), with its alpha."""
+    args, _, _ = CASES[name]
+    data, _ = summary(capsys, *args)
+    accuracy = data["accuracy"]
+    assert 0 < accuracy["alpha"] < 1 and "covers" in accuracy
+    assert accuracy["half_width"] is not None or accuracy["statement"].startswith("no noise interval")

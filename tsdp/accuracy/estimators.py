@@ -97,3 +97,14 @@ def forecast_model(alpha: float) -> Accuracy:
             "--evaluate-only), which is not publishable")
     return Accuracy(alpha, "model", "the trained model", None, "not applicable",
                     "DP-SGD (noisy clipped gradients); no per-value noise distribution", covers=text, statement=text)
+
+
+def flip_filter(alpha: float) -> Accuracy:
+    """FLIP (McElroy et al.) releases the series passed through a secret random all-pass filter: no
+    value is 'value + noise', so there is no noise interval (and FLIP is not differential privacy)."""
+    alpha = iv.check_alpha(alpha)
+    text = ("no noise interval: FLIP releases each series passed through a secret random all-pass filter (no "
+            "additive noise; not differential privacy); its distortion is data-dependent and measured by the "
+            "D_path and D_ACF figures (steward only)")
+    return Accuracy(alpha, "series", "each filtered series", None, "not applicable",
+                    "all-pass filtering (McElroy et al.); no per-value noise distribution", covers=text, statement=text)

@@ -179,7 +179,16 @@ def flip(
         "d_path_mean": sum(r["utility"]["D_path"] for r in rows) / len(rows),
         "d_acf_mean": sum(r["utility"]["D_ACF"] for r in rows) / len(rows),
         "lip_guess_inversion_median": sorted(r["lip_guess_inversion"] for r in rows)[len(rows) // 2],
+        "accuracy": _accuracy(json_summary),
     }, "tsdp flip")
+
+
+def _accuracy(json_mode: bool):
+    """FLIP's accuracy line: there is no noise interval (see :func:`tsdp.accuracy.estimators.flip_filter`)."""
+    from tsdp.accuracy.estimators import flip_filter
+    from tsdp.cli.accuracy_options import DEFAULT_ALPHA, shown
+
+    return shown(flip_filter(DEFAULT_ALPHA), json_mode)
 
 
 def _check_grid_memory(settings: FlipSettings) -> None:
