@@ -19,6 +19,7 @@ from tsdp.errors import UsageError
 from tsdp.io.load import InputSpec
 
 MECHANISMS = ("gaussian", "laplace", "dft", "fast", "subsample", "filter-subsample")
+DEFAULT_DFT_K = 30  # Fourier coefficients kept by --mechanism dft when --dft-k is not given
 CELLWISE = ("gaussian", "laplace")  # cells released independently, in file order (no sorting)
 HARDENED = ("gaussian", "laplace", "dft", "fast")  # the others draw floating-point noise (issue 17)
 SUMMABLE = ("gaussian", "laplace", "dft")  # --accuracy-for sum: per-series sums independent of sampling
@@ -59,7 +60,7 @@ class ReleaseOptions:
     neighbouring: str = "add-remove"
     calibration: str = "analytic"
     noise: str | None = None
-    dft_k: int = 30
+    dft_k: int | None = None  # --mechanism dft only; 30 when not given
     sampling_rate: float | None = None
     accounting: str | None = None
     delta_split: float | None = None
@@ -139,6 +140,8 @@ class ReleaseOptions:
             first = next(k for k, v in koga.items() if v is not None)
             flag = {"p": "sampling-rate", "kernel": "filter", "alpha": "filter-alpha"}.get(first, first.replace("_", "-"))
             raise UsageError(f"--{flag} applies only to --mechanism subsample or filter-subsample")
+        if mechanism != "dft" and self.dft_k is not None:
+            raise UsageError(f"--dft-k {self.dft_k!r} applies only to --mechanism dft, not {mechanism}; remove it")
         if mechanism == "subsample" and any(koga[k] is not None for k in ("alpha", "kernel", "filter_sigma",
                                                                           "filter_width", "filter_kernel")):
             raise UsageError("the --filter options and --filter-alpha apply only to --mechanism filter-subsample")
@@ -170,7 +173,8 @@ class ReleaseOptions:
         if accuracy_for == "sum" and mechanism not in SUMMABLE:
             raise UsageError(f"--accuracy-for sum is available for --mechanism {', '.join(SUMMABLE)}, not "
                              f"{mechanism}: its per-series sums depend on the released sampling pattern")
-        run = mechanism_runner(mechanism, self.epsilon, self.delta, calibration, noise, self.dft_k, fast, koga,
+        dft_k = DEFAULT_DFT_K if self.dft_k is None else self.dft_k
+        run = mechanism_runner(mechanism, self.epsilon, self.delta, calibration, noise, dft_k, fast, koga,
                                sampling)
         return ReleasePlan(self, mechanism, noise, declared, spec, caps, run, sampling=sampling,
                            accuracy_for=accuracy_for)
