@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from tsdp.accounting.budget import check_epsilon
 from tsdp.accounting.claim import PrivacyClaim, PrivacyUnit
 from tsdp.errors import UsageError
 from tsdp.limits import MAX_MAGNITUDE
@@ -61,6 +62,7 @@ class MeanSettings:
 
         if isinstance(self.epsilon, bool) or not _finite(self.epsilon) or float(self.epsilon) <= 0:
             raise bad("--epsilon", self.epsilon, "must be a finite number > 0")
+        check_epsilon(float(self.epsilon))  # the range every command calibrates for
         if isinstance(self.upper, bool) or not _finite(self.upper):
             raise bad("--upper", self.upper, "must be a finite public bound (never derived from the data)")
         if isinstance(self.lower, bool) or not _finite(self.lower):
