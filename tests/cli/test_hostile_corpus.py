@@ -132,7 +132,8 @@ FORECAST = ["forecast-train", "panel.csv", "--series-col", "series", "--value-co
 DPSGD = ["account", "dpsgd", "--series", "320", "--length", "20", "--batch-size", "32", "--delta", "1e-5",
          "--context-length", "1", "--forecast-length", "1", "--noise-multiplier", "1", "--steps", "10"]
 CALIB = ["account", "calibrate", "dpsgd", "--series", "320", "--length", "20", "--batch-size", "32", "--delta",
-         "1e-5", "--context-length", "1", "--forecast-length", "1", "--epsilon", "5", "--steps", "10"]
+         "1e-5", "--context-length", "1", "--forecast-length", "1", "--epsilon", "5", "--steps", "10",
+         "--discretization", "0.01"]  # a coarse grid keeps the valid calibrations fast
 VERIFY = ["account", "verify", "rep.json", "--max-epsilon", "2", "--max-delta", "1e-5", "-q"]
 COMPOSE = ["account", "compose", "rep.json", "rep.json", "-q"]
 PLAN = ["plan", "release", "--epsilon", "0.5,1", "--", "wide.csv", "--mechanism", "laplace", "--unit", "event"]
