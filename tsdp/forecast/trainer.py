@@ -92,6 +92,9 @@ class TrainConfig:
     def __post_init__(self) -> None:
         if self.checkpoint not in CHECKPOINTS:
             raise UsageError(f"--checkpoint must be one of {', '.join(CHECKPOINTS)}, got {self.checkpoint!r}")
+        for option, value in (("--batch-size", self.batch_size), ("--instances", self.instances)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise UsageError(f"{option} must be an integer >= 1, got {value!r}")
         if self.context < 1 or self.horizon < 1:
             raise UsageError(f"--context-length {self.context} and --forecast-length {self.horizon} must be >= 1")
         if not (self.clip_norm > 0 and math.isfinite(self.clip_norm)):

@@ -19,6 +19,8 @@ from tsdp.errors import UsageError
 from tsdp.limits import MAX_MAGNITUDE
 from tsdp.mean import algorithms as alg
 
+MAX_M_UB = 2**31 - 1
+
 ALGORITHMS = ("baseline", "array-averaging", "levy", "quantile")
 GROUPINGS = ("bestfit", "wraparound")
 QUANTILE_MODES = ("fixed", "eps-dependent")
@@ -88,6 +90,8 @@ class MeanSettings:
         if isinstance(m_ub, (int, np.integer)) and not isinstance(m_ub, bool):
             if m_ub < 1:
                 raise bad("--m-ub", self.m_ub, "an integer cap must be >= 1")
+            if m_ub > MAX_M_UB:  # records of one user; larger caps overflow the C integers of the grouping
+                raise bad("--m-ub", self.m_ub, f"an integer cap must be at most {MAX_M_UB:,} records per user")
             m_ub = int(m_ub)
         elif m_ub not in ("auto", "median", "opt"):
             raise bad("--m-ub", self.m_ub, "must be auto, median, opt or a positive integer")
