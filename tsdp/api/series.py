@@ -166,6 +166,10 @@ class ReleaseOptions:
             start=self.start, end=self.end, freq=self.freq, fill_missing=fill == "zero",
             allow_negative=self.allow_negative, timezone=self.timezone,
         )
+        if self.value_bound is not None and (spec.resolved_layout != "events" or self.value_col is None):
+            raise UsageError(f"--value-bound {self.value_bound!r} clips each event's value: it applies only to "
+                             f"--layout events with --value-col, not to the {spec.resolved_layout} layout"
+                             + ("" if spec.resolved_layout != "events" else " without --value-col"))
         caps = event_caps(declared, self.value_bound) if spec.resolved_layout == "events" else None
         sampling = _sampling(mechanism, self.sampler, self.granularity)
         accuracy_for = _choice("accuracy-for", self.accuracy_for, ("cell", "sum"))
