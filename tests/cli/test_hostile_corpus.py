@@ -217,6 +217,8 @@ MALFORMED_WIDE = {
     "ragged-row": ("time,a,b\n" + "".join(f"{t},1,2{',9' if h == 4 else ''}\n" for h, t in enumerate(HOURS)), 4,
                    ()),
     "binary-garbage": (b"\x00\xff\xfe PK\x03\x04" * 50, 4, ()),
+    "carriage-return-in-header": (b"ti\rme,a,b\n" + _wide().split("\n", 1)[1].encode(), 4, ()),
+    "binary-with-carriage-returns": (bytes(range(256)) * 4, 4, ()),
     "megabyte-cell": (_wide([(t, "9" * 1_000_000 if h == 1 else 1, 2) for h, t in enumerate(HOURS)]), {0, 4}, ()),
     "megabyte-time": (_wide([("2" * 1_000_000 if h == 1 else t, 1, 2) for h, t in enumerate(HOURS)]), 4, ("time",)),
     "one-row": (_wide([(HOURS[0], 1, 2)]), {0, 4}, ()),
@@ -285,6 +287,7 @@ MALFORMED_RECORDS = {
                      ("value",)),
     "text-values": ("user,value\n" + "".join(f"u{i % 3},fast\n" for i in range(30)), 4, ("value",)),
     "duplicate-header": ("user,value,value\n" + "".join(f"u{i % 3},1,2\n" for i in range(30)), 4, ("value",)),
+    "carriage-return-in-header": ("us\rer,value\n" + "".join(f"u{i % 3},1\n" for i in range(30)), 4, ()),
     "missing-user": ("who,value\n" + "".join(f"u{i % 3},1\n" for i in range(30)), 4, ("user",)),
 }
 for name, (text, codes, needles) in MALFORMED_RECORDS.items():
