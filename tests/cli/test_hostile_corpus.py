@@ -1024,6 +1024,8 @@ API_RECORDS = pl.DataFrame({"user": [f"u{i % 5}" for i in range(40)], "value": [
 def _api_cases():
     import tsdp
 
+    import numpy as np
+
     rel = dict(mechanism="laplace", epsilon=1.0, unit="event")
     cases = [
         ("release-nan-epsilon", lambda: tsdp.release(API_FRAME, **{**rel, "epsilon": float("nan")}), 2, "epsilon"),
@@ -1065,6 +1067,11 @@ def _api_cases():
         ("account-calibrate-negative-epsilon", lambda: tsdp.account.calibrate_dpsgd(
             series=320, length=20, context_length=1, forecast_length=1, batch_size=32, delta=1e-5, epsilon=-1,
             steps=10), 2, "epsilon"),
+        ("release-flag-as-string", lambda: tsdp.release(API_FRAME, **rel, round="no"), 2, "--round"),
+        ("release-numpy-nan-epsilon", lambda: tsdp.release(API_FRAME, **{**rel, "epsilon": np.float64("nan")}), 2,
+         "epsilon"),
+        ("account-compose-one-path-string", lambda: tsdp.account.compose("gone.json"), {2, 3, 4}, "gone.json"),
+        ("account-verify-one-path-string", lambda: tsdp.account.verify("gone.json"), {2, 3}, "gone.json"),
         ("account-verify-missing", lambda: tsdp.account.verify(["gone.json"]), {2, 3}, "gone.json"),
         ("account-compose-missing", lambda: tsdp.account.compose(["gone.json"]), {2, 3, 4}, "gone.json"),
     ]
@@ -1085,6 +1092,16 @@ def test_hostile_api_call(index, tmp_path):
     assert info.value.exit_code in codes, (info.value.exit_code, str(info.value))
     assert needle in str(info.value), str(info.value)
     assert "\n" not in str(info.value).strip()
+
+
+def test_api_numpy_scalars_are_numbers():
+    """A numpy integer epsilon is a valid budget (it was refused as 'must be finite and > 0, got 1')."""
+    import numpy as np
+
+    import tsdp
+
+    frame, report = tsdp.release(API_FRAME, mechanism="laplace", epsilon=np.int64(1), unit="event")
+    assert report.claim.epsilon == 1 and frame.height == 24
 
 
 def test_the_corpus_is_large_enough():

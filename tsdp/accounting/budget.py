@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import numbers
 
 from tsdp.errors import UsageError
 
@@ -17,8 +18,8 @@ MIN_EPSILON = 1e-12
 
 
 def check_epsilon(epsilon: float, option: str = "--epsilon") -> None:
-    if isinstance(epsilon, bool) or not (isinstance(epsilon, (int, float)) and math.isfinite(epsilon)
-                                         and epsilon > 0):
+    if isinstance(epsilon, bool) or not (isinstance(epsilon, numbers.Real) and math.isfinite(epsilon)
+                                         and epsilon > 0):  # numbers.Real: numpy scalars too
         raise UsageError(f"{option} must be finite and > 0, got {epsilon}")
     if epsilon < MIN_EPSILON:
         raise UsageError(f"{option} {epsilon:g} is below {MIN_EPSILON:g}: the noise (scale sensitivity / epsilon) "

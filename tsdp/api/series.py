@@ -110,6 +110,10 @@ class ReleaseOptions:
         from tsdp.io.timezones import check_zone
         from tsdp.mechanisms import postprocess as post
 
+        for option, value in (("round", self.round_values), ("allow-negative", self.allow_negative),
+                              ("assume-none", self.assume_none)):
+            if type(value).__name__ not in ("bool", "bool_"):  # "no" is truthy: a flag takes True/False only
+                raise UsageError(f"--{option} is a flag: True or False, got {value!r}")
         mechanism = _choice("mechanism", self.mechanism, MECHANISMS)
         unit = _choice("unit", self.unit, ("event", "w-event", "user"))
         noise = _choice("noise", self.noise, ("gaussian", "laplace"))
