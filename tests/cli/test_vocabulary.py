@@ -65,7 +65,7 @@ def test_alias_with_equals_sign_and_in_quiet_mode(capsys):
 
 def test_flip_k_and_m_aliases(capsys, tmp_path):
     args = ["flip", SAMPLE / "qwi_quarterly.csv", "--time-col", "quarter", "--value-cols", "ca_asian",
-            "--aux-cols", "ca_white", "--seed", "3", "--quiet"]
+            "--aux-cols", "ca_white", "--seed", "3", "--quiet", "--coef-method", "cepstral-unwrapped"]
     code, _, err = run(capsys, *args, "--filter-half-length", "20", "--cepstral-terms", "20",
                        "-o", tmp_path / "new.csv")
     assert code == 0 and deprecation_lines(err) == []
@@ -184,7 +184,7 @@ def test_config_refused_key_is_a_usage_error(capsys, tmp_path):
 
 
 def test_config_flip_k_m_keys(capsys, tmp_path):
-    (tmp_path / "f.toml").write_text('[flip]\ntime-col = "quarter"\nvalue-cols = "ca_asian"\nM = 20\nK = 20\n')
+    (tmp_path / "f.toml").write_text('[flip]\ntime-col = "quarter"\nvalue-cols = "ca_asian"\nM = 20\nK = 20\ncoef-method = "cepstral-unwrapped"\n')
     code, _, err = run(capsys, "flip", SAMPLE / "qwi_quarterly.csv", "--config", tmp_path / "f.toml", "--seed", "3",
                        "-o", tmp_path / "o.csv")
     assert code == 0 and "'M'" in err and "filter-half-length" in err and "'K'" in err

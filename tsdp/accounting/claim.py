@@ -9,6 +9,7 @@ Every epsilon in a claim is an upper bound unless ``bound == "lower"``.
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -103,6 +104,9 @@ class PrivacyClaim:
             if self.epsilon is not None or self.delta is not None:
                 raise ValueError("a LIP claim carries no epsilon or delta")
             return
+        for name, value in (("epsilon", self.epsilon), ("delta", self.delta)):
+            if isinstance(value, bool) or not (value is None or isinstance(value, numbers.Real)):
+                raise ValueError(f"claim {name} must be a number, got {value!r}")  # true is no 1.0
         if self.epsilon is None or not (self.epsilon >= 0 and math.isfinite(self.epsilon)):
             raise ValueError(f"claim epsilon must be finite and >= 0, got {self.epsilon}")
         if self.definition == "pure-dp" and self.delta not in (None, 0, 0.0):

@@ -134,6 +134,9 @@ def compose_claims(claims: list[PrivacyClaim], delta: float | None = None,
 
     Refuses (see :func:`check_composable`) LIP claims, lower bounds and claims about different units.
     """
+    from tsdp.accounting.pld import check_discretization
+
+    check_discretization(discretization)  # also when no PLD is built (pure claims): never ignored
     unit = composed_unit(claims)
     basic_eps = sum(c.epsilon for c in claims)
     basic_delta = sum(c.delta or 0.0 for c in claims)

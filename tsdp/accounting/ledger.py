@@ -167,7 +167,7 @@ def cancel(path: str | Path, reservation_id: int) -> LedgerEntry:
     """
     with _transaction(path) as db:
         entry = _pending_row(db, path, reservation_id, "cancel")
-        db.execute("DELETE FROM entries WHERE id = ?", (int(reservation_id),))
+        db.execute("DELETE FROM entries WHERE id = ?", (entry.id,))
         return entry
 
 
@@ -366,7 +366,9 @@ _ENTRY_COLUMNS = ("id, dataset, created, epsilon, delta, state, description, out
 
 
 def _pending_row(db: sqlite3.Connection, path: str | Path, reservation_id: int, action: str) -> LedgerEntry:
-    row = db.execute(f"SELECT {_ENTRY_COLUMNS} FROM entries WHERE id = ?", (int(reservation_id),)).fetchone()
+    in_range = -2**63 <= int(reservation_id) < 2**63  # SQLite's INTEGER: no entry can have another id
+    row = db.execute(f"SELECT {_ENTRY_COLUMNS} FROM entries WHERE id = ?", (int(reservation_id),)).fetchone() \
+        if in_range else None
     if row is None:
         raise UsageError(f"ledger {_name(path)!r} has no entry {reservation_id}")
     entry = LedgerEntry(*row)

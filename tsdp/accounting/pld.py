@@ -106,9 +106,14 @@ class DiscretePLD:
         return min(1.0, max(0.0, float(self.pld.get_delta_for_epsilon(epsilon))))
 
 
-def _discretize(profile: Profile, discretization: float):
+def check_discretization(discretization: float) -> None:
+    """A UsageError unless the privacy-loss grid step is a finite number > 0."""
     if not (discretization > 0 and math.isfinite(discretization)):
-        raise UsageError(f"--discretization must be > 0, got {discretization}")
+        raise UsageError(f"--discretization must be finite and > 0, got {discretization}")
+
+
+def _discretize(profile: Profile, discretization: float):
+    check_discretization(discretization)
     lo, hi = grid_bounds(profile, discretization)
     size = hi - lo + 1
     if size > MAX_GRID:

@@ -26,7 +26,7 @@ def gaussian_half_width(sigma: float, alpha: float) -> float:
     """``z_{1-alpha/2} sigma``: the two-sided (1 - alpha) half-width of N(0, sigma^2)."""
     from scipy.special import ndtri
 
-    return float(ndtri(1.0 - alpha / 2.0) * sigma)
+    return float(-ndtri(alpha / 2.0) * sigma)  # the upper tail directly: 1 - alpha/2 rounds to 1 below 1e-16
 
 
 def laplace_half_width(scale: float, alpha: float) -> float:

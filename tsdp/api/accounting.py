@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any, Sequence
 
 from tsdp.errors import UsageError
@@ -230,6 +231,11 @@ def _record_calibrate(o: dict[str, Any], epsilon: float, noise_multiplier: float
     return {**summary, **_record_description(setting, discretization), "warnings": warnings}
 
 
+def _paths(reports) -> list:
+    """One report path, or several: a lone string is one path, never a sequence of characters."""
+    return [reports] if isinstance(reports, (str, bytes, os.PathLike)) else list(reports)
+
+
 def compose(reports: Sequence[str], delta: float | None = None, discretization: float = 1e-3) -> dict[str, Any]:
     """Compose the claims of several report files: tightly through their mechanism events where
     every report has them, otherwise by basic composition (``method`` says which). The reports must
@@ -243,7 +249,7 @@ def compose(reports: Sequence[str], delta: float | None = None, discretization: 
 
     if delta is not None:
         check_delta(delta)
-    reports = [str(r) for r in reports]
+    reports = [str(r) for r in _paths(reports)]
     documents = [load_report(path) for path in reports]  # not a report: exit 4
     try:
         claims = [PrivacyClaim.from_dict(d["claim"]) for d in documents]
@@ -273,7 +279,7 @@ def verify(reports: Sequence[str], max_epsilon: float | None = None, max_delta: 
     from tsdp.report import load_report
 
     check_thresholds(max_epsilon, max_delta)
-    reports = [str(r) for r in reports]
+    reports = [str(r) for r in _paths(reports)]
     released = [str(r) for r in released] if released else None
     if released and len(released) != len(reports):
         raise UsageError(f"--released was given {len(released)} times for {len(reports)} reports: give it once per "

@@ -19,6 +19,7 @@ from tsdp.errors import UsageError
 from tsdp.io.load import InputSpec
 
 MECHANISMS = ("gaussian", "laplace", "dft", "fast", "subsample", "filter-subsample")
+DEFAULT_DFT_K = 30  # Fourier coefficients kept by --mechanism dft when --dft-k is not given
 CELLWISE = ("gaussian", "laplace")  # cells released independently, in file order (no sorting)
 HARDENED = ("gaussian", "laplace", "dft", "fast")  # the others draw floating-point noise (issue 17)
 SUMMABLE = ("gaussian", "laplace", "dft")  # --accuracy-for sum: per-series sums independent of sampling
@@ -59,7 +60,7 @@ class ReleaseOptions:
     neighbouring: str = "add-remove"
     calibration: str = "analytic"
     noise: str | None = None
-    dft_k: int = 30
+    dft_k: int | None = None  # --mechanism dft only; 30 when not given
     sampling_rate: float | None = None
     accounting: str | None = None
     delta_split: float | None = None
@@ -109,6 +110,10 @@ class ReleaseOptions:
         from tsdp.io.timezones import check_zone
         from tsdp.mechanisms import postprocess as post
 
+        for option, value in (("round", self.round_values), ("allow-negative", self.allow_negative),
+                              ("assume-none", self.assume_none)):
+            if type(value).__name__ not in ("bool", "bool_"):  # "no" is truthy: a flag takes True/False only
+                raise UsageError(f"--{option} is a flag: True or False, got {value!r}")
         mechanism = _choice("mechanism", self.mechanism, MECHANISMS)
         unit = _choice("unit", self.unit, ("event", "w-event", "user"))
         noise = _choice("noise", self.noise, ("gaussian", "laplace"))
@@ -139,6 +144,8 @@ class ReleaseOptions:
             first = next(k for k, v in koga.items() if v is not None)
             flag = {"p": "sampling-rate", "kernel": "filter", "alpha": "filter-alpha"}.get(first, first.replace("_", "-"))
             raise UsageError(f"--{flag} applies only to --mechanism subsample or filter-subsample")
+        if mechanism != "dft" and self.dft_k is not None:
+            raise UsageError(f"--dft-k {self.dft_k!r} applies only to --mechanism dft, not {mechanism}; remove it")
         if mechanism == "subsample" and any(koga[k] is not None for k in ("alpha", "kernel", "filter_sigma",
                                                                           "filter_width", "filter_kernel")):
             raise UsageError("the --filter options and --filter-alpha apply only to --mechanism filter-subsample")
@@ -163,6 +170,10 @@ class ReleaseOptions:
             start=self.start, end=self.end, freq=self.freq, fill_missing=fill == "zero",
             allow_negative=self.allow_negative, timezone=self.timezone,
         )
+        if self.value_bound is not None and (spec.resolved_layout != "events" or self.value_col is None):
+            raise UsageError(f"--value-bound {self.value_bound!r} clips each event's value: it applies only to "
+                             f"--layout events with --value-col, not to the {spec.resolved_layout} layout"
+                             + ("" if spec.resolved_layout != "events" else " without --value-col"))
         caps = event_caps(declared, self.value_bound) if spec.resolved_layout == "events" else None
         sampling = _sampling(mechanism, self.sampler, self.granularity)
         accuracy_for = _choice("accuracy-for", self.accuracy_for, ("cell", "sum"))
@@ -170,7 +181,8 @@ class ReleaseOptions:
         if accuracy_for == "sum" and mechanism not in SUMMABLE:
             raise UsageError(f"--accuracy-for sum is available for --mechanism {', '.join(SUMMABLE)}, not "
                              f"{mechanism}: its per-series sums depend on the released sampling pattern")
-        run = mechanism_runner(mechanism, self.epsilon, self.delta, calibration, noise, self.dft_k, fast, koga,
+        dft_k = DEFAULT_DFT_K if self.dft_k is None else self.dft_k
+        run = mechanism_runner(mechanism, self.epsilon, self.delta, calibration, noise, dft_k, fast, koga,
                                sampling)
         return ReleasePlan(self, mechanism, noise, declared, spec, caps, run, sampling=sampling,
                            accuracy_for=accuracy_for)

@@ -231,6 +231,9 @@ def resolve_outputs(input_path: str, output: str | None, report: str | None, for
     Refuses unknown extensions, existing files without ``--force``, the input as an output, the
     same path twice, and two things on stdout at once.
     """
+    for path, option in ((output, "--output"), (report, "--report")):
+        if path is not None and not path.strip():  # "" must not silently mean the default name
+            raise UsageError(f"{option} '': empty path; give a file name or leave {option} out for the default")
     table_format(input_path, "INPUT")  # before the default output name is derived from it
     output = output or default_output(input_path)
     table_format(output, "--output")

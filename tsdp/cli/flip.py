@@ -19,6 +19,7 @@ import typer
 from tsdp.cli import common
 from tsdp.errors import BudgetError, ResourceError, UsageError
 from tsdp.flip import GUARANTEE, NOT_DP, BetaMixture, FlipSettings, claim_for, flip_many
+from tsdp.flip.mechanism import DEFAULT_K
 from tsdp.flip.utility import SEASONAL_PERIODS
 from tsdp.io.entities import EntityPanel, load_entity_panel
 from tsdp.io.files import check_output_path, read_table
@@ -75,7 +76,7 @@ def flip(
     trend_order: int = typer.Option(0, help="Order d of the polynomial trend removed before filtering and added back (0 = mean)."),
     spectral: Spectral = typer.Option(Spectral.var, help="Spectral estimator: VAR(p) or flat-top lag window."),
     var_order: str = typer.Option("aic", help="VAR order: aic (up to min(8, T/10)) or an integer."),
-    cepstral_terms: int = typer.Option(25, "--cepstral-terms", help="K: cepstral truncation, the cepstral coefficients kept (cepstral coefficient methods only)."),
+    cepstral_terms: Optional[int] = typer.Option(None, "--cepstral-terms", help="K: cepstral truncation, the cepstral coefficients kept (cepstral coefficient methods only) [default: 25]."),
     filter_half_length: Optional[int] = typer.Option(None, "--filter-half-length", help="M: the all-pass filter's half-length, also the padding of each end [default: min(45, T/4)]."),
     coef_method: CoefMethod = typer.Option(CoefMethod.direct, help="Filter coefficients: exact Fourier (direct) or the paper's cepstral route."),
     boundary: Boundary = typer.Option(Boundary.extend, help="extend: backcast/forecast padding (paper); circular: frequency-domain filtering."),
@@ -114,9 +115,14 @@ def flip(
                          "is --lip-delta")
     params = {k: v for k, v in common.public_parameters(locals()).items()
               if k not in ("r_params", "secrets", "delta", "epsilon")}
+    if cepstral_terms is not None and coef_method is CoefMethod.direct:
+        raise UsageError(f"--cepstral-terms {cepstral_terms}: K applies only to the cepstral --coef-method "
+                         "(cepstral-unwrapped or cepstral-paper); --coef-method direct uses no cepstrum")
+    if suffix is not None and not suffix.strip():  # "" would publish nothing but the release, as without it
+        raise UsageError("--suffix '': empty; give the suffix of the released columns, e.g. _flip, or leave it out")
     settings = FlipSettings(
         lip_delta=lip_delta, trend_order=trend_order, spectral=spectral.value, var_order=_var_order(var_order),
-        K=cepstral_terms, M=filter_half_length, coef_method=coef_method.value, boundary=boundary.value, bound=bound.value,
+        K=DEFAULT_K if cepstral_terms is None else cepstral_terms, M=filter_half_length, coef_method=coef_method.value, boundary=boundary.value, bound=bound.value,
         r_components=r_components, r_range=_pair(r_range), r_params=_r_params(r_params), grid=grid,
         acf_lags=acf_lags,
     )

@@ -82,7 +82,7 @@ def mean_estimate(
     work_dir: Optional[str] = WorkDirOption,
     spark_master: Optional[str] = SparkMasterOption,
     spark_conf: Optional[list[str]] = SparkConfOption,
-    evaluate: int = typer.Option(0, help="Run N times and print the MAE against the true per-group means: an internal, NOT private diagnostic; writes nothing.", min=0),
+    evaluate: Optional[int] = typer.Option(None, help="Run N times and print the MAE against the true per-group means: an internal, NOT private diagnostic; writes nothing.", min=1),
     alpha: float = acc_opts.AlphaOption,
     dry_run: bool = acc_opts.DryRunOption,
     fail_on_noisy: bool = acc_opts.FailOnNoisyOption,
@@ -112,11 +112,11 @@ def mean_estimate(
     settings, spec = plan.settings, plan.spec
     options = engine_options(engine, memory_limit, work_dir, spark_master, spark_conf)
     if dry_run:
-        if evaluate:
+        if evaluate is not None:
             raise UsageError("--dry-run reads no values, --evaluate runs on them: give one of them")
         return _dry_run(plan, common.Console(quiet, json_summary, stdout_taken=False))
     randomness = make_random_source(seed)
-    if evaluate:
+    if evaluate is not None:
         return _evaluate(input, plan, options, randomness, evaluate,
                          common.Console(quiet, json_summary, stdout_taken=False))
     output, report = common.resolve_outputs(input, output, report, force, json_summary)

@@ -89,7 +89,7 @@ def release(
     neighbouring: Neighbouring = typer.Option(Neighbouring.add_remove, help="Neighbouring relation."),
     calibration: Calibration = typer.Option(Calibration.analytic, help="Gaussian calibration; classic only to reproduce papers."),
     noise: Optional[Noise] = typer.Option(None, help="Noise of --mechanism dft (default gaussian) or fast (default laplace, the paper's): gaussian gives approximate DP, laplace pure DP."),
-    dft_k: int = typer.Option(30, help="--mechanism dft: Fourier coefficients kept (the DC term and k-1 lowest frequencies)."),
+    dft_k: Optional[int] = typer.Option(None, help="--mechanism dft: Fourier coefficients kept (the DC term and k-1 lowest frequencies) [default: 30]."),
     sampling_rate: Optional[float] = typer.Option(None, help="--mechanism subsample/filter-subsample: Bernoulli rate p of the sampled time steps [default: 0.1]."),
     accounting: Optional[Accounting] = typer.Option(None, help="subsample: exact (default) or paper; filter-subsample: conditional (default) or paper (Koga et al.'s own calibration)."),
     delta_split: Optional[float] = typer.Option(None, help="--accounting paper: share of delta for the noise, the rest covers the failure event [default: 0.5]."),
@@ -107,7 +107,7 @@ def release(
     fast_xi: Optional[float] = typer.Option(None, help="--mechanism fast: PID error threshold xi."),
     fast_q: Optional[float] = typer.Option(None, help="--mechanism fast: process noise variance Q of the Kalman filter."),
     fast_r: Optional[float] = typer.Option(None, help="--mechanism fast: measurement noise variance R (default: the noise variance)."),
-    evaluate: int = typer.Option(0, help="Run the mechanism N times and print MAE and MRE against the input: an internal, NOT private diagnostic; writes no release.", min=0),
+    evaluate: Optional[int] = typer.Option(None, help="Run the mechanism N times and print MAE and MRE against the input: an internal, NOT private diagnostic; writes no release.", min=1),
     layout: Optional[Layout] = typer.Option(None, help="Input layout [default: events with --user-col, long with --value-col, else wide]."),
     time_col: str = typer.Option("time", help="Time column."),
     value_col: Optional[str] = typer.Option(None, help="Value column (long layout, or a value per event)."),
@@ -166,12 +166,12 @@ def release(
     spec = plan.spec
     engine_options = _engine_options(spec, engine, memory_limit, work_dir, spark_master, spark_conf)
     if dry_run:
-        if evaluate or plot:
-            raise UsageError(f"--dry-run reads no values, {'--evaluate' if evaluate else '--plot'} needs them: "
+        if evaluate is not None or plot:
+            raise UsageError(f"--dry-run reads no values, {'--evaluate' if evaluate is not None else '--plot'} needs them: "
                              "give one of them")
         return _dry_run(input, plan, common.Console(quiet, json_summary, stdout_taken=False))
     randomness = make_random_source(seed)
-    if evaluate:
+    if evaluate is not None:
         return _evaluate(input, plan, engine_options, randomness, evaluate,
                          common.Console(quiet, json_summary, stdout_taken=False))
     output, report = common.resolve_outputs(input, output, report, force, json_summary)

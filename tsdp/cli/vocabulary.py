@@ -69,6 +69,15 @@ def translate(command: str, args: list[str], ctx: Any = None) -> list[str]:
     renamed, refused = RENAMED.get(command, {}), REFUSED.get(command, {})
     if not renamed and not refused:
         return args
+    options = set()
+    for token in args:
+        if token == "--":
+            break
+        options.add(token.partition("=")[0])
+    for old_name, new_name in renamed.items():  # both spellings: which value counts would be a guess
+        if old_name in options and new_name in options:
+            raise UsageError(f"{old_name} and {new_name} are the same option (the first is its deprecated "
+                             f"spelling); give {new_name} only")
     out: list[str] = []
     warned: set[str] = set()
     for i, token in enumerate(args):

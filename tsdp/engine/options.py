@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 from tsdp.errors import UsageError
@@ -23,3 +24,7 @@ class EngineOptions:
     def __post_init__(self) -> None:
         if self.engine not in ENGINES:
             raise UsageError(f"--engine must be one of {', '.join(ENGINES)}, got {self.engine!r}")
+        # checked even when the input fits in memory: a cron job must not learn of a typo only on
+        # the day its input grows past --memory-limit
+        if self.work_dir is not None and not os.path.isdir(self.work_dir):
+            raise UsageError(f"--work-dir {self.work_dir!r}: not an existing directory; create it or give another")

@@ -35,6 +35,7 @@ BOUNDARIES = ("extend", "circular")
 MIN_LENGTH = 20
 SHORT_LENGTH = 50
 DEFAULT_GRID = 8192
+DEFAULT_K = 25  # cepstral terms of the cepstral --coef-method
 MECHANISM = "FLIP all-pass filtering (McElroy, Roy & Hore 2022)"
 NOT_DP = ("FLIP is not differential privacy: it carries no differential-privacy parameters and none "
           "can be derived from it. Given its secret parameters the release is a deterministic, invertible "
@@ -59,7 +60,7 @@ class FlipSettings:
     trend_order: int = 0
     spectral: str = "var"
     var_order: int | str = "aic"
-    K: int = 25
+    K: int = DEFAULT_K
     M: int | None = None
     coef_method: str = "direct"
     boundary: str = "extend"
@@ -79,8 +80,9 @@ class FlipSettings:
             raise UsageError(f"--spectral {self.spectral!r}: must be one of {', '.join(SPECTRAL)}")
         if self.var_order != "aic" and (not isinstance(self.var_order, int) or self.var_order < 0):
             raise UsageError(f"--var-order {self.var_order!r}: must be 'aic' or an integer >= 0")
-        if self.K < 1:
-            raise UsageError(f"--cepstral-terms {self.K} (K, the cepstral truncation): must be an integer >= 1")
+        if not 1 <= self.K <= self.grid:
+            raise UsageError(f"--cepstral-terms {self.K} (K, the cepstral truncation): must be an integer in "
+                             f"[1, --grid {self.grid}]")
         if self.M is not None and self.M < 1:
             raise UsageError(f"--filter-half-length {self.M} (M, the filter half-length): must be an integer >= 1")
         if self.coef_method not in coefficients.METHODS:

@@ -83,6 +83,9 @@ def default_lags(step_us: int | None = None, step_months: int | None = None) -> 
     return tuple(range(1, 8)) + tuple(extra)
 
 
+MAX_LAGS = 10_000  # lags of one model (DeepAR's defaults for any step are a few dozen)
+
+
 def parse_lags(text: str, option: str = "--lags") -> tuple[int, ...]:
     """``1-7,23-25,168`` -> (1, ..., 7, 23, 24, 25, 168): sorted, unique, each >= 1."""
     lags: set[int] = set()
@@ -97,6 +100,9 @@ def parse_lags(text: str, option: str = "--lags") -> tuple[int, ...]:
             raise UsageError(f"{option} {text!r}: {item!r} is not a lag or a range such as 23-25") from None
         if first < 1 or last < first:
             raise UsageError(f"{option} {text!r}: lags must be integers >= 1 and ranges ascending, got {item!r}")
+        if last - first + 1 + len(lags) > MAX_LAGS:  # checked before the set is built: 1-1000000000 is 1e9 ints
+            raise UsageError(f"{option}: {item!r} makes more than {MAX_LAGS:,} lags, each an input of the model; "
+                             "give fewer, e.g. the seasonal ones such as 1-7,23-25,167-169")
         lags.update(range(first, last + 1))
     if not lags:
         raise UsageError(f"{option} {text!r}: give at least one lag, e.g. 1-7,23-25")

@@ -49,7 +49,7 @@ from tsdp.accounting.structured import (
     epsilon_after,
     max_compositions,
 )
-from tsdp.errors import BudgetError, DataError, UsageError
+from tsdp.errors import BudgetError, DataError, NumericalError, UsageError
 from tsdp.forecast import metrics, sampling
 from tsdp.forecast.optim import Adam
 
@@ -92,12 +92,17 @@ class TrainConfig:
     def __post_init__(self) -> None:
         if self.checkpoint not in CHECKPOINTS:
             raise UsageError(f"--checkpoint must be one of {', '.join(CHECKPOINTS)}, got {self.checkpoint!r}")
+        for option, value in (("--batch-size", self.batch_size), ("--instances", self.instances)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise UsageError(f"{option} must be an integer >= 1, got {value!r}")
         if self.context < 1 or self.horizon < 1:
             raise UsageError(f"--context-length {self.context} and --forecast-length {self.horizon} must be >= 1")
         if not (self.clip_norm > 0 and math.isfinite(self.clip_norm)):
             raise UsageError(f"--clip-norm must be finite and > 0, got {self.clip_norm}")
-        if not (self.lr > 0) or not (self.weight_decay >= 0):
-            raise UsageError(f"--lr must be > 0 and --weight-decay >= 0, got {self.lr}, {self.weight_decay}")
+        if not (self.lr > 0 and math.isfinite(self.lr)):
+            raise UsageError(f"--lr must be finite and > 0, got {self.lr}")
+        if not (self.weight_decay >= 0 and math.isfinite(self.weight_decay)):
+            raise UsageError(f"--weight-decay must be finite and >= 0, got {self.weight_decay}")
         if self.val_windows < 1:
             raise UsageError(f"--val-windows must be >= 1, got {self.val_windows}")
         if self.val_every is not None and self.val_every < 1:
@@ -344,6 +349,9 @@ def train(model, split: Split, config: TrainConfig, rng: np.random.Generator,
         else:
             continue
         theta = optimizer.step(theta, grad)
+        if not np.isfinite(theta).all():  # diverged: every later step and the forecasts would be NaN
+            raise NumericalError(f"training diverged at step {step}: the model's parameters are no longer finite "
+                                 f"with --lr {config.lr:g}; lower --lr (or --clip-norm); nothing was published")
         if config.private and (step % eps_every == 0 or step == plan.steps):
             epsilon_now = epsilon_after(base, _compositions_done(step, setting), config.delta)
         if step % val_every == 0 or step == plan.steps:

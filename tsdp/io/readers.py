@@ -81,7 +81,10 @@ def header(source, separator: str) -> list[str]:
         with opener(source, "rb") as fh:
             first = fh.readline()
     line = first.decode("utf-8-sig", errors="replace")
-    return next(csv.reader(io.StringIO(line), delimiter=separator), [])
+    try:
+        return next(csv.reader(io.StringIO(line), delimiter=separator), [])
+    except csv.Error as exc:  # e.g. a lone carriage return in binary data: not a CSV header
+        raise DataError(f"INPUT: the first line is not a CSV header ({exc}); is the file CSV?") from None
 
 
 def _read_text(source, separator: str, columns: dict[str, str], rest: str | None):

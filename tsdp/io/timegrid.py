@@ -115,7 +115,10 @@ def parse_time_column(df: pl.DataFrame, column: str, timezone: str | None = None
         parsed = df[column].str.strip_chars()
         # a value longer than YYYY-MM-DD is no date: skip the pass that would try every value as one
         longest = parsed.str.len_bytes().max()
-        as_date = parsed.str.to_date(strict=False, format="%Y-%m-%d") if (longest or 0) <= 10 else None
+        # an empty column is no evidence of dates: it takes the timestamps' type, which keeps the
+        # time of day of a public --start/--end
+        as_date = parsed.str.to_date(strict=False, format="%Y-%m-%d") \
+            if longest is not None and longest <= 10 else None
         if as_date is not None and as_date.null_count() == parsed.null_count():
             converted = as_date
         else:
@@ -135,7 +138,7 @@ def _text_times(texts: pl.Series, column: str, timezone: str | None, raw: pl.Ser
     The first timestamp decides which: parsing the other kind costs nothing on the usual columns,
     and a column mixing both is an error (``raw``: the column as read, for messages).
     """
-    first = texts[0] if not texts.null_count() else next(iter(texts.drop_nulls().head(1)), None)
+    first = next(iter(texts.drop_nulls().head(1)), None)
     offsets = has_offset(first)
     converted = _to_instant(texts) if offsets else _to_datetime(texts)
     bad = converted.is_null() & texts.is_not_null()
@@ -423,6 +426,9 @@ def parse_instant(text: str, option: str, like: pl.DataType):
         raise UsageError(f"{option}: cannot parse {text!r}; use ISO 8601 such as 2024-03-04, "
                          f"2024-03-04 06:00:00 or {EXAMPLE}")
     if like == pl.Date:
+        if parsed.dt.truncate("1d")[0] != parsed[0]:  # a time of day would be dropped silently
+            raise UsageError(f"{option} {text!r} has a time of day, but the time column holds dates; "
+                             "give a date such as 2024-03-04")
         return parsed.dt.date()[0]
     if is_zoned(like):
         parsed = localize_instant(parsed, like.time_zone, option, raw)

@@ -41,6 +41,8 @@ def check_zone(zone: str | None, option: str = OPTION) -> str | None:
     """``zone`` if polars knows it as a time zone (an IANA name such as Europe/Berlin, or UTC)."""
     if zone is None:
         return None
+    if not str(zone).strip():  # polars reads "" as 'no zone': it would silently mean the default
+        raise UsageError(f"{option} '': empty; give an IANA name such as Europe/Berlin or UTC, or leave it out")
     try:
         pl.Series([0], dtype=pl.Datetime("us")).dt.replace_time_zone(str(zone))
     except (pl.exceptions.PolarsError, ValueError):

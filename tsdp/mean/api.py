@@ -13,11 +13,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from tsdp.accounting.budget import check_epsilon
 from tsdp.accounting.claim import MechanismEvent, PrivacyClaim, PrivacyUnit
 from tsdp.accounting.discrete import check_granularity, check_sampler
 from tsdp.errors import UsageError
 from tsdp.limits import MAX_MAGNITUDE
 from tsdp.mean import algorithms as alg
+
+MAX_M_UB = 2**31 - 1
 
 ALGORITHMS = ("baseline", "array-averaging", "levy", "quantile")
 GROUPINGS = ("bestfit", "wraparound")
@@ -64,6 +67,7 @@ class MeanSettings:
 
         if isinstance(self.epsilon, bool) or not _finite(self.epsilon) or float(self.epsilon) <= 0:
             raise bad("--epsilon", self.epsilon, "must be a finite number > 0")
+        check_epsilon(float(self.epsilon))  # the range every command calibrates for
         if isinstance(self.upper, bool) or not _finite(self.upper):
             raise bad("--upper", self.upper, "must be a finite public bound (never derived from the data)")
         if isinstance(self.lower, bool) or not _finite(self.lower):
@@ -89,6 +93,8 @@ class MeanSettings:
         if isinstance(m_ub, (int, np.integer)) and not isinstance(m_ub, bool):
             if m_ub < 1:
                 raise bad("--m-ub", self.m_ub, "an integer cap must be >= 1")
+            if m_ub > MAX_M_UB:  # records of one user; larger caps overflow the C integers of the grouping
+                raise bad("--m-ub", self.m_ub, f"an integer cap must be at most {MAX_M_UB:,} records per user")
             m_ub = int(m_ub)
         elif m_ub not in ("auto", "median", "opt"):
             raise bad("--m-ub", self.m_ub, "must be auto, median, opt or a positive integer")
