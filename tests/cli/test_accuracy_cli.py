@@ -216,3 +216,14 @@ def test_mean_estimate_clips_rounds_and_states_accuracy(tsdp_cli, tmp_path):
     assert column.dtype == pl.Int64
     assert tsdp_cli("mean-estimate", *args, "-o", "round2.csv", "--round", "-q").code == 0
     assert "." not in (tmp_path / "round2.csv").read_text().splitlines()[1].split(",")[0]
+
+
+def test_release_round_writes_integers(tsdp_cli, tmp_path):
+    """--round writes whole numbers as integers (Int64), not 11.0, in Parquet and in CSV."""
+    panel(tmp_path / "in.csv", 1000)
+    for name in ("r.parquet", "r.csv"):
+        run = tsdp_cli("release", "in.csv", *GAUSS, *LONG, "--round", "-o", name)
+        assert run.code == 0, run.err
+    assert pl.read_parquet(tmp_path / "r.parquet").schema["count"] == pl.Int64
+    counts = [line.split(",")[-1] for line in (tmp_path / "r.csv").read_text().splitlines()[1:]]
+    assert counts and all(c.lstrip("-").isdigit() for c in counts), counts[:5]

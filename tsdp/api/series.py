@@ -241,6 +241,15 @@ class ReleasePlan:
         o = self.options
         return post.postprocess(values, o.clip_min, o.clip_max, o.round_values)
 
+    def typed(self, frame):
+        """The released frame with ``--round``'s values written as integers (Int64), not ``11.0``:
+        the values are the only floating-point columns of a released frame."""
+        if not self.options.round_values:
+            return frame
+        import polars as pl
+
+        return frame.with_columns(pl.col(pl.Float32, pl.Float64).cast(pl.Int64))
+
     def postprocess_notes(self) -> list[str]:
         from tsdp.mechanisms import postprocess as post
 
@@ -284,7 +293,7 @@ def release_loaded(plan: ReleasePlan, loaded: Loaded, generator) -> Released:
     """Add the noise to a loaded panel and post-process: the release ``tsdp release`` writes."""
     table = loaded.loaded.table
     result, _, rebuild = plan.run(table, loaded.panel, generator, loaded.prefetched)
-    frame = rebuild(plan.postprocess(result.values))
+    frame = plan.typed(rebuild(plan.postprocess(result.values)))
     return Released(frame, result, [*loaded.notes, *plan.postprocess_notes()])
 
 

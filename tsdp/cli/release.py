@@ -362,7 +362,7 @@ def _release_chunks(chunks, panel, plan: ReleasePlan, rng, diagnostics: dict, st
             results[:] = [result]  # the claim and warnings; earlier chunks' values are let go
             if table.filled_cells:
                 diagnostics["filled_cells"] = diagnostics.get("filled_cells", 0) + table.filled_cells
-            yield rebuild(plan.postprocess(result.values))
+            yield plan.typed(rebuild(plan.postprocess(result.values)))
         if stream.taken != chunks.n_cells:  # every cell of the panel got its noise, once
             raise RuntimeError(f"streamed release drew {stream.taken} of {chunks.n_cells} noise values")
 
