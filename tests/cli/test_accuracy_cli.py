@@ -222,7 +222,7 @@ def test_release_round_writes_integers(tsdp_cli, tmp_path):
     """--round writes whole numbers as integers (Int64), not 11.0, in Parquet and in CSV."""
     panel(tmp_path / "in.csv", 1000)
     for name in ("r.parquet", "r.csv"):
-        run = tsdp_cli("release", "in.csv", *GAUSS, *LONG, "--round", "-o", name)
+        run = tsdp_cli("release", "in.csv", *GAUSS, *LONG, "--round", "-o", name, "--report", name + ".report.json")
         assert run.code == 0, run.err
     assert pl.read_parquet(tmp_path / "r.parquet").schema["count"] == pl.Int64
     counts = [line.split(",")[-1] for line in (tmp_path / "r.csv").read_text().splitlines()[1:]]
