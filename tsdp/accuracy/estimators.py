@@ -91,20 +91,23 @@ def _mean_plan(algorithm: str, grouping: str, epsilon: float, lower: float, uppe
 
 def forecast_model(alpha: float) -> Accuracy:
     """DP-SGD releases model weights and forecasts, neither of which is 'value + noise'."""
-    alpha = iv.check_alpha(alpha)
-    text = ("no noise interval: the release is a trained model and its forecasts; the gradient noise is not a "
-            "released value, and the forecasts' accuracy is measured on held-out data (custodian file, "
-            "--evaluate-only), which is not publishable")
-    return Accuracy(alpha, "model", "the trained model", None, "not applicable",
-                    "DP-SGD (noisy clipped gradients); no per-value noise distribution", covers=text, statement=text)
+    return no_interval(alpha, "model", "the trained model", "DP-SGD (noisy clipped gradients)",
+                       "no noise interval: the release is a trained model and its forecasts; the gradient noise is "
+                       "not a released value, and the forecasts' accuracy is measured on held-out data (custodian "
+                       "file, --evaluate-only), which is not publishable")
 
 
 def flip_filter(alpha: float) -> Accuracy:
     """FLIP (McElroy et al.) releases the series passed through a secret random all-pass filter: no
     value is 'value + noise', so there is no noise interval (and FLIP is not differential privacy)."""
+    return no_interval(alpha, "series", "each filtered series", "all-pass filtering (McElroy et al.)",
+                       "no noise interval: FLIP releases each series passed through a secret random all-pass "
+                       "filter (no additive noise; not differential privacy); its distortion is data-dependent and "
+                       "measured by the D_path and D_ACF figures (steward only)")
+
+
+def no_interval(alpha: float, target: str, scope: str, how: str, text: str) -> Accuracy:
+    """The accuracy block of a release that has no per-value noise distribution, saying why."""
     alpha = iv.check_alpha(alpha)
-    text = ("no noise interval: FLIP releases each series passed through a secret random all-pass filter (no "
-            "additive noise; not differential privacy); its distortion is data-dependent and measured by the "
-            "D_path and D_ACF figures (steward only)")
-    return Accuracy(alpha, "series", "each filtered series", None, "not applicable",
-                    "all-pass filtering (McElroy et al.); no per-value noise distribution", covers=text, statement=text)
+    return Accuracy(alpha, target, scope, None, "not applicable", f"{how}; no per-value noise distribution",
+                    covers=text, statement=text)

@@ -196,20 +196,12 @@ def _geometric_exact(gen, t: float, u: int) -> int:
 
 def _gaussian_accept_exact(gen, sigma: float, t: int, m: int, v: int) -> bool:
     """Decide V < exp(-(m - sigma^2/t)^2 / (2 sigma^2)) for V in [v / 2^bits, (v + 1) / 2^bits)."""
-    bits = _BITS
-    while True:
-        prec = 40 + bits // 3
-        with localcontext() as ctx:
-            ctx.prec = prec
-            err = Decimal(10) ** (-(prec - 10))
-            s2 = Decimal(sigma) * Decimal(sigma)
-            p = (-((Decimal(m) - s2 / t) ** 2) / (2 * s2)).exp()
-            scale = Decimal(2) ** bits
-            if Decimal(v + 1) / scale <= p * (1 - err):
-                return True
-            if Decimal(v) / scale >= p * (1 + err):
-                return False
-        v, bits = _more_bits(gen, v, bits)
+
+    def exponent():  # evaluated at the precision _accept_exact sets
+        s2 = Decimal(sigma) * Decimal(sigma)
+        return -((Decimal(m) - s2 / t) ** 2) / (2 * s2)
+
+    return _accept_exact(gen, exponent, v)
 
 
 def bernoulli_exp(gen: np.random.Generator, c: float, k: np.ndarray) -> np.ndarray:
