@@ -33,11 +33,9 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from tsdp.engine.kernel import ORDER
-from tsdp.engine.local import SHARD, _read_error, read_shards, write_partitions
+from tsdp.engine.local import SHARD, _read_error, loaded_shards, write_partitions
 from tsdp.errors import DataError
-from tsdp.io.records import (DEFAULT_SLOT_LENGTH, SLOT, OutOfBounds, RecordSpec, _selection, group_keys,
-                             load_records, slot_of)
+from tsdp.io.records import DEFAULT_SLOT_LENGTH, SLOT, RecordSpec, _selection, group_keys, slot_of
 
 RANGE, ROWS, USER, RUNS, USER_CODE = "__range", "__rows", "__user", "__runs", "__user_code"
 # With this many shards or fewer, each shard ranks its own users' text ids (fewer passes over the
@@ -135,24 +133,15 @@ def group_range_chunks(directories: list[Path], spec: RecordSpec, n_users: int |
     name a bad row of the first shard holding one."""
     from tsdp.engine.records import runs_from_records
 
-    out_of_bounds: list[OutOfBounds] = []
     groups = 0
-    for k, df in enumerate(read_shards(directories, note, "checking, sorting and estimating the groups")):
-        try:
-            records = load_records(df, spec, order_col=ORDER, shard=True,
-                                   user_codes=None if n_users is None else (USER_CODE, n_users))
-        except OutOfBounds as exc:
-            out_of_bounds.append(exc)
-            continue
-        del df
-        if out_of_bounds or records.n_groups == 0:
+    for k, records in loaded_shards(directories, spec, note, "checking, sorting and estimating the groups",
+                                    user_codes=None if n_users is None else (USER_CODE, n_users)):
+        if records.n_groups == 0:
             continue
         run_users = records.run_users if n_users is None else pl.Series(records.run_codes)
         run_users.alias(USER).value_counts(name=RUNS).write_parquet(tmp / f"users_{k}.parquet")
         groups += records.n_groups
         yield runs_from_records(records)
-    if out_of_bounds:
-        raise OutOfBounds.combined(out_of_bounds)
     if groups == 0:
         raise DataError(f"no records in the selection {_selection(spec)}; check the value(s) against the data")
 

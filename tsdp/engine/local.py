@@ -210,3 +210,24 @@ def read_shards(directories, note, doing: str):
         df = pl.read_parquet(Path(directory) / "*.parquet")
         rows += df.height
         yield df
+
+
+def loaded_shards(directories, spec, note, doing: str, **options):
+    """``(k, records)`` for each record shard, checked and sorted by
+    :func:`tsdp.io.records.load_records` (``options`` go to it). Values outside the public bounds
+    are collected over every shard and raised together at the end, naming the earliest input row
+    as in memory; once one shard has such values the later ones are only checked."""
+    from tsdp.io.records import OutOfBounds, load_records
+
+    out_of_bounds: list = []
+    for k, df in enumerate(read_shards(directories, note, doing)):
+        try:
+            records = load_records(df, spec, order_col=ORDER, shard=True, **options)
+        except OutOfBounds as exc:
+            out_of_bounds.append(exc)
+            continue
+        del df
+        if not out_of_bounds:
+            yield k, records
+    if out_of_bounds:
+        raise OutOfBounds.combined(out_of_bounds)

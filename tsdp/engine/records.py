@@ -35,11 +35,11 @@ import numpy as np
 import polars as pl
 
 from tsdp.engine.kernel import ORDER
-from tsdp.engine.local import (HEADROOM, default_memory_limit, read_shards, scratch_dir, shard_count,
+from tsdp.engine.local import (HEADROOM, default_memory_limit, loaded_shards, scratch_dir, shard_count,
                                write_user_shards)
 from tsdp.errors import DataError, ResourceError
 from tsdp.io.files import read_table, table_format
-from tsdp.io.records import OutOfBounds, RecordSpec, Records, load_records
+from tsdp.io.records import RecordSpec, Records, load_records
 from tsdp.mean.algorithms import run_piece_sums
 
 # Peak memory of the in-memory route per record row (read frame, checked frame, sort keys and
@@ -241,17 +241,11 @@ def sharded_runs(directories: list[Path], spec: RecordSpec, tmp: Path,
     ResourceError (exit 5) says so before memory runs out."""
     limit = memory_limit or default_memory_limit()
     n_runs = 0
-    tables, stores, out_of_bounds = [], [], []
+    tables, stores = [], []
     max_groups = 0
     records = None
-    for k, df in enumerate(read_shards(directories, note, "checking and sorting the records")):
-        try:
-            records = load_records(df, spec, order_col=ORDER, shard=True)
-        except OutOfBounds as exc:
-            out_of_bounds.append(exc)
-            continue
-        del df
-        if out_of_bounds or records.n_groups == 0:
+    for k, records in loaded_shards(directories, spec, note, "checking and sorting the records"):
+        if records.n_groups == 0:
             continue
         values, starts = tmp / f"values_{k}.npy", tmp / f"starts_{k}.npy"
         np.save(values, records.values)
@@ -268,8 +262,6 @@ def sharded_runs(directories: list[Path], spec: RecordSpec, tmp: Path,
             pl.lit(len(stores) - 1, dtype=pl.Int64).alias(SHARD),
             pl.int_range(records.counts.size, dtype=pl.Int64, eager=True).alias(RUN)))
         max_groups = max(max_groups, records.max_groups_per_user)
-    if out_of_bounds:
-        raise OutOfBounds.combined(out_of_bounds)
     keys = records.key_columns
     runs, group_starts, groups = merge_runs(tables, keys, spec)
     shard_of = runs[SHARD].to_numpy()
