@@ -248,6 +248,12 @@ TAMPERING = {  # id -> (report, edit, a check that must fail)
     "hardened FAST event granularity changed": (
         "fast-gaussian", _set("claim.events.0.granularity", lambda g: g / 2), "events"),
     "hardened FAST relabelled float": ("fast-gaussian", _set("claim.parameters.sampler", "float"), "sampler"),
+    "float subsample relabelled hardened": (
+        "subsample", _all(_set("claim.parameters.sampler", "hardened"), _set("claim.parameters.float_noise_reason",
+                                                                            None)), "sampler"),
+    "float filter-subsample reason rewritten": (
+        "filter-subsample", _set("claim.parameters.float_noise_reason", "hardened after all"), "sampler"),
+    "float DP-SGD relabelled hardened": ("forecast-train", _set("claim.parameters.sampler", "hardened"), "sampler"),
     "subsample epsilon lowered": ("subsample", _set("claim.epsilon", 0.3), "privacy_loss"),
     "subsample mixture made lighter": ("subsample", _lighter_mixture, "events"),
     "paper subsample delta lowered": ("subsample-paper", _set("claim.delta", 1e-6), "privacy_loss"),

@@ -146,10 +146,21 @@ def _sampler_check(data: dict[str, Any], claim: PrivacyClaim) -> Check | None:
     hardened sampler, naming what (if anything) stays floating-point besides the noise
     (LEVY/QUANTILE's selection). None when the report states no sampler (commands without noise,
     and reports older than the hardened sampler)."""
+    from tsdp.accounting.discrete import FLOAT_ONLY
+    from tsdp.forecast.claim import MECHANISM as DPSGD
+
     params = claim.parameters or {}
     stated = params.get("sampler")
     explicit = any("--sampler float" in str(w) for w in data.get("warnings") or ())
     reason = params.get("float_noise_reason")
+    path = {"subsample": "subsample", "filter-subsample": "filter-subsample", DPSGD: "forecast-train"}.get(
+        claim.mechanism)
+    if path is not None and (stated != "float" or reason != FLOAT_ONLY[path]):
+        # these mechanisms draw floating-point noise only (their events are continuous): a report that
+        # says otherwise, or states another reason, was edited
+        return Check("sampler", False, f"{claim.mechanism} draws floating-point noise only (it has no hardened "
+                                       f"sampler), but the report states sampler {stated!r} and float_noise_reason "
+                                       f"{'as recorded' if reason == FLOAT_ONLY[path] else repr(reason)}")
     if explicit or (stated == "float" and reason is None):
         return Check("sampler", False, "the noise was drawn by floating-point samplers (--sampler float); their "
                                        "low-order bits can reveal the input (Mironov 2012), so the output must not "
