@@ -155,9 +155,9 @@ def _sampler_check(data: dict[str, Any], claim: PrivacyClaim) -> Check | None:
     reason = params.get("float_noise_reason")
     path = {"subsample": "subsample", "filter-subsample": "filter-subsample", DPSGD: "forecast-train"}.get(
         claim.mechanism)
-    if path is not None and (stated != "float" or reason != FLOAT_ONLY[path]):
+    if path is not None and stated is not None and (stated != "float" or reason != FLOAT_ONLY[path]):
         # these mechanisms draw floating-point noise only (their events are continuous): a report that
-        # says otherwise, or states another reason, was edited
+        # says otherwise, or states another reason, was edited (one that states no sampler claims nothing)
         return Check("sampler", False, f"{claim.mechanism} draws floating-point noise only (it has no hardened "
                                        f"sampler), but the report states sampler {stated!r} and float_noise_reason "
                                        f"{'as recorded' if reason == FLOAT_ONLY[path] else repr(reason)}")
