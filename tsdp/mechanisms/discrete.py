@@ -39,6 +39,7 @@ import numpy as np
 _BITS = 52
 _SCALE = float(2 ** _BITS)
 _ETA_LOG = 2.0 ** -45
+_WIDTH = (1 + 2.0 ** -40) / _SCALE  # t _WIDTH / (u / 2^52) >= t / u despite two roundings
 MAX_LATTICE_SCALE = 2.0 ** 40  # t ln V stays far below 2^53, so the margins above hold
 
 
@@ -49,18 +50,23 @@ def _check_scale(name: str, value: float) -> float:
     return value
 
 
-def discrete_laplace(gen: np.random.Generator, t: float, n: int) -> np.ndarray:
-    """``n`` exact draws of the discrete Laplace on Z with P(y) proportional to exp(-|y| / t)."""
+def discrete_laplace(gen: np.random.Generator, t: float, n: int, out: np.ndarray | None = None,
+                     multiplier: float = 1.0) -> np.ndarray:
+    """``n`` exact draws of the discrete Laplace on Z with P(y) proportional to exp(-|y| / t), each
+    times ``multiplier`` (a power of two keeps them exact), in ``out`` when given."""
     t = _check_scale("discrete Laplace scale", t)
-    return _rejection_fill(gen, n, lambda size: _laplace_proposals(gen, t, size),
-                           (1.0 + math.exp(-1.0 / t)) / 2)
+    return _rejection_fill(n, lambda size, w: _laplace_proposals(gen, t, size, w),
+                           (1.0 + math.exp(-1.0 / t)) / 2, out, multiplier)
 
 
-def discrete_gaussian(gen: np.random.Generator, sigma: float, n: int) -> np.ndarray:
-    """``n`` exact draws of the discrete Gaussian on Z with P(y) proportional to exp(-y^2/(2 sigma^2))."""
+def discrete_gaussian(gen: np.random.Generator, sigma: float, n: int, out: np.ndarray | None = None,
+                      multiplier: float = 1.0) -> np.ndarray:
+    """``n`` exact draws of the discrete Gaussian on Z with P(y) proportional to exp(-y^2/(2 sigma^2)),
+    each times ``multiplier`` (a power of two keeps them exact), in ``out`` when given."""
     sigma = _check_scale("discrete Gaussian sigma", sigma)
     t = math.floor(sigma) + 1
-    return _rejection_fill(gen, n, lambda size: _gaussian_proposals(gen, sigma, t, size), 0.74)
+    return _rejection_fill(n, lambda size, w: _gaussian_proposals(gen, sigma, t, size, w), 0.74, out,
+                           multiplier)
 
 
 def discrete_laplace_scales(gen: np.random.Generator, t: np.ndarray) -> np.ndarray:
@@ -84,91 +90,136 @@ def discrete_laplace_scales(gen: np.random.Generator, t: np.ndarray) -> np.ndarr
     return out
 
 
-_BLOCK = 1 << 14  # proposals per vectorised step: the temporaries stay in the CPU cache
+_BLOCK = 1 << 14  # proposals per vectorised step: the scratch arrays stay in the CPU cache
 
 
-def _rejection_fill(gen, n: int, propose, rate: float) -> np.ndarray:
-    """Collect accepted proposals until ``n`` are there, in proposal order (deterministic)."""
-    out = np.empty(n, dtype=np.float64)
+class _Scratch:
+    """Work arrays for one sampler call, reused block after block (no per-step temporaries)."""
+
+    def __init__(self, size: int) -> None:
+        self.u = np.empty(size, dtype=np.uint64)
+        self.v = np.empty(size, dtype=np.uint64)
+        self.x = np.empty(size)
+        self.y = np.empty(size)
+        self.z = np.empty(size)
+        self.m = np.empty(size)
+        self.a = np.empty(size, dtype=bool)
+        self.b = np.empty(size, dtype=bool)
+
+
+def _rejection_fill(n: int, propose, rate: float, out: np.ndarray | None, multiplier: float) -> np.ndarray:
+    """Collect accepted proposals until ``n`` are there, in proposal order (deterministic), each
+    times ``multiplier`` as it is stored."""
+    out = np.empty(n, dtype=np.float64) if out is None else out
+    scratch = _Scratch(min(_BLOCK, int(n / rate * 1.02) + 16))
     done = 0
     while done < n:
         size = min(_BLOCK, int((n - done) / rate * 1.02) + 16)
-        got = propose(size)
+        got = propose(size, scratch)
         k = min(n - done, got.size)
-        out[done:done + k] = got[:k]
+        np.multiply(got[:k], multiplier, out=out[done:done + k])
         done += k
     return out
 
 
-def _geometric(gen, t, raw: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``floor(-t ln V)`` for V uniform in [u / 2^52, (u + 1) / 2^52), u the top 52 bits of ``raw``.
+def _magnitudes(gen, t, words: np.ndarray, w: _Scratch) -> np.ndarray:
+    """``floor(-t ln V)`` for V uniform in [u / 2^52, (u + 1) / 2^52), u the top 52 bits of each
+    word, ``t`` one float or one per word; exact (as float64, in ``w.m``).
 
-    ``t`` is one float or an array with one scale per word. Returns the magnitudes (exact, as
-    float64) and the words' low bits as signs. ``-t ln V`` lies
-    in ``[upper - t/u, upper]`` with ``upper = -t ln(u / 2^52)``, and the float ``upper`` is within
-    ``37 t _ETA_LOG`` of the true one (``-ln(u / 2^52) <= 36.04``).
+    The float ``upper = -t ln(u / 2^52)`` is within ``upper 2^-44`` of the true value (the log
+    within 2^-45 relative, one more rounding), and the true ``-t ln V`` lies in ``(upper - t ln(1 +
+    1/u), upper]`` with ``t ln(1 + 1/u) <= t / u``. So with ``margin >= t / u + upper 2^-44`` and
+    ``frac = upper - floor(upper)`` (exact, Sterbenz), ``margin <= frac`` and ``frac + margin < 1``
+    pin the value to ``floor(upper)``; every other draw (u = 0 too, where ``frac`` is nan) is
+    settled by :func:`_geometric_exact`.
     """
-    u = raw >> np.uint64(64 - _BITS)
-    negative = (raw & np.uint64(1)).astype(bool)
-    uf = u.astype(np.float64)
+    s = words.size
+    u = np.right_shift(words, np.uint64(64 - _BITS), out=w.u[:s])
+    x = np.multiply(u, 1.0 / _SCALE, out=w.x[:s])  # u / 2^52, exact
     with np.errstate(divide="ignore", invalid="ignore"):
-        upper = np.log(uf * (1.0 / _SCALE))
-        upper *= -t
-        m = np.floor(upper)
-        upper -= m  # the fractional part, exact (Sterbenz)
-        margin = np.reciprocal(uf)
-        margin *= t * (1 + 2.0 ** -50)
-        margin += 37 * _ETA_LOG * t
-        unsure = upper < margin
-        upper += margin
-        unsure |= upper >= 1  # also u = 0 (inf and nan)
-    for i in np.flatnonzero(unsure):
+        margin = np.divide(t * _WIDTH, x, out=w.y[:s])  # t / u, rounded up (_WIDTH)
+        np.log(x, out=x)
+        x *= -t
+        m = np.floor(x, out=w.m[:s])
+        margin += np.multiply(x, 2 * _ETA_LOG, out=w.z[:s])
+        x -= m
+        ok = np.greater_equal(x, margin, out=w.a[:s])
+        x += margin
+        ok &= np.less(x, 1.0, out=w.b[:s])
+    for i in np.flatnonzero(~ok):
         m[i] = _geometric_exact(gen, float(t[i]) if isinstance(t, np.ndarray) else t, int(u[i]))
-    return m, negative
+    return m
 
 
-def _signed(m: np.ndarray, negative: np.ndarray, keep: np.ndarray) -> np.ndarray:
-    """``-m`` where ``negative`` else ``m``, keeping ``keep`` and rejecting (negative, m = 0)."""
-    np.negative(m, out=m, where=negative)
-    keep &= ~(negative & (m == 0))
+def _geometric(gen, t, raw: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_magnitudes` of ``raw`` (a new array) and the words' low bits as signs."""
+    m = _magnitudes(gen, t, raw, _Scratch(raw.size)).copy()
+    return m, (raw & np.uint64(1)).astype(bool)
+
+
+_NEG_ZERO = np.uint64(1 << 63)
+
+
+def _signed(m: np.ndarray, words: np.ndarray, keep: np.ndarray, w: _Scratch) -> np.ndarray:
+    """``m`` with the sign bit of each word's bit 0 (``-m`` where it is set), keeping ``keep`` and
+    rejecting (sign set, m = 0), i.e. -0.0: CKS Algorithm 2's last step."""
+    s = m.size
+    bits = m.view(np.uint64)
+    bits |= np.left_shift(words, np.uint64(63), out=w.u[:s])
+    keep &= np.not_equal(bits, _NEG_ZERO, out=w.b[:s])
     return m[keep]
 
 
-def _laplace_proposals(gen, t: float, size: int) -> np.ndarray:
-    m, negative = _geometric(gen, t, gen.bit_generator.random_raw(size))
-    return _signed(m, negative, np.ones(size, dtype=bool))
+def _laplace_proposals(gen, t: float, size: int, w: _Scratch) -> np.ndarray:
+    words = gen.bit_generator.random_raw(size)
+    m = _magnitudes(gen, t, words, w)
+    keep = w.a[:size]
+    keep.fill(True)
+    return _signed(m, words, keep, w)
 
 
+_ACCEPT_BITS = 32  # bits of V' per Gaussian proposal: two per 64-bit word
+_ACCEPT_SCALE = float(2 ** _ACCEPT_BITS)
+_ACCEPT_WIDTH = (1 + 2.0 ** -40) / _ACCEPT_SCALE
 _GAUSS_MARGIN = 37 * _ETA_LOG + 2.0 ** -37
 
 
-def _gaussian_proposals(gen, sigma: float, t: int, size: int) -> np.ndarray:
+def _gaussian_proposals(gen, sigma: float, t: int, size: int, w: _Scratch) -> np.ndarray:
     """CKS Algorithm 3: accept a discrete Laplace(t) proposal m iff E = -ln V' > gamma(m).
 
-    With ``L = ln(v / 2^52)`` (float, within 37 _ETA_LOG of the true value) and E in
-    [-L - 1/v, -L], the test is on ``d = L + gamma``: accept when ``d < -(margin + 1/v)``, reject
-    when ``d > margin``. The float gamma's error is below (gamma + 64) 2^-48 (the rounding of
-    ``(m - sigma^2/t)^2 / (2 sigma^2)``); a sure acceptance needs gamma < E <= 36.04, where that
-    is below 2^-41, and a gamma above 37 is rejected whatever its error, so the margin
-    ``37 _ETA_LOG + 2^-37`` covers both.
+    Words: one per proposal for the magnitude and sign, then one per two proposals for V' (its high
+    and low 32 bits). With ``L = ln(v / 2^32)`` (float, within 23 _ETA_LOG of the true value as
+    |L| <= 22.2) and E in (-L - ln(1 + 1/v), -L], the test is on ``d = L + gamma``: accept when
+    ``d < -(1/v + margin)``, reject when ``d > margin``. The float gamma's error is below
+    (gamma + 64) 2^-48 (the rounding of ``(m - sigma^2/t)^2 / (2 sigma^2)``); a sure acceptance
+    needs gamma < E <= 22.2, where that is below 2^-41, a gamma above 37 is rejected whatever its
+    error, and the rounding of the sum d is below 2^-52 (1 + margin + 1/v) where it matters, so
+    the margin ``37 _ETA_LOG + 2^-37`` covers all three with room to spare. Undecided draws (v = 0
+    among them, d = -inf) go to :func:`_gaussian_accept_exact`.
     """
-    raw = gen.bit_generator.random_raw(2 * size)
-    m, negative = _geometric(gen, float(t), raw[:size])
-    v = raw[size:] >> np.uint64(64 - _BITS)
-    vf = v.astype(np.float64)
+    half = (size + 1) // 2
+    raw = gen.bit_generator.random_raw(size + half)
+    words = raw[:size]
+    m = _magnitudes(gen, float(t), words, w)
+    v = w.v[:size]
+    np.right_shift(raw[size:], np.uint64(_ACCEPT_BITS), out=v[:half])
+    np.bitwise_and(raw[size:size + size - half], np.uint64(2 ** _ACCEPT_BITS - 1), out=v[half:])
     s2 = sigma * sigma
-    d = m - s2 / t
+    d = np.subtract(m, s2 / t, out=w.y[:size])
     d *= d
     d *= 0.5 / s2
+    x = np.multiply(v, 1.0 / _ACCEPT_SCALE, out=w.x[:size])  # v / 2^32, exact
     with np.errstate(divide="ignore", invalid="ignore"):
-        d += np.log(vf * (1.0 / _SCALE))
-        width = np.reciprocal(vf)
+        width = np.divide(_ACCEPT_WIDTH, x, out=w.z[:size])  # >= ln(1 + 1/v)
+        d += np.log(x, out=x)
     width += _GAUSS_MARGIN
-    accept = d < -width
-    unsure = ~accept & (d <= _GAUSS_MARGIN)  # v = 0: d = -inf = -width, unsure
-    for i in np.flatnonzero(unsure):
-        accept[i] = _gaussian_accept_exact(gen, sigma, t, int(m[i]), int(v[i]))
-    return _signed(m, negative, accept)
+    np.negative(width, out=width)
+    accept = np.less(d, width, out=w.a[:size])
+    decided = np.greater(d, _GAUSS_MARGIN, out=w.b[:size])
+    decided |= accept
+    for i in np.flatnonzero(~decided):
+        accept[i] = _gaussian_accept_exact(gen, sigma, t, int(m[i]), int(v[i]), _ACCEPT_BITS)
+    return _signed(m, words, accept, w)
 
 
 # Exact fallbacks, one draw at a time (about one proposal in 2^30 gets here).
@@ -194,14 +245,14 @@ def _geometric_exact(gen, t: float, u: int) -> int:
         u, bits = _more_bits(gen, u, bits)
 
 
-def _gaussian_accept_exact(gen, sigma: float, t: int, m: int, v: int) -> bool:
+def _gaussian_accept_exact(gen, sigma: float, t: int, m: int, v: int, bits: int = _BITS) -> bool:
     """Decide V < exp(-(m - sigma^2/t)^2 / (2 sigma^2)) for V in [v / 2^bits, (v + 1) / 2^bits)."""
 
     def exponent():  # evaluated at the precision _accept_exact sets
         s2 = Decimal(sigma) * Decimal(sigma)
         return -((Decimal(m) - s2 / t) ** 2) / (2 * s2)
 
-    return _accept_exact(gen, exponent, v)
+    return _accept_exact(gen, exponent, v, bits)
 
 
 def bernoulli_exp(gen: np.random.Generator, c: float, k: np.ndarray) -> np.ndarray:
@@ -228,10 +279,9 @@ def bernoulli_exp(gen: np.random.Generator, c: float, k: np.ndarray) -> np.ndarr
     return accept
 
 
-def _accept_exact(gen, exponent, v: int) -> bool:
+def _accept_exact(gen, exponent, v: int, bits: int = _BITS) -> bool:
     """Decide V < exp(exponent()) for V in [v / 2^bits, (v + 1) / 2^bits), drawing bits as needed;
     ``exponent`` is evaluated in the current :mod:`decimal` context."""
-    bits = _BITS
     while True:
         prec = 40 + bits // 3
         with localcontext() as ctx:

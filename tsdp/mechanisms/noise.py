@@ -152,8 +152,7 @@ def discrete_gaussian_fill(sigma: float, granularity: float):
     from tsdp.mechanisms.discrete import discrete_gaussian
 
     def fill(gen: np.random.Generator, buf: np.ndarray) -> None:
-        buf[:] = discrete_gaussian(gen, sigma / granularity, buf.size)
-        buf *= granularity
+        discrete_gaussian(gen, sigma / granularity, buf.size, out=buf, multiplier=granularity)
 
     return fill
 
@@ -163,8 +162,7 @@ def discrete_laplace_fill(scale: float, granularity: float):
     from tsdp.mechanisms.discrete import discrete_laplace
 
     def fill(gen: np.random.Generator, buf: np.ndarray) -> None:
-        buf[:] = discrete_laplace(gen, scale / granularity, buf.size)
-        buf *= granularity
+        discrete_laplace(gen, scale / granularity, buf.size, out=buf, multiplier=granularity)
 
     return fill
 
