@@ -90,7 +90,7 @@ def discrete_laplace_scales(gen: np.random.Generator, t: np.ndarray) -> np.ndarr
     return out
 
 
-_BLOCK = 1 << 14  # proposals per vectorised step: the scratch arrays stay in the CPU cache
+_BLOCK = 1 << 16  # proposals per vectorised step: fewer numpy calls (and GIL handovers when threads share the work), scratch still in cache
 
 
 class _Scratch:
@@ -109,15 +109,20 @@ class _Scratch:
 
 def _rejection_fill(n: int, propose, rate: float, out: np.ndarray | None, multiplier: float) -> np.ndarray:
     """Collect accepted proposals until ``n`` are there, in proposal order (deterministic), each
-    times ``multiplier`` as it is stored."""
+    times ``multiplier``. ``propose(size, scratch)`` returns the proposals and the accepted mask."""
     out = np.empty(n, dtype=np.float64) if out is None else out
     scratch = _Scratch(min(_BLOCK, int(n / rate * 1.02) + 16))
     done = 0
     while done < n:
         size = min(_BLOCK, int((n - done) / rate * 1.02) + 16)
-        got = propose(size, scratch)
-        k = min(n - done, got.size)
-        np.multiply(got[:k], multiplier, out=out[done:done + k])
+        values, keep = propose(size, scratch)
+        if multiplier != 1.0:
+            values *= multiplier
+        k = int(np.count_nonzero(keep))
+        if k > n - done:
+            keep[np.flatnonzero(keep)[n - done]:] = False
+            k = n - done
+        np.compress(keep, values, out=out[done:done + k])
         done += k
     return out
 
@@ -126,29 +131,51 @@ def _magnitudes(gen, t, words: np.ndarray, w: _Scratch) -> np.ndarray:
     """``floor(-t ln V)`` for V uniform in [u / 2^52, (u + 1) / 2^52), u the top 52 bits of each
     word, ``t`` one float or one per word; exact (as float64, in ``w.m``).
 
-    The float ``upper = -t ln(u / 2^52)`` is within ``upper 2^-44`` of the true value (the log
-    within 2^-45 relative, one more rounding), and the true ``-t ln V`` lies in ``(upper - t ln(1 +
-    1/u), upper]`` with ``t ln(1 + 1/u) <= t / u``. So with ``margin >= t / u + upper 2^-44`` and
-    ``frac = upper - floor(upper)`` (exact, Sterbenz), ``margin <= frac`` and ``frac + margin < 1``
-    pin the value to ``floor(upper)``; every other draw (u = 0 too, where ``frac`` is nan) is
-    settled by :func:`_geometric_exact`.
+    The float ``upper = -t ln(u / 2^52)`` is within ``upper 2 _ETA_LOG`` of the true value (the log
+    within _ETA_LOG relative, one more rounding), and the true ``-t ln V`` lies in ``(upper - t ln(1
+    + 1/u), upper]`` with ``t ln(1 + 1/u) <= t / u``. So with ``margin >= t / u + upper 2 _ETA_LOG``
+    and ``frac = upper - floor(upper)`` (exact, Sterbenz), ``margin <= frac`` and ``frac + margin <
+    1`` pin the value to ``floor(upper)``. For one scale, a first pass uses one margin for every
+    word with u >= 2^44 (:func:`_first_margin`); the others (u < 2^44, about 1 in 256, or within
+    that margin of a boundary) get their own margin in :func:`_settle_magnitudes`.
     """
     s = words.size
     u = np.right_shift(words, np.uint64(64 - _BITS), out=w.u[:s])
     x = np.multiply(u, 1.0 / _SCALE, out=w.x[:s])  # u / 2^52, exact
     with np.errstate(divide="ignore", invalid="ignore"):
-        margin = np.divide(t * _WIDTH, x, out=w.y[:s])  # t / u, rounded up (_WIDTH)
         np.log(x, out=x)
         x *= -t
         m = np.floor(x, out=w.m[:s])
-        margin += np.multiply(x, 2 * _ETA_LOG, out=w.z[:s])
-        x -= m
-        ok = np.greater_equal(x, margin, out=w.a[:s])
-        x += margin
-        ok &= np.less(x, 1.0, out=w.b[:s])
-    for i in np.flatnonzero(~ok):
-        m[i] = _geometric_exact(gen, float(t[i]) if isinstance(t, np.ndarray) else t, int(u[i]))
+        x -= m  # frac
+    if isinstance(t, np.ndarray):
+        idx = np.arange(s)
+    else:
+        margin = _first_margin(t)
+        unsure = np.less(x, margin, out=w.a[:s])
+        unsure |= np.greater_equal(x, 1.0 - margin, out=w.b[:s])  # 1 - margin is exact
+        unsure |= np.less(words, np.uint64(1 << 56), out=w.b[:s])  # u < 2^44, u = 0 (nan frac) too
+        idx = np.flatnonzero(unsure)
+    if idx.size:
+        _settle_magnitudes(gen, t, u, m, x, idx)
     return m
+
+
+def _first_margin(t: float) -> float:
+    """A power of two at least ``t / u + upper 2 _ETA_LOG`` for every u >= 2^44: there ``t / u <=
+    t 2^-44`` and ``upper <= t (8 ln 2) (1 + 2^-40) < 5.6 t``."""
+    return 2.0 ** math.ceil(math.log2(t * (2.0 ** -44 * (1 + 2.0 ** -40) + 5.6 * 2 * _ETA_LOG)))
+
+
+def _settle_magnitudes(gen, t, u: np.ndarray, m: np.ndarray, frac: np.ndarray, idx: np.ndarray) -> None:
+    """Decide ``m[idx]`` with each word's own margin, or exactly (:func:`_geometric_exact`)."""
+    ti = t[idx] if isinstance(t, np.ndarray) else t
+    f = frac[idx]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        margin = ti * _WIDTH / (u[idx] * (1.0 / _SCALE))  # t / u, rounded up (_WIDTH)
+        margin += (m[idx] + f) * (2 * _ETA_LOG)  # m + frac is upper, exactly
+        sure = (f >= margin) & (f + margin < 1.0)  # nan (u = 0) is not sure
+    for i in idx[~sure]:
+        m[i] = _geometric_exact(gen, float(t[i]) if isinstance(t, np.ndarray) else t, int(u[i]))
 
 
 def _geometric(gen, t, raw: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -160,14 +187,14 @@ def _geometric(gen, t, raw: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 _NEG_ZERO = np.uint64(1 << 63)
 
 
-def _signed(m: np.ndarray, words: np.ndarray, keep: np.ndarray, w: _Scratch) -> np.ndarray:
-    """``m`` with the sign bit of each word's bit 0 (``-m`` where it is set), keeping ``keep`` and
-    rejecting (sign set, m = 0), i.e. -0.0: CKS Algorithm 2's last step."""
+def _signed(m: np.ndarray, words: np.ndarray, keep: np.ndarray, w: _Scratch) -> tuple[np.ndarray, np.ndarray]:
+    """``m`` with the sign bit of each word's bit 0 (``-m`` where it is set), and ``keep`` without
+    (sign set, m = 0), i.e. -0.0: CKS Algorithm 2's last step."""
     s = m.size
     bits = m.view(np.uint64)
     bits |= np.left_shift(words, np.uint64(63), out=w.u[:s])
     keep &= np.not_equal(bits, _NEG_ZERO, out=w.b[:s])
-    return m[keep]
+    return m, keep
 
 
 def _laplace_proposals(gen, t: float, size: int, w: _Scratch) -> np.ndarray:
@@ -209,16 +236,21 @@ def _gaussian_proposals(gen, sigma: float, t: int, size: int, w: _Scratch) -> np
     d *= d
     d *= 0.5 / s2
     x = np.multiply(v, 1.0 / _ACCEPT_SCALE, out=w.x[:size])  # v / 2^32, exact
-    with np.errstate(divide="ignore", invalid="ignore"):
-        width = np.divide(_ACCEPT_WIDTH, x, out=w.z[:size])  # >= ln(1 + 1/v)
+    with np.errstate(divide="ignore"):
         d += np.log(x, out=x)
-    width += _GAUSS_MARGIN
-    np.negative(width, out=width)
-    accept = np.less(d, width, out=w.a[:size])
-    decided = np.greater(d, _GAUSS_MARGIN, out=w.b[:size])
-    decided |= accept
-    for i in np.flatnonzero(~decided):
-        accept[i] = _gaussian_accept_exact(gen, sigma, t, int(m[i]), int(v[i]), _ACCEPT_BITS)
+    # first pass: one width for every v >= 2^24 (ln(1 + 1/v) <= 2^-24; the sum is exact in binary)
+    accept = np.less(d, -(2.0 ** -24 + _GAUSS_MARGIN), out=w.a[:size])
+    accept &= np.greater_equal(v, np.uint64(1 << 24), out=w.b[:size])
+    unsure = np.greater(d, _GAUSS_MARGIN, out=w.b[:size])
+    unsure |= accept
+    idx = np.flatnonzero(np.logical_not(unsure, out=unsure))
+    if idx.size:
+        with np.errstate(divide="ignore"):
+            width = _ACCEPT_WIDTH / (v[idx] * (1.0 / _ACCEPT_SCALE))
+        sure = d[idx] < -(width + _GAUSS_MARGIN)  # v = 0: d = -inf = -width, not sure
+        accept[idx[sure]] = True
+        for i in idx[~sure]:
+            accept[i] = _gaussian_accept_exact(gen, sigma, t, int(m[i]), int(v[i]), _ACCEPT_BITS)
     return _signed(m, words, accept, w)
 
 
