@@ -7,8 +7,12 @@ Privacy", Algorithms 2 and 3). Both are exact: every decision the samplers make 
 comparing exact random bits with an exactly defined real number, so the draws follow the stated
 pmf with no floating-point error (the attack of Mironov 2012 needs such error).
 
-How it is vectorised. Each proposal takes two 64-bit words of the generator: 52 bits form a uniform
-V in [u / 2^52, (u + 1) / 2^52) (the remaining bits of V are drawn only if needed), one bit is a sign.
+How it is vectorised. Proposals are made in blocks of ``_BLOCK`` (numpy ufuncs writing into
+scratch arrays reused from block to block). Each proposal takes one 64-bit word: its top 52 bits
+form a uniform V in [u / 2^52, (u + 1) / 2^52) (the remaining bits of V are drawn only if needed),
+its bit 0 is a sign. A Gaussian proposal also takes 32 bits of a further word (one word serves two
+proposals), a uniform V' in [v / 2^32, (v + 1) / 2^32). The bit fields do not overlap, so all of
+these are independent uniform variables.
 
 * Magnitude: ``M = floor(-t ln V)`` is geometric, P(M = k) = (1 - q) q^k with q = exp(-1/t)
   (inversion, P(M >= k) = P(V <= q^k)). A float evaluation of ``-t ln V`` at both ends of V's
@@ -16,17 +20,26 @@ V in [u / 2^52, (u + 1) / 2^52) (the remaining bits of V are drawn only if neede
   draws (a boundary inside the interval or the margin) are settled by :func:`_geometric_exact`,
   which draws further bits of V and compares with :mod:`decimal` values whose error is bounded.
 * Sign: with ``M`` and a sign bit ``s``, ``y = -M`` if ``s`` else ``M``, rejecting (s = 1, M = 0), has
-  P(y) proportional to q^|y|: the discrete Laplace (CKS Algorithm 2's last step).
+  P(y) proportional to q^|y|: the discrete Laplace (CKS Algorithm 2's last step). The sign is
+  written into the float's sign bit, so the rejected pair is exactly the float -0.0.
 * Gaussian: a discrete Laplace proposal of integer scale ``t = floor(sigma) + 1`` is accepted with
   probability exp(-gamma), gamma = (|y| - sigma^2/t)^2 / (2 sigma^2) (CKS Algorithm 3): accept iff
-  E = -ln V' > gamma for a second uniform V', decided like the magnitude (float with a margin,
-  exact :mod:`decimal` fallback otherwise).
+  E = -ln V' > gamma, decided like the magnitude (float with a margin, exact :mod:`decimal`
+  fallback otherwise). 32 bits of V' are enough to decide: E's interval has width ln(1 + 1/v),
+  about 2^-32 / V', so about one proposal in 2^31 needs more bits.
 
-Margins. numpy's ``log`` is accurate to a few units in the last place (about 2^-50 relative); the
-margins used here allow 2^-45 relative for it and 2^-44 (gamma + 64) absolute for gamma, whose
-float rounding is below (sqrt(2 gamma) + gamma) 2^-50, a factor of 32 or more to spare. Undecided
-draws are rare (the width of V's interval, 1/u, plus the margin: about t 2^-38 of them for the
-magnitude) and only cost time.
+Two passes. Each decision has a margin that depends on the word (the width of its interval, 1/u or
+1/v, and for the magnitude the size of ``-t ln V``). A first pass applies one margin to the words
+for which a fixed bound on those holds (u >= 2^44, v >= 2^24: all but about 1 in 256) and counts
+every other word as undecided; a second pass, on the few undecided words only, applies each word's
+own margin; what it still cannot decide goes to the exact fallbacks. Each pass only ever decides
+when its margin covers the float error, so both together decide exactly as one exact comparison.
+
+Margins. numpy's ``log`` is accurate to a few units in the last place (about 2^-52 relative); the
+margins used here allow ``_ETA_LOG`` = 2^-45 relative for it and 2^-44 (gamma + 64) absolute for
+gamma, whose float rounding is below (sqrt(2 gamma) + gamma) 2^-50, a factor of 32 or more to spare
+(:func:`_magnitudes` and :func:`_gaussian_proposals` give the bounds). Undecided draws only cost
+time: about t 2^-43 of the proposals for the magnitude, 2^-31 for the acceptance.
 """
 
 from __future__ import annotations
@@ -162,8 +175,10 @@ def _magnitudes(gen, t, words: np.ndarray, w: _Scratch) -> np.ndarray:
 
 def _first_margin(t: float) -> float:
     """A power of two at least ``t / u + upper 2 _ETA_LOG`` for every u >= 2^44: there ``t / u <=
-    t 2^-44`` and ``upper <= t (8 ln 2) (1 + 2^-40) < 5.6 t``."""
-    return 2.0 ** math.ceil(math.log2(t * (2.0 ** -44 * (1 + 2.0 ** -40) + 5.6 * 2 * _ETA_LOG)))
+    t 2^-44`` and ``upper <= t (8 ln 2) (1 + 2^-44) < 5.6 t`` (the factor 1 + 2^-20 covers the
+    rounding of this bound itself). A power of two, at least 2^-52, so that ``1 - margin`` is exact."""
+    bound = t * (2.0 ** -44 + 5.6 * 2 * _ETA_LOG) * (1 + 2.0 ** -20)
+    return 2.0 ** max(-52, math.ceil(math.log2(bound)))
 
 
 def _settle_magnitudes(gen, t, u: np.ndarray, m: np.ndarray, frac: np.ndarray, idx: np.ndarray) -> None:
@@ -238,12 +253,13 @@ def _gaussian_proposals(gen, sigma: float, t: int, size: int, w: _Scratch) -> np
     x = np.multiply(v, 1.0 / _ACCEPT_SCALE, out=w.x[:size])  # v / 2^32, exact
     with np.errstate(divide="ignore"):
         d += np.log(x, out=x)
-    # first pass: one width for every v >= 2^24 (ln(1 + 1/v) <= 2^-24; the sum is exact in binary)
+    # first pass: one width for every v >= 2^24 (ln(1 + 1/v) <= 2^-24; the sum is exact in binary);
+    # second pass, on the undecided: each word's own width (1 + 2^-40) / v >= ln(1 + 1/v)
     accept = np.less(d, -(2.0 ** -24 + _GAUSS_MARGIN), out=w.a[:size])
     accept &= np.greater_equal(v, np.uint64(1 << 24), out=w.b[:size])
-    unsure = np.greater(d, _GAUSS_MARGIN, out=w.b[:size])
-    unsure |= accept
-    idx = np.flatnonzero(np.logical_not(unsure, out=unsure))
+    decided = np.greater(d, _GAUSS_MARGIN, out=w.b[:size])  # a sure rejection
+    decided |= accept
+    idx = np.flatnonzero(np.logical_not(decided, out=decided))
     if idx.size:
         with np.errstate(divide="ignore"):
             width = _ACCEPT_WIDTH / (v[idx] * (1.0 / _ACCEPT_SCALE))
@@ -254,7 +270,7 @@ def _gaussian_proposals(gen, sigma: float, t: int, size: int, w: _Scratch) -> np
     return _signed(m, words, accept, w)
 
 
-# Exact fallbacks, one draw at a time (about one proposal in 2^30 gets here).
+# Exact fallbacks, one draw at a time (rare: see the module docstring).
 
 def _more_bits(gen, u: int, bits: int) -> tuple[int, int]:
     return (u << 64) | int(gen.bit_generator.random_raw()), bits + 64
