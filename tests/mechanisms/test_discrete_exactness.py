@@ -57,7 +57,8 @@ def test_magnitudes_are_exact_next_to_every_boundary(t):
         if expected[-1] is None:
             w = int(rng.integers(0, 2 ** 63))
             extra.append(w)
-            expected[-1] = _floor_exact(t, Decimal(u * 2 ** 64 + w) / 2 ** 116, Decimal(u * 2 ** 64 + w + 1) / 2 ** 116)
+            longer = u * 2 ** 64 + w
+            expected[-1] = _floor_exact(t, Decimal(longer) / 2 ** 116, Decimal(longer + 1) / 2 ** 116)
     assert None not in expected and len(extra) >= 2  # the boundary's own word and u = 0 at least
     words = np.array([u << 12 for u in us], dtype=np.uint64)
     gen = CraftedBits(*extra)
