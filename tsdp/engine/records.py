@@ -42,10 +42,11 @@ from tsdp.io.files import read_table, table_format
 from tsdp.io.records import RecordSpec, Records, load_records
 from tsdp.mean.algorithms import run_piece_sums
 
-# Peak memory of the in-memory route per record row (read frame, checked frame, sort keys and
-# order, sorted values, and the plan of the runs, about one per record on the scale bench's
-# records): 2.05-2.14 GiB measured at 10^7 records (bench/scale.py, bench/mean_scale.py), rounded up.
-BYTES_PER_ROW = 240
+# Peak memory of the in-memory route per record row (the read frame, consumed by load_records;
+# codes and the sort key; the key and values sorted; the plan of the runs, up to one per record on
+# the scale bench's records): 1.40-1.45 GiB measured at 10^7 records (bench/scale.py,
+# bench/mean_scale.py), about 155 bytes, rounded up.
+BYTES_PER_ROW = 180
 # Memory per (group, user) run held by the merge and the plan (keys, user id, counts, cut points,
 # array ids and the BESTFIT packing's lists): an estimate, rounded up.
 RUN_BYTES = 256
@@ -105,7 +106,7 @@ def record_runs(path: str, spec: RecordSpec, memory_limit: int | None = None, wo
         note("reading input")
         df = read_table(path)
         note("checking and sorting records")
-        records = load_records(df, spec)
+        records = load_records(df, spec, consume=True)
         del df
         yield runs_from_records(records)
         return
