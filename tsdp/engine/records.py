@@ -171,15 +171,9 @@ def record_chunks(path: str, spec: RecordSpec, memory_limit: int | None = None, 
             yield RecordChunks.of(sharded_runs(directories, spec, tmp, note, memory_limit))
             return
         n_ranges = int(table[gr.RANGE].max()) + 1 if table.height else 1
-        users = None
-        if n_ranges > gr.RANK_IN_SHARDS:
-            note("ranking the user ids")
-            users = gr.user_table(scan, spec.user_col, path, 4 * budget)
         note(f"sharding input by group range into {n_ranges} shards")
-        directories = gr.write_group_shards(scan, keys, table, users, spec.user_col, tmp / "shards", path)
-        n_users = None if users is None else users.height
-        del users
-        yield RecordChunks(gr.group_range_chunks(directories, spec, n_users, tmp, note), single=False,
+        directories = gr.write_group_shards(scan, keys, table, tmp / "shards", path)
+        yield RecordChunks(gr.group_range_chunks(directories, spec, tmp, note), single=False,
                            max_groups=lambda: gr.max_groups_per_user(tmp))
 
 

@@ -85,7 +85,7 @@ class Records:
     clipped: bool = False  # whether clipping was requested (never how many records it changed)
     notes: list[str] = field(default_factory=list)
     run_users: pl.Series | None = None  # the user id (as text) of every run
-    run_codes: np.ndarray | None = None  # the user code of every run (user_codes given: the global codes)
+    run_codes: np.ndarray | None = None  # the user code of every run (its rank among the ids as text)
 
     @property
     def counts(self) -> np.ndarray:
@@ -112,26 +112,22 @@ def _show(value) -> str:
 
 
 def load_records(df: pl.DataFrame, spec: RecordSpec, order_col: str | None = None,
-                 shard: bool = False, user_codes: tuple[str, int] | None = None,
-                 consume: bool = False) -> Records:
+                 shard: bool = False, consume: bool = False) -> Records:
     """Check, select, group and sort ``df`` into :class:`Records` (see the module docstring).
 
     ``order_col``: the input's row number of each row (a shard of a larger input): it breaks ties
     in time instead of the row order of ``df``, and errors name the input's row. ``shard``: ``df``
     holds only some of the users, so an empty selection is no error (an empty :class:`Records`).
-    ``user_codes``: (column, number of users): ``df`` carries each user's rank among all the
-    input's user ids as text (a shard of a larger input), used instead of ranking the ids here;
-    ``run_users`` is then not formed (``run_codes`` holds the runs' users).
     ``consume``: the columns of ``df`` are dropped from it once read, so that memory holding ids
     and keys is freed before the sort (the caller's ``df`` is left without columns).
     """
     if order_col is None:
-        return _load_records(df, spec, None, shard, user_codes, consume)
+        return _load_records(df, spec, None, shard, consume)
     from tsdp.io.events import input_rows
 
     rows = df[order_col]
     try:
-        return _load_records(df, spec, order_col, shard, user_codes, consume)
+        return _load_records(df, spec, order_col, shard, consume)
     except OutOfBounds as exc:
         raise OutOfBounds(spec, exc.count, int(rows[exc.row]), exc.value, exc.group) from None
     except DataError as exc:
@@ -139,7 +135,7 @@ def load_records(df: pl.DataFrame, spec: RecordSpec, order_col: str | None = Non
 
 
 def _load_records(df: pl.DataFrame, spec: RecordSpec, order_col: str | None, shard: bool,
-                  user_codes: tuple[str, int] | None = None, consume: bool = False) -> Records:
+                  consume: bool = False) -> Records:
     if spec.out_of_range not in OUT_OF_RANGE:
         raise UsageError(f"--value-out-of-range must be error or clip, got {spec.out_of_range!r}")
     keys, slot_needed = group_keys(df.columns, spec)
@@ -158,8 +154,7 @@ def _load_records(df: pl.DataFrame, spec: RecordSpec, order_col: str | None, sha
         if k not in df.columns:
             raise DataError(f"--group-by: column {k!r} not found; the input has columns: {', '.join(df.columns)}")
     needed = list(dict.fromkeys(
-        [spec.user_col, spec.value_col] + ([spec.time_col] if spec.time_col else []) + source_keys
-        + ([user_codes[0]] if user_codes else [])))
+        [spec.user_col, spec.value_col] + ([spec.time_col] if spec.time_col else []) + source_keys))
     position = pl.int_range(df.height, dtype=pl.Int64, eager=True)
     frame = df.select(needed).with_columns(
         position.alias(DF_ROW), (df[order_col].cast(pl.Int64) if order_col else position).alias(ORDER_KEY))
@@ -174,7 +169,7 @@ def _load_records(df: pl.DataFrame, spec: RecordSpec, order_col: str | None, sha
         raise DataError(f"--user-col: column {spec.user_col!r} has a missing user id at row {row + 1}; "
                         "every record needs a user (the privacy unit)")
     # The distinct values of the ids and keys, found once: the NaN checks and the codes use them.
-    user_distinct = None if user_codes else _text(users).unique()
+    user_distinct = _text(users).unique()
     reject_nan_ids(users, spec.user_col, "user id", user_distinct if users.dtype == pl.String else None)
     distinct = {}
     for k in source_keys:
@@ -221,12 +216,8 @@ def _load_records(df: pl.DataFrame, spec: RecordSpec, order_col: str | None, sha
     # are replaced by integer codes in their sort order, so that one or two int64 columns are
     # sorted instead of text.
     key_codes = [_codes(frame[k], distinct=distinct.get(k)) for k in keys]
-    if user_codes is None:
-        user = _codes(frame[spec.user_col], as_text=True, distinct=user_distinct)
-        ucodes, n_users = user.codes, user.size
-    else:
-        user = None
-        ucodes, n_users = frame[user_codes[0]].to_numpy().astype(np.int64, copy=False), user_codes[1]
+    user = _codes(frame[spec.user_col], as_text=True, distinct=user_distinct)
+    ucodes, n_users = user.codes, user.size
     group = np.zeros(frame.height, dtype=np.int64)
     mixed_radix = True  # group = the key codes in mixed radix (else re-densified: not decodable)
     for codes in key_codes:
@@ -299,9 +290,7 @@ def _load_records(df: pl.DataFrame, spec: RecordSpec, order_col: str | None, sha
     else:
         groups = frame.select(keys).gather(order[run_start_rows[group_run_starts]])
     runs_per_user = np.bincount(run_codes, minlength=n_users)
-    if user_codes:
-        run_users = None
-    elif order is None:
+    if order is None:
         run_users = user.decode(run_codes)
     else:
         run_users = frame[spec.user_col].cast(pl.String).gather(order[run_start_rows])
