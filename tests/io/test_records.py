@@ -215,3 +215,27 @@ def test_records_equal_the_documented_order_for_every_key_type(kind, users):
     assert got.groups.schema == expected_groups.schema
     assert got.groups.to_dicts() == expected_groups.to_dicts()
     assert got.max_groups_per_user == int(runs["__u"].value_counts()["count"].max())
+
+
+@pytest.mark.parametrize("many", [False, True])
+def test_text_ids_rank_the_same_by_enum_or_by_hash_join(monkeypatch, many):
+    """Above _MANY_IDS distinct ids the ranks come from a hash join: the same records either way,
+    and a hash collision among the distinct ids falls back to the Enum (faked here by a constant hash)."""
+    import tsdp.io.records as records
+
+    rng = np.random.default_rng(5)
+    n = 4000
+    df = pl.DataFrame({"u": rng.choice([f"id{i}" for i in range(900)], n), "v": rng.uniform(0, 10, n),
+                       "k": rng.choice(["a", "b", "c"], n)})
+    s = RecordSpec(user_col="u", value_col="v", lower=0.0, upper=10.0, group_by=("k",))
+    want = load_records(df, s)
+    monkeypatch.setattr(records, "_MANY_IDS", 10 if many else 10**9)
+    got = load_records(df, s)
+    np.testing.assert_array_equal(got.values, want.values)
+    np.testing.assert_array_equal(got.user_starts, want.user_starts)
+    assert got.run_users.to_list() == want.run_users.to_list()
+    if many:
+        monkeypatch.setattr(pl.Series, "hash", lambda self, seed=0: pl.Series(np.zeros(self.len(), dtype=np.uint64)))
+        again = load_records(df, s)
+        np.testing.assert_array_equal(again.values, want.values)
+        assert again.run_users.to_list() == want.run_users.to_list()

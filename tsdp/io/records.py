@@ -376,6 +376,11 @@ def _dense_codes(series: pl.Series, as_text: bool = False) -> tuple[np.ndarray, 
     return np.ascontiguousarray(codes.to_numpy(), dtype=np.int64), uniq.len()
 
 
+# Above this many distinct text ids, ranks come from a hash join rather than an Enum cast
+# (measured: 0.41 s against 1.45 s for 4M rows of 1.25M ids; 0.20 s against 0.16 s at 200k ids).
+_MANY_IDS = 2**19
+
+
 @dataclass
 class _Codes:
     """Integer codes of a column in the sort order of its values: ``codes`` in ``[0, size)``,
@@ -417,7 +422,14 @@ def _codes(series: pl.Series, as_text: bool = False, distinct: pl.Series | None 
 
             return _Codes(np.ascontiguousarray(codes, dtype=np.int64), int(size), decode)
     uniq = uniq.sort()
-    if dtype == pl.String:
+    hashes = uniq.hash(seed=0) if dtype == pl.String and uniq.len() > _MANY_IDS else None
+    if hashes is not None and hashes.n_unique() == hashes.len():
+        # Many distinct ids (a shard of many users): each row's rank by a hash join on the ids'
+        # hashes, exact because the distinct ids' hashes are distinct; an Enum of a million
+        # categories takes several times longer.
+        codes = series.hash(seed=0).replace_strict(hashes, pl.int_range(uniq.len(), eager=True, dtype=pl.Int64),
+                                                   return_dtype=pl.Int64)
+    elif dtype == pl.String:
         # An Enum whose categories are the sorted distinct values: its physical codes are the ranks.
         codes = series.cast(pl.Enum(uniq)).to_physical()
     elif not (dtype.is_numeric() or dtype.is_temporal()):
