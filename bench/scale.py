@@ -22,7 +22,9 @@ spread [min - max] over --repeats:
 3. the same caps written as DuckDB SQL window functions (ROW_NUMBER for M, DENSE_RANK of hours for
    I, first-appearance rank of stations for K), whose cell counts are checked equal to
    tsdp.io.events.aggregate_events on the same rows at sizes <= --check-max;
-4. `tsdp mean-estimate --group-by cell,slot` against a polars streaming group-by mean;
+4. `tsdp mean-estimate --group-by cell,slot` against a polars streaming group-by mean (the target's
+   reference) and, for reading that ratio, a polars streaming group-by per run (cell, hour, bus):
+   the per-(group, user) reduction every estimator needs before its caps (no target);
 5. time per row across sizes.
 
 Targets (issue 12, on this 2-core / 24 GiB machine) get PASS/FAIL where they apply: 10^8 events
@@ -305,6 +307,17 @@ def floor_records(path: Path) -> int:
 
     out = (_scan(path, "records").group_by("cell", pl.col("ts").dt.truncate("1h"))
            .agg(pl.col("speed").mean()).collect(engine="streaming"))
+    return out.height
+
+
+def floor_runs(path: Path) -> int:
+    """What every estimator of mean-estimate needs before any privacy step, as the least a plain
+    engine does for it: polars' streaming group-by counting the records of each run (cell, hour,
+    bus). Not a target; printed so that the mean-estimate ratio can be read against it."""
+    import polars as pl
+
+    out = (_scan(path, "records").group_by("cell", pl.col("ts").dt.truncate("1h"), "bus_id")
+           .agg(pl.len(), pl.col("speed").sum()).collect(engine="streaming"))
     return out.height
 
 
@@ -721,16 +734,20 @@ class Bench:
               f"(about {max(10, n // 50):,} buses; {N_CELLS} cells x {N_SLOTS} slots = {N_CELLS * N_SLOTS:,} groups)")
         plan = self.engine_series(engines, "mean-estimate", lambda e: mean_args(path, self.out / f"means_{e}.parquet"))
         floor = Series("polars streaming group-by mean (cell, hour)")
+        runs = Series("polars streaming group-by per run (cell, hour, bus)")
         plan.append((floor, worker_cmd("floor-records", path)))
+        plan.append((runs, worker_cmd("floor-runs", path)))
         self.run(worker_cmd("floor-records", path))
         self.interleave(plan)
         print(f"  {_load_average()} after these runs")
         for series, _ in plan:
             print(series.line(n))
-        for series, _ in plan[:-1]:
+        print(ratio_line("ratio runs group-by/polars mean (the runs' floor)", runs, floor)[0])
+        for series, _ in plan[:-2]:
             engine = series.engine
             line, ok = ratio_line(f"ratio mean-estimate/polars ({engine})", series, floor, MEAN_RATIO_TARGET, applies)
             print(line)
+            print(ratio_line(f"ratio mean-estimate/runs group-by ({engine})", series, runs)[0])
             self.record(f"10^8 records mean-estimate within 3x of polars ({engine}, {fmt})", ok)
             line, ok = rss_line(series, applies)
             print(line)
@@ -813,6 +830,8 @@ def worker(kind: str, path: str, extra: list[str]) -> None:
         result = floor_events(p)
     elif kind == "floor-records":
         result = floor_records(p)
+    elif kind == "floor-runs":
+        result = floor_runs(p)
     elif kind == "floor-long":
         result = floor_long(p, Path(extra[0]))
     elif kind == "cross-check":

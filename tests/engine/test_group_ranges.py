@@ -33,13 +33,6 @@ def _runs_fit_any_limit(monkeypatch):
     monkeypatch.setattr(engine, "RUN_BYTES", 0)
 
 
-@pytest.fixture(params=["ranks once", "ranks in shards"])
-def ranking(request, monkeypatch):
-    """Users ranked once for all shards (many shards), or by each shard (few)."""
-    monkeypatch.setattr(group_ranges, "RANK_IN_SHARDS", 0 if request.param == "ranks once" else 1000)
-    return request.param
-
-
 def make_records(n: int = N, n_users: int = 400, seed: int = 11) -> pl.DataFrame:
     rng = np.random.default_rng(seed)
     users = np.where(rng.random(n) < 0.2, "heavy", np.char.add("bus", rng.integers(0, n_users, n).astype(str)))
@@ -91,7 +84,7 @@ def assert_same(preps, want, settings):
 
 @pytest.mark.parametrize("fmt", ["csv", "parquet"])
 @pytest.mark.parametrize("settings", SETTINGS, ids=lambda s: f"{s.algorithm}-{s.grouping}")
-def test_group_ranges_equal_in_memory_and_user_shards(files, tmp_path, fmt, settings, ranking):
+def test_group_ranges_equal_in_memory_and_user_shards(files, tmp_path, fmt, settings):
     whole = load_records(read_table(files[fmt]), spec())
     want = prepare_groups(whole.values, whole.user_starts, whole.group_starts, settings)
     preps, keys, chunks = chunked(files[fmt], spec(), settings, tmp_path / "a")
@@ -134,7 +127,7 @@ def test_a_group_larger_than_half_a_shard_uses_user_shards(files, tmp_path):
                 SETTINGS[1])
 
 
-def test_a_selection_leaves_shards_empty(files, tmp_path, ranking):
+def test_a_selection_leaves_shards_empty(files, tmp_path):
     """--cell c3 --slot 02:00: one group; the shards without it yield no chunk."""
     s = spec(cell="c3", slot="2024-05-06 02:00:00", group_by=())
     whole = load_records(read_table(files["parquet"]), s)
@@ -204,7 +197,7 @@ def test_cli_group_ranges_equal_in_memory(files, tmp_path, monkeypatch):
     assert custodians["memory"] == custodians["ranges"]
 
 
-def test_integer_user_ids_are_ordered_as_text(tmp_path, ranking):
+def test_integer_user_ids_are_ordered_as_text(tmp_path):
     """Users within a group come in the order of their ids as text ("10" < "9"), in every shard:
     the global user codes joined while sharding give the in-memory order."""
     df = make_records().with_columns(

@@ -169,3 +169,73 @@ def test_sort_key_with_time_folded_in_is_the_documented_order(case):
     np.testing.assert_array_equal(got.values, want["v"].to_numpy())
     runs = want.select(pl.struct([*keys, "__u"]).rle_id().alias("r"))["r"]
     np.testing.assert_array_equal(got.counts, runs.value_counts(sort=False).sort("r")["count"].to_numpy())
+
+
+KEY_KINDS = {
+    "text": lambda r, n: r.choice(["x", "y", "z10", "z9"], n),
+    "int-dense": lambda r, n: r.integers(-3, 4, n),
+    "int-sparse": lambda r, n: r.choice([-(2**40), 7, 2**50], n),
+    "int-huge": lambda r, n: r.choice([-(2**62), 0, 2**62], n),  # codes by search, not arithmetic
+    "float": lambda r, n: r.choice([-1.5, 0.25, 3.0], n),
+    "bool": lambda r, n: r.integers(0, 2, n).astype(bool),
+    "date": lambda r, n: pl.Series(r.integers(19_000, 19_003, n)).cast(pl.Int32).cast(pl.Date),
+    "datetime-tz": lambda r, n: pl.Series(r.integers(0, 3, n) * 3_600_000_000).cast(pl.Datetime("us", "UTC")),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(KEY_KINDS))
+@pytest.mark.parametrize("users", ["text", "int"])
+def test_records_equal_the_documented_order_for_every_key_type(kind, users):
+    """Values, runs, groups (their key values and dtypes), the runs' user ids and the most groups of
+    a user equal a plain polars sort by (keys, user id as text, time, input row), whichever way the
+    keys are coded (arithmetic on a grid, a search among the distinct values, or re-densified)."""
+    rng = np.random.default_rng(len(kind) * 7 + len(users))
+    n = 3000
+    df = pl.DataFrame({
+        "u": rng.choice([f"b{i}" for i in range(30)], n) if users == "text" else rng.integers(0, 120, n),
+        "k": KEY_KINDS[kind](rng, n),
+        "cell": rng.choice(["p", "q"], n),
+        "ts": pl.Series(1_714_953_600_000_000 + rng.integers(0, 40, n) * 60_000_000).cast(pl.Datetime("us")),
+        "v": rng.uniform(0, 10, n).round(3),
+    })
+    s = RecordSpec(user_col="u", value_col="v", lower=0.0, upper=10.0, time_col="ts", cell_col="cell",
+                   group_by=("cell", "k"))
+    got = load_records(df, s)
+    want = _reference_order(df, ["cell", "k"], "u", "ts")
+    np.testing.assert_array_equal(got.values, want["v"].to_numpy())
+    run_id = want.select(pl.struct(["cell", "k", "__u"]).rle_id())[:, 0].to_numpy()
+    run_first = np.flatnonzero(np.diff(run_id, prepend=-1))
+    np.testing.assert_array_equal(got.user_starts, np.append(run_first, n))
+    runs = want[run_first]
+    assert got.run_users.to_list() == runs["__u"].to_list()
+    group_first = runs.select(pl.struct(["cell", "k"]).rle_id())[:, 0].to_numpy()
+    starts = np.flatnonzero(np.diff(group_first, prepend=-1))
+    np.testing.assert_array_equal(got.group_starts, np.append(starts, runs.height))
+    expected_groups = runs[starts].select("cell", "k")
+    assert got.groups.schema == expected_groups.schema
+    assert got.groups.to_dicts() == expected_groups.to_dicts()
+    assert got.max_groups_per_user == int(runs["__u"].value_counts()["count"].max())
+
+
+@pytest.mark.parametrize("many", [False, True])
+def test_text_ids_rank_the_same_by_enum_or_by_hash_join(monkeypatch, many):
+    """Above _MANY_IDS distinct ids the ranks come from a hash join: the same records either way,
+    and a hash collision among the distinct ids falls back to the Enum (faked here by a constant hash)."""
+    import tsdp.io.records as records
+
+    rng = np.random.default_rng(5)
+    n = 4000
+    df = pl.DataFrame({"u": rng.choice([f"id{i}" for i in range(900)], n), "v": rng.uniform(0, 10, n),
+                       "k": rng.choice(["a", "b", "c"], n)})
+    s = RecordSpec(user_col="u", value_col="v", lower=0.0, upper=10.0, group_by=("k",))
+    want = load_records(df, s)
+    monkeypatch.setattr(records, "_MANY_IDS", 10 if many else 10**9)
+    got = load_records(df, s)
+    np.testing.assert_array_equal(got.values, want.values)
+    np.testing.assert_array_equal(got.user_starts, want.user_starts)
+    assert got.run_users.to_list() == want.run_users.to_list()
+    if many:
+        monkeypatch.setattr(pl.Series, "hash", lambda self, seed=0: pl.Series(np.zeros(self.len(), dtype=np.uint64)))
+        again = load_records(df, s)
+        np.testing.assert_array_equal(again.values, want.values)
+        assert again.run_users.to_list() == want.run_users.to_list()

@@ -15,11 +15,10 @@ each shard estimated on its own, with exactly the runs, caps and kept rows of th
   (``sink_parquet`` with ``PartitionBy``), carrying the input's row number (ORDER) as the
   tie-break key, so each shard is checked and sorted by the same ``load_records`` and its runs are
   the in-memory runs of its groups (:func:`group_range_chunks`).
-* Each user's rank among all user ids as text (the order of users within a group) is computed
-  once by a streaming ``unique`` and joined to the rows as they are sharded (:func:`user_table`),
-  so no shard ranks its text ids again.
+* Each shard ranks its own users' ids as text (the order of users within a group), as in memory.
 * The one figure that spans groups, the largest number of groups of one user (custodian only), is
-  a streaming ``group_by`` over the shards' per-user run counts (:func:`max_groups_per_user`).
+  a streaming ``group_by`` over the shards' per-user run counts, users named by a 64-bit hash of
+  their id (:func:`max_groups_per_user`).
 
 Shards come in group order, so their estimates are written one after the other and the output
 rows are in the in-memory order. Polars does the streaming, partitioning and spilling.
@@ -37,10 +36,7 @@ from tsdp.engine.local import SHARD, _read_error, loaded_shards, write_partition
 from tsdp.errors import DataError
 from tsdp.io.records import DEFAULT_SLOT_LENGTH, SLOT, RecordSpec, _selection, group_keys, slot_of
 
-RANGE, ROWS, USER, RUNS, USER_CODE = "__range", "__rows", "__user", "__runs", "__user_code"
-# With this many shards or fewer, each shard ranks its own users' text ids (fewer passes over the
-# input); with more, the ranks are computed once (:func:`user_table`) and carried by the shards.
-RANK_IN_SHARDS = 4
+RANGE, ROWS, USER, RUNS = "__range", "__rows", "__user", "__runs"
 # Peak memory of one shard per row, from reading it to estimating its groups (the frame, sort keys,
 # the per-run plan: on the bench's records a run is about one record), plus what the allocator
 # keeps from shard to shard: about 280-340 bytes measured at 3M-row shards, rounded up.
@@ -90,40 +86,17 @@ def range_table(scan: pl.LazyFrame, keys: list[pl.Expr], budget: int, path: str)
     return counts.select(names).with_columns(pl.Series(RANGE, start // step, dtype=pl.Int64))
 
 
-def user_table(scan: pl.LazyFrame, user_col: str, path: str, rows: int) -> pl.DataFrame:
-    """Every user id of the input as text (USER), sorted, with its rank (USER_CODE): the order
-    in which ``load_records`` puts a group's users, computed once for all shards.
-
-    The distinct ids of ``rows`` input rows at a time are merged into those found so far: polars'
-    streaming ``unique`` on a text column of 10^8 rows held 2.8 GiB here, a slice at a time holds
-    the ids of one slice and the distinct ids."""
-    ids = scan.select(pl.col(user_col).cast(pl.String).alias(USER))
-    users = pl.DataFrame(schema={USER: pl.String})
-    try:
-        n = ids.select(pl.len()).collect(engine="streaming").item()
-        for start in range(0, n, max(rows, 1)):
-            part = ids.slice(start, rows).unique().collect(engine="streaming")
-            users = pl.concat([users, part]).unique()
-    except (pl.exceptions.PolarsError, OSError) as exc:
-        raise _read_error(path, exc) from None
-    return users.drop_nulls().sort(USER).with_columns(pl.int_range(pl.len(), dtype=pl.Int64).alias(USER_CODE))
-
-
-def write_group_shards(scan: pl.LazyFrame, keys: list[pl.Expr], table: pl.DataFrame, users: pl.DataFrame | None,
-                       user_col: str, directory: Path, path: str) -> list[Path]:
-    """Stream ``scan`` into one Parquet partition per range of ``table``, each row with its
-    user's code (USER_CODE, from ``users``, unless None); the partitions' directories in range
-    order (an empty range has none)."""
+def write_group_shards(scan: pl.LazyFrame, keys: list[pl.Expr], table: pl.DataFrame, directory: Path,
+                       path: str) -> list[Path]:
+    """Stream ``scan`` into one Parquet partition per range of ``table``; the partitions'
+    directories in range order (an empty range has none)."""
     names = [k.meta.output_name() for k in keys]
     joined = scan.with_columns(keys).join(table.lazy(), on=names, how="left", nulls_equal=True)
-    if users is not None:
-        joined = (joined.with_columns(pl.col(user_col).cast(pl.String).alias(USER))
-                  .join(users.lazy(), on=USER, how="left").drop(USER))
     joined = joined.drop(names).rename({RANGE: SHARD})
     return write_partitions(joined, pl.col(SHARD).fill_null(0), directory, path)
 
 
-def group_range_chunks(directories: list[Path], spec: RecordSpec, n_users: int | None, tmp: Path,
+def group_range_chunks(directories: list[Path], spec: RecordSpec, tmp: Path,
                        note: Callable[[str], None]) -> Iterator:
     """The runs of each shard (:class:`tsdp.engine.records.RecordRuns`), shard by shard in group
     order. Each shard's per-user run counts go to ``tmp`` for :func:`max_groups_per_user`.
@@ -134,16 +107,26 @@ def group_range_chunks(directories: list[Path], spec: RecordSpec, n_users: int |
     from tsdp.engine.records import runs_from_records
 
     groups = 0
-    for k, records in loaded_shards(directories, spec, note, "checking, sorting and estimating the groups",
-                                    user_codes=None if n_users is None else (USER_CODE, n_users)):
+    for k, records in loaded_shards(directories, spec, note, "checking, sorting and estimating the groups"):
         if records.n_groups == 0:
             continue
-        run_users = records.run_users if n_users is None else pl.Series(records.run_codes)
-        run_users.alias(USER).value_counts(name=RUNS).write_parquet(tmp / f"users_{k}.parquet")
+        user_runs(records).write_parquet(tmp / f"users_{k}.parquet")
         groups += records.n_groups
         yield runs_from_records(records)
     if groups == 0:
         raise DataError(f"no records in the selection {_selection(spec)}; check the value(s) against the data")
+
+
+def user_runs(records) -> pl.DataFrame:
+    """The runs (groups) of each user of a shard's records (RUNS), the user named by a 64-bit hash
+    of its id as text (USER). Two ids with one hash would count as one user, which can only raise
+    the largest count (about n^2 / 2^65 for n users: 10^-7 at two million)."""
+    counts = np.bincount(records.run_codes)
+    present = np.flatnonzero(counts)
+    any_run = np.empty(counts.size, dtype=np.int64)
+    any_run[records.run_codes] = np.arange(records.run_codes.size)
+    ids = records.run_users.gather(any_run[present]).hash(seed=0)
+    return pl.DataFrame({USER: ids, RUNS: pl.Series(counts[present], dtype=pl.Int64)})
 
 
 def max_groups_per_user(tmp: Path) -> int:

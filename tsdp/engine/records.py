@@ -42,10 +42,11 @@ from tsdp.io.files import read_table, table_format
 from tsdp.io.records import RecordSpec, Records, load_records
 from tsdp.mean.algorithms import run_piece_sums
 
-# Peak memory of the in-memory route per record row (read frame, checked frame, sort keys and
-# order, sorted values, and the plan of the runs, about one per record on the scale bench's
-# records): 2.05-2.14 GiB measured at 10^7 records (bench/scale.py, bench/mean_scale.py), rounded up.
-BYTES_PER_ROW = 240
+# Peak memory of the in-memory route per record row (the read frame, consumed by load_records;
+# codes and the sort key; the key and values sorted; the plan of the runs, up to one per record on
+# the scale bench's records): 1.40-1.45 GiB measured at 10^7 records (bench/scale.py,
+# bench/mean_scale.py), about 155 bytes, rounded up.
+BYTES_PER_ROW = 180
 # Memory per (group, user) run held by the merge and the plan (keys, user id, counts, cut points,
 # array ids and the BESTFIT packing's lists): an estimate, rounded up.
 RUN_BYTES = 256
@@ -105,7 +106,7 @@ def record_runs(path: str, spec: RecordSpec, memory_limit: int | None = None, wo
         note("reading input")
         df = read_table(path)
         note("checking and sorting records")
-        records = load_records(df, spec)
+        records = load_records(df, spec, consume=True)
         del df
         yield runs_from_records(records)
         return
@@ -170,15 +171,9 @@ def record_chunks(path: str, spec: RecordSpec, memory_limit: int | None = None, 
             yield RecordChunks.of(sharded_runs(directories, spec, tmp, note, memory_limit))
             return
         n_ranges = int(table[gr.RANGE].max()) + 1 if table.height else 1
-        users = None
-        if n_ranges > gr.RANK_IN_SHARDS:
-            note("ranking the user ids")
-            users = gr.user_table(scan, spec.user_col, path, 4 * budget)
         note(f"sharding input by group range into {n_ranges} shards")
-        directories = gr.write_group_shards(scan, keys, table, users, spec.user_col, tmp / "shards", path)
-        n_users = None if users is None else users.height
-        del users
-        yield RecordChunks(gr.group_range_chunks(directories, spec, n_users, tmp, note), single=False,
+        directories = gr.write_group_shards(scan, keys, table, tmp / "shards", path)
+        yield RecordChunks(gr.group_range_chunks(directories, spec, tmp, note), single=False,
                            max_groups=lambda: gr.max_groups_per_user(tmp))
 
 

@@ -15,12 +15,13 @@ from tsdp.errors import DataError
 NAN_TEXTS = ("NaN", "nan", "NAN")
 
 
-def reject_nan_ids(ids: pl.Series, column: str, what: str = "user id") -> None:
-    """DataError naming ``column`` and the first row whose ``what`` is NaN."""
+def reject_nan_ids(ids: pl.Series, column: str, what: str = "user id", distinct: pl.Series | None = None) -> None:
+    """DataError naming ``column`` and the first row whose ``what`` is NaN. ``distinct``: the
+    distinct values of ``ids`` when the caller has them already (text ids are checked on them)."""
     if ids.dtype.is_float():
         bad = ids.is_nan()
     elif ids.dtype == pl.String:
-        if not ids.unique().str.strip_chars().is_in(list(NAN_TEXTS)).any():
+        if not (ids.unique() if distinct is None else distinct).str.strip_chars().is_in(list(NAN_TEXTS)).any():
             return  # the distinct ids are few: check them, and locate a bad row only if there is one
         bad = ids.str.strip_chars().is_in(list(NAN_TEXTS))
     else:
