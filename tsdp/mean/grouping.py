@@ -96,13 +96,10 @@ def bestfit_pack(counts_desc: list[int], m_ub: int) -> tuple[list[int], int]:
 
 
 
-def _ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """The concatenated integer ranges [starts[i], starts[i] + lengths[i])."""
-    total = int(lengths.sum())
-    if total == 0:
-        return np.zeros(0, dtype=np.int64)
-    excl = np.cumsum(lengths) - lengths
-    return np.repeat(starts - excl, lengths) + np.arange(total, dtype=np.int64)
+def _segments(lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(segment number, position within the segment) of each element of segments of ``lengths``."""
+    seg = np.repeat(np.arange(lengths.size), lengths)
+    return seg, np.arange(seg.size) - (np.cumsum(lengths) - lengths)[seg]
 
 
 def bestfit_pack_groups(counts_desc: np.ndarray, group_starts: np.ndarray,
@@ -118,64 +115,87 @@ def bestfit_pack_groups(counts_desc: np.ndarray, group_starts: np.ndarray,
     having remaining capacity m_UB (with the next free indices); a partially filled array has
     remaining capacity in [1, m_UB - 1], so "the fullest array that fits, least index, else a new
     one" is exactly "the least (remaining, index) with remaining >= t", and a user with m_l >= m_UB
-    gets a new array of its own. Users arrive in non-increasing t, so equal t form blocks. Inside
-    a block of value m, the chosen array (r, i) gets m and keeps being the least key >= m while
-    r - k m >= m: an array with remaining in [m, r) would have been chosen instead of (r, i), and
-    one with remaining r has a larger index. So it takes floor(r / m) users (fewer if the block
-    ends), and the block walks the open arrays with remaining >= m in (remaining, index) order,
-    each taking floor(r / m) users, then opens new arrays that take floor(m_UB / m) users each.
-    The arrays it filled leave with remaining r mod m < m (out of this block's reach), except the
-    last one it touched. So a block needs only a cumulative sum over at most (block size) arrays.
+    gets a new array of its own. Users arrive in non-increasing t, so:
 
-    All groups advance together, one block per group per step (step s handles each group's s-th
-    block), with the open arrays of every group in one sorted int64 key array
+    * The leading users with 2 t > m_UB each open a new array: every array opened before holds
+      some t' >= t, so has room m_UB - t' <= m_UB - t < t. User j of the group gets array j.
+    * The others come in blocks of equal t. Inside a block of value m, the chosen array (r, i)
+      gets m and keeps being the least key >= m while r - k m >= m: an array with remaining in
+      [m, r) would have been chosen instead of (r, i), and one with remaining r has a larger index.
+      So it takes floor(r / m) users (fewer if the block ends), and the block walks the open arrays
+      with remaining >= m in (remaining, index) order, each taking floor(r / m) users, then opens
+      new arrays that take floor(m_UB / m) users each. The arrays it filled leave with remaining
+      r mod m < m (out of this block's reach), except the last one it touched. So a block needs
+      only a cumulative sum over at most (block size) arrays.
+
+    An array with less room than the group's least t can take no later user, so it is dropped from
+    the search. All groups advance together, one block per group per step (step s handles each
+    group's s-th block), with the searchable arrays of every group in one sorted int64 key array
     ``base[g] + remaining * L_g + index`` (L_g users, so index < L_g); a step costs numpy passes
-    over the blocks' users plus one merge of the key array. Full arrays leave the key array.
+    over the blocks' users plus one merge of the key array. Each block's users are cut into
+    pieces (consecutive users that go to one array), whose labels are carried to their users once
+    at the end.
     """
-    t_all = np.asarray(counts_desc, dtype=np.int64)
+    c = np.asarray(counts_desc, dtype=np.int64)
     gs = np.asarray(group_starts, dtype=np.int64)
     caps = np.asarray(caps, dtype=np.int64)
     n_groups = gs.size - 1
     runs = np.diff(gs)
-    gid = np.repeat(np.arange(n_groups), runs)
-    t_all = np.minimum(t_all, caps[gid])
-    out = np.empty(t_all.size, dtype=np.int64)
-    n_arr = np.zeros(n_groups, dtype=np.int64)
-    if t_all.size == 0:
-        return out, n_arr
+    n_users = c.size
+    if n_users == 0:
+        return np.zeros(0, dtype=np.int64), np.zeros(n_groups, dtype=np.int64)
     span = caps * runs
     base = np.cumsum(span) - span
     if int(base[-1]) + int(span[-1]) >= _KEY_LIMIT:  # keys would overflow: pack fewer groups at a time
         if n_groups == 1:
-            a, k = bestfit_pack(t_all.tolist(), int(caps[0]))
+            a, k = bestfit_pack(c.tolist(), int(caps[0]))
             return np.asarray(a, dtype=np.int64), np.array([k], dtype=np.int64)
         h = n_groups // 2
-        a1, k1 = bestfit_pack_groups(t_all[:gs[h]], gs[:h + 1], caps[:h])
-        a2, k2 = bestfit_pack_groups(t_all[gs[h]:], gs[h:] - gs[h], caps[h:])
+        a1, k1 = bestfit_pack_groups(c[:gs[h]], gs[:h + 1], caps[:h])
+        a2, k2 = bestfit_pack_groups(c[gs[h]:], gs[h:] - gs[h], caps[h:])
         return np.concatenate((a1, a2)), np.concatenate((k1, k2))
 
-    # blocks of equal t within a group, and each block's rank within its group
-    new = np.ones(t_all.size, dtype=bool)
-    new[1:] = (t_all[1:] != t_all[:-1]) | (gid[1:] != gid[:-1])
+    # blocks of equal count within a group (counts >= m_UB share t = m_UB: one block)
+    new = np.empty(n_users, dtype=bool)
+    new[0] = True
+    np.not_equal(c[1:], c[:-1], out=new[1:])
+    new[gs[1:-1]] = True
     b_start = np.flatnonzero(new)
-    b_size = np.diff(np.append(b_start, t_all.size))
-    b_val = t_all[b_start]
-    b_gid = gid[b_start]
-    first = np.searchsorted(b_gid, np.arange(n_groups))
-    rank = np.arange(b_start.size) - first[b_gid]
+    b_gid = np.searchsorted(gs, b_start, side="right") - 1
+    b_val = np.minimum(c[b_start], caps[b_gid])
+    live = b_val[np.searchsorted(b_gid, np.arange(n_groups), side="right") - 1]  # each group's least t
+    lead = 2 * b_val > caps[b_gid]
+    b_size = np.diff(np.append(b_start, n_users))
+    n_lead = np.bincount(b_gid[lead], weights=b_size[lead], minlength=n_groups).astype(np.int64)
+    n_arr = n_lead.copy()
+    # the leading users' arrays that can take a later user; in key order already
+    keep = lead & (caps[b_gid] - b_val >= live[b_gid])
+    kg = b_gid[keep]
+    seg, off = _segments(b_size[keep])
+    keys = (base[kg] + (caps[kg] - b_val[keep]) * runs[kg] + b_start[keep] - gs[kg])[seg] + off
+    n_keys = np.bincount(kg, weights=b_size[keep], minlength=n_groups).astype(np.int64)  # per group
+
+    rest = np.flatnonzero(~lead)
+    b_gid, b_start, b_val, b_size = b_gid[rest], b_start[rest], b_val[rest], b_size[rest]
+    rank = np.arange(rest.size) - np.searchsorted(b_gid, b_gid)
+    if rest.size and rank.max() < 2 ** 15:
+        rank = rank.astype(np.int16)  # a stable argsort of small integers is a radix sort
     by_step = np.argsort(rank, kind="stable")  # step by step, groups ascending within a step
     step_starts = np.concatenate(([0], np.cumsum(np.bincount(rank))))
+    b_gid, b_start, b_val, b_size = b_gid[by_step], b_start[by_step], b_val[by_step], b_size[by_step]
+    b_len, b_base, b_cap, b_live = runs[b_gid], base[b_gid], caps[b_gid], live[b_gid]
+    b_per_new = b_cap // b_val  # users per new array
 
-    keys = np.zeros(0, dtype=np.int64)  # open arrays, sorted: base[g] + remaining * L_g + index
+    dests, labels = [], []  # the pieces: first user (position) and array index
     for s in range(step_starts.size - 1):
-        bl = by_step[step_starts[s]:step_starts[s + 1]]
-        g, m, n, start = b_gid[bl], b_val[bl], b_size[bl], b_start[bl]
-        big_l, b0, cap = runs[g], base[g], caps[g]
+        sl = slice(step_starts[s], step_starts[s + 1])
+        g, m, n, start = b_gid[sl], b_val[sl], b_size[sl], b_start[sl]
+        big_l, b0, cap, per_new, floor = b_len[sl], b_base[sl], b_cap[sl], b_per_new[sl], b_live[sl]
+        # the candidates: at most n keys from the group's first with remaining >= m
         lo = np.searchsorted(keys, b0 + m * big_l)
-        hi = np.searchsorted(keys, b0 + cap * big_l)
-        w = np.minimum(hi - lo, n)  # each candidate takes >= 1 user, so n candidates suffice
-        pos = _ranges(lo, w)
-        seg = np.repeat(np.arange(bl.size), w)
+        w = np.minimum(np.cumsum(n_keys)[g] - lo, n)
+        seg, off = _segments(w)
+        pos = lo[seg] + off
         local = keys[pos] - b0[seg]
         rem = local // big_l[seg]
         idx = local - rem * big_l[seg]
@@ -184,29 +204,37 @@ def bestfit_pack_groups(counts_desc: np.ndarray, group_starts: np.ndarray,
         w_end = np.cumsum(w)
         before = csum[:-1] - csum[(w_end - w)[seg]]  # users given to earlier arrays of the block
         take = np.clip(n[seg] - before, 0, q)
-        taken = np.minimum(csum[w_end] - csum[w_end - w], n)
-        left = n - taken  # users for new arrays (the open ones are exhausted)
-        per_new = cap // m
+        left = n - np.minimum(csum[w_end] - csum[w_end - w], n)  # users for new arrays
         n_new = -(-left // per_new)
-        used = take > 0
-        out[_ranges(start, taken)] = np.repeat(idx[used], take[used])
-        j = _ranges(np.zeros(bl.size, dtype=np.int64), left)
-        out[_ranges(start + taken, left)] = np.repeat(n_arr[g], left) + j // np.repeat(per_new, left)
-        # keys of the arrays this step touched or opened, those still open only
-        new_rem = rem[used] - take[used] * m[seg[used]]
-        seg_new = np.repeat(np.arange(bl.size), n_new)
-        k = _ranges(np.zeros(bl.size, dtype=np.int64), n_new)
-        last = k == n_new[seg_new] - 1
-        fill = np.where(last, left[seg_new] - k * per_new[seg_new], per_new[seg_new])
+        used = np.flatnonzero(take)
+        su = seg[used]
+        seg_new, k = _segments(n_new)
+        dests += [start[su] + before[used], start[seg_new] + (n - left)[seg_new] + k * per_new[seg_new]]
+        labels += [idx[used], n_arr[g][seg_new] + k]
+        # keys of the arrays this step filled or opened that can still take a user
+        new_rem = rem[used] - take[used] * m[su]
+        fill = np.minimum(left[seg_new] - k * per_new[seg_new], per_new[seg_new])
         open_rem = cap[seg_new] - fill * m[seg_new]
+        again, opened = new_rem >= floor[su], open_rem >= floor[seg_new]
+        add = np.concatenate(((b0[su] + new_rem * big_l[su] + idx[used])[again],
+                              (b0[seg_new] + open_rem * big_l[seg_new] + n_arr[g][seg_new] + k)[opened]))
+        n_keys[g] += (np.bincount(su[again], minlength=g.size) + np.bincount(seg_new[opened], minlength=g.size)
+                      - np.bincount(su, minlength=g.size))
         n_arr[g] += n_new
-        add = np.concatenate((
-            (b0[seg[used]] + new_rem * big_l[seg[used]] + idx[used])[new_rem > 0],
-            (b0[seg_new] + open_rem * big_l[seg_new] + n_arr[g][seg_new] - n_new[seg_new] + k)[open_rem > 0]))
-        keep = np.ones(keys.size, dtype=bool)
-        keep[pos[used]] = False
-        keys = np.concatenate((keys[keep], add))
+        kept = np.ones(keys.size, dtype=bool)
+        kept[pos[used]] = False
+        keys = np.concatenate((keys[kept], add))
         keys.sort(kind="stable")
+    # carry each piece's label to its users (every block starts a piece), then the leading users
+    dest = np.concatenate(dests) if dests else np.zeros(0, dtype=np.int64)
+    first = np.zeros(n_users, dtype=np.int64)
+    first[dest] = dest
+    np.maximum.accumulate(first, out=first)
+    label = np.zeros(n_users, dtype=np.int64)
+    label[dest] = np.concatenate(labels) if labels else dest
+    out = label[first]
+    seg, off = _segments(n_lead)
+    out[gs[seg] + off] = off
     return out, n_arr
 
 
