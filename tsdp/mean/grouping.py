@@ -98,8 +98,8 @@ def bestfit_pack(counts_desc: list[int], m_ub: int) -> tuple[list[int], int]:
 
 def _segments(lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(segment number, position within the segment) of each element of segments of ``lengths``."""
-    seg = np.repeat(np.arange(lengths.size), lengths)
-    return seg, np.arange(seg.size) - (np.cumsum(lengths) - lengths)[seg]
+    seg = np.repeat(np.arange(lengths.size, dtype=lengths.dtype), lengths)
+    return seg, np.arange(seg.size, dtype=lengths.dtype) - (np.cumsum(lengths) - lengths)[seg]
 
 
 def bestfit_pack_groups(counts_desc: np.ndarray, group_starts: np.ndarray,
@@ -226,16 +226,18 @@ def bestfit_pack_groups(counts_desc: np.ndarray, group_starts: np.ndarray,
         keys = np.concatenate((keys[kept], add))
         keys.sort(kind="stable")
     # carry each piece's label to its users (every block starts a piece), then the leading users
-    dest = np.concatenate(dests) if dests else np.zeros(0, dtype=np.int64)
-    first = np.zeros(n_users, dtype=np.int64)
+    small = np.int32 if n_users < 2 ** 31 else np.int64  # halves the memory traffic of these passes
+    dest = np.concatenate(dests).astype(small) if dests else np.zeros(0, dtype=small)
+    first = np.zeros(n_users, dtype=small)
     first[dest] = dest
     np.maximum.accumulate(first, out=first)
-    label = np.zeros(n_users, dtype=np.int64)
-    label[dest] = np.concatenate(labels) if labels else dest
+    label = np.zeros(n_users, dtype=small)
+    if labels:
+        label[dest] = np.concatenate(labels)
     out = label[first]
-    seg, off = _segments(n_lead)
+    seg, off = _segments(n_lead.astype(small))
     out[gs[seg] + off] = off
-    return out, n_arr
+    return out.astype(np.int64), n_arr
 
 
 @dataclass(frozen=True)
