@@ -18,6 +18,9 @@ SETTINGS = settings(derandomize=True, max_examples=300, deadline=None)
 counts_lists = st.lists(st.integers(1, 40), min_size=1, max_size=80)
 # few distinct values: long blocks of equal counts, arrays filled by many users of one block
 blocky_lists = st.lists(st.sampled_from([1, 2, 3, 5, 8, 13]), min_size=1, max_size=120)
+# a few counts, each repeated: runs of arrays with equal room, each taking several users of a block
+dense_lists = st.lists(st.tuples(st.integers(1, 8), st.integers(1, 20)), min_size=1, max_size=6).map(
+    lambda pairs: [m for m, r in pairs for _ in range(r)])
 
 
 def flat(groups: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
@@ -56,6 +59,25 @@ def test_long_blocks_of_equal_counts(counts, cap):
 
 
 @SETTINGS
+@given(dense_lists, st.integers(1, 14))
+def test_small_counts_many_equal_arrays(counts, cap):
+    check([counts], [cap])
+
+
+@SETTINGS
+@given(st.integers(1, 4), st.integers(2, 4), st.integers(0, 3), st.integers(1, 6), st.integers(2, 10),
+       st.integers(0, 8), st.integers(1, 3), st.integers(1, 4), st.integers(0, 120))
+def test_block_stops_inside_a_run_of_equal_arrays(m, q, extra, dt, r1, full, part, m2, r3):
+    """r1 leading users of t leave r1 arrays with room r = q m + extra each; the block of m stops
+    inside them (``full`` arrays filled, one with ``part`` of its q users, the rest untouched), and
+    a later block of m2 <= m reaches the arrays after it."""
+    extra, full, part, m2 = extra % m, min(full, r1 - 2), min(part, q - 1), min(m2, m)
+    r = q * m + extra
+    t = r + dt  # 2 t > m_UB = t + r
+    check([[t] * r1 + [m] * (full * q + part) + [m2] * r3], [t + r])
+
+
+@SETTINGS
 @given(st.integers(1, 30), st.integers(1, 200), st.integers(1, 40))
 def test_all_counts_equal(m, n, cap):
     check([[m] * n], [cap])
@@ -70,6 +92,12 @@ def test_single_user(m, cap):
 @SETTINGS
 @given(st.lists(st.tuples(st.one_of(counts_lists, blocky_lists), st.integers(1, 45)), min_size=1, max_size=25))
 def test_many_groups_at_once(groups_caps):
+    check([g for g, _ in groups_caps], [cap for _, cap in groups_caps])
+
+
+@SETTINGS
+@given(st.lists(st.tuples(st.lists(st.integers(1, 12), max_size=6), st.integers(1, 15)), min_size=1, max_size=12))
+def test_small_and_empty_groups(groups_caps):
     check([g for g, _ in groups_caps], [cap for _, cap in groups_caps])
 
 
@@ -107,6 +135,9 @@ def test_plan_runs_equals_the_per_group_reference(groups, rule):
     ([9, 8, 8, 3, 3, 3], 8, [0, 1, 2, 3, 3, 4], 5),
     # a new array only when no open one fits: 4 left in array 0 fits the 4, not the 5
     ([6, 5, 4], 10, [0, 1, 0], 2),
+    # the 2s stop inside arrays 0-2 (4 left each): array 0 takes two, array 1 one; the 1s then
+    # fill array 1 (2 left) before array 2 (4 left), then open array 3
+    ([6, 6, 6, 2, 2, 2, 1, 1, 1, 1, 1, 1, 1], 10, [0, 1, 2, 0, 0, 1, 1, 1, 2, 2, 2, 2, 3], 4),
 ])
 def test_hand_cases(counts, cap, labels, k):
     assert bestfit_pack(counts, cap) == (labels, k)

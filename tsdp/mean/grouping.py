@@ -102,10 +102,40 @@ def _segments(lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return seg, np.arange(seg.size, dtype=lengths.dtype) - (np.cumsum(lengths) - lengths)[seg]
 
 
+def _blocks(c: np.ndarray, gs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(first user of each block of equal counts within a group, index of each group's first block;
+    ``gs.size`` entries, the last one the number of blocks)."""
+    new = np.empty(c.size, dtype=bool)
+    new[0] = True
+    np.not_equal(c[1:], c[:-1], out=new[1:])
+    inner = gs[1:-1]
+    new[inner[inner < c.size]] = True
+    b_start = np.flatnonzero(new)
+    return b_start, np.searchsorted(b_start, gs)
+
+
+def _carry(n_users: int, dests: list, labels: list, slopes: list) -> np.ndarray:
+    """Each user's label from the pieces (first position d, label a, slope 0 or 1) that cover the
+    users from each d to the next piece's: the user at position p gets a + slope (p - d)."""
+    small = np.int32 if n_users < 2 ** 31 else np.int64  # halves the memory traffic of these passes
+    dest = np.concatenate(dests)
+    first = np.zeros(n_users, dtype=small)
+    first[dest] = dest
+    np.maximum.accumulate(first, out=first)  # the piece of each user
+    label, one = np.concatenate(labels), np.concatenate(slopes)
+    value = np.empty(n_users, dtype=small)
+    value[dest] = np.where(one, label - dest, label)
+    slope = np.zeros(n_users, dtype=small)
+    slope[dest] = one
+    out = value[first]
+    out += np.arange(n_users, dtype=small) * slope[first]
+    return out
+
+
 def bestfit_pack_groups(counts_desc: np.ndarray, group_starts: np.ndarray,
                         caps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`bestfit_pack` of every group at once: (array index of each user within its group,
-    K-bar of each group), equal to calling ``bestfit_pack`` group by group.
+    """:func:`bestfit_pack` of every group at once: (array index of each user within its group, as
+    int32 when the users fit it, and K-bar of each group), equal to ``bestfit_pack`` group by group.
 
     ``counts_desc``: the counts, group by group, each group in the spec 2.0 order (non-increasing);
     ``group_starts``: offsets of each group's first user (``n_groups + 1``, from 0); ``caps``: m_UB
@@ -125,16 +155,18 @@ def bestfit_pack_groups(counts_desc: np.ndarray, group_starts: np.ndarray,
       So it takes floor(r / m) users (fewer if the block ends), and the block walks the open arrays
       with remaining >= m in (remaining, index) order, each taking floor(r / m) users, then opens
       new arrays that take floor(m_UB / m) users each. The arrays it filled leave with remaining
-      r mod m < m (out of this block's reach), except the last one it touched. So a block needs
-      only a cumulative sum over at most (block size) arrays.
+      r mod m < m (out of this block's reach), except the last one it touched.
 
-    An array with less room than the group's least t can take no later user, so it is dropped from
-    the search. All groups advance together, one block per group per step (step s handles each
-    group's s-th block), with the searchable arrays of every group in one sorted int64 key array
-    ``base[g] + remaining * L_g + index`` (L_g users, so index < L_g); a step costs numpy passes
-    over the blocks' users plus one merge of the key array. Each block's users are cut into
-    pieces (consecutive users that go to one array), whose labels are carried to their users once
-    at the end.
+    So arrays with equal remaining capacity and consecutive indices move together: the state is
+    kept as runs (remaining r, first index a, length), and a block turns a run it fills whole into
+    one run (r mod m, a, length), the run where it stops into at most three, and its new arrays
+    into at most two. An array with less room than the group's least t can take no later user and
+    leaves the state. All groups advance together, one block per group per step (step s handles
+    each group's s-th block), with the runs of every group in one array sorted by the int64 key
+    ``base[g] + r * L_g + a`` (L_g users, so a < L_g). The users of a block are cut into pieces:
+    consecutive users that go to one array, or to consecutive arrays one user each; the labels are
+    carried from the pieces to the users once at the end (:func:`_carry`). An empty group
+    gets K-bar 0, as from ``bestfit_pack([], m_UB)``.
     """
     c = np.asarray(counts_desc, dtype=np.int64)
     gs = np.asarray(group_starts, dtype=np.int64)
@@ -155,90 +187,95 @@ def bestfit_pack_groups(counts_desc: np.ndarray, group_starts: np.ndarray,
         a2, k2 = bestfit_pack_groups(c[gs[h]:], gs[h:] - gs[h], caps[h:])
         return np.concatenate((a1, a2)), np.concatenate((k1, k2))
 
-    # blocks of equal count within a group (counts >= m_UB share t = m_UB: one block)
-    new = np.empty(n_users, dtype=bool)
-    new[0] = True
-    np.not_equal(c[1:], c[:-1], out=new[1:])
-    new[gs[1:-1]] = True
-    b_start = np.flatnonzero(new)
-    b_gid = np.searchsorted(gs, b_start, side="right") - 1
+    b_start, first_block = _blocks(c, gs)
+    b_gid = np.repeat(np.arange(n_groups), np.diff(first_block))
     b_val = np.minimum(c[b_start], caps[b_gid])
-    live = b_val[np.searchsorted(b_gid, np.arange(n_groups), side="right") - 1]  # each group's least t
-    lead = 2 * b_val > caps[b_gid]
     b_size = np.diff(np.append(b_start, n_users))
-    n_lead = np.bincount(b_gid[lead], weights=b_size[lead], minlength=n_groups).astype(np.int64)
-    n_arr = n_lead.copy()
-    # the leading users' arrays that can take a later user; in key order already
-    keep = lead & (caps[b_gid] - b_val >= live[b_gid])
-    kg = b_gid[keep]
-    seg, off = _segments(b_size[keep])
-    keys = (base[kg] + (caps[kg] - b_val[keep]) * runs[kg] + b_start[keep] - gs[kg])[seg] + off
-    n_keys = np.bincount(kg, weights=b_size[keep], minlength=n_groups).astype(np.int64)  # per group
+    live = b_val[np.maximum(first_block[1:] - 1, 0)]  # each group's least t
+    lead = 2 * b_val > caps[b_gid]
+
+    # the leading users: one piece and one run (if it has room for a later user) per block
+    lb = np.flatnonzero(lead)
+    lg = b_gid[lb]
+    n_arr = np.bincount(lg, weights=b_size[lb], minlength=n_groups).astype(np.int64)
+    a0 = b_start[lb] - gs[lg]
+    dests, labels, slopes = [b_start[lb]], [a0], [np.ones(lb.size, dtype=bool)]
+    r0 = caps[lg] - b_val[lb]
+    ok = r0 >= live[lg]
+    keys = (base[lg] + r0 * runs[lg] + a0)[ok]  # in key order already: r0 grows with a0
+    lens = b_size[lb][ok]
+    n_keys = np.bincount(lg[ok], minlength=n_groups)
 
     rest = np.flatnonzero(~lead)
-    b_gid, b_start, b_val, b_size = b_gid[rest], b_start[rest], b_val[rest], b_size[rest]
-    rank = np.arange(rest.size) - np.searchsorted(b_gid, b_gid)
+    rank = rest - first_block[b_gid[rest]] - np.bincount(lg, minlength=n_groups)[b_gid[rest]]
     if rest.size and rank.max() < 2 ** 15:
         rank = rank.astype(np.int16)  # a stable argsort of small integers is a radix sort
-    by_step = np.argsort(rank, kind="stable")  # step by step, groups ascending within a step
+    by_step = rest[np.argsort(rank, kind="stable")]  # step by step, groups ascending within a step
     step_starts = np.concatenate(([0], np.cumsum(np.bincount(rank))))
     b_gid, b_start, b_val, b_size = b_gid[by_step], b_start[by_step], b_val[by_step], b_size[by_step]
     b_len, b_base, b_cap, b_live = runs[b_gid], base[b_gid], caps[b_gid], live[b_gid]
-    b_per_new = b_cap // b_val  # users per new array
+    b_per_new = b_cap // b_val  # users per new array (>= 2)
 
-    dests, labels = [], []  # the pieces: first user (position) and array index
     for s in range(step_starts.size - 1):
         sl = slice(step_starts[s], step_starts[s + 1])
         g, m, n, start = b_gid[sl], b_val[sl], b_size[sl], b_start[sl]
         big_l, b0, cap, per_new, floor = b_len[sl], b_base[sl], b_cap[sl], b_per_new[sl], b_live[sl]
-        # the candidates: at most n keys from the group's first with remaining >= m
+        # the runs with remaining >= m of each group, in key order: at most n of them
         lo = np.searchsorted(keys, b0 + m * big_l)
         w = np.minimum(np.cumsum(n_keys)[g] - lo, n)
         seg, off = _segments(w)
         pos = lo[seg] + off
         local = keys[pos] - b0[seg]
         rem = local // big_l[seg]
-        idx = local - rem * big_l[seg]
-        q = rem // m[seg]
-        csum = np.concatenate(([0], np.cumsum(q)))
+        q = rem // m[seg]  # users per array of the run
+        csum = np.concatenate(([0], np.cumsum(lens[pos] * q)))
         w_end = np.cumsum(w)
-        before = csum[:-1] - csum[(w_end - w)[seg]]  # users given to earlier arrays of the block
-        take = np.clip(n[seg] - before, 0, q)
+        before = csum[:-1] - csum[(w_end - w)[seg]]  # users given to earlier runs of the block
+        used = np.flatnonzero(before < n[seg])
+        su, ru, qu, lu = seg[used], rem[used], q[used], lens[pos[used]]
+        au = local[used] - ru * big_l[su]
+        mu = m[su]
+        take = np.minimum(n[su] - before[used], lu * qu)
+        full = take // qu  # arrays filled to r mod m; then one array with `part` users, if any
+        part = take - full * qu
         left = n - np.minimum(csum[w_end] - csum[w_end - w], n)  # users for new arrays
-        n_new = -(-left // per_new)
-        used = np.flatnonzero(take)
-        su = seg[used]
-        seg_new, k = _segments(n_new)
-        dests += [start[su] + before[used], start[seg_new] + (n - left)[seg_new] + k * per_new[seg_new]]
-        labels += [idx[used], n_arr[g][seg_new] + k]
-        # keys of the arrays this step filled or opened that can still take a user
-        new_rem = rem[used] - take[used] * m[su]
-        fill = np.minimum(left[seg_new] - k * per_new[seg_new], per_new[seg_new])
-        open_rem = cap[seg_new] - fill * m[seg_new]
-        again, opened = new_rem >= floor[su], open_rem >= floor[seg_new]
-        add = np.concatenate(((b0[su] + new_rem * big_l[su] + idx[used])[again],
-                              (b0[seg_new] + open_rem * big_l[seg_new] + n_arr[g][seg_new] + k)[opened]))
-        n_keys[g] += (np.bincount(su[again], minlength=g.size) + np.bincount(seg_new[opened], minlength=g.size)
-                      - np.bincount(su, minlength=g.size))
-        n_arr[g] += n_new
+        n_full = left // per_new
+        n_part = left - n_full * per_new
+        base_idx = n_arr[g]
+        n_arr[g] += n_full + (n_part > 0)
+
+        # pieces: a run with one user per array is one piece, others one piece per array
+        one = qu == 1
+        dests += [start[su[one]] + before[used[one]]]
+        labels += [au[one]]
+        slopes += [np.ones(int(one.sum()), dtype=bool)]
+        many = np.flatnonzero(~one)
+        k_seg, k = _segments(full[many] + (part[many] > 0))
+        j = many[k_seg]
+        nk_seg, nk = _segments(n_full + (n_part > 0))
+        dests += [start[su[j]] + before[used[j]] + k * qu[j],
+                  start[nk_seg] + (n - left)[nk_seg] + nk * per_new[nk_seg]]
+        labels += [au[j] + k, base_idx[nk_seg] + nk]
+        slopes += [np.zeros(k.size + nk.size, dtype=bool)]
+
+        # the runs that replace the used ones, and the new arrays' runs: (block, remaining, first, length)
+        mid = au + full
+        has_part = part > 0
+        blk = np.concatenate((su, su, su, np.arange(g.size), np.arange(g.size)))
+        r_new = np.concatenate((ru - qu * mu, ru - part * mu, ru, cap - per_new * m, cap - n_part * m))
+        a_new = np.concatenate((au, mid, mid + has_part, base_idx, base_idx + n_full))
+        l_new = np.concatenate((full, has_part, lu - full - has_part, n_full, n_part > 0))
+        keep = (l_new > 0) & (r_new >= floor[blk])
+        blk, r_new, a_new, l_new = blk[keep], r_new[keep], a_new[keep], l_new[keep]
+        n_keys[g] += np.bincount(blk, minlength=g.size) - np.bincount(su, minlength=g.size)
         kept = np.ones(keys.size, dtype=bool)
         kept[pos[used]] = False
-        keys = np.concatenate((keys[kept], add))
-        keys.sort(kind="stable")
-    # carry each piece's label to its users (every block starts a piece), then the leading users
-    small = np.int32 if n_users < 2 ** 31 else np.int64  # halves the memory traffic of these passes
-    dest = np.concatenate(dests).astype(small) if dests else np.zeros(0, dtype=small)
-    first = np.zeros(n_users, dtype=small)
-    first[dest] = dest
-    np.maximum.accumulate(first, out=first)
-    label = np.zeros(n_users, dtype=small)
-    if labels:
-        label[dest] = np.concatenate(labels)
-    out = label[first]
-    seg, off = _segments(n_lead.astype(small))
-    out[gs[seg] + off] = off
-    return out.astype(np.int64), n_arr
+        keys = np.concatenate((keys[kept], b0[blk] + r_new * big_l[blk] + a_new))
+        lens = np.concatenate((lens[kept], l_new.astype(np.int64)))
+        order = np.argsort(keys, kind="stable")
+        keys, lens = keys[order], lens[order]
 
+    return _carry(n_users, dests, labels, slopes), n_arr
 
 @dataclass(frozen=True)
 class Segment:
