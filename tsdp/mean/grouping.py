@@ -118,17 +118,19 @@ def _carry(n_users: int, dests: list, labels: list, slopes: list) -> np.ndarray:
     """Each user's label from the pieces (first position d, label a, slope 0 or 1) that cover the
     users from each d to the next piece's: the user at position p gets a + slope (p - d)."""
     small = np.int32 if n_users < 2 ** 31 else np.int64  # halves the memory traffic of these passes
-    dest = np.concatenate(dests)
-    first = np.zeros(n_users, dtype=small)
-    first[dest] = dest
-    np.maximum.accumulate(first, out=first)  # the piece of each user
+    dest = np.concatenate(dests).astype(small)
     label, one = np.concatenate(labels), np.concatenate(slopes)
-    value = np.empty(n_users, dtype=small)
-    value[dest] = np.where(one, label - dest, label)
-    slope = np.zeros(n_users, dtype=small)
-    slope[dest] = one
-    out = value[first]
-    out += np.arange(n_users, dtype=small) * slope[first]
+    starts = np.zeros(n_users, dtype=np.int8)
+    starts[dest] = 1
+    piece = np.cumsum(starts, dtype=small)  # 1 + the rank of each user's piece in position order
+    piece -= 1
+    rank = piece[dest]
+    value = np.empty(dest.size, dtype=small)
+    value[rank] = np.where(one, label - dest, label)
+    slope = np.empty(dest.size, dtype=bool)
+    slope[rank] = one
+    out = value[piece]
+    np.add(out, np.arange(n_users, dtype=small), out=out, where=slope[piece])
     return out
 
 
@@ -266,12 +268,11 @@ def bestfit_pack_groups(counts_desc: np.ndarray, group_starts: np.ndarray,
         a_new = np.concatenate((au, mid, mid + has_part, base_idx, base_idx + n_full))
         l_new = np.concatenate((full, has_part, lu - full - has_part, n_full, n_part > 0))
         keep = (l_new > 0) & (r_new >= floor[blk])
-        blk, r_new, a_new, l_new = blk[keep], r_new[keep], a_new[keep], l_new[keep]
-        n_keys[g] += np.bincount(blk, minlength=g.size) - np.bincount(su, minlength=g.size)
+        n_keys[g] += np.bincount(blk[keep], minlength=g.size) - np.bincount(su, minlength=g.size)
         kept = np.ones(keys.size, dtype=bool)
         kept[pos[used]] = False
-        keys = np.concatenate((keys[kept], b0[blk] + r_new * big_l[blk] + a_new))
-        lens = np.concatenate((lens[kept], l_new.astype(np.int64)))
+        keys = np.concatenate((keys[kept], (b0[blk] + r_new * big_l[blk] + a_new)[keep]))
+        lens = np.concatenate((lens[kept], l_new[keep].astype(np.int64)))
         order = np.argsort(keys, kind="stable")
         keys, lens = keys[order], lens[order]
 
