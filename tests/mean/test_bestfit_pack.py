@@ -155,6 +155,15 @@ def test_groups_packed_in_parts_when_keys_would_overflow(monkeypatch):
     check(groups, caps)
 
 
+def test_counts_out_of_order_are_refused():
+    """The packing is only defined on the spec 2.0 order: a count that rises within a group is a
+    caller's bug, refused rather than packed silently wrong (a rise between groups is fine)."""
+    with pytest.raises(ValueError, match="non-increasing"):
+        bestfit_pack_groups(np.array([3, 5, 1]), np.array([0, 3]), np.array([4]))
+    labels, ks = bestfit_pack_groups(np.array([3, 1, 5, 1]), np.array([0, 2, 4]), np.array([3, 5]))
+    assert labels.tolist() == [0, 1, 0, 1] and ks.tolist() == [2, 2]
+
+
 def test_empty_input():
     labels, ks = bestfit_pack_groups(np.zeros(0, dtype=np.int64), np.array([0]), np.zeros(0, dtype=np.int64))
     assert labels.size == 0 and ks.size == 0

@@ -105,11 +105,16 @@ def _segments(lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def _blocks(c: np.ndarray, gs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(first user of each block of equal counts within a group, index of each group's first block;
     ``gs.size`` entries, the last one the number of blocks)."""
+    inner = gs[1:-1]
+    inner = inner[(inner > 0) & (inner < c.size)]
+    up = c[1:] > c[:-1]
+    up[inner - 1] = False  # a group may start higher than the last one ended
+    if up.any():
+        raise ValueError("counts_desc must be non-increasing within each group (the spec 2.0 order)")
     new = np.empty(c.size, dtype=bool)
     new[0] = True
     np.not_equal(c[1:], c[:-1], out=new[1:])
-    inner = gs[1:-1]
-    new[inner[inner < c.size]] = True
+    new[inner] = True
     b_start = np.flatnonzero(new)
     return b_start, np.searchsorted(b_start, gs)
 
