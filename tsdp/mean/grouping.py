@@ -1,5 +1,7 @@
 """Public-only structure of Gupta, Rameshwar, Tandon and Chakraborty (SPCOM 2024, arXiv:2401.15906):
 user order, per-user cap rules and the WRAPAROUND / BESTFIT groupings (spec ``mean.md`` 2.0-2.2).
+:func:`bestfit_pack` is the readable BESTFIT of one group; :func:`bestfit_pack_groups` gives the
+same arrays for every group at once, vectorised (what ``plan_runs`` uses).
 
 Everything here is a function of the per-user record counts only (public by the paper's
 assumption, spec 1.1), never of the values, so it costs no privacy budget (spec 1.3, M-T2).
@@ -93,7 +95,6 @@ def bestfit_pack(counts_desc: list[int], m_ub: int) -> tuple[list[int], int]:
         if rem:
             put(free, (rem << _SHIFT) | idx)
     return out, n_arr
-
 
 
 def _segments(lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -282,6 +283,7 @@ def bestfit_pack_groups(counts_desc: np.ndarray, group_starts: np.ndarray,
         keys, lens = keys[order], lens[order]
 
     return _carry(n_users, dests, labels, slopes), n_arr
+
 
 @dataclass(frozen=True)
 class Segment:
