@@ -33,6 +33,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/release_mechanisms.py
 	$(BIN)/python bench/flip_scale.py
 	$(BIN)/python bench/mean_scale.py
+	$(BIN)/python bench/bestfit_pack.py
 	TSDP_BENCH_ENV=$(BENCH_ENV) $(BIN)/python bench/forecast_speed.py
 	$(BIN)/python bench/scale.py --sizes 1e6,1e7
 

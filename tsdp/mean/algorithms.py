@@ -30,7 +30,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from tsdp.mean.errors import GroupDataError, GroupUsageError
-from tsdp.mean.grouping import bestfit_pack
+from tsdp.mean.grouping import bestfit_pack_groups
 from tsdp.mean.selection import (em_median_logits, em_median_scores, exact_em_argmax, segmented_gumbel_argmax,
                                  smith_sample, sorted_segments)
 from tsdp.mechanisms.noise import laplace_noise
@@ -202,18 +202,10 @@ def plan_runs(counts: np.ndarray, group_starts: np.ndarray, *, algorithm: str, g
     cut2[order] = t
 
     if grouping == "bestfit":
-        c_list = c.tolist()
-        cap_list = cap.tolist()
-        gsl = gs.tolist()
-        assign: list[int] = []
-        n_arr = np.empty(n_groups, dtype=np.int64)
-        for g in range(n_groups):
-            a, k = bestfit_pack(c_list[gsl[g]:gsl[g + 1]], cap_list[g])
-            assign.extend(a)
-            n_arr[g] = k
+        assign, n_arr = bestfit_pack_groups(c, gs, cap)
         arr_starts = np.concatenate(([0], np.cumsum(n_arr)))
         cut1[order] = t
-        arr1[order] = arr_starts[:-1][gid] + np.asarray(assign, dtype=np.int64)
+        arr1[order] = arr_starts[:-1][gid] + assign
         arr2[:] = -1
         in_array = cut2
         used = kept
