@@ -239,3 +239,15 @@ def test_text_ids_rank_the_same_by_enum_or_by_hash_join(monkeypatch, many):
         again = load_records(df, s)
         np.testing.assert_array_equal(again.values, want.values)
         assert again.run_users.to_list() == want.run_users.to_list()
+
+
+@pytest.mark.parametrize("other", ["value", "key", "bounds"])
+def test_a_bad_user_id_is_reported_before_later_checks(other):
+    """The user ids are checked in a second thread while the keys and values are: a NaN user id is
+    still the error reported when a later check fails too, as the checks come in that order."""
+    bad = {"value": {"v": [1.0, None, 3.0, 4.0, 5.0, 6.0, 7.0]},
+           "key": {"cell": ["x", None, "x", "y", "y", "x", "x"]},
+           "bounds": {"v": [1.0, 99.0, 3.0, 4.0, 5.0, 6.0, 7.0]}}[other]
+    df = frame(user=["b", "a", "nan", "a", "c", "a", "b"], **bad)
+    with pytest.raises(DataError, match="user id 'nan' at row 3"):
+        load_records(df, spec(group_by=("cell",)))

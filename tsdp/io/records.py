@@ -18,6 +18,7 @@ knows nothing about privacy.
 from __future__ import annotations
 
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -168,56 +169,67 @@ def _load_records(df: pl.DataFrame, spec: RecordSpec, order_col: str | None, sha
         row = int(users.is_null().arg_true()[0])
         raise DataError(f"--user-col: column {spec.user_col!r} has a missing user id at row {row + 1}; "
                         "every record needs a user (the privacy unit)")
-    # The distinct values of the ids and keys, found once: the NaN checks and the codes use them.
-    user_distinct = _text(users).unique()
-    reject_nan_ids(users, spec.user_col, "user id", user_distinct if users.dtype == pl.String else None)
+    # The distinct values of the ids and keys are found once: the NaN checks and the codes use
+    # them. The user ids' take about as long as everything else up to the sort, so they are found
+    # in a second thread meanwhile (polars and numpy release the GIL).
+    pool = ThreadPoolExecutor(1)
+    user_job = pool.submit(_user_codes, users, spec.user_col, spec.cell is None and spec.slot is None)
+    pool.shutdown(wait=False)
     distinct = {}
-    for k in source_keys:
-        if frame[k].null_count():
-            row = int(frame[k].is_null().arg_true()[0])
-            raise DataError(f"column {k!r}: missing group key at row {row + 1}; fill or drop such records first")
-        distinct[k] = frame[k].unique()
-        reject_nan_ids(frame[k], k, "group key", distinct[k])
-    values = numeric_values(frame, spec.value_col, allow_negative=True, allow_null=False,
-                            null_hint="every record needs a value; drop such records before the run "
-                                      "(the guarantee then covers the cleaned dataset)")
-    frame = frame.with_columns(values.cast(pl.Float64).alias(spec.value_col))
-    if spec.time_col is not None:
-        frame = parse_time_column(frame, spec.time_col, spec.timezone)
-    if spec.slot_length is not None:
-        _slots(frame[spec.time_col][:0], spec.slot_length)  # a bad --slot-length is refused even if unused
-    if slot_needed:
-        frame = frame.with_columns(_slots(frame[spec.time_col], spec.slot_length or DEFAULT_SLOT_LENGTH))
+    try:
+        for k in source_keys:
+            if frame[k].null_count():
+                row = int(frame[k].is_null().arg_true()[0])
+                raise DataError(f"column {k!r}: missing group key at row {row + 1}; fill or drop such records first")
+            distinct[k] = frame[k].unique()
+            reject_nan_ids(frame[k], k, "group key", distinct[k])
+        values = numeric_values(frame, spec.value_col, allow_negative=True, allow_null=False,
+                                null_hint="every record needs a value; drop such records before the run "
+                                          "(the guarantee then covers the cleaned dataset)")
+        frame = frame.with_columns(values.cast(pl.Float64).alias(spec.value_col))
+        if spec.time_col is not None:
+            frame = parse_time_column(frame, spec.time_col, spec.timezone)
+        if spec.slot_length is not None:
+            _slots(frame[spec.time_col][:0], spec.slot_length)  # a bad --slot-length is refused even if unused
+        if slot_needed:
+            frame = frame.with_columns(_slots(frame[spec.time_col], spec.slot_length or DEFAULT_SLOT_LENGTH))
 
-    # Selection of one cell and/or one slot.
-    if spec.cell is not None:
-        col = frame[spec.cell_col]
-        as_text = col if col.dtype == pl.String else col.cast(pl.String)
-        frame = frame.filter(as_text == str(spec.cell))
-    if spec.slot is not None:
-        frame = frame.filter(pl.col(SLOT) == _slot_instant(spec, frame.schema[spec.time_col]))
-    if frame.height == 0:
-        if shard:
-            return _empty_records(spec, keys, frame.select(keys))
-        raise DataError(f"no records in the selection {_selection(spec)}; check the value(s) against the data")
+        # Selection of one cell and/or one slot.
+        if spec.cell is not None:
+            col = frame[spec.cell_col]
+            as_text = col if col.dtype == pl.String else col.cast(pl.String)
+            frame = frame.filter(as_text == str(spec.cell))
+        if spec.slot is not None:
+            frame = frame.filter(pl.col(SLOT) == _slot_instant(spec, frame.schema[spec.time_col]))
+        if frame.height == 0:
+            if shard:
+                return _empty_records(spec, keys, frame.select(keys))
+            raise DataError(f"no records in the selection {_selection(spec)}; check the value(s) against the data")
 
-    # Public value bounds: error (default) or per-record clipping (keeps every record).
-    v = frame[spec.value_col]
-    if v.min() < spec.lower or v.max() > spec.upper:
-        if spec.out_of_range == "clip":
-            frame = frame.with_columns(pl.col(spec.value_col).clip(spec.lower, spec.upper))
-        else:
-            bad = (v < spec.lower) | (v > spec.upper)
-            first = int(bad.arg_true()[int(frame[ORDER_KEY].filter(bad).arg_min())])  # earliest input row
-            where = ", ".join(f"{k}={_show(frame[k][first])}" for k in keys)
-            raise OutOfBounds(spec, int(bad.sum()), int(frame[DF_ROW][first]), float(v[first]), where)
+        # Public value bounds: error (default) or per-record clipping (keeps every record).
+        v = frame[spec.value_col]
+        if v.min() < spec.lower or v.max() > spec.upper:
+            if spec.out_of_range == "clip":
+                frame = frame.with_columns(pl.col(spec.value_col).clip(spec.lower, spec.upper))
+            else:
+                bad = (v < spec.lower) | (v > spec.upper)
+                first = int(bad.arg_true()[int(frame[ORDER_KEY].filter(bad).arg_min())])  # earliest input row
+                where = ", ".join(f"{k}={_show(frame[k][first])}" for k in keys)
+                raise OutOfBounds(spec, int(bad.sum()), int(frame[DF_ROW][first]), float(v[first]), where)
+    except Exception:
+        user_job.result()  # a bad user id is reported first, as the checks come in that order
+        raise
 
     # Sort (stable: ties keep the input row order) and cut into runs and groups. Keys and user ids
     # are replaced by integer codes in their sort order, so that one or two int64 columns are
     # sorted instead of text.
     key_codes = [_codes(frame[k], distinct=distinct.get(k)) for k in keys]
-    user = _codes(frame[spec.user_col], as_text=True, distinct=user_distinct)
+    user_distinct, user = user_job.result()
+    del users
+    if user is None:  # rows were selected: code the ids that remain
+        user = _codes(frame[spec.user_col], as_text=True, distinct=user_distinct)
     ucodes, n_users = user.codes, user.size
+    user.codes = None
     group = np.zeros(frame.height, dtype=np.int64)
     mixed_radix = True  # group = the key codes in mixed radix (else re-densified: not decodable)
     for codes in key_codes:
@@ -251,7 +263,7 @@ def _load_records(df: pl.DataFrame, spec: RecordSpec, order_col: str | None, sha
     if set(sort_cols) <= {"k", "o"} and mixed_radix:
         # The key holds (group, user, time): sort it with the values alongside (no gathers by an
         # order, which cost more than the sort) and read the groups and users back from it.
-        del group, ucodes, frame, users  # (memory: the sort is the peak)
+        del group, ucodes, frame  # (memory: the sort is the peak)
         ordered = pl.DataFrame({**sort_cols, "v": values}).sort(
             list(sort_cols), maintain_order=True, multithreaded=True)
         del sort_cols
@@ -303,6 +315,13 @@ def _load_records(df: pl.DataFrame, spec: RecordSpec, order_col: str | None, sha
         run_users=run_users,
         run_codes=run_codes,
     )
+
+
+def _user_codes(users: pl.Series, column: str, code: bool) -> tuple[pl.Series, "_Codes | None"]:
+    """(the distinct user ids as text, after the NaN check; their :class:`_Codes` if ``code``)."""
+    distinct = _text(users).unique()
+    reject_nan_ids(users, column, "user id", distinct if users.dtype == pl.String else None)
+    return distinct, (_codes(users, as_text=True, distinct=distinct) if code else None)
 
 
 def _decode_groups(group_codes: np.ndarray, keys: list[str], key_codes: list["_Codes"]) -> pl.DataFrame:
