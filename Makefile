@@ -34,6 +34,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/flip_scale.py
 	$(BIN)/python bench/mean_scale.py
 	$(BIN)/python bench/bestfit_pack.py
+	$(BIN)/python bench/noise.py
 	TSDP_BENCH_ENV=$(BENCH_ENV) $(BIN)/python bench/forecast_speed.py
 	$(BIN)/python bench/scale.py --sizes 1e6,1e7
 
