@@ -54,19 +54,25 @@ def test_discrete_laplace_matches_pmf(t):
     assert _chi2_pvalue(draws, lambda s: _pmf_laplace(t, s), int(8 * t) + 1) > 1e-3
 
 
-def test_exact_fallback_alone_gives_the_same_distribution(monkeypatch):
-    """With the float margins widened so that nearly every decision goes to the exact
-    decimal fallback, the draws still follow the pmf (the fallback is exact, not a patch)."""
-    monkeypatch.setattr(d, "_ETA_LOG", 2.0 ** -8)
-    monkeypatch.setattr(d, "_GAUSS_MARGIN", 0.5)
+def count_calls(monkeypatch, module, name: str) -> dict:
+    """Replace ``module.name`` by a wrapper that counts its calls in the returned ``{"n": ...}``."""
     calls = {"n": 0}
-    real = d._gaussian_accept_exact
+    real = getattr(module, name)
 
     def counted(*args):
         calls["n"] += 1
         return real(*args)
 
-    monkeypatch.setattr(d, "_gaussian_accept_exact", counted)
+    monkeypatch.setattr(module, name, counted)
+    return calls
+
+
+def test_exact_fallback_alone_gives_the_same_distribution(monkeypatch):
+    """With the float margins widened so that nearly every decision goes to the exact
+    decimal fallback, the draws still follow the pmf (the fallback is exact, not a patch)."""
+    monkeypatch.setattr(d, "_ETA_LOG", 2.0 ** -8)
+    monkeypatch.setattr(d, "_GAUSS_MARGIN", 0.5)
+    calls = count_calls(monkeypatch, d, "_gaussian_accept_exact")
     draws = d.discrete_gaussian(np.random.default_rng(13), 2.5, 20_000)
     assert calls["n"] > 5_000
     assert _chi2_pvalue(draws, lambda s: _pmf_gauss(2.5, s), 13) > 1e-3

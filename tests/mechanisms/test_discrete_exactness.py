@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from tests.mechanisms.test_discrete import count_calls
 from tsdp.mechanisms import discrete as d
 
 
@@ -145,14 +146,7 @@ def test_magnitude_fallbacks_alone_give_the_same_distribution(monkeypatch):
     """With the log error allowance widened so that many magnitudes go to the second pass and the
     exact decimal fallback, the discrete Laplace still follows its pmf."""
     monkeypatch.setattr(d, "_ETA_LOG", 2.0 ** -6)
-    calls = {"n": 0}
-    real = d._geometric_exact
-
-    def counted(*args):
-        calls["n"] += 1
-        return real(*args)
-
-    monkeypatch.setattr(d, "_geometric_exact", counted)
+    calls = count_calls(monkeypatch, d, "_geometric_exact")
     draws = d.discrete_laplace(np.random.default_rng(33), 2.0, 20_000)
     assert calls["n"] > 1_000
     support = np.arange(-40, 41)
