@@ -252,8 +252,8 @@ def test_per_group_failure_names_the_group(refuse, tmp_path):
 def test_sampler_float_warns_and_hardened_states_its_lattice(tsdp_cli, itms, tmp_path, algorithm):
     """--sampler float: the do-not-publish warning (stderr and report), verify fails its sampler check;
     the default hardened run names sampler, granularity rule and theorem, its estimates lie on their
-    groups' lattices; LEVY's private median is sampled exactly and says so, QUANTILE says exactly what
-    stays floating-point (its private quantiles)."""
+    groups' lattices; LEVY's private median and QUANTILE's private quantiles are sampled exactly and
+    say so."""
     base = [itms, *BASE, *HAT, "--algorithm", algorithm]
     flt = run_ok(tsdp_cli, *base, "-o", "f.csv", "--sampler", "float")
     assert "--sampler float" in flt.err and "must not be published" in flt.err
@@ -267,10 +267,15 @@ def test_sampler_float_warns_and_hardened_states_its_lattice(tsdp_cli, itms, tmp
     params = report["claim"]["parameters"]
     assert params["sampler"] == "hardened" and "2^-20" in params["granularity_rule"]
     assert "Canonne, Kamath and Steinke 2020" in report["claim"]["theorem"]
-    assert ("floating-point" in hard.err) == (algorithm == "quantile")
-    assert params.get("selection_sampler", "").split(":")[0] == {"levy": "exact", "quantile": "float"}.get(
+    assert "floating-point" not in hard.err
+    assert params.get("selection_sampler", "").split(":")[0] == {"levy": "exact", "quantile": "exact"}.get(
         algorithm, "")
-    assert ("sampled exactly" in report["claim"]["theorem"]) == (algorithm == "levy")
+    assert ("sampled exactly" in report["claim"]["theorem"]) == (algorithm in ("levy", "quantile"))
+    if algorithm == "quantile":  # the private quantiles lie on the public selection lattice
+        assert params["selection_lattice"] == 2.0 ** -14  # the largest power of two <= 65 / 2^20
+        box = report["groups"][0]["interval"] if "groups" in report else None
+        if box is not None:
+            assert all((x / params["selection_lattice"]).is_integer() for x in box)
     table = pl.read_csv(tmp_path / "h.csv")
     if algorithm == "array-averaging":
         (event,) = report["claim"]["events"]

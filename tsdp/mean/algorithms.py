@@ -31,6 +31,7 @@ import numpy as np
 
 from tsdp.mean.errors import GroupDataError, GroupUsageError
 from tsdp.mean.grouping import bestfit_pack_groups
+from tsdp.mean.lattice_quantile import lattice_quantile
 from tsdp.mean.selection import (em_median_logits, em_median_scores, exact_em_argmax, segmented_gumbel_argmax,
                                  smith_sample, sorted_segments)
 from tsdp.mechanisms.noise import laplace_noise
@@ -352,8 +353,12 @@ def release(prep: Prepared, rng: np.random.Generator, *, epsilon: float, lower: 
                     qlo = eps_dependent_rank(epsilon) / n
                     qhi = 1.0 - qlo
                 ys = sorted_segments(means, starts, lower, upper)
-                x1 = smith_sample(ys, starts, qlo, epsilon / 4.0, lower, upper, dsens, rng, presorted=True)
-                x2 = smith_sample(ys, starts, qhi, epsilon / 4.0, lower, upper, dsens, rng, presorted=True)
+                if sampler == "hardened":  # exact: Smith's utility over the public lattice points
+                    x1 = lattice_quantile(ys, starts, qlo, epsilon / 4.0, lower, upper, dsens, rng)
+                    x2 = lattice_quantile(ys, starts, qhi, epsilon / 4.0, lower, upper, dsens, rng)
+                else:
+                    x1 = smith_sample(ys, starts, qlo, epsilon / 4.0, lower, upper, dsens, rng, presorted=True)
+                    x2 = smith_sample(ys, starts, qhi, epsilon / 4.0, lower, upper, dsens, rng, presorted=True)
                 a, b = np.minimum(x1, x2), np.maximum(x1, x2)  # swap if crossed [C]
             else:
                 raise ValueError(f"unknown algorithm {algorithm!r}")

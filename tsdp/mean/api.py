@@ -19,6 +19,7 @@ from tsdp.accounting.discrete import check_granularity, check_sampler
 from tsdp.errors import UsageError
 from tsdp.limits import MAX_MAGNITUDE
 from tsdp.mean import algorithms as alg
+from tsdp.mean.lattice_quantile import selection_lattice
 
 MAX_M_UB = 2**31 - 1
 
@@ -254,29 +255,32 @@ _THEOREMS = {
 }
 
 
-SELECTION_FLOAT = {
-    "quantile": "the private quantiles (Smith 2011: a gap by the Gumbel-max trick, then a point uniform in it) are "
-                "drawn with numpy floating-point Gumbel and uniform noise",
-}
+# Selection steps of a hardened run that stay floating-point (none since QUANTILE's is exact too);
+# the warning below names them and what of them reaches the output.
+SELECTION_FLOAT: dict[str, str] = {}
 
 
 def selection_warning(algorithm: str) -> str | None:
-    """What stays floating-point in a hardened QUANTILE run, and what of it reaches the output (LEVY's
-    private median is sampled exactly, :func:`tsdp.mean.selection.exact_em_argmax`)."""
+    """What stays floating-point in a hardened run's selection step, and what of it reaches the output
+    (LEVY's private median and QUANTILE's private quantiles are sampled exactly:
+    :func:`tsdp.mean.selection.exact_em_argmax`, :func:`tsdp.mean.lattice_quantile.lattice_quantile`)."""
     if algorithm not in SELECTION_FLOAT:
         return None
     return (f"--algorithm {algorithm}: {SELECTION_FLOAT[algorithm]}, not by the hardened sampler; only the "
             "Laplace noise of the estimates is hardened. The selection's output is not released itself, but the "
             "clipping interval [a, b] it picks sets each estimate's laplace_scale and clipping, so the "
-            "floating-point draws reach the output, quantised to the group's lattice step (the scale reveals b - a "
-            "to about 20 significant bits); use --algorithm levy, array-averaging or baseline for an output drawn "
-            "by exact samplers only")
+            "floating-point draws reach the output, quantised to the group's lattice step")
 
 
 EXACT_EM = ("the exponential mechanism sampled exactly by rejection: a centre proposed uniformly (exact bounded "
             "integers) is accepted with probability exp(-(eps/2) (s_j - min s) / (2 Delta_s)) by an exact Bernoulli "
             "(uniform bits against the exactly evaluated exponential; Canonne, Kamath and Steinke 2020, Alg. 1's "
             "role), so Pr[j] is exactly proportional to exp(-(eps/2) s_j / (2 Delta_s)): eps/2-DP (McSherry-Talwar)")
+EXACT_QUANTILE = ("Smith's private quantile (utility -|rank(x) - q n|) over the public lattice points x = k g in "
+                  "[lower, upper), g the largest power of two <= (upper - lower) / 2^20: the exponential mechanism "
+                  "over a finite public range, eps/4-DP for each quantile (McSherry-Talwar); sampled exactly, the "
+                  "rank by inversion of uniform bits against exactly bounded cumulative weights (decimal fallback), "
+                  "then a point uniform among its lattice points (exact bounded integers)")
 GRANULARITY_RULE = ("per group: the largest power of two g <= 2^-20 min(b_0, Delta), but at least b_0 2^-24, "
                     "where Delta is the group's sensitivity and b_0 = Delta / eps_mean (public parameters only)")
 
@@ -339,6 +343,10 @@ def claim_for(settings: MeanSettings, n_groups: int, user_column: str, estimates
         if settings.algorithm == "levy":
             params["selection_sampler"] = "exact: " + EXACT_EM
             theorem += "; the private median: " + EXACT_EM
+        if settings.algorithm == "quantile":
+            params["selection_sampler"] = "exact: " + EXACT_QUANTILE
+            params["selection_lattice"] = selection_lattice(settings.lower, settings.upper)
+            theorem += "; the private quantiles: " + EXACT_QUANTILE
     else:
         theorem += "; numpy floating-point Laplace noise (--sampler float: not for publication)"
     if settings.algorithm == "quantile":
