@@ -63,7 +63,7 @@ def solve_increasing(fun, target, lo, hi, iterations: int = 200):
         above = value > target[active]
         ha = np.where(above, xa, ha)
         la = np.where(above, la, xa)
-        with np.errstate(divide="ignore", invalid="ignore"):
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # a non-finite step is not taken
             newton = xa - (value - target[active]) / slope
         inside = np.isfinite(newton) & (newton > la) & (newton < ha)
         new = np.where(inside, newton, 0.5 * (la + ha))
