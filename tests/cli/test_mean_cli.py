@@ -271,11 +271,8 @@ def test_sampler_float_warns_and_hardened_states_its_lattice(tsdp_cli, itms, tmp
     assert params.get("selection_sampler", "").split(":")[0] == {"levy": "exact", "quantile": "exact"}.get(
         algorithm, "")
     assert ("sampled exactly" in report["claim"]["theorem"]) == (algorithm in ("levy", "quantile"))
-    if algorithm == "quantile":  # the private quantiles lie on the public selection lattice
+    if algorithm == "quantile":
         assert params["selection_lattice"] == 2.0 ** -14  # the largest power of two <= 65 / 2^20
-        box = report["groups"][0]["interval"] if "groups" in report else None
-        if box is not None:
-            assert all((x / params["selection_lattice"]).is_integer() for x in box)
     table = pl.read_csv(tmp_path / "h.csv")
     if algorithm == "array-averaging":
         (event,) = report["claim"]["events"]
@@ -283,3 +280,14 @@ def test_sampler_float_warns_and_hardened_states_its_lattice(tsdp_cli, itms, tmp
         assert (table["estimate"][0] / event["granularity"]).is_integer()
     assert report["accuracy"]["exact"] is False
     assert tsdp_cli("account", "verify", tmp_path / "h.report.json").code == 0
+    # one edited field of the selection statement fails verify
+    edits = [("selection_sampler", "float: edited"), ("selection_sampler", None)]
+    if algorithm == "quantile":
+        edits.append(("selection_lattice", 0.5))
+    if algorithm == "array-averaging":
+        edits = [("selection_sampler", "exact: edited")]
+    for field, value in edits:
+        edited = json.loads((tmp_path / "h.report.json").read_text())
+        edited["claim"]["parameters"][field] = value
+        (tmp_path / "e.report.json").write_text(json.dumps(edited))
+        assert tsdp_cli("account", "verify", tmp_path / "e.report.json").code == 3, (field, value)

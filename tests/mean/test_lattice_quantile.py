@@ -84,3 +84,18 @@ def test_many_groups_at_once_and_the_default_lattice():
     x = lq.lattice_quantile(np.concatenate(values), starts, np.array([0.1, 0.5, 0.9, 0.9]), 1.0, 0.0, 65.0, 1, rng)
     assert x.shape == (4,) and np.all((x / g) == np.round(x / g)) and np.all((x >= 0) & (x < 65))
     assert 10 < x[3] < 30  # 300 arrays: the private 0.9-quantile is near the data's
+
+
+def test_a_hardened_quantile_run_clips_to_lattice_points():
+    """The interval [a, b] a hardened QUANTILE run clips to lies on the selection lattice of its bounds."""
+    from tsdp.mean.api import MeanSettings, estimate_groups
+
+    rng = np.random.default_rng(2)
+    counts = rng.integers(1, 6, 400)
+    values = rng.uniform(10, 30, counts.sum())
+    user_starts = np.concatenate(([0], np.cumsum(counts)))
+    group_starts = np.array([0, 200, 400])
+    estimates = estimate_groups(values, user_starts, group_starts, MeanSettings(epsilon=1.0, upper=65.0), rng)
+    g = lq.selection_lattice(0.0, 65.0)
+    for e in estimates:
+        assert all((x / g).is_integer() and 0 <= x < 65 for x in e.interval)

@@ -172,11 +172,39 @@ def _sampler_check(data: dict[str, Any], claim: PrivacyClaim) -> Check | None:
     if stated == "hardened":
         detail = "exact discrete noise on a power-of-two lattice (hardened sampler)"
         selection = str(params.get("selection_sampler") or "")
+        edited = _edited_selection(claim.mechanism, params)
+        if edited:
+            return Check("sampler", False, edited)
         if selection.startswith("float"):
             detail += f"; not hardened: the selection step, {selection}"
         elif selection:
             detail += f"; the selection step: {selection}"
         return Check("sampler", True, detail)
+    return None
+
+
+def _edited_selection(mechanism: str, params: dict) -> str | None:
+    """What a hardened mean-estimate report states about its selection step that the run cannot have
+    written: LEVY and QUANTILE sample it exactly (QUANTILE on the lattice its public bounds fix), the
+    other algorithms have none. None when the statement is the one the run writes."""
+    if not mechanism.startswith("user-level-mean/"):
+        return None
+    from tsdp.mean.api import EXACT_EM, EXACT_QUANTILE
+    from tsdp.mean.lattice_quantile import selection_lattice
+
+    algorithm = mechanism.split("/", 1)[1]
+    want = {"levy": "exact: " + EXACT_EM, "quantile": "exact: " + EXACT_QUANTILE}.get(algorithm)
+    if params.get("selection_sampler") != want:
+        return (f"the report states selection_sampler {params.get('selection_sampler')!r}, but a hardened "
+                f"{algorithm} run states {want!r}: the report was edited")
+    if algorithm == "quantile":
+        try:
+            lattice = selection_lattice(float(params["lower"]), float(params["U"]))
+        except (KeyError, TypeError, ValueError):
+            lattice = None
+        if params.get("selection_lattice") != lattice:
+            return (f"the report states selection_lattice {params.get('selection_lattice')!r}, but the public "
+                    f"bounds [lower, U] fix it at {lattice!r}: the report was edited")
     return None
 
 
