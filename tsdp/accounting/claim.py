@@ -14,8 +14,10 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 DEFINITIONS = ("approx-dp", "pure-dp", "lip")
-EVENT_KINDS = ("gaussian", "laplace", "gaussian-mixture", "discrete-gaussian", "discrete-laplace")
-DISCRETE_KINDS = ("discrete-gaussian", "discrete-laplace")
+EVENT_KINDS = ("gaussian", "laplace", "gaussian-mixture", "discrete-gaussian", "discrete-laplace",
+               "discrete-gaussian-mixture")
+DISCRETE_KINDS = ("discrete-gaussian", "discrete-laplace", "discrete-gaussian-mixture")
+MIXTURE_KINDS = ("gaussian-mixture", "discrete-gaussian-mixture")
 
 
 @dataclass(frozen=True)
@@ -56,6 +58,11 @@ class MechanismEvent:
     ``noise / granularity``) on the integers, added to values rounded to multiples of
     ``granularity``. ``sensitivity`` already includes that rounding (see
     :mod:`tsdp.accounting.discrete`), and for the Laplace it is a whole multiple of the granularity.
+    ``discrete-gaussian-mixture``: a ``gaussian-mixture`` whose noise is the hardened sampler's
+    discrete Gaussian on the ``granularity`` lattice, the mixture's sensitivities covering the
+    rounding. Conditionally on the public component the release is a multivariate discrete
+    Gaussian mechanism, whose profile the continuous one bounds (Canonne, Kamath and Steinke 2020,
+    Theorem 15; :mod:`tsdp.accounting.discrete`), so the mixture of continuous profiles bounds it.
     """
 
     kind: str
@@ -69,13 +76,13 @@ class MechanismEvent:
         if self.kind not in EVENT_KINDS:
             raise ValueError(f"unknown mechanism event kind {self.kind!r}")
         if (self.kind in DISCRETE_KINDS) != (self.granularity is not None):
-            raise ValueError("a granularity is given exactly for discrete-gaussian and discrete-laplace events")
+            raise ValueError("a granularity is given exactly for discrete (hardened sampler) events")
         if self.granularity is not None and not (self.granularity > 0 and math.isfinite(self.granularity)):
             raise ValueError(f"event granularity must be positive, got {self.granularity}")
         if not (self.sensitivity > 0 and self.noise > 0 and self.count >= 1):
             raise ValueError("mechanism event needs positive sensitivity, noise and count")
-        if (self.kind == "gaussian-mixture") != (self.mixture is not None):
-            raise ValueError("a mixture is given exactly for gaussian-mixture events")
+        if (self.kind in MIXTURE_KINDS) != (self.mixture is not None):
+            raise ValueError("a mixture is given exactly for gaussian-mixture and discrete-gaussian-mixture events")
         if self.mixture is not None:
             object.__setattr__(self, "mixture", tuple((float(w), float(s)) for w, s in self.mixture))
             weights = [w for w, _ in self.mixture]

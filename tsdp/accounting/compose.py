@@ -1,7 +1,7 @@
 """Composition of privacy claims, and checks that a claim is backed by its mechanism events.
 
 Claims whose mechanism events tsdp can rebuild (``gaussian``, ``laplace``, ``gaussian-mixture``,
-``discrete-gaussian``, ``discrete-laplace``) compose tightly: each event becomes a dominating privacy-loss distribution and the PLDs are composed
+``discrete-gaussian``, ``discrete-laplace``, ``discrete-gaussian-mixture``) compose tightly: each event becomes a dominating privacy-loss distribution and the PLDs are composed
 (Schuchardt et al. 2025, Lemma D.13: dominating pairs of adaptively composed mechanisms compose as
 products). Other claims compose by basic composition (Dwork and Roth 2014, Theorem 3.16): the epsilons
 add and the deltas add. Both are upper bounds; the smaller epsilon at the same total delta is reported.
@@ -19,7 +19,7 @@ from typing import Any
 
 from typing import TYPE_CHECKING
 
-from tsdp.accounting.claim import MechanismEvent, PrivacyClaim
+from tsdp.accounting.claim import MIXTURE_KINDS, MechanismEvent, PrivacyClaim
 from tsdp.accounting.grid import DEFAULT_DISCRETIZATION, TAIL_MASS, tail_mass_for
 from tsdp.accounting.normal import gaussian_delta
 from tsdp.errors import BudgetError, NumericalError, UsageError
@@ -46,7 +46,7 @@ def event_pld(event: MechanismEvent, discretization: float = DEFAULT_DISCRETIZAT
         # discrete-gaussian: CKS 2020 Theorem 15 bounds its profile by the continuous Gaussian's with the
         # same (rounded) sensitivity / sigma, up to an epsilon shift tau d below 1e-260 (lattice sigma >= 8).
         base = pld_from_profile(GaussianProfile(event.sensitivity / event.noise), discretization)
-    elif event.kind == "gaussian-mixture":
+    elif event.kind in MIXTURE_KINDS:  # discrete: the mixture of the bounding continuous profiles (claim.py)
         weights, sens = zip(*event.mixture)
         base = pld_from_profile(GaussianMixtureProfile(weights, tuple(s / event.noise for s in sens)),
                                 discretization)
@@ -194,7 +194,7 @@ def events_privacy(events: tuple[MechanismEvent, ...], definition: str, epsilon:
         ok = exact <= delta * (1 + rel_tol)
         return ok, (f"Gaussian events (mu {mu:.6g}) give delta {exact:.6g} at epsilon {epsilon:g} "
                     f"(claimed delta {delta:g})" + ("" if ok else f": {STRONGER}"))
-    if len(events) == 1 and events[0].kind == "gaussian-mixture" and events[0].count == 1:
+    if len(events) == 1 and events[0].kind in MIXTURE_KINDS and events[0].count == 1:
         from tsdp.accounting.profiles import GaussianMixtureProfile
 
         e = events[0]

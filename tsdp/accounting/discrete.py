@@ -69,11 +69,6 @@ LAPLACE_THEOREM = ("discrete Laplace on the granularity lattice: pure epsilon = 
 
 
 FLOAT_ONLY = {
-    "subsample": (
-        "its accounting (Bernoulli subsampling of time steps: a Gaussian-mixture privacy profile, or the paper's "
-        "per-series bound) is derived for continuous Gaussian noise, and the discrete Gaussian's profile bound "
-        "(Canonne, Kamath and Steinke 2020) is a shift in epsilon of the continuous one, not a dominating pair the "
-        "subsampled mixture can be built from; that derivation is not done"),
     "forecast-train": (
         "its structured-subsampling accountant composes dominating pairs of the continuous Gaussian mechanism; a "
         "discrete Gaussian on a lattice of the clipped gradient sum (sensitivity C + g sqrt(parameters)) has only an "
@@ -81,7 +76,6 @@ FLOAT_ONLY = {
         "subsampled composition can use, and carrying it as an extra delta per step has not been derived and "
         "checked; the gradients, clipping and optimiser are floating-point computations in any case"),
 }
-FLOAT_ONLY["filter-subsample"] = FLOAT_ONLY["subsample"]
 
 
 def float_only_warning(what: str) -> str:

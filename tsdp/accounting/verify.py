@@ -153,8 +153,7 @@ def _sampler_check(data: dict[str, Any], claim: PrivacyClaim) -> Check | None:
     stated = params.get("sampler")
     explicit = any("--sampler float" in str(w) for w in data.get("warnings") or ())
     reason = params.get("float_noise_reason")
-    path = {"subsample": "subsample", "filter-subsample": "filter-subsample", DPSGD: "forecast-train"}.get(
-        claim.mechanism)
+    path = {DPSGD: "forecast-train"}.get(claim.mechanism)
     if path is not None and stated is not None and (stated != "float" or reason != FLOAT_ONLY[path]):
         # these mechanisms draw floating-point noise only (their events are continuous): a report that
         # says otherwise, or states another reason, was edited (one that states no sampler claims nothing)
@@ -773,8 +772,23 @@ def _koga_geometry(r: _Report, out: _Outcome, mechanism: str):
     return bounds, S, T, I, M, bounds.series_touched(S), float(rate), sigma
 
 
+def _koga_lattice(r: _Report, p, sigma: float):
+    """The granularity of a hardened subsampling release, None for the float sampler, False when
+    the stated sampler is malformed (:func:`_lattice`); the hardened claim must name the theorem."""
+    lattice = _lattice(r, p, sigma)
+    if lattice is None:
+        return False
+    if lattice[1] is not None:
+        from tsdp.accounting.discrete import GAUSSIAN_THEOREM
+
+        p.expect(GAUSSIAN_THEOREM in (r.claim.theorem or ""), "a hardened subsampling claim must name the discrete "
+                                                              "Gaussian theorem its rounded sensitivities rest on")
+    return lattice[1]
+
+
 def _subsample(r: _Report, out: _Outcome) -> None:
     from tsdp.accounting import timesubsampling as ts
+    from tsdp.accounting.discrete import rounded_step
 
     out.definition = "approx-dp"
     geometry = _koga_geometry(r, out, "subsample")
@@ -783,15 +797,24 @@ def _subsample(r: _Report, out: _Outcome) -> None:
     bounds, S, T, I, M, K, rate, sigma = geometry
     p = out.group("parameters")
     p.same("parameters.noise.sigma", _param(r, "noise", "sigma"), sigma)
+    g = _koga_lattice(r, p, sigma)
+    if g is False:
+        return
+    M_noise = M if g is None else rounded_step(M, g)  # hardened: a kept cell's change after rounding
+    if g is not None:
+        p.same("parameters.sensitivity.rounded_per_step", _param(r, "sensitivity", "rounded_per_step"), M_noise)
     accounting = r.params.get("accounting")
     delta = r.claim.delta
     if accounting == "exact":
         if not p.expect(_is_real(delta) and 0 < delta < 1, f"claim delta {delta!r} is not in (0, 1)"):
             return
-        mix = ts.subsample_mixture(I, rate, M, T, truncation=ts.MIXTURE_TRUNCATION * delta)
-        event = MechanismEvent("gaussian-mixture", float(mix.sensitivities.max()), sigma, K, mixture=mix.pairs())
+        mix = ts.subsample_mixture(I, rate, M_noise, T, truncation=ts.MIXTURE_TRUNCATION * delta)
+        event = MechanismEvent("gaussian-mixture" if g is None else "discrete-gaussian-mixture",
+                               float(mix.sensitivities.max()), sigma, K, mixture=mix.pairs(), granularity=g)
         p.same("parameters.sensitivity.l2_worst_case", _param(r, "sensitivity", "l2_worst_case"), M * math.sqrt(I))
-        _expect_events(r, out, (event,), f"binomial mixture Bin(k; I={I}, p={rate:g}), M sqrt(k), over K = {K} series")
+        rounded = "" if g is None else f" (M' = {M_noise:.12g}: M rounded to multiples of {g:g})"
+        _expect_events(r, out, (event,), f"binomial mixture Bin(k; I={I}, p={rate:g}), M sqrt(k){rounded}, "
+                                         f"over K = {K} series")
         _events_loss(r, out)
     elif accounting == "paper":
         _expect_events(r, out, (), "the paper accounting composes by basic composition")
@@ -801,8 +824,8 @@ def _subsample(r: _Report, out: _Outcome) -> None:
             return
         eps_s = r.claim.epsilon / K
         term = float(ts.corollary3_failure_term(I, i_prime, eps_s, rate, T)) if i_prime < I else 0.0
-        _paper_loss(r, out, K, eps_s, M * math.sqrt(i_prime), eps_s * math.sqrt(I / i_prime), M * math.sqrt(I),
-                    sigma, term, f"Corollary 3 with I' = {i_prime}")
+        _paper_loss(r, out, K, eps_s, M_noise * math.sqrt(i_prime), eps_s * math.sqrt(I / i_prime),
+                    M_noise * math.sqrt(I), sigma, term, f"Corollary 3 with I' = {i_prime}")
     else:
         p.fail(f"parameters.accounting is {accounting!r}, not exact or paper")
 
@@ -819,6 +842,12 @@ def _filter_subsample(r: _Report, out: _Outcome) -> None:
     p.same("parameters.noise.sigma", _param(r, "noise", "sigma"), sigma)
     p.same("parameters.sensitivity.l2_worst_case", _param(r, "sensitivity", "l2_worst_case"), M * math.sqrt(I))
     accounting = r.params.get("accounting")
+    sigmas = _param(r, "noise", "sigma_per_series")
+    smallest = min(sigmas) if accounting == "conditional" and isinstance(sigmas, list) and sigmas and \
+        all(_is_real(x) and x > 0 for x in sigmas) else sigma
+    g = _koga_lattice(r, p, smallest)
+    if g is False:
+        return
     if accounting == "conditional":
         s_j = _param(r, "sensitivity", "s_J")
         sens = _param(r, "sensitivity", "l2_conditional")
@@ -832,15 +861,26 @@ def _filter_subsample(r: _Report, out: _Outcome) -> None:
         p.expect(all(_close(x, M * s * math.sqrt(I)) for x, s in zip(sens, s_j)),
                  "l2_conditional is not M s_J sqrt(I) for every series")
         p.expect(all(x > 0 for x in sigmas), "a sigma_per_series is not positive")
+        if g is not None:  # the filter spreads a change over the series: + g sqrt(kept steps of the series)
+            kept = _param(r, "subsampling", "n_sampled")
+            rounded = _param(r, "sensitivity", "rounded_l2_conditional")
+            if p.expect(isinstance(kept, list) and len(kept) == S and all(_is_int(n) and 1 <= n <= T for n in kept),
+                        f"parameters.subsampling.n_sampled must list {S} sample sizes in [1, T]") and \
+                    p.expect(isinstance(rounded, list) and len(rounded) == S and all(_is_real(x) for x in rounded),
+                             f"parameters.sensitivity.rounded_l2_conditional must list {S} numbers"):
+                p.expect(all(_close(x, s + g * math.sqrt(n)) for x, s, n in zip(rounded, sens, kept)),
+                         "rounded_l2_conditional is not M s_J sqrt(I) + g sqrt(n_sampled) for every series")
+                sens = rounded
         if p.problems:
             return
         p.same("parameters.sigma", sigma, sigmas[0] if S == 1 else max(sigmas))
         worst = max(range(S), key=lambda s: sens[s])
-        _expect_events(r, out, (MechanismEvent("gaussian", float(sens[worst]), float(sigmas[worst]), K),),
+        kind = "gaussian" if g is None else "discrete-gaussian"
+        _expect_events(r, out, (MechanismEvent(kind, float(sens[worst]), float(sigmas[worst]), K, granularity=g),),
                        f"the series with the largest conditional sensitivity, K = {K} series")
         mus = [x / s for x, s in zip(sens, sigmas)]
         events = r.claim.events
-        if events and events[0].kind == "gaussian":
+        if events and events[0].kind == kind:
             mu_event = events[0].sensitivity / events[0].noise
             p.expect(mu_event >= max(mus) * (1 - REL_TOL),
                      f"the event's mu {mu_event:.6g} is below the largest series mu {max(mus):.6g}")
@@ -857,8 +897,12 @@ def _filter_subsample(r: _Report, out: _Outcome) -> None:
             return
         eps_s = r.claim.epsilon / K
         term = ts.corollary2_failure_term(alpha, eps_s, rate, L, srank, T)
-        _paper_loss(r, out, K, eps_s, M * alpha * math.sqrt(I), eps_s / alpha, M * math.sqrt(I), sigma, term,
-                    f"Corollary 2 with alpha = {alpha:.6g}")
+        # hardened: M' = M + g sqrt(T) / (alpha sqrt(I)) covers the rounding of up to T filtered values on both branches
+        M_noise = M if g is None else M + g * math.sqrt(T) / (alpha * math.sqrt(I))
+        if g is not None:
+            p.same("parameters.sensitivity.rounded_per_step", _param(r, "sensitivity", "rounded_per_step"), M_noise)
+        _paper_loss(r, out, K, eps_s, M_noise * alpha * math.sqrt(I), eps_s / alpha, M_noise * math.sqrt(I), sigma,
+                    term, f"Corollary 2 with alpha = {alpha:.6g}")
     else:
         p.fail(f"parameters.accounting is {accounting!r}, not conditional or paper")
 

@@ -21,7 +21,6 @@ from tsdp.io.load import InputSpec
 MECHANISMS = ("gaussian", "laplace", "dft", "fast", "subsample", "filter-subsample")
 DEFAULT_DFT_K = 30  # Fourier coefficients kept by --mechanism dft when --dft-k is not given
 CELLWISE = ("gaussian", "laplace")  # cells released independently, in file order (no sorting)
-HARDENED = ("gaussian", "laplace", "dft", "fast")  # the others draw floating-point noise (issue 17)
 SUMMABLE = ("gaussian", "laplace", "dft")  # --accuracy-for sum: per-series sums independent of sampling
 ALL_STEPS_NOTE = "no participation bound: a user may appear in every step (I = T)"
 
@@ -205,18 +204,12 @@ class ReleasePlan:
     caps: Any
     run: Callable
     notes: list[str] = field(default_factory=list)
-    sampling: dict = field(default_factory=lambda: {"sampler": "hardened", "granularity": None, "warnings": []})
+    sampling: dict = field(default_factory=lambda: {"sampler": "hardened", "granularity": None})
     accuracy_for: str = "cell"
 
     @property
     def cellwise(self) -> bool:
         return self.mechanism in CELLWISE
-
-    def sampler_warnings(self, result) -> list[str]:
-        """The float-noise warning of a mechanism without a hardened sampler (none when the release
-        was in fact hardened: subsample at --sampling-rate 1 is the plain Gaussian mechanism)."""
-        hardened = (result.claim.parameters or {}).get("sampler") == "hardened"
-        return [] if hardened else list(self.sampling["warnings"])
 
     def accuracy(self, result, target: str | None = None, pattern: bool = True):
         """The release's :class:`tsdp.accuracy.Accuracy` at ``--alpha`` (public parameters only);
@@ -305,7 +298,7 @@ def report_for(plan: ReleasePlan, table, result, randomness, described: dict, no
     return Report(
         command="release",
         parameters={**parameters, "layout": plan.spec.resolved_layout},
-        claim=stated_sampler(result.claim, plan.sampling),
+        claim=result.claim,
         output={**described, "layout": table.layout},
         randomness=randomness.label,
         grid={"n_series": table.n_series, "n_steps": table.n_steps, "freq": table.grid.freq,
@@ -334,37 +327,16 @@ def _check_alpha(alpha) -> None:
 
 
 def _sampling(mechanism: str, sampler: str | None, granularity: float | None) -> dict:
-    """Check --sampler/--granularity up front. The cellwise mechanisms, dft and fast take them
-    (hardened by default; they warn themselves about float noise); subsample and filter-subsample,
-    whose subsampling accounting is for continuous Gaussian noise, draw floating-point noise only:
-    ``--sampler hardened`` is refused, and the default says so in a warning and in the claim."""
+    """Check --sampler/--granularity up front: hardened by default for every mechanism (each warns
+    itself about float noise)."""
     from tsdp.accounting import discrete as disc
 
-    if sampler is None:
-        sampler = "hardened" if mechanism in HARDENED else "float"
-    disc.check_sampler(sampler)
-    if mechanism not in HARDENED and sampler == "hardened":
-        raise disc.refuse_hardened(mechanism)
+    sampler = disc.check_sampler("hardened" if sampler is None else sampler)
     if granularity is not None:
         if sampler != "hardened":
             raise UsageError("--granularity applies to --sampler hardened only")
         disc.check_granularity(granularity)
-    if mechanism in HARDENED:
-        return {"sampler": sampler, "granularity": granularity, "warnings": []}
-    return {"sampler": "float", "granularity": None, "float_only": mechanism,
-            "warnings": [disc.float_only_warning(mechanism) + "; publish its output only if that exposure is "
-                         "acceptable (--mechanism gaussian, laplace, dft and fast have hardened samplers)"]}
-
-
-def stated_sampler(claim, sampling: dict):
-    """The claim of a float-only mechanism with its sampler and the reason stated in its parameters."""
-    from dataclasses import replace
-
-    from tsdp.accounting.discrete import float_parameters
-
-    if not sampling.get("float_only") or "sampler" in (claim.parameters or {}):
-        return claim  # --sampling-rate 1 released the plain Gaussian mechanism, hardened: its claim says so
-    return replace(claim, parameters={**(claim.parameters or {}), **float_parameters(sampling["float_only"])})
+    return {"sampler": sampler, "granularity": granularity}
 
 
 def mechanism_runner(mechanism: str, epsilon: float, delta: float | None, calibration: str, noise: str,
@@ -391,7 +363,7 @@ def mechanism_runner(mechanism: str, epsilon: float, delta: float | None, calibr
             return result, lambda: table.flat_to_matrix(result.values), table.with_values_flat
         matrix = table.values_matrix()
         if mechanism in ("subsample", "filter-subsample"):
-            result = _koga(mechanism, matrix, panel, epsilon, delta, rng, koga)
+            result = _koga(mechanism, matrix, panel, epsilon, delta, rng, koga, how)
         elif mechanism == "fast":
             from tsdp.mechanisms.fast import release_fast
 
@@ -409,7 +381,7 @@ def mechanism_runner(mechanism: str, epsilon: float, delta: float | None, calibr
     return run
 
 
-def _koga(mechanism: str, matrix, panel, epsilon, delta, rng, koga: dict):
+def _koga(mechanism: str, matrix, panel, epsilon, delta, rng, koga: dict, how: dict):
     from tsdp.io.files import read_numbers
     from tsdp.mechanisms import subsample as ss
 
@@ -417,7 +389,7 @@ def _koga(mechanism: str, matrix, panel, epsilon, delta, rng, koga: dict):
     split = 0.5 if koga["delta_split"] is None else koga["delta_split"]
     if mechanism == "subsample":
         return ss.release_subsample(matrix, panel, epsilon, delta, rng, p, koga["accounting"] or "exact",
-                                    delta_split=split)
+                                    delta_split=split, sampler=how["sampler"], granularity=how["granularity"])
     kernel = koga["kernel"] or "gaussian"
     taps = koga["filter_kernel"]
     if kernel == "custom":
@@ -429,7 +401,8 @@ def _koga(mechanism: str, matrix, panel, epsilon, delta, rng, koga: dict):
     return ss.release_filter_subsample(
         matrix, panel, epsilon, delta, rng, p, kernel, koga["accounting"] or "conditional",
         filter_sigma=10.0 if koga["filter_sigma"] is None else koga["filter_sigma"],
-        filter_width=koga["filter_width"], delta_split=split, alpha=koga["alpha"])
+        filter_width=koga["filter_width"], delta_split=split, alpha=koga["alpha"], sampler=how["sampler"],
+        granularity=how["granularity"])
 
 
 def release(frame, *, epsilon: float, unit: str, seed: int | None = None, **options) -> "Result":
@@ -458,8 +431,7 @@ def release(frame, *, epsilon: float, unit: str, seed: int | None = None, **opti
     loaded = load_frame(df, plan, randomness.generator)
     released = release_loaded(plan, loaded, randomness.generator)
     require_finite_output(released.frame)
-    warnings = (list(released.result.warnings) + plan.sampler_warnings(released.result)
-                + ([SEEDED_WARNING] if randomness.seeded else []))
+    warnings = list(released.result.warnings) + ([SEEDED_WARNING] if randomness.seeded else [])
     parameters = {**plan.options.parameters(), "input": IN_MEMORY_INPUT}
 
     def make_report(described: dict):

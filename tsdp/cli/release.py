@@ -213,7 +213,7 @@ def release(
         stage("writing output")
 
         def warnings_now() -> list[str]:  # known once the (possibly streamed) release has run
-            return (list(results[-1].warnings) + plan.sampler_warnings(results[-1])
+            return (list(results[-1].warnings)
                     + ([SEEDED_WARNING] if randomness.seeded else []))
 
         common.publish(released, output, report, lambda described: report_for(

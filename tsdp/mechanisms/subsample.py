@@ -32,6 +32,15 @@ the panel one unit can touch), see :mod:`tsdp.accounting.timesubsampling`:
   composition.
 
 ``p = 1`` is no subsampling: the plain Gaussian baseline is released instead (with a warning).
+
+Noise (``sampler``). ``hardened`` (default): the sampled values are rounded to multiples of a
+power-of-two granularity g (chosen from public parameters, :mod:`tsdp.accounting.discrete`) and get
+g times exact discrete Gaussian noise of parameter sigma / g; the sensitivities above are those of
+the rounded values (``M' = (floor(M/g) + 1) g`` per kept cell without filter; ``+ g sqrt(n_s)``
+after the filter, which spreads a change over the whole series). Given the public J the release is
+then a multivariate discrete Gaussian mechanism, bounded by the continuous one with the same
+sensitivity (Canonne, Kamath and Steinke 2020, Theorem 15), so each accounting holds as stated.
+``float``: numpy's N(0, sigma^2), for experiments only.
 """
 
 from __future__ import annotations
@@ -40,6 +49,7 @@ import math
 
 import numpy as np
 
+from tsdp.accounting import discrete as disc
 from tsdp.accounting import gaussian as gauss
 from tsdp.accounting import timesubsampling as ts
 from tsdp.accounting.budget import check_delta, check_epsilon
@@ -48,7 +58,7 @@ from tsdp.accounting.sensitivity import ContributionBounds, privacy_unit
 from tsdp.errors import BudgetError, DataError, NumericalError, UsageError
 from tsdp.mechanisms import filters
 from tsdp.mechanisms.baseline import Panel, Release, release_gaussian
-from tsdp.mechanisms.noise import gaussian_noise
+from tsdp.mechanisms.noise import FLOAT_WARNING, gaussian_noise, snap
 from tsdp.mechanisms.postprocess import postprocess
 
 SUBSAMPLE_ACCOUNTING = ("exact", "paper")
@@ -168,13 +178,15 @@ def interpolate(mask: np.ndarray, knots: np.ndarray) -> np.ndarray:
 
 
 def _noisy_interpolation(y: np.ndarray, mask: np.ndarray, sigma: np.ndarray,
-                         rng: np.random.Generator) -> np.ndarray:
+                         rng: np.random.Generator, granularity: float | None = None) -> np.ndarray:
     """``interpolate(mask, y_J + N(0, sigma_s^2))`` for every series s, by chunks of series.
 
     The noise comes from :func:`tsdp.mechanisms.noise.gaussian_noise`: one draw with the common
-    sigma, or standard normals scaled per series when the sigmas differ. Long series (more than
-    ``CHUNK_CELLS / 4`` steps) are interpolated one by one with ``numpy.interp``, which needs no
-    temporary (S, T) index arrays.
+    sigma, or standard normals scaled per series when the sigmas differ. With ``granularity`` g
+    (hardened sampler) the sampled values are rounded to multiples of g and get g times discrete
+    Gaussian noise of parameter sigma_s / g instead (one draw per series when the sigmas differ: a
+    discrete Gaussian cannot be rescaled). Long series (more than ``CHUNK_CELLS / 4`` steps) are
+    interpolated one by one with ``numpy.interp``, which needs no temporary (S, T) index arrays.
     """
     S, T = y.shape
     out = np.empty((S, T))
@@ -187,11 +199,14 @@ def _noisy_interpolation(y: np.ndarray, mask: np.ndarray, sigma: np.ndarray,
         m = mask[start:stop]
         n = int(counts[start:stop].sum())
         if uniform:
-            noise = gaussian_noise(rng, float(sigma[0]), n)
+            noise = gaussian_noise(rng, float(sigma[0]), n, granularity=granularity)
+        elif granularity is not None:
+            noise = np.concatenate([gaussian_noise(rng, float(sd), int(c), granularity=granularity)
+                                    for sd, c in zip(sigma[start:stop], counts[start:stop])])
         else:
             noise = gaussian_noise(rng, 1.0, n)
             noise *= np.repeat(sigma[start:stop], counts[start:stop])
-        z = y[start:stop][m] + noise  # row by row, in time order
+        z = snap(y[start:stop][m], granularity) + noise  # row by row, in time order
         if T > CHUNK_CELLS // 4:
             offsets = np.concatenate([[0], np.cumsum(counts[start:stop])])
             for r in range(stop - start):
@@ -261,9 +276,11 @@ def _common_checks(epsilon: float, delta: float, p: float, panel: Panel) -> list
     return warnings
 
 
-def _fallback(values, panel, epsilon, delta, rng, accounting, warnings, clip_min, shape, name) -> Release:
+def _fallback(values, panel, epsilon, delta, rng, accounting, warnings, clip_min, shape, name,
+              sampler: str = "hardened", granularity: float | None = None) -> Release:
     calibration = "classic" if accounting == "paper" else "analytic"
-    rel = release_gaussian(values, panel, epsilon, delta, rng, calibration=calibration)
+    rel = release_gaussian(values, panel, epsilon, delta, rng, calibration=calibration, sampler=sampler,
+                           granularity=granularity)
     out = postprocess(rel.values, clip_min=clip_min).reshape(shape)
     note = (f"--sampling-rate 1 means no subsampling: {name} reduces to the plain Gaussian "
             f"mechanism, which was released instead (calibration {calibration})")
@@ -367,6 +384,41 @@ def _scale_degradation(rows: list[dict], K: int) -> list[dict]:
 
 
 # ---------------------------------------------------------------------------------------------
+# the hardened sampler (module docstring of tsdp.accounting.discrete)
+# ---------------------------------------------------------------------------------------------
+
+
+def _granularity(sampler: str, granularity: float | None, sigma0, sensitivity: float, coords: int) -> float | None:
+    """The lattice of a hardened release, None for the float sampler.
+
+    ``granularity`` when given, else the default of :func:`tsdp.accounting.discrete.choose_granularity`
+    from ``sigma0()``, a public sigma calibrated without the rounding (called only then), the
+    unrounded L2 ``sensitivity`` of the unit and the ``coords`` released numbers it can change.
+    """
+    g, _ = disc.lattice(sampler, granularity, lambda _d: sigma0(), sensitivity, coords, "l2")
+    return g
+
+
+def _sampler_record(g: float | None, sigma_min: float, coords: int) -> tuple[dict, str, list[str]]:
+    """(report parameters, theorem suffix, warnings) of the sampler that drew the noise.
+
+    Hardened: conditionally on the public J the release is a multivariate discrete Gaussian
+    mechanism on at most ``coords`` numbers, whose profile is the continuous Gaussian's with the
+    same (rounded) sensitivity up to an epsilon shift ``tau d`` (Canonne, Kamath and Steinke 2020,
+    Theorem 15); averaging over the public J keeps that bound, so every accounting below (exact
+    mixture, PLD composition over series, the paper's corollaries, the conditional Gaussian) holds
+    with the rounded sensitivities, at epsilon + tau d.
+    """
+    if g is None:
+        return {"sampler": "float"}, "", [FLOAT_WARNING]
+    disc.check_lattice_scale(sigma_min, g, "sigma")
+    tau_d = disc.tau_bound(sigma_min / g) * coords
+    theorem = (f"; {disc.GAUSSIAN_THEOREM}, conditionally on the public J (tau d = {tau_d:.3g}), the "
+               "sensitivities above being those of the rounded samples")
+    return {"sampler": "hardened", "granularity": g, "tau_d": tau_d}, theorem, []
+
+
+# ---------------------------------------------------------------------------------------------
 # subsample (no filter)
 # ---------------------------------------------------------------------------------------------
 
@@ -404,13 +456,18 @@ def _release(mechanism: str, values: np.ndarray, panel: Panel, epsilon: float, d
 def release_subsample(values: np.ndarray, panel: Panel, epsilon: float, delta: float,
                       rng: np.random.Generator, p: float, accounting: str = "exact",
                       clip_min: float | None = None, delta_split: float = 0.5,
-                      emit_indices: bool = False, discretization: float = 1e-3) -> Release:
+                      emit_indices: bool = False, discretization: float = 1e-3,
+                      sampler: str = "hardened", granularity: float | None = None) -> Release:
     """Subsample every series in time, add Gaussian noise to the kept steps, interpolate.
 
     ``values``: float array (n_series, n_steps) in time order (a 1-D series is accepted).
     ``accounting``: ``exact`` (profile of the released pair (J, noisy samples); ``analytic`` is
     accepted as an alias) or ``paper`` (Koga et al. 2022, Corollary 3 with the code's delta split
     ``delta_noise = delta_split * delta``). See the module docstring for the formulas.
+    ``sampler="hardened"`` (default): the kept values are rounded to multiples of the granularity
+    g and get g times discrete Gaussian noise; a kept cell then moves by at most
+    ``M' = (floor(M / g) + 1) g`` and every formula uses M' for M (:func:`_sampler_record`).
+    ``sampler="float"``: numpy's N(0, sigma^2) (not for publication).
     """
     if accounting == "analytic":
         accounting = "exact"
@@ -424,14 +481,25 @@ def release_subsample(values: np.ndarray, panel: Panel, epsilon: float, delta: f
     steps, I, M, K = _geometry(panel)
     S, T = arr.shape
     if p == 1:
-        return _fallback(arr, panel, epsilon, delta, rng, accounting, warnings, clip_min, shape, "subsample")
+        return _fallback(arr, panel, epsilon, delta, rng, accounting, warnings, clip_min, shape, "subsample",
+                         sampler, granularity)
+
+    def sigma0() -> float:  # public: the float calibration's sigma (K = 1 for exact: a lower bound)
+        if accounting == "paper":
+            return ts.paper_subsample(epsilon / K, delta / K, I, p, M, delta_split, T).sigma
+        return ts.exact_sigma_single(epsilon, delta, ts.subsample_mixture(
+            I, p, M, T, truncation=ts.MIXTURE_TRUNCATION * delta))
+
+    g = _granularity(sampler, granularity, sigma0, M * math.sqrt(I * K), I * K)
+    M_noise = M if g is None else disc.rounded_step(M, g)  # a kept cell's change after rounding
 
     parameters: dict = {"paper": ts.PAPER, "mechanism": "subsample", "accounting": accounting}
     if accounting == "exact":
-        cal = ts.exact_subsample(epsilon, delta, I, p, M, T, K, discretization)
+        cal = ts.exact_subsample(epsilon, delta, I, p, M_noise, T, K, discretization)
         sigma = cal.sigma
-        events = (MechanismEvent("gaussian-mixture", float(cal.mixture.sensitivities.max()), sigma, K,
-                                 mixture=cal.mixture.pairs()),)
+        events = (MechanismEvent("gaussian-mixture" if g is None else "discrete-gaussian-mixture",
+                                 float(cal.mixture.sensitivities.max()), sigma, K, mixture=cal.mixture.pairs(),
+                                 granularity=g),)
         theorem = THEOREM_EXACT + ("" if K == 1 else f"; composed over the {K} series a unit can touch "
                                    "with a pessimistic privacy-loss distribution (dp-accounting)")
         claim_delta = float(delta)
@@ -445,15 +513,16 @@ def release_subsample(values: np.ndarray, panel: Panel, epsilon: float, delta: f
         }
         parameters["sensitivity"] = {
             "l2_worst_case": M * math.sqrt(I),
-            "per_component": "M sqrt(k), k = |J cap j_i| ~ Bin(I, p) (public after the fact)",
+            "per_component": ("M sqrt(k)" if g is None else "M' sqrt(k), M' = (floor(M/g) + 1) g (rounded)")
+            + ", k = |J cap j_i| ~ Bin(I, p) (public after the fact)",
             "bound_used": "exact binomial mixture (no high-probability bound, no failure term)",
         }
         parameters["noise"] = {"distribution": "gaussian", "sigma": sigma, "calibration": "exact mixture profile"}
-        degradation = ts.exact_degradation(sigma, delta, I, p, M, T, K, discretization=discretization)
+        degradation = ts.exact_degradation(sigma, delta, I, p, M_noise, T, K, discretization=discretization)
         paper_cmp = ts.paper_subsample(epsilon / K, delta / K, I, p, M, 0.5, T)
         parameters["paper_sigma_same_budget"] = paper_cmp.sigma
     else:
-        cal = ts.paper_subsample(epsilon / K, delta / K, I, p, M, delta_split, T)
+        cal = ts.paper_subsample(epsilon / K, delta / K, I, p, M_noise, delta_split, T)
         warnings += _check_paper_branches(cal, epsilon / K, f"--epsilon {epsilon:g}")
         sigma = cal.sigma
         events = ()
@@ -464,8 +533,8 @@ def release_subsample(values: np.ndarray, panel: Panel, epsilon: float, delta: f
                             "larger --delta, a smaller --sampling-rate, or --mechanism gaussian")
         parameters["privacy"] = _paper_privacy(cal, K, epsilon)
         parameters["sensitivity"] = {
-            "l2_worst_case": cal.sensitivity_worst_case,
-            "l2_high_prob": cal.sensitivity_high_prob,
+            "l2_worst_case": M * math.sqrt(I),
+            "l2_high_prob": M * math.sqrt(cal.i_prime),
             "I_prime": cal.i_prime,
             "alpha": cal.alpha,
             "hoeffding_I_prime": ts.hoeffding_i_prime(I, p, cal.delta_prime) if cal.delta_prime > 0 else None,
@@ -477,18 +546,23 @@ def release_subsample(values: np.ndarray, panel: Panel, epsilon: float, delta: f
                                "delta_split": delta_split}
         degradation = _scale_degradation(
             ts.degradation_subsample(epsilon / K, cal.delta_noise, I, cal.i_prime, p, T), K)
+    if g is not None:
+        parameters["sensitivity"].update(rounded_per_step=M_noise, rounded_l2_worst_case=M_noise * math.sqrt(I))
+    record, theorem_tail, sampler_warnings = _sampler_record(g, sigma, S * T)
+    theorem += theorem_tail
+    warnings += sampler_warnings
 
     mask, redraws = draw_sample_mask(rng, S, T, p)
     sampling, sample_warnings = _sampling_parameters(mask, p, T, redraws, emit_indices)
     warnings += sample_warnings
-    out = _noisy_interpolation(arr, mask, np.full(S, sigma), rng)
+    out = _noisy_interpolation(arr, mask, np.full(S, sigma), rng, g)
     out = postprocess(out, clip_min=clip_min)
     baseline = _baseline_comparison(panel, epsilon, delta)
 
     note = ("privacy if the true participation bound were c*I: "
             + ("Proposition 1 analogue without filter (spec section 1.4)" if accounting == "paper"
                else "exact mixture with Bin(floor(cI), p), same sigma and delta"))
-    parameters.update({"sigma": sigma,
+    parameters.update({"sigma": sigma, **record,
                        **_report_parameters(panel, steps, I, M, sampling, clip_min, baseline, degradation, note)})
     return _release("subsample", out.reshape(shape), panel, epsilon, claim_delta, theorem, events,
                     parameters, warnings)
@@ -537,13 +611,21 @@ def release_filter_subsample(values: np.ndarray, panel: Panel, epsilon: float, d
                              accounting: str = "conditional", filter_sigma: float = 10.0,
                              filter_width: int | None = None, clip_min: float | None = None,
                              delta_split: float = 0.5, alpha: float | None = None,
-                             emit_indices: bool = False) -> Release:
+                             emit_indices: bool = False, sampler: str = "hardened",
+                             granularity: float | None = None) -> Release:
     """Filter every series circularly, subsample in time, add Gaussian noise, interpolate.
 
     ``kernel``: see :func:`resolve_kernel`. ``accounting``: ``conditional`` (sensitivity
     ``M s_J sqrt(I)`` given the drawn J, analytic Gaussian; ``delta_split`` and ``alpha`` do not
     apply) or ``paper`` (Koga et al. 2022, Corollary 2 with Theorem 4; ``alpha`` fixes alpha
     instead of solving, and the resulting delta must fit the budget).
+    ``sampler="hardened"`` (default): the sampled filtered values are rounded to multiples of the
+    granularity g and get g times discrete Gaussian noise. The filter spreads a unit's change over
+    every step of a series it touches, so rounding adds at most ``g sqrt(n_s)`` (n_s kept steps of
+    series s; ``g sqrt(T)`` before J is drawn) to its L2 sensitivity: the conditional accounting
+    covers ``M s_J sqrt(I) + g sqrt(n_s)``; the paper's uses
+    ``M' = M + g sqrt(T) / (alpha sqrt(I))``, so that both branches, ``alpha M' sqrt(I)`` and
+    ``M' sqrt(I)``, cover the rounding. ``sampler="float"``: numpy's noise (not for publication).
     """
     if accounting not in FILTER_ACCOUNTING:
         raise UsageError(f"--accounting must be one of {', '.join(FILTER_ACCOUNTING)} for "
@@ -561,13 +643,19 @@ def release_filter_subsample(values: np.ndarray, panel: Panel, epsilon: float, d
     warnings += kernel_warnings
     if p == 1:
         return _fallback(arr, panel, epsilon, delta, rng, accounting, warnings, clip_min, shape,
-                         "filter-subsample")
+                         "filter-subsample", sampler, granularity)
     stats = filters.KernelStats(filter_info["L"], filter_info["srank"], filter_info["sigma_max"])
     y = filters.circular_filter(arr, h)
     parameters: dict = {"paper": ts.PAPER, "mechanism": "filter-subsample", "accounting": accounting}
 
     if accounting == "paper":
         cal = ts.paper_filter(epsilon / K, delta / K, I, p, stats.L, stats.srank, M, delta_split, T, alpha)
+        g = _granularity(sampler, granularity, lambda: cal.sigma, M * math.sqrt(I * K), T * K)
+        M_noise = M
+        if g is not None:  # alpha does not depend on M: the same alpha, both branches cover the rounding
+            M_noise = M + g * math.sqrt(T) / (cal.alpha * math.sqrt(I))
+            cal = ts.paper_filter(epsilon / K, delta / K, I, p, stats.L, stats.srank, M_noise, delta_split, T,
+                                  alpha)
         if cal.delta_total > delta / K * (1 + 1e-12):
             raise BudgetError(f"--filter-alpha {alpha:g} gives delta {K * cal.delta_total:.4g} > --delta {delta:g}; "
                               "use a larger alpha or let tsdp solve for it")
@@ -585,8 +673,8 @@ def release_filter_subsample(values: np.ndarray, panel: Panel, epsilon: float, d
         claim_delta = min(float(delta), K * cal.delta_total)
         parameters["privacy"] = _paper_privacy(cal, K, epsilon)
         parameters["sensitivity"] = {
-            "l2_worst_case": cal.sensitivity_worst_case,
-            "l2_high_prob": cal.sensitivity_high_prob,
+            "l2_worst_case": M * math.sqrt(I),
+            "l2_high_prob": M * cal.alpha * math.sqrt(I),
             "alpha": cal.alpha,
             "alpha_given": alpha is not None,
             "alpha_floor": ts.alpha_floor(p, stats.L),
@@ -601,15 +689,25 @@ def release_filter_subsample(values: np.ndarray, panel: Panel, epsilon: float, d
         degradation = _scale_degradation(
             ts.degradation_filter(epsilon / K, cal.delta_noise, cal.alpha, cal.delta_prime), K)
         degradation_note = "Koga et al. 2022, Proposition 1: privacy if the true participation bound were c*I"
+        if g is not None:
+            parameters["sensitivity"].update(rounded_per_step=M_noise,
+                                             rounded_l2_high_prob=M_noise * cal.alpha * math.sqrt(I),
+                                             rounded_l2_worst_case=M_noise * math.sqrt(I))
     else:
         mask, redraws = draw_sample_mask(rng, S, T, p)
         s_J = np.array([filters.sampled_sigma_max(h, np.flatnonzero(row), stats) for row in mask])
         sens = M * s_J * math.sqrt(I)
-        sigmas = np.array([_composed_sigma(epsilon, delta, s, K) for s in sens])
-        worst = int(np.argmax(sens))
-        mu_total = math.sqrt(K) * sens[worst] / sigmas[worst]
+        low = float(sens.min())  # public given J; the smallest sigma sets the default lattice
+        g = _granularity(sampler, granularity, lambda: _composed_sigma(epsilon, delta, low, K),
+                         low * math.sqrt(K), T * K)
+        covered = sens if g is None else sens + g * np.sqrt(mask.sum(axis=1))
+        sigmas = np.array([_composed_sigma(epsilon, delta, s, K) for s in covered])
+        worst = int(np.argmax(covered))
+        mu_total = math.sqrt(K) * covered[worst] / sigmas[worst]
         sigma_report = float(sigmas[0]) if S == 1 else float(sigmas.max())
-        events = (MechanismEvent("gaussian", float(sens[worst]), float(sigmas[worst]), K),)
+        events = (MechanismEvent("gaussian", float(covered[worst]), float(sigmas[worst]), K) if g is None else
+                  MechanismEvent("discrete-gaussian", float(covered[worst]), float(sigmas[worst]), K,
+                                 granularity=g),)
         theorem = THEOREM_CONDITIONAL + ("" if K == 1 else f"; {K} touched series compose as one Gaussian "
                                          "mechanism (squared mu add), each series' mu being mu*/sqrt(K)")
         claim_delta = float(delta)
@@ -626,6 +724,8 @@ def release_filter_subsample(values: np.ndarray, panel: Panel, epsilon: float, d
             "bound_used": ("sigma_max of the sampled filter rows, from the Gram matrix of the circular "
                            "autocorrelation (dense eigenvalues or Lanczos), computed given the public J"),
         }
+        if g is not None:
+            parameters["sensitivity"]["rounded_l2_conditional"] = covered.tolist()
         parameters["noise"] = {"distribution": "gaussian", "sigma": sigma_report,
                                "sigma_per_series": sigmas.tolist(),
                                "calibration": "analytic (Balle and Wang 2018, Theorem 8)"}
@@ -633,13 +733,16 @@ def release_filter_subsample(values: np.ndarray, panel: Panel, epsilon: float, d
         degradation_note = ("privacy if the true participation bound were c*I: mu grows by sqrt(c), "
                             "epsilon at the same delta from the exact Gaussian profile")
 
+    record, theorem_tail, sampler_warnings = _sampler_record(g, float(sigmas.min()), S * T)
+    theorem += theorem_tail
+    warnings += sampler_warnings
     sampling, sample_warnings = _sampling_parameters(mask, p, T, redraws, emit_indices)
     warnings += sample_warnings
-    out = _noisy_interpolation(y, mask, sigmas, rng)
+    out = _noisy_interpolation(y, mask, sigmas, rng, g)
     out = postprocess(out, clip_min=clip_min)
     baseline = _baseline_comparison(panel, epsilon, delta)
 
-    parameters.update({"sigma": sigma_report, "filter": filter_info,
+    parameters.update({"sigma": sigma_report, "filter": filter_info, **record,
                        **_report_parameters(panel, steps, I, M, sampling, clip_min, baseline, degradation,
                                             degradation_note)})
     return _release("filter-subsample", out.reshape(shape), panel, epsilon, claim_delta, theorem, events,
