@@ -66,8 +66,12 @@ def test_declared_bound_above_series_length_is_refused():
 
 # ------------------------------------------------------------------ claims
 
+# The golden figures below are the paper's (continuous Gaussian noise): --sampler float reproduces them;
+# the hardened sampler's claims are checked against them in test_hardened_claims_are_the_float_ones_rounded.
+
 def test_exact_subsample_claim_at_pems():
-    rel = sm.release_subsample(np.full(1800, 300.0), panel(), EPS, DELTA, np.random.default_rng(0), 0.1)
+    rel = sm.release_subsample(np.full(1800, 300.0), panel(), EPS, DELTA, np.random.default_rng(0), 0.1,
+                               sampler="float")
     c = rel.claim
     assert c.definition == "approx-dp" and c.epsilon == EPS and c.delta == DELTA
     assert c.mechanism == "subsample" and "(J, noisy samples)" in c.theorem
@@ -93,7 +97,7 @@ def test_exact_subsample_claim_at_pems():
 
 def test_paper_subsample_claim_at_pems():
     rel = sm.release_subsample(np.full(1800, 300.0), panel(), EPS, DELTA, np.random.default_rng(0), 0.1,
-                               accounting="paper")
+                               accounting="paper", sampler="float")
     c = rel.claim
     assert c.events == () and "Corollary 3" in c.theorem and "Theorem 2" in c.theorem
     assert c.parameters["sigma"] == pytest.approx(54.004, abs=5e-4)
@@ -112,7 +116,7 @@ def test_paper_subsample_claim_at_pems():
 
 def test_paper_filter_claim_at_pems():
     rel = sm.release_filter_subsample(np.full(1800, 300.0), panel(), EPS, DELTA, np.random.default_rng(0),
-                                      0.1, accounting="paper")
+                                      0.1, accounting="paper", sampler="float")
     c = rel.claim
     assert c.events == () and "Corollary 2" in c.theorem and "Theorem 4" in c.theorem
     assert c.parameters["sigma"] == pytest.approx(84.261, abs=5e-4)
@@ -134,7 +138,7 @@ def test_conditional_claim_has_no_failure_term_and_matches_svd():
     pnl = panel(3, T, I)
     h = F.gaussian_kernel(T, 2.0)
     rel = sm.release_filter_subsample(x, pnl, EPS, DELTA, rng, 0.25, kernel="gaussian", filter_sigma=2.0,
-                                      emit_indices=True)
+                                      emit_indices=True, sampler="float")
     c = rel.claim
     assert c.parameters["privacy"]["delta_prime"] is None and "delta_failure_term" not in c.parameters["privacy"]
     A = h[(np.arange(T)[:, None] - np.arange(T)[None, :]) % T]
@@ -165,18 +169,18 @@ def test_several_series_per_unit():
     x = np.full((K, T), 50.0)
     pnl = Panel(K, T, sm.participation_bounds(T, I))  # a unit may touch all three series
     rng = np.random.default_rng(4)
-    exact = sm.release_subsample(x, pnl, EPS, DELTA, rng, 0.2)
+    exact = sm.release_subsample(x, pnl, EPS, DELTA, rng, 0.2, sampler="float")
     (ev,) = exact.claim.events
     assert ev.kind == "gaussian-mixture" and ev.count == K
     assert exact.claim.parameters["privacy"]["epsilon_at_sigma"] <= EPS
     assert claim_backed_by_events(exact.claim)[0]
     one = ts.exact_subsample(EPS, DELTA, I, 0.2, n_steps=T).sigma
     assert one < exact.claim.parameters["sigma"]
-    paper = sm.release_subsample(x, pnl, EPS, DELTA, rng, 0.2, accounting="paper")
+    paper = sm.release_subsample(x, pnl, EPS, DELTA, rng, 0.2, accounting="paper", sampler="float")
     assert paper.claim.parameters["sigma"] == ts.paper_subsample(EPS / K, DELTA / K, I, 0.2, n_steps=T).sigma
     assert "basic composition" in paper.claim.parameters["privacy"]["composition"]
     assert paper.claim.delta <= DELTA
-    cond = sm.release_filter_subsample(x, pnl, EPS, DELTA, rng, 0.2, filter_sigma=3.0)
+    cond = sm.release_filter_subsample(x, pnl, EPS, DELTA, rng, 0.2, filter_sigma=3.0, sampler="float")
     (ev,) = cond.claim.events
     assert ev.kind == "gaussian" and ev.count == K
     # every series has the same mu = mu*/sqrt(K): any K of them compose to (EPS, DELTA)
@@ -189,7 +193,8 @@ def test_several_series_per_unit():
 
 def test_substitution_doubles_the_cells():
     pnl = Panel(1, 500, sm.participation_bounds(500, 30, neighbouring="substitute"))
-    rel = sm.release_subsample(np.zeros(500), pnl, EPS, DELTA, np.random.default_rng(0), 0.1, accounting="paper")
+    rel = sm.release_subsample(np.zeros(500), pnl, EPS, DELTA, np.random.default_rng(0), 0.1, accounting="paper",
+                               sampler="float")
     assert rel.claim.parameters["assumption"]["I_effective"] == 60
     assert rel.claim.parameters["sigma"] == ts.paper_subsample(EPS, DELTA, 60, 0.1, n_steps=500).sigma
 
@@ -436,9 +441,12 @@ def test_synth_trends():
 def test_long_series_path_equals_the_vectorised_path(monkeypatch):
     x = np.random.default_rng(40).normal(100, 5, size=(5, 3000))
     pnl = panel(5, 3000, 100)
-    a = sm.release_filter_subsample(x, pnl, EPS, DELTA, np.random.default_rng(41), 0.1, accounting="paper")
+    # float noise: the same normals whatever the chunking (the exact sampler's draws depend on the block sizes)
+    a = sm.release_filter_subsample(x, pnl, EPS, DELTA, np.random.default_rng(41), 0.1, accounting="paper",
+                                    sampler="float")
     monkeypatch.setattr(sm, "CHUNK_CELLS", 2048)  # series longer than CHUNK_CELLS/4: numpy.interp, row by row
-    b = sm.release_filter_subsample(x, pnl, EPS, DELTA, np.random.default_rng(41), 0.1, accounting="paper")
+    b = sm.release_filter_subsample(x, pnl, EPS, DELTA, np.random.default_rng(41), 0.1, accounting="paper",
+                                    sampler="float")
     np.testing.assert_allclose(a.values, b.values, rtol=1e-12, atol=1e-9)
 
 
@@ -466,3 +474,71 @@ def test_claims_fit_the_report_schema():
                         warnings=list(rel.warnings))
         data = json.loads(report.to_json())  # refuses NaN and infinity
         assert not list(validator.iter_errors(data))
+
+
+# ------------------------------------------------------------------ hardened sampler (issue 17)
+
+HARDENED_CASES = [("subsample", "exact"), ("subsample", "paper"), ("filter-subsample", "conditional"),
+                  ("filter-subsample", "paper")]
+
+
+def _koga_release(mechanism, accounting, sampler, x=None, pnl=None, **kw):
+    x = np.full(1800, 300.0) if x is None else x
+    pnl = panel() if pnl is None else pnl
+    run = sm.release_subsample if mechanism == "subsample" else sm.release_filter_subsample
+    return run(x, pnl, EPS, DELTA, np.random.default_rng(7), 0.1, accounting=accounting, sampler=sampler, **kw)
+
+
+@pytest.mark.parametrize("mechanism,accounting", HARDENED_CASES)
+def test_hardened_claims_are_the_float_ones_rounded(mechanism, accounting):
+    from tsdp.accounting import discrete as disc
+    from tsdp.mechanisms.noise import FLOAT_WARNING
+
+    hard = _koga_release(mechanism, accounting, "hardened")
+    flt = _koga_release(mechanism, accounting, "float")
+    h, f = hard.claim.parameters, flt.claim.parameters
+    assert h["sampler"] == "hardened" and f["sampler"] == "float" and "granularity" not in f
+    assert FLOAT_WARNING in flt.warnings and FLOAT_WARNING not in hard.warnings
+    g = h["granularity"]
+    assert math.frexp(g)[0] == 0.5 and h["sigma"] / g >= 2.0 ** 20  # default lattice: 2^20 steps per sigma
+    assert disc.GAUSSIAN_THEOREM in hard.claim.theorem and disc.GAUSSIAN_THEOREM not in flt.claim.theorem
+    assert 0 <= h["tau_d"] < 1e-250
+    # rounding costs a small fraction of the noise (2^-20 per kept cell without filter; the filter spreads a change
+    # over all T steps, so rounding T values adds g sqrt(n_s)), never less noise than the float claim
+    assert f["sigma"] <= h["sigma"] <= f["sigma"] * (1 + (2e-6 if mechanism == "subsample" else 1e-4))
+    assert (hard.claim.epsilon, hard.claim.delta) == (flt.claim.epsilon, pytest.approx(flt.claim.delta, rel=1e-5))
+    assert hard.claim.delta <= DELTA
+    if accounting == "exact":
+        (ev,) = hard.claim.events
+        M = 1.0
+        assert ev.kind == "discrete-gaussian-mixture" and ev.granularity == g
+        assert h["sensitivity"]["rounded_per_step"] == disc.rounded_step(M, g) > M
+        assert ev.sensitivity == pytest.approx(disc.rounded_step(M, g) * math.sqrt(180), rel=1e-12)
+        assert claim_backed_by_events(hard.claim)[0]
+    elif accounting == "conditional":
+        (ev,) = hard.claim.events
+        s = h["sensitivity"]
+        n = np.array(h["subsampling"]["n_sampled"])
+        np.testing.assert_allclose(s["rounded_l2_conditional"], np.array(s["l2_conditional"]) + g * np.sqrt(n),
+                                   rtol=1e-12)
+        assert ev.kind == "discrete-gaussian" and ev.sensitivity == max(s["rounded_l2_conditional"])
+        assert h["noise"]["sigma_per_series"] == [sm._composed_sigma(EPS, DELTA, c, 1)
+                                                  for c in s["rounded_l2_conditional"]]
+        assert claim_backed_by_events(hard.claim)[0]
+    else:
+        assert hard.claim.events == ()
+        alpha, T, I = h["sensitivity"]["alpha"], 1800, 180
+        M_noise = 1.0 if mechanism == "subsample" else None
+        want = disc.rounded_step(1.0, g) if M_noise else 1.0 + g * math.sqrt(T) / (alpha * math.sqrt(I))
+        assert h["sensitivity"]["rounded_per_step"] == pytest.approx(want, rel=1e-15)
+        assert h["sigma"] == pytest.approx(f["sigma"] * want, rel=1e-9)  # the paper's sigma is linear in M
+
+
+def test_hardened_granularity_is_checked_and_float_refuses_one():
+    with pytest.raises(UsageError, match="--granularity must be a positive power of two"):
+        _koga_release("subsample", "exact", "hardened", granularity=0.3)
+    with pytest.raises(UsageError, match="--granularity applies to --sampler hardened only"):
+        _koga_release("filter-subsample", "conditional", "float", granularity=2.0 ** -10)
+    rel = _koga_release("subsample", "exact", "hardened", granularity=2.0 ** -6)
+    assert rel.claim.parameters["granularity"] == 2.0 ** -6
+    assert rel.claim.parameters["sensitivity"]["rounded_per_step"] == 1.0 + 2.0 ** -6
