@@ -173,7 +173,8 @@ def test_subsample_exact_needs_at_most_half_the_papers_noise_and_verifies(tmp_pa
     assert main(koga_args(repo_root, tmp_path, "paper", "--mechanism", "subsample", "--accounting", "paper")) == 0
     exact = json.loads((tmp_path / "exact.report.json").read_text())["claim"]
     paper = json.loads((tmp_path / "paper.report.json").read_text())["claim"]
-    assert exact["events"][0]["kind"] == "gaussian-mixture" and not paper["events"]
+    assert exact["events"][0]["kind"] == "discrete-gaussian-mixture" and not paper["events"]
+    assert exact["parameters"]["sampler"] == paper["parameters"]["sampler"] == "hardened"
     assert exact["parameters"]["sigma"] <= 0.5 * paper["parameters"]["sigma"]
     # the exact claim is rechecked from its event, and composes tightly with another release
     assert main(["account", "verify", str(tmp_path / "exact.report.json"), "--max-epsilon", "0.5",
@@ -187,7 +188,9 @@ def test_filter_subsample_with_custom_kernel_file(tmp_path, repo_root):
     assert main(koga_args(repo_root, tmp_path, "f", "--mechanism", "filter-subsample", "--filter", "custom",
                           "--filter-kernel", str(tmp_path / "taps.txt"))) == 0
     claim = json.loads((tmp_path / "f.report.json").read_text())["claim"]
-    assert claim["mechanism"] == "filter-subsample" and claim["events"][0]["kind"] == "gaussian"
+    assert claim["mechanism"] == "filter-subsample" and claim["events"][0]["kind"] == "discrete-gaussian"
+    assert main(["account", "verify", str(tmp_path / "f.report.json"), "--released", str(tmp_path / "f.parquet"),
+                 "--quiet"]) == 0
     assert pl.read_parquet(tmp_path / "f.parquet").height == 40_000
 
 
@@ -215,7 +218,7 @@ def test_assume_none_sets_i_to_t(tmp_path, repo_root):
     assert unit["max_steps"] == 2000
 
 
-def test_granularity_option_reaches_dft_and_fast_and_is_refused_by_subsample(capsys, tmp_path, repo_root):
+def test_granularity_option_reaches_every_hardened_mechanism(capsys, tmp_path, repo_root):
     base = ["release", str(repo_root / WIDE), "--epsilon", "1", "--unit", "event", "--quiet"]
     out = tmp_path / "d.csv"
     assert main([*base, "--mechanism", "dft", "--delta", "1e-6", "--granularity", "0.0009765625", "-o", str(out)]) == 0
@@ -223,8 +226,13 @@ def test_granularity_option_reaches_dft_and_fast_and_is_refused_by_subsample(cap
     assert params["granularity"] == 2.0 ** -10 and params["sampler"] == "hardened"
     assert main([*base, "--mechanism", "fast", "--granularity", "0.125", "-o", str(tmp_path / "f.csv")]) == 0
     assert json.loads((tmp_path / "f.report.json").read_text())["claim"]["parameters"]["granularity"] == 0.125
-    code = main([*base, "--mechanism", "subsample", "--delta", "1e-6", "--granularity", "0.125",
-                 "-o", str(tmp_path / "s.csv")])
+    for mechanism in ("subsample", "filter-subsample"):
+        assert main([*base, "--mechanism", mechanism, "--delta", "1e-6", "--granularity", "0.125",
+                     "-o", str(tmp_path / f"{mechanism}.csv")]) == 0
+        params = json.loads((tmp_path / f"{mechanism}.report.json").read_text())["claim"]["parameters"]
+        assert params["granularity"] == 0.125 and params["sampler"] == "hardened"
+    code = main([*base, "--mechanism", "subsample", "--delta", "1e-6", "--sampler", "float", "--granularity",
+                 "0.125", "-o", str(tmp_path / "s.csv")])
     assert code == 2 and "--granularity" in capsys.readouterr().err and not (tmp_path / "s.csv").exists()
     code = main([*base, "--mechanism", "fast", "--granularity", "0.3", "-o", str(tmp_path / "g.csv")])
     err = capsys.readouterr().err
@@ -248,17 +256,22 @@ def test_release_alpha_is_the_accuracy_level_and_filter_alpha_kogas(tmp_path, re
 
 
 @pytest.mark.parametrize("mechanism", ["subsample", "filter-subsample"])
-def test_subsampling_mechanisms_refuse_hardened_and_state_their_float_noise(capsys, tmp_path, repo_root, mechanism):
-    """No hardened sampler for the subsampling mechanisms: --sampler hardened is a usage error giving the
-    reason (nothing written); the default draws float noise, and the claim and a warning say so and why."""
+def test_subsampling_mechanisms_are_hardened_by_default_and_float_only_on_request(capsys, tmp_path, repo_root,
+                                                                                  mechanism):
+    """The subsampling mechanisms draw exact discrete noise by default (issue 17), the report names the sampler,
+    the lattice and the theorem, and verify accepts it; --sampler float warns, and verify refuses to pass it."""
     base = ["release", str(repo_root / WIDE), "--epsilon", "1", "--delta", "1e-6", "--unit", "event",
             "--mechanism", mechanism]
-    assert main([*base, "--sampler", "hardened", "-o", str(tmp_path / "h.csv")]) == 2
+    assert main([*base, "-o", str(tmp_path / "h.csv")]) == 0
     err = capsys.readouterr().err
-    assert err.startswith("error: --sampler hardened:") and f"{mechanism} has no hardened sampler" in err
-    assert "continuous Gaussian" in err and not (tmp_path / "h.csv").exists()
-    assert main([*base, "-o", str(tmp_path / "d.csv")]) == 0
-    err = capsys.readouterr().err
-    assert f"{mechanism} has no hardened sampler" in err and "publish its output only if that exposure" in err
-    params = json.loads((tmp_path / "d.report.json").read_text())["claim"]["parameters"]
-    assert params["sampler"] == "float" and "continuous Gaussian" in params["float_noise_reason"]
+    assert "no hardened sampler" not in err and "--sampler float" not in err
+    claim = json.loads((tmp_path / "h.report.json").read_text())["claim"]
+    params = claim["parameters"]
+    assert params["sampler"] == "hardened" and math.frexp(params["granularity"])[0] == 0.5
+    assert "float_noise_reason" not in params and "Canonne, Kamath and Steinke" in claim["theorem"]
+    assert main(["account", "verify", str(tmp_path / "h.report.json"), "--released", str(tmp_path / "h.csv"),
+                 "--quiet"]) == 0
+    assert main([*base, "--sampler", "float", "-o", str(tmp_path / "f.csv")]) == 0
+    assert "--sampler float" in capsys.readouterr().err
+    assert json.loads((tmp_path / "f.report.json").read_text())["claim"]["parameters"]["sampler"] == "float"
+    assert main(["account", "verify", str(tmp_path / "f.report.json"), "--quiet"]) == 3
