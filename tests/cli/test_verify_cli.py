@@ -112,12 +112,11 @@ def verify_json(tsdp_cli, *args):
 # ------------------------------------------------------------------------------ genuine reports
 
 
-FLOAT_ONLY = ("subsample", "filter-subsample", "forecast-train")  # no hardened sampler (issue 17)
+FLOAT_ONLY = ("forecast-train",)  # no hardened sampler (issue 17)
 
 
 def test_every_genuine_report_verifies_and_the_json_has_one_shape(tsdp_cli, genuine):
-    """Every check passes; the sampler check of the float-only paths (subsample, filter-subsample,
-    forecast-train) passes naming their floating-point exposure and why they have no hardened sampler."""
+    """Every check passes; the sampler check of the float-only path (forecast-train) passes naming their floating-point exposure and why they have no hardened sampler."""
     paths = [genuine[name][0] for name in genuine]
     run, out = verify_json(tsdp_cli, *paths)
     assert run.code == 0, run.err
@@ -125,7 +124,7 @@ def test_every_genuine_report_verifies_and_the_json_has_one_shape(tsdp_cli, genu
     assert out["schema"] == "tsdp.account.verify.summary/1" and out["warnings"] == []
     assert [r["path"] for r in out["reports"]] == [str(p) for p in paths]
     for name, report in zip(genuine, out["reports"]):
-        float_only = name.startswith(FLOAT_ONLY) and name != "subsample-p1"  # p = 1: the plain (hardened) Gaussian
+        float_only = name.startswith(FLOAT_ONLY)
         assert set(report) == {"path", "passed", "checks"} and report["passed"] is True, report
         names = [c["name"] for c in report["checks"]]
         assert len(names) == len(set(names))
@@ -248,11 +247,19 @@ TAMPERING = {  # id -> (report, edit, a check that must fail)
     "hardened FAST event granularity changed": (
         "fast-gaussian", _set("claim.events.0.granularity", lambda g: g / 2), "events"),
     "hardened FAST relabelled float": ("fast-gaussian", _set("claim.parameters.sampler", "float"), "sampler"),
-    "float subsample relabelled hardened": (
-        "subsample", _all(_set("claim.parameters.sampler", "hardened"), _set("claim.parameters.float_noise_reason",
-                                                                            None)), "sampler"),
-    "float filter-subsample reason rewritten": (
-        "filter-subsample", _set("claim.parameters.float_noise_reason", "hardened after all"), "sampler"),
+    "hardened subsample relabelled float": ("subsample", _set("claim.parameters.sampler", "float"), "sampler"),
+    "hardened subsample lattice halved": ("subsample", _set("claim.parameters.granularity", lambda g: g / 2),
+                                          "parameters"),
+    "hardened subsample mixture relabelled continuous": (
+        "subsample", _all(_set("claim.events.0.kind", "gaussian-mixture"), lambda d: d["claim"]["events"][0].pop(
+            "granularity")), "events"),
+    "hardened paper subsample rounding dropped": (
+        "subsample-paper", _set("claim.parameters.sensitivity.rounded_per_step", lambda m: 1.0), "parameters"),
+    "hardened filter-subsample rounding dropped": (
+        "filter-subsample", _set("claim.parameters.sensitivity.rounded_l2_conditional",
+                                 lambda xs: [x * (1 - 1e-3) for x in xs]), "parameters"),
+    "hardened filter-subsample theorem dropped": (
+        "filter-subsample", _set("claim.theorem", lambda t: t.split("; discrete Gaussian")[0]), "parameters"),
     "float DP-SGD relabelled hardened": ("forecast-train", _set("claim.parameters.sampler", "hardened"), "sampler"),
     "subsample epsilon lowered": ("subsample", _set("claim.epsilon", 0.3), "privacy_loss"),
     "subsample mixture made lighter": ("subsample", _lighter_mixture, "events"),
