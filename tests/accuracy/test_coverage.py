@@ -175,6 +175,9 @@ def test_subsample_sampled_exact_interpolated_covered(mechanism):
     assert abs(cov - (1 - ALPHA)) <= tol
     # every step (interpolated or not) is covered by the stated (largest) width
     check(rel.values[:, T // 2], acc)
+    # hardened (default): the stated width adds the lattice step (interpolation weights sum to 1)
+    g = rel.claim.parameters["granularity"]
+    assert acc.half_width == pytest.approx(z * max(sigmas) + g, rel=1e-12) and "lattice" in acc.formula
 
 
 def test_mean_estimators_given_released_scale():

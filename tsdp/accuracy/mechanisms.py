@@ -84,7 +84,8 @@ def for_claim(claim, alpha: float = iv.DEFAULT_ALPHA, target: str = "cell", samp
             np.asarray(sampled, dtype=bool).reshape(-1, p["n_steps"]), p["Q"], p["R"], p["P0"], variance)})
     if mechanism in ("subsample", "filter-subsample"):
         sigmas = (p.get("noise") or {}).get("sigma_per_series") or [p["sigma"]]
-        return subsample(mechanism, sigmas, alpha)
+        # an interpolated value's noise is w X_1 + (1 - w) X_2: lattice weights sum to 1
+        return on_lattice(subsample(mechanism, sigmas, alpha), g, 1.0)
     raise ValueError(f"no accuracy model for mechanism {mechanism!r}")
 
 
