@@ -18,6 +18,7 @@ EVENT_KINDS = ("gaussian", "laplace", "gaussian-mixture", "discrete-gaussian", "
                "discrete-gaussian-mixture")
 DISCRETE_KINDS = ("discrete-gaussian", "discrete-laplace", "discrete-gaussian-mixture")
 MIXTURE_KINDS = ("gaussian-mixture", "discrete-gaussian-mixture")
+LATTICE_GAUSSIAN_KINDS = ("discrete-gaussian", "discrete-gaussian-mixture")
 
 
 @dataclass(frozen=True)
@@ -58,11 +59,14 @@ class MechanismEvent:
     ``noise / granularity``) on the integers, added to values rounded to multiples of
     ``granularity``. ``sensitivity`` already includes that rounding (see
     :mod:`tsdp.accounting.discrete`), and for the Laplace it is a whole multiple of the granularity.
+    A discrete Gaussian's ``lattice_coords`` is the number m of noisy values a unit can change per
+    repetition: its profile is the continuous one plus ``(1 + e^eps) m 0.025 (granularity / noise)^2``
+    (:mod:`tsdp.accounting.discrete`).
     ``discrete-gaussian-mixture``: a ``gaussian-mixture`` whose noise is the hardened sampler's
     discrete Gaussian on the ``granularity`` lattice, the mixture's sensitivities covering the
-    rounding. Conditionally on the public component the release is a multivariate discrete
-    Gaussian mechanism, whose profile the continuous one bounds (Canonne, Kamath and Steinke 2020,
-    Theorem 15; :mod:`tsdp.accounting.discrete`), so the mixture of continuous profiles bounds it.
+    rounding. Conditionally on the public component the release is a discrete Gaussian mechanism
+    changing at most ``lattice_coords`` values per repetition, so its profile is the mixture of
+    continuous profiles plus the same rounding slack (:mod:`tsdp.accounting.discrete`).
     """
 
     kind: str
@@ -71,12 +75,20 @@ class MechanismEvent:
     count: int = 1
     mixture: tuple[tuple[float, float], ...] | None = None
     granularity: float | None = None
+    lattice_coords: int | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in EVENT_KINDS:
             raise ValueError(f"unknown mechanism event kind {self.kind!r}")
         if (self.kind in DISCRETE_KINDS) != (self.granularity is not None):
             raise ValueError("a granularity is given exactly for discrete (hardened sampler) events")
+        if (self.kind in LATTICE_GAUSSIAN_KINDS) != (self.lattice_coords is not None):
+            raise ValueError("lattice_coords (the noisy values a unit changes per repetition) is given exactly for "
+                             "discrete-gaussian and discrete-gaussian-mixture events")
+        if self.lattice_coords is not None and not (isinstance(self.lattice_coords, int)
+                                                    and not isinstance(self.lattice_coords, bool)
+                                                    and self.lattice_coords >= 1):
+            raise ValueError(f"event lattice_coords must be an integer >= 1, got {self.lattice_coords!r}")
         if self.granularity is not None and not (self.granularity > 0 and math.isfinite(self.granularity)):
             raise ValueError(f"event granularity must be positive, got {self.granularity}")
         if not (self.sensitivity > 0 and self.noise > 0 and self.count >= 1):
@@ -125,7 +137,7 @@ class PrivacyClaim:
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
-        out["events"] = [{k: v for k, v in asdict(e).items() if not (k in ("mixture", "granularity") and v is None)}
+        out["events"] = [{k: v for k, v in asdict(e).items() if not (k in ("mixture", "granularity", "lattice_coords") and v is None)}
                          for e in self.events]
         if self.definition == "pure-dp":
             out["delta"] = 0.0

@@ -19,7 +19,7 @@ from typing import Any
 
 from typing import TYPE_CHECKING
 
-from tsdp.accounting.claim import MIXTURE_KINDS, MechanismEvent, PrivacyClaim
+from tsdp.accounting.claim import LATTICE_GAUSSIAN_KINDS, MIXTURE_KINDS, MechanismEvent, PrivacyClaim
 from tsdp.accounting.grid import DEFAULT_DISCRETIZATION, TAIL_MASS, tail_mass_for
 from tsdp.accounting.normal import gaussian_delta
 from tsdp.errors import BudgetError, NumericalError, UsageError
@@ -43,8 +43,8 @@ def event_pld(event: MechanismEvent, discretization: float = DEFAULT_DISCRETIZAT
     if event.kind == "discrete-laplace":
         return _discrete_laplace_pld(event, discretization, tail_mass)
     if event.kind in ("gaussian", "discrete-gaussian"):
-        # discrete-gaussian: CKS 2020 Theorem 15 bounds its profile by the continuous Gaussian's with the
-        # same (rounded) sensitivity / sigma, up to an epsilon shift tau d below 1e-260 (lattice sigma >= 8).
+        # discrete-gaussian: the continuous profile of the rounded sensitivity; the rounding slack (1 + e^eps) m TV
+        # is added by the callers (slack_rate, tsdp.accounting.discrete)
         base = pld_from_profile(GaussianProfile(event.sensitivity / event.noise), discretization)
     elif event.kind in MIXTURE_KINDS:  # discrete: the mixture of the bounding continuous profiles (claim.py)
         weights, sens = zip(*event.mixture)
@@ -66,6 +66,35 @@ def _discrete_laplace_pld(event: MechanismEvent, discretization: float, tail_mas
                              f"granularity {event.granularity:g}")
     profile = DiscreteLaplaceProfile(event.granularity / event.noise, int(round(steps)))
     return pld_from_profile(profile, discretization).self_compose(event.count, tail_mass)
+
+
+def slack_rate(events) -> float:
+    """The discrete Gaussian events' rounding slack per unit of ``(1 + e^eps)``: the sum over events of
+    ``count x lattice_coords x 0.025 (granularity / noise)^2`` (:mod:`tsdp.accounting.discrete`); their
+    profile is the continuous one plus ``(1 + e^eps)`` times this."""
+    from tsdp.accounting.discrete import slack_rate as rate
+
+    return sum(e.count * rate(e.noise / e.granularity, e.lattice_coords) for e in events
+               if e.kind in LATTICE_GAUSSIAN_KINDS)
+
+
+def epsilon_with_slack(epsilon_at, delta: float, rate: float) -> float | None:
+    """Smallest-found epsilon with ``epsilon_at(delta - (1 + e^eps) rate) <= eps`` (None if the slack
+    leaves no delta), where ``epsilon_at`` is a continuous profile's epsilon at a delta."""
+    from tsdp.accounting.discrete import rounding_slack
+
+    eps = epsilon_at(delta)
+    if rate == 0:
+        return eps
+    for _ in range(60):
+        left = delta - rounding_slack(eps, rate)
+        if left <= 0:
+            return None
+        nxt = epsilon_at(left)
+        if nxt <= eps:
+            return eps
+        eps = nxt * (1 + 1e-12) + 1e-15
+    return None
 
 
 @dataclass
@@ -146,12 +175,12 @@ def compose_claims(claims: list[PrivacyClaim], delta: float | None = None,
         warnings.append(unit["covers"])
     tight = None
     if all(c.events for c in claims) and target > 0:
+        events = [e for claim in claims for e in claim.events]
         total, tail = None, tail_mass_for(target)
-        for claim in claims:
-            for event in claim.events:
-                pld = event_pld(event, discretization, tail)
-                total = pld if total is None else total.compose(pld, tail)
-        tight = total.epsilon(target)
+        for event in events:
+            pld = event_pld(event, discretization, tail)
+            total = pld if total is None else total.compose(pld, tail)
+        tight = epsilon_with_slack(total.epsilon, target, slack_rate(events))
     if delta is not None and delta < basic_delta and tight is None:
         raise UsageError(f"--delta {delta:g} is below the reports' total delta {basic_delta:g}, and not "
                          "every report carries mechanism events to recompose at another delta")
@@ -188,11 +217,19 @@ def events_privacy(events: tuple[MechanismEvent, ...], definition: str, epsilon:
                        "approx-dp with a delta > 0")
     if delta is None or not 0 < delta < 1:
         return False, f"{'/'.join(sorted(kinds))} events need a delta in (0, 1), the claim has {delta}"
-    if kinds <= {"gaussian", "discrete-gaussian"}:  # discrete: CKS 2020 Theorem 15 (see event_pld)
+    from tsdp.accounting.discrete import rounding_slack
+
+    slack = rounding_slack(epsilon, slack_rate(events))  # discrete Gaussian events (tsdp.accounting.discrete)
+    if slack >= delta:
+        return False, (f"the discrete Gaussian events' rounding slack {slack:.3g} at epsilon {epsilon:g} alone exceeds "
+                       f"the claimed delta {delta:g}: {STRONGER}")
+    plus = f" + rounding slack {slack:.3g}" if slack else ""
+    budget = delta - slack
+    if kinds <= {"gaussian", "discrete-gaussian"}:
         mu = math.sqrt(sum(e.count * (e.sensitivity / e.noise) ** 2 for e in events))
         exact = float(gaussian_delta(epsilon, mu))
-        ok = exact <= delta * (1 + rel_tol)
-        return ok, (f"Gaussian events (mu {mu:.6g}) give delta {exact:.6g} at epsilon {epsilon:g} "
+        ok = exact <= budget * (1 + rel_tol)
+        return ok, (f"Gaussian events (mu {mu:.6g}) give delta {exact:.6g}{plus} at epsilon {epsilon:g} "
                     f"(claimed delta {delta:g})" + ("" if ok else f": {STRONGER}"))
     if len(events) == 1 and events[0].kind in MIXTURE_KINDS and events[0].count == 1:
         from tsdp.accounting.profiles import GaussianMixtureProfile
@@ -200,24 +237,25 @@ def events_privacy(events: tuple[MechanismEvent, ...], definition: str, epsilon:
         e = events[0]
         weights, sens = zip(*e.mixture)
         exact = float(GaussianMixtureProfile(weights, tuple(s / e.noise for s in sens)).delta([epsilon])[0])
-        ok = exact <= delta * (1 + rel_tol)
-        return ok, (f"the mixture profile gives delta {exact:.6g} at epsilon {epsilon:g} (claimed delta {delta:g})"
-                    + ("" if ok else f": {STRONGER}"))
+        ok = exact <= budget * (1 + rel_tol)
+        return ok, (f"the mixture profile gives delta {exact:.6g}{plus} at epsilon {epsilon:g} (claimed delta "
+                    f"{delta:g})" + ("" if ok else f": {STRONGER}"))
     composed = None
     for discretization in RECHECK_DISCRETIZATIONS:
         try:
-            total, tail = None, tail_mass_for(delta)
+            total, tail = None, tail_mass_for(budget)
             for event in events:
                 pld = event_pld(event, discretization, tail)
                 total = pld if total is None else total.compose(pld, tail)
-            composed = total.epsilon(delta)
+            composed = total.epsilon(budget)
         except NumericalError as exc:
             return False, f"the events' PLD cannot be built ({exc})"
         if composed <= epsilon * (1 + 1e-6) + 1e-12:
             return True, (f"PLD composition of the events (discretization {discretization:g}) gives epsilon "
-                          f"{composed:.6g} at delta {delta:g} (claimed epsilon {epsilon:g})")
-    return False, (f"PLD composition of the events gives epsilon {composed:.6g} at delta {delta:g}, more than the "
-                   f"claimed {epsilon:g}: {STRONGER}")
+                          f"{composed:.6g} at delta {budget:.6g}{' (the claimed delta minus the rounding slack)' if slack else ''} "
+                          f"(claimed epsilon {epsilon:g})")
+    return False, (f"PLD composition of the events gives epsilon {composed:.6g} at delta {budget:g}{plus and ' (after the rounding slack)'}, "
+                   f"more than the claimed {epsilon:g}: {STRONGER}")
 
 
 def claim_backed_by_events(claim: PrivacyClaim, rel_tol: float = 1e-9) -> tuple[bool, str]:

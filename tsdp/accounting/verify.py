@@ -499,6 +499,8 @@ def _expect_events(r: _Report, out: _Outcome, expected: tuple[MechanismEvent, ..
         g.same(f"{label} noise (the stated sigma or scale)", e.noise, want.noise)
         if want.granularity is not None or e.granularity is not None:
             g.same(f"{label} granularity", e.granularity, want.granularity)
+        if want.lattice_coords is not None or e.lattice_coords is not None:
+            g.equal(f"{label} lattice_coords (noisy values the unit changes)", e.lattice_coords, want.lattice_coords)
         if want.mixture is not None:
             if e.mixture is None or len(e.mixture) != len(want.mixture):
                 g.fail(f"{label} mixture has {len(e.mixture or ())} components, the unit gives {len(want.mixture)}")
@@ -608,7 +610,7 @@ def _cellwise(r: _Report, out: _Outcome, noise: str) -> None:
         p.ok(f"{'sigma' if gaussian else 'scale'} {value:.6g} on an {norm.upper()} sensitivity of {sens:.6g} "
              f"({cells} cells{lattice}; {sampler} sampler)")
     if sampler == "hardened":
-        event = (MechanismEvent("discrete-gaussian", sens, value, 1, granularity=g) if gaussian else
+        event = (MechanismEvent("discrete-gaussian", sens, value, 1, granularity=g, lattice_coords=cells) if gaussian else
                  MechanismEvent("discrete-laplace", step, value, cells, granularity=g))
     else:
         event = (MechanismEvent("gaussian", sens, value, 1) if gaussian else
@@ -649,7 +651,7 @@ def _dft(r: _Report, out: _Outcome) -> None:
         else:
             covered = l2 + gran * math.sqrt(coords)
             p.same("parameters.rounded_l2_sensitivity", r.params.get("rounded_l2_sensitivity"), covered)
-            event = MechanismEvent("discrete-gaussian", covered, sigma, 1, granularity=gran)
+            event = MechanismEvent("discrete-gaussian", covered, sigma, 1, granularity=gran, lattice_coords=coords)
         _expect_events(r, out, (event,), "Gaussian noise on the first k coefficients (Parseval)")
         _events_loss(r, out)
         return
@@ -732,7 +734,8 @@ def _fast(r: _Report, out: _Outcome) -> None:
         else:
             covered = step * math.sqrt(c * touched)
             p.same("parameters.rounded_l2_sensitivity", r.params.get("rounded_l2_sensitivity"), covered)
-            events = (MechanismEvent("discrete-gaussian", covered, scale, 1, granularity=gran),)
+            events = (MechanismEvent("discrete-gaussian", covered, scale, 1, granularity=gran,
+                                     lattice_coords=c * touched),)
         how = f"Gaussian samples: Delta_q sqrt(c K), c = {c}, K = {touched}"
     if gran is not None:
         how += f"; {lattice[0]} sampler, values rounded to multiples of {gran:g}"
@@ -788,7 +791,7 @@ def _koga_lattice(r: _Report, p, sigma: float):
 
 def _subsample(r: _Report, out: _Outcome) -> None:
     from tsdp.accounting import timesubsampling as ts
-    from tsdp.accounting.discrete import rounded_step
+    from tsdp.accounting.discrete import rounded_step, slack_rate
 
     out.definition = "approx-dp"
     geometry = _koga_geometry(r, out, "subsample")
@@ -810,7 +813,8 @@ def _subsample(r: _Report, out: _Outcome) -> None:
             return
         mix = ts.subsample_mixture(I, rate, M_noise, T, truncation=ts.MIXTURE_TRUNCATION * delta)
         event = MechanismEvent("gaussian-mixture" if g is None else "discrete-gaussian-mixture",
-                               float(mix.sensitivities.max()), sigma, K, mixture=mix.pairs(), granularity=g)
+                               float(mix.sensitivities.max()), sigma, K, mixture=mix.pairs(), granularity=g,
+                               lattice_coords=None if g is None else I)
         p.same("parameters.sensitivity.l2_worst_case", _param(r, "sensitivity", "l2_worst_case"), M * math.sqrt(I))
         rounded = "" if g is None else f" (M' = {M_noise:.12g}: M rounded to multiples of {g:g})"
         _expect_events(r, out, (event,), f"binomial mixture Bin(k; I={I}, p={rate:g}), M sqrt(k){rounded}, "
@@ -825,13 +829,15 @@ def _subsample(r: _Report, out: _Outcome) -> None:
         eps_s = r.claim.epsilon / K
         term = float(ts.corollary3_failure_term(I, i_prime, eps_s, rate, T)) if i_prime < I else 0.0
         _paper_loss(r, out, K, eps_s, M_noise * math.sqrt(i_prime), eps_s * math.sqrt(I / i_prime),
-                    M_noise * math.sqrt(I), sigma, term, f"Corollary 3 with I' = {i_prime}")
+                    M_noise * math.sqrt(I), sigma, term, f"Corollary 3 with I' = {i_prime}",
+                    0.0 if g is None else slack_rate(sigma / g, I))
     else:
         p.fail(f"parameters.accounting is {accounting!r}, not exact or paper")
 
 
 def _filter_subsample(r: _Report, out: _Outcome) -> None:
     from tsdp.accounting import timesubsampling as ts
+    from tsdp.accounting.discrete import slack_rate
 
     out.definition = "approx-dp"
     geometry = _koga_geometry(r, out, "filter-subsample")
@@ -876,7 +882,8 @@ def _filter_subsample(r: _Report, out: _Outcome) -> None:
         p.same("parameters.sigma", sigma, sigmas[0] if S == 1 else max(sigmas))
         worst = max(range(S), key=lambda s: sens[s])
         kind = "gaussian" if g is None else "discrete-gaussian"
-        _expect_events(r, out, (MechanismEvent(kind, float(sens[worst]), float(sigmas[worst]), K, granularity=g),),
+        _expect_events(r, out, (MechanismEvent(kind, float(sens[worst]), float(sigmas[worst]), K, granularity=g,
+                                               lattice_coords=None if g is None else T),),
                        f"the series with the largest conditional sensitivity, K = {K} series")
         mus = [x / s for x, s in zip(sens, sigmas)]
         events = r.claim.events
@@ -901,24 +908,28 @@ def _filter_subsample(r: _Report, out: _Outcome) -> None:
         M_noise = M if g is None else M + g * math.sqrt(T) / (alpha * math.sqrt(I))
         if g is not None:
             p.same("parameters.sensitivity.rounded_per_step", _param(r, "sensitivity", "rounded_per_step"), M_noise)
+        rate = 0.0 if g is None else slack_rate(sigma / g, T)  # the filter spreads a change over T values
         _paper_loss(r, out, K, eps_s, M_noise * alpha * math.sqrt(I), eps_s / alpha, M_noise * math.sqrt(I), sigma,
-                    term, f"Corollary 2 with alpha = {alpha:.6g}")
+                    term, f"Corollary 2 with alpha = {alpha:.6g}", rate)
     else:
         p.fail(f"parameters.accounting is {accounting!r}, not conditional or paper")
 
 
 def _paper_loss(r: _Report, out: _Outcome, K: int, eps_s: float, sens_success: float, eps_fail: float,
-                sens_fail: float, sigma: float, term: float, how: str) -> None:
+                sens_fail: float, sigma: float, term: float, how: str, rate: float = 0.0) -> None:
     """Koga et al.'s corollaries: (eps_s, delta_noise + term) per series when both Gaussian branches meet
-    delta_noise under the exact profile; K series by basic composition."""
+    delta_noise under the exact profile (plus, hardened, each branch's rounding slack ``(1 + e^eps) rate``,
+    :mod:`tsdp.accounting.discrete`); K series by basic composition."""
     from tsdp.accounting import gaussian as gauss
+    from tsdp.accounting.discrete import rounding_slack
 
     g = out.group("privacy_loss")
     d_noise = _param(r, "privacy", "delta_noise")
     if not g.expect(_is_real(d_noise) and 0 < d_noise < 1, f"parameters.privacy.delta_noise is {d_noise!r}"):
         return
-    success = float(gauss.delta_for_epsilon(eps_s, sens_success / sigma))
-    failure = float(gauss.delta_for_epsilon(eps_fail, sens_fail / sigma)) if eps_fail > eps_s else 0.0
+    success = float(gauss.delta_for_epsilon(eps_s, sens_success / sigma)) + rounding_slack(eps_s, rate)
+    failure = (float(gauss.delta_for_epsilon(eps_fail, sens_fail / sigma)) + rounding_slack(eps_fail, rate)
+               if eps_fail > eps_s else 0.0)
     g.expect(success <= d_noise * (1 + REL_TOL) and failure <= d_noise * (1 + REL_TOL),
              f"the Gaussian branches give deltas {success:.3g} and {failure:.3g} > delta_noise {d_noise:.3g} at "
              f"sigma {sigma:.6g}")

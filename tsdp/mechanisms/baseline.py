@@ -121,9 +121,11 @@ def release_gaussian(
     """
     l2 = panel.bounds.l2(panel.n_series, panel.n_steps)
     cells = panel.bounds.cells(panel.n_series, panel.n_steps)
-    g, noisy_l2, hardened = _lattice(sampler, granularity, lambda d: gaussian_sigma(epsilon, delta, d, calibration)[0],
-                                     l2, cells, "l2")
-    sigma, theorem, warnings = gaussian_sigma(epsilon, delta, noisy_l2, calibration)
+    sigma0 = gaussian_sigma(epsilon, delta, l2, calibration)[0] if sampler == "hardened" else None
+    g, noisy_l2, hardened = _lattice(sampler, granularity, lambda d: sigma0, l2, cells, "l2")
+    # hardened: the continuous profile gets delta minus the rounding slack (tsdp.accounting.discrete)
+    budget = disc.slack_budget(epsilon, delta, sigma0 / g, cells) if hardened else delta
+    sigma, theorem, warnings = gaussian_sigma(epsilon, budget, noisy_l2, calibration)
     parameters = {
         "noise": "gaussian",
         "sigma": sigma,
@@ -143,10 +145,10 @@ def release_gaussian(
                     else one_series_l2) / sigma)
     if hardened:
         disc.check_lattice_scale(sigma, g, "sigma")
-        tau_d = disc.tau_bound(sigma / g) * panel.n_series * panel.n_steps
-        parameters.update(sampler="hardened", granularity=g, rounded_l2_sensitivity=noisy_l2, tau_d=tau_d)
-        theorem = f"{theorem}; {disc.GAUSSIAN_THEOREM} (tau d = {tau_d:.3g})"
-        event = MechanismEvent("discrete-gaussian", noisy_l2, sigma, 1, granularity=g)
+        slack = disc.rounding_slack(epsilon, disc.slack_rate(sigma / g, cells))
+        parameters.update(sampler="hardened", granularity=g, rounded_l2_sensitivity=noisy_l2, rounding_slack=slack)
+        theorem = f"{theorem}; {disc.GAUSSIAN_THEOREM} (slack {slack:.3g} of delta)"
+        event = MechanismEvent("discrete-gaussian", noisy_l2, sigma, 1, granularity=g, lattice_coords=cells)
     else:
         parameters["sampler"] = "float"
         event = MechanismEvent("gaussian", l2, sigma, 1)

@@ -78,18 +78,20 @@ def release_dft(values: np.ndarray, panel: Panel, epsilon: float, delta: float |
     if noise == "gaussian":
         check_delta(delta)
         l2 = series_l2 * math.sqrt(touched)
-        g, covered = disc.lattice(sampler, granularity, lambda d: gauss.analytic_sigma(epsilon, delta, d),
-                                  l2, coords, "l2")
-        sigma = gauss.analytic_sigma(epsilon, delta, covered)
+        sigma0 = gauss.analytic_sigma(epsilon, delta, l2)
+        g, covered = disc.lattice(sampler, granularity, lambda d: sigma0, l2, coords, "l2")
+        # hardened: the continuous profile gets delta minus the rounding slack (tsdp.accounting.discrete)
+        budget = delta if g is None else disc.slack_budget(epsilon, delta, sigma0 / g, coords)
+        sigma = gauss.analytic_sigma(epsilon, budget, covered)
         definition, claim_delta, theorem = "approx-dp", float(delta), f"{DFT_THEOREM}; {gauss.ANALYTIC_THEOREM}"
         noise_params = {"sigma": sigma, "l2_sensitivity": l2}
         if g is None:
             events = (MechanismEvent("gaussian", l2, sigma, 1),)
         else:
             noise_params.update(disc.hardened_parameters(sigma, g, covered, "l2", "sigma"))
-            noise_params["tau_d"] = disc.tau_bound(sigma / g) * size
-            theorem = f"{theorem}; {disc.GAUSSIAN_THEOREM} (tau d = {noise_params['tau_d']:.3g})"
-            events = (MechanismEvent("discrete-gaussian", covered, sigma, 1, granularity=g),)
+            noise_params["rounding_slack"] = disc.rounding_slack(epsilon, disc.slack_rate(sigma / g, coords))
+            theorem = f"{theorem}; {disc.GAUSSIAN_THEOREM} (slack {noise_params['rounding_slack']:.3g} of delta)"
+            events = (MechanismEvent("discrete-gaussian", covered, sigma, 1, granularity=g, lattice_coords=coords),)
         draws = gaussian_noise(rng, sigma, size, granularity=g)
     elif noise == "laplace":
         if delta is not None:

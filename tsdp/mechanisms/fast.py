@@ -428,19 +428,22 @@ def release_fast(
             theorem = f"{theorem}; {disc.LAPLACE_THEOREM}"
     else:
         l2 = sensitivity * math.sqrt(n_hit)
-        g, _ = disc.lattice(sampler, granularity, lambda d: gauss.analytic_sigma(epsilon, delta, d), l2, n_hit, "l2")
+        sigma0 = gauss.analytic_sigma(epsilon, delta, l2)
+        g, _ = disc.lattice(sampler, granularity, lambda d: sigma0, l2, n_hit, "l2")
         covered = l2 if g is None else disc.rounded_step(sensitivity, g) * math.sqrt(n_hit)
-        scale = gauss.analytic_sigma(epsilon, delta, covered)
+        # hardened: the continuous profile gets delta minus the rounding slack (tsdp.accounting.discrete)
+        budget = delta if g is None else disc.slack_budget(epsilon, delta, sigma0 / g, n_hit)
+        scale = gauss.analytic_sigma(epsilon, budget, covered)
         noise_variance = scale * scale
         draws = gaussian_noise(rng, scale, n_series * m, granularity=g)
         event = (MechanismEvent("gaussian", l2, scale, 1) if g is None else
-                 MechanismEvent("discrete-gaussian", covered, scale, 1, granularity=g))
+                 MechanismEvent("discrete-gaussian", covered, scale, 1, granularity=g, lattice_coords=n_hit))
         definition, claim_delta, theorem = "approx-dp", float(delta), FAST_GAUSSIAN_THEOREM
         noise_params = {"noise": "gaussian", "sigma": scale, "l2_sensitivity": l2}
         if g is not None:
             noise_params.update(disc.hardened_parameters(scale, g, covered, "l2", "sigma"))
-            noise_params["tau_d"] = disc.tau_bound(scale / g) * n_series * m
-            theorem = f"{theorem}; {disc.GAUSSIAN_THEOREM} (tau d = {noise_params['tau_d']:.3g})"
+            noise_params["rounding_slack"] = disc.rounding_slack(epsilon, disc.slack_rate(scale / g, n_hit))
+            theorem = f"{theorem}; {disc.GAUSSIAN_THEOREM} (slack {noise_params['rounding_slack']:.3g} of delta)"
     if g is None:
         noise_params["sampler"] = "float"
     r_val = noise_variance if settings.r == "auto" else float(settings.r)

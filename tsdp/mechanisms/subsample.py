@@ -38,8 +38,8 @@ power-of-two granularity g (chosen from public parameters, :mod:`tsdp.accounting
 g times exact discrete Gaussian noise of parameter sigma / g; the sensitivities above are those of
 the rounded values (``M' = (floor(M/g) + 1) g`` per kept cell without filter; ``+ g sqrt(n_s)``
 after the filter, which spreads a change over the whole series). Given the public J the release is
-then a multivariate discrete Gaussian mechanism, bounded by the continuous one with the same
-sensitivity (Canonne, Kamath and Steinke 2020, Theorem 15), so each accounting holds as stated.
+then a discrete Gaussian mechanism, whose profile is the continuous one with the same sensitivity
+plus a rounding slack that the calibration pays out of delta (:mod:`tsdp.accounting.discrete`).
 ``float``: numpy's N(0, sigma^2), for experiments only.
 """
 
@@ -331,9 +331,12 @@ def _baseline_comparison(panel: Panel, epsilon: float, delta: float) -> dict:
     }
 
 
-def _check_paper_branches(cal: ts.PaperCalibration, epsilon: float, option: str) -> list[str]:
-    """Refuse a paper calibration whose Gaussian branches fail the exact profile (spec 4.2)."""
+def _check_paper_branches(cal: ts.PaperCalibration, epsilon: float, option: str, rate: float = 0.0) -> list[str]:
+    """Refuse a paper calibration whose Gaussian branches fail the exact profile (spec 4.2); with the
+    hardened sampler each branch also pays its rounding slack ``(1 + e^eps) rate``."""
     success, failure = cal.exact_branch_deltas
+    success += disc.rounding_slack(epsilon, rate)
+    failure += disc.rounding_slack(cal.epsilon_failure_branch, rate)
     if success > cal.delta_noise or failure > cal.delta_noise:
         raise BudgetError(
             f"--accounting paper: at {option} the classical Gaussian calibration does not give "
@@ -399,27 +402,26 @@ def _granularity(sampler: str, granularity: float | None, sigma0, sensitivity: f
     return g
 
 
-def _sampler_record(g: float | None, sigma_min: float, coords: int) -> tuple[dict, str, list[str]]:
+def _sampler_record(g: float | None, sigma_min: float, coords: int, epsilon: float,
+                    per_series: bool) -> tuple[dict, str, list[str]]:
     """(report parameters, theorem suffix, warnings) of the sampler that drew the noise.
 
-    Hardened: conditionally on the public J the release is a multivariate discrete Gaussian
-    mechanism on at most ``coords`` numbers, whose profile is the continuous Gaussian's with the
-    same (rounded) sensitivity up to an epsilon shift ``tau d`` (Canonne, Kamath and Steinke 2020,
-    Theorem 15); averaging over the public J keeps that bound, so every accounting below (exact
-    mixture, PLD composition over series, the paper's corollaries, the conditional Gaussian) holds
-    with the rounded sensitivities, at epsilon + tau d.
+    Hardened: given the public J the release is a discrete Gaussian mechanism on the rounded
+    values, which a unit changes in at most ``coords`` places; its profile is the continuous one of
+    the rounded sensitivities plus the rounding slack ``(1 + e^eps) coords 0.025 (g / sigma)^2``
+    (:mod:`tsdp.accounting.discrete`), which the calibration paid out of delta (``per_series``: the
+    paper accountings pay it in each series' Gaussian branches instead).
     """
     if g is None:
         return {"sampler": "float"}, "", [FLOAT_WARNING]
     disc.check_lattice_scale(sigma_min, g, "sigma")
-    tau_d = disc.tau_bound(sigma_min / g) * coords
-    theorem = (f"; {disc.GAUSSIAN_THEOREM}, conditionally on the public J (tau d = {tau_d:.3g}), the "
+    slack = disc.rounding_slack(epsilon, disc.slack_rate(sigma_min / g, coords))
+    where = "in each series' Gaussian branches" if per_series else "out of delta"
+    theorem = (f"; {disc.GAUSSIAN_THEOREM}, given the public J (rounding slack {slack:.3g} paid {where}), the "
                "sensitivities above being those of the rounded samples")
-    return {"sampler": "hardened", "granularity": g, "tau_d": tau_d}, theorem, []
+    return {"sampler": "hardened", "granularity": g, "rounding_slack": slack}, theorem, []
 
 
-# ---------------------------------------------------------------------------------------------
-# subsample (no filter)
 # ---------------------------------------------------------------------------------------------
 
 
@@ -490,16 +492,19 @@ def release_subsample(values: np.ndarray, panel: Panel, epsilon: float, delta: f
         return ts.exact_sigma_single(epsilon, delta, ts.subsample_mixture(
             I, p, M, T, truncation=ts.MIXTURE_TRUNCATION * delta))
 
-    g = _granularity(sampler, granularity, sigma0, M * math.sqrt(I * K), I * K)
+    scale0 = sigma0() if sampler == "hardened" else None
+    g = _granularity(sampler, granularity, lambda: scale0, M * math.sqrt(I * K), I * K)
     M_noise = M if g is None else disc.rounded_step(M, g)  # a kept cell's change after rounding
 
     parameters: dict = {"paper": ts.PAPER, "mechanism": "subsample", "accounting": accounting}
     if accounting == "exact":
-        cal = ts.exact_subsample(epsilon, delta, I, p, M_noise, T, K, discretization)
+        # hardened: the continuous profile gets delta minus the rounding slack of the I K values a unit changes
+        budget = delta if g is None else disc.slack_budget(epsilon, delta, scale0 / g, I * K)
+        cal = ts.exact_subsample(epsilon, budget, I, p, M_noise, T, K, discretization)
         sigma = cal.sigma
         events = (MechanismEvent("gaussian-mixture" if g is None else "discrete-gaussian-mixture",
                                  float(cal.mixture.sensitivities.max()), sigma, K, mixture=cal.mixture.pairs(),
-                                 granularity=g),)
+                                 granularity=g, lattice_coords=None if g is None else I),)
         theorem = THEOREM_EXACT + ("" if K == 1 else f"; composed over the {K} series a unit can touch "
                                    "with a pessimistic privacy-loss distribution (dp-accounting)")
         claim_delta = float(delta)
@@ -523,7 +528,8 @@ def release_subsample(values: np.ndarray, panel: Panel, epsilon: float, delta: f
         parameters["paper_sigma_same_budget"] = paper_cmp.sigma
     else:
         cal = ts.paper_subsample(epsilon / K, delta / K, I, p, M_noise, delta_split, T)
-        warnings += _check_paper_branches(cal, epsilon / K, f"--epsilon {epsilon:g}")
+        rate = 0.0 if g is None else disc.slack_rate(cal.sigma / g, I)  # one series' changed values
+        warnings += _check_paper_branches(cal, epsilon / K, f"--epsilon {epsilon:g}", rate)
         sigma = cal.sigma
         events = ()
         theorem = THEOREM_PAPER_SUBSAMPLE + ("" if K == 1 else f"; basic composition over {K} series")
@@ -548,7 +554,7 @@ def release_subsample(values: np.ndarray, panel: Panel, epsilon: float, delta: f
             ts.degradation_subsample(epsilon / K, cal.delta_noise, I, cal.i_prime, p, T), K)
     if g is not None:
         parameters["sensitivity"].update(rounded_per_step=M_noise, rounded_l2_worst_case=M_noise * math.sqrt(I))
-    record, theorem_tail, sampler_warnings = _sampler_record(g, sigma, S * T)
+    record, theorem_tail, sampler_warnings = _sampler_record(g, sigma, I * K, epsilon, accounting == "paper")
     theorem += theorem_tail
     warnings += sampler_warnings
 
@@ -659,7 +665,8 @@ def release_filter_subsample(values: np.ndarray, panel: Panel, epsilon: float, d
         if cal.delta_total > delta / K * (1 + 1e-12):
             raise BudgetError(f"--filter-alpha {alpha:g} gives delta {K * cal.delta_total:.4g} > --delta {delta:g}; "
                               "use a larger alpha or let tsdp solve for it")
-        warnings += _check_paper_branches(cal, epsilon / K, f"--epsilon {epsilon:g}")
+        rate = 0.0 if g is None else disc.slack_rate(cal.sigma / g, T)  # the filter spreads a change over T values
+        warnings += _check_paper_branches(cal, epsilon / K, f"--epsilon {epsilon:g}", rate)
         if cal.alpha_at_floor:
             warnings.append(f"the budget is met at the validity floor alpha = sqrt(p + L) = {cal.alpha:.6g}: "
                             f"the failure term is {cal.failure_term:.3g}, below its share of delta")
@@ -698,16 +705,18 @@ def release_filter_subsample(values: np.ndarray, panel: Panel, epsilon: float, d
         s_J = np.array([filters.sampled_sigma_max(h, np.flatnonzero(row), stats) for row in mask])
         sens = M * s_J * math.sqrt(I)
         low = float(sens.min())  # public given J; the smallest sigma sets the default lattice
-        g = _granularity(sampler, granularity, lambda: _composed_sigma(epsilon, delta, low, K),
-                         low * math.sqrt(K), T * K)
+        scale0 = _composed_sigma(epsilon, delta, low, K) if sampler == "hardened" else None
+        g = _granularity(sampler, granularity, lambda: scale0, low * math.sqrt(K), T * K)
         covered = sens if g is None else sens + g * np.sqrt(mask.sum(axis=1))
-        sigmas = np.array([_composed_sigma(epsilon, delta, s, K) for s in covered])
+        # hardened: the continuous profile gets delta minus the rounding slack of the T K values a unit changes
+        budget = delta if g is None else disc.slack_budget(epsilon, delta, scale0 / g, T * K)
+        sigmas = np.array([_composed_sigma(epsilon, budget, s, K) for s in covered])
         worst = int(np.argmax(covered))
         mu_total = math.sqrt(K) * covered[worst] / sigmas[worst]
         sigma_report = float(sigmas[0]) if S == 1 else float(sigmas.max())
         events = (MechanismEvent("gaussian", float(covered[worst]), float(sigmas[worst]), K) if g is None else
                   MechanismEvent("discrete-gaussian", float(covered[worst]), float(sigmas[worst]), K,
-                                 granularity=g),)
+                                 granularity=g, lattice_coords=T),)
         theorem = THEOREM_CONDITIONAL + ("" if K == 1 else f"; {K} touched series compose as one Gaussian "
                                          "mechanism (squared mu add), each series' mu being mu*/sqrt(K)")
         claim_delta = float(delta)
@@ -733,7 +742,8 @@ def release_filter_subsample(values: np.ndarray, panel: Panel, epsilon: float, d
         degradation_note = ("privacy if the true participation bound were c*I: mu grows by sqrt(c), "
                             "epsilon at the same delta from the exact Gaussian profile")
 
-    record, theorem_tail, sampler_warnings = _sampler_record(g, float(sigmas.min()), S * T)
+    record, theorem_tail, sampler_warnings = _sampler_record(g, float(sigmas.min()), T * K, epsilon,
+                                                             accounting == "paper")
     theorem += theorem_tail
     warnings += sampler_warnings
     sampling, sample_warnings = _sampling_parameters(mask, p, T, redraws, emit_indices)
