@@ -361,9 +361,10 @@ def _unrounded_step(d):
     sens["rounded_per_step"] = d["claim"]["unit"]["max_per_step"]
 
 
-def _unrounded_conditional(d):
+def _unrounded_conditional(d):  # in a series that does not set the event (only the stated figure can tell)
     sens = d["claim"]["parameters"]["sensitivity"]
-    sens["rounded_l2_conditional"][0] = sens["l2_conditional"][0]
+    s = int(np.argmin(sens["rounded_l2_conditional"]))
+    sens["rounded_l2_conditional"][s] = sens["l2_conditional"][s]
 
 
 def _continuous_event(d):  # a forger's consistent edit: the continuous kind, no lattice
