@@ -27,7 +27,7 @@ def small(tmp_path):
 
 
 def release_args(small, mechanism, out, *extra):
-    args = ["release", str(small), "--mechanism", mechanism, "--epsilon", "1", "--delta", "1e-5", "--unit", "user",
+    args = ["release", str(small), "--mechanism", mechanism, "--epsilon", "1", "--delta", "1e-2", "--unit", "user",
             "--max-steps", "4", "--max-per-step", str(M), "--sampling-rate", "0.5", "-o", str(out), "--quiet", *extra]
     return args + (["--filter-sigma", "3"] if mechanism == "filter-subsample" else [])
 

@@ -528,6 +528,8 @@ def release_subsample(values: np.ndarray, panel: Panel, epsilon: float, delta: f
         parameters["paper_sigma_same_budget"] = paper_cmp.sigma
     else:
         cal = ts.paper_subsample(epsilon / K, delta / K, I, p, M_noise, delta_split, T)
+        if g is not None:
+            disc.check_lattice_scale(cal.sigma, g, "sigma")
         rate = 0.0 if g is None else disc.slack_rate(cal.sigma / g, I)  # one series' changed values
         warnings += _check_paper_branches(cal, epsilon / K, f"--epsilon {epsilon:g}", rate)
         sigma = cal.sigma
@@ -665,6 +667,8 @@ def release_filter_subsample(values: np.ndarray, panel: Panel, epsilon: float, d
         if cal.delta_total > delta / K * (1 + 1e-12):
             raise BudgetError(f"--filter-alpha {alpha:g} gives delta {K * cal.delta_total:.4g} > --delta {delta:g}; "
                               "use a larger alpha or let tsdp solve for it")
+        if g is not None:
+            disc.check_lattice_scale(cal.sigma, g, "sigma")
         rate = 0.0 if g is None else disc.slack_rate(cal.sigma / g, T)  # the filter spreads a change over T values
         warnings += _check_paper_branches(cal, epsilon / K, f"--epsilon {epsilon:g}", rate)
         if cal.alpha_at_floor:
