@@ -227,10 +227,10 @@ def test_granularity_option_reaches_every_hardened_mechanism(capsys, tmp_path, r
     assert main([*base, "--mechanism", "fast", "--granularity", "0.125", "-o", str(tmp_path / "f.csv")]) == 0
     assert json.loads((tmp_path / "f.report.json").read_text())["claim"]["parameters"]["granularity"] == 0.125
     for mechanism in ("subsample", "filter-subsample"):
-        assert main([*base, "--mechanism", mechanism, "--delta", "1e-6", "--granularity", "0.125",
+        assert main([*base, "--mechanism", mechanism, "--delta", "1e-2", "--granularity", "0.0009765625",
                      "-o", str(tmp_path / f"{mechanism}.csv")]) == 0
         params = json.loads((tmp_path / f"{mechanism}.report.json").read_text())["claim"]["parameters"]
-        assert params["granularity"] == 0.125 and params["sampler"] == "hardened"
+        assert params["granularity"] == 2.0 ** -10 and params["sampler"] == "hardened"
     code = main([*base, "--mechanism", "subsample", "--delta", "1e-6", "--sampler", "float", "--granularity",
                  "0.125", "-o", str(tmp_path / "s.csv")])
     assert code == 2 and "--granularity" in capsys.readouterr().err and not (tmp_path / "s.csv").exists()

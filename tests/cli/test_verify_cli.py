@@ -252,7 +252,7 @@ TAMPERING = {  # id -> (report, edit, a check that must fail)
                                           "parameters"),
     "hardened subsample mixture relabelled continuous": (
         "subsample", _all(_set("claim.events.0.kind", "gaussian-mixture"), lambda d: d["claim"]["events"][0].pop(
-            "granularity")), "events"),
+            "granularity"), lambda d: d["claim"]["events"][0].pop("lattice_coords")), "events"),
     "hardened paper subsample rounding dropped": (
         "subsample-paper", _set("claim.parameters.sensitivity.rounded_per_step", lambda m: 1.0), "parameters"),
     "hardened filter-subsample rounding dropped": (

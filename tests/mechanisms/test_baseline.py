@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from tsdp.accounting import discrete as disc
 from tsdp.accounting import gaussian as g
 from tsdp.accounting.sensitivity import ContributionBounds
 from tsdp.errors import UsageError
@@ -48,9 +49,14 @@ def test_hardened_gaussian_sigma_covers_the_lattice_rounding():
     gran = p["granularity"]
     assert p["sampler"] == "hardened" and math.frexp(gran)[0] == 0.5
     assert p["rounded_l2_sensitivity"] == l2 + gran * math.sqrt(cells)
-    assert p["sigma"] == g.analytic_sigma(1.0, 1e-6, l2 + gran * math.sqrt(cells))
+    # delta minus the rounding slack of 36 changed values, computed at the unrounded sigma (a lower bound)
+    budget = disc.slack_budget(1.0, 1e-6, g.analytic_sigma(1.0, 1e-6, l2) / gran, cells)
+    assert 1e-6 * (1 - 1e-6) < budget < 1e-6
+    assert p["sigma"] == g.analytic_sigma(1.0, budget, l2 + gran * math.sqrt(cells))
+    assert p["rounding_slack"] == disc.rounding_slack(1.0, disc.slack_rate(p["sigma"] / gran, cells))
     assert p["sigma"] > g.analytic_sigma(1.0, 1e-6, l2)
-    assert (ev.kind, ev.sensitivity, ev.noise, ev.granularity) == ("discrete-gaussian", l2 + gran * 6, p["sigma"], gran)
+    assert (ev.kind, ev.sensitivity, ev.noise, ev.granularity, ev.lattice_coords) == (
+        "discrete-gaussian", l2 + gran * 6, p["sigma"], gran, cells)
     assert "Canonne, Kamath and Steinke" in rel.claim.theorem and not rel.warnings
     # every released value is a multiple of the granularity
     assert np.array_equal(np.round(rel.values / gran) * gran, rel.values)

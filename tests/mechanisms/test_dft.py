@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
+from tsdp.accounting import discrete as disc
 from tsdp.accounting import gaussian as gauss
 from tsdp.accounting.sensitivity import ContributionBounds
 from tsdp.errors import UsageError
@@ -84,9 +85,11 @@ def test_hardened_gaussian_dft_rounds_the_coefficients_and_covers_it():
     gran, l2 = p["granularity"], 2.0 * math.sqrt(200)
     covered = l2 + gran * math.sqrt(15 * 200)  # 15 real numbers in 8 coefficients, all 200 series
     assert p["sampler"] == "hardened" and p["rounded_l2_sensitivity"] == covered
-    assert p["sigma"] == gauss.analytic_sigma(1.0, 1e-5, covered) > gauss.analytic_sigma(1.0, 1e-5, l2)
-    assert (ev.kind, ev.sensitivity, ev.noise, ev.granularity) == ("discrete-gaussian", covered, p["sigma"], gran)
-    assert not rel.warnings and "Canonne" in rel.claim.theorem and p["tau_d"] < 1e-200
+    budget = disc.slack_budget(1.0, 1e-5, gauss.analytic_sigma(1.0, 1e-5, l2) / gran, 15 * 200)  # minus the slack
+    assert p["sigma"] == gauss.analytic_sigma(1.0, budget, covered) > gauss.analytic_sigma(1.0, 1e-5, l2)
+    assert (ev.kind, ev.sensitivity, ev.noise, ev.granularity, ev.lattice_coords) == (
+        "discrete-gaussian", covered, p["sigma"], gran, 15 * 200)
+    assert not rel.warnings and "Canonne" in rel.claim.theorem and 0 < p["rounding_slack"] < 1e-9
     kept = np.stack([kept_vector(r, 8) for r in rel.values])
     truth = np.stack([kept_vector(t, 8) for t in x])
     noise = (kept - np.round(truth / gran) * gran).ravel()

@@ -138,11 +138,16 @@ def test_reported_sigma_and_scale_match_the_draws():
 
 
 def test_rounding_is_in_the_sensitivity():
-    r = release_gaussian(np.zeros((4, 50)), _panel(), 1.0, 1e-6, np.random.default_rng(1), granularity=0.5)
+    from tsdp.errors import UsageError
+
+    # a coarse lattice (sigma / g about 20): its rounding slack needs a large delta (tsdp.accounting.discrete)
+    r = release_gaussian(np.zeros((4, 50)), _panel(), 1.0, 1e-2, np.random.default_rng(1), granularity=0.125)
     p = r.claim.parameters
-    assert p["rounded_l2_sensitivity"] == pytest.approx(p["l2_sensitivity"] + 0.5)  # one cell per unit
-    assert r.claim.events[0].kind == "discrete-gaussian"
-    assert r.claim.events[0].sensitivity == pytest.approx(1.5)
+    assert p["rounded_l2_sensitivity"] == pytest.approx(p["l2_sensitivity"] + 0.125)  # one cell per unit
+    assert r.claim.events[0].kind == "discrete-gaussian" and r.claim.events[0].lattice_coords == 1
+    assert r.claim.events[0].sensitivity == pytest.approx(1.125)
+    with pytest.raises(UsageError, match="finer --granularity"):  # the same lattice at delta 1e-6
+        release_gaussian(np.zeros((4, 50)), _panel(), 1.0, 1e-6, np.random.default_rng(1), granularity=0.125)
     lap = release_laplace(np.zeros((4, 50)), _panel(), 1.0, np.random.default_rng(1), granularity=0.125)
     assert lap.claim.parameters["scale"] == pytest.approx(1.125)  # (floor(1 / 0.125) + 1) 0.125
     assert lap.claim.events[0].sensitivity == pytest.approx(1.125)
@@ -156,7 +161,7 @@ def test_float_sampler_warns_and_granularity_checks():
     with pytest.raises(UsageError, match="power of two"):
         release_gaussian(np.zeros((4, 50)), _panel(), 1.0, 1e-6, np.random.default_rng(1), granularity=0.3)
     with pytest.raises(UsageError, match="too coarse"):
-        release_gaussian(np.zeros((4, 50)), _panel(), 1.0, 1e-6, np.random.default_rng(1), granularity=2.0)
+        release_gaussian(np.zeros((4, 50)), _panel(), 1.0, 0.4, np.random.default_rng(1), granularity=2.0)
 
 
 def test_discrete_laplace_with_one_scale_per_entry_matches_each_pmf():

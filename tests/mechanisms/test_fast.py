@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
+from tsdp.accounting import discrete as disc
 from tsdp.accounting import gaussian as g
 from tsdp.accounting.sensitivity import ContributionBounds
 from tsdp.errors import DataError, UsageError
@@ -745,7 +746,9 @@ def test_hardened_gaussian_calibration_and_lattice_observations():
     p, ev = rel.claim.parameters, rel.claim.events[0]
     gran, c = p["granularity"], p["samples_per_unit"]
     covered = (math.floor(1.0 / gran) + 1) * gran * math.sqrt(c * 3)
-    assert p["rounded_l2_sensitivity"] == covered and p["sigma"] == g.analytic_sigma(0.5, 1e-6, covered)
+    budget = disc.slack_budget(0.5, 1e-6, g.analytic_sigma(0.5, 1e-6, math.sqrt(c * 3)) / gran, c * 3)
+    assert p["rounded_l2_sensitivity"] == covered and p["sigma"] == g.analytic_sigma(0.5, budget, covered)
+    assert ev.lattice_coords == c * 3
     assert (ev.kind, ev.sensitivity, ev.granularity) == ("discrete-gaussian", covered, gran)
     z = rel.trace["z"][rel.sampled]
     assert np.array_equal(np.round(z / gran) * gran, z)
