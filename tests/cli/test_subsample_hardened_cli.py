@@ -12,7 +12,12 @@ import pytest
 
 from tsdp.cli.app import main
 
-T, G, M = 64, 0.25, 1.0
+# The discrete noise's rounding slack (tsdp.accounting.discrete) must stay below half of --delta for EVERY
+# draw of J (these releases are unseeded): a unit changes T K = 32 filtered values, whose slack at the
+# smallest lattice scale the bound uses (8) is 0.0465 < 0.1 / 2, and sigma / G >= 9.1 even for a J of one
+# step (s_J >= a filter row's norm); without filter it changes I K = 8. G = 1/8 keeps the lattice coarse
+# (sigma / G about 10 to 27) and the rounding visible (M' = 1.125 M).
+T, G, M, DELTA = 16, 0.125, 1.0, "0.1"
 
 
 @pytest.fixture
@@ -27,7 +32,7 @@ def small(tmp_path):
 
 
 def release_args(small, mechanism, out, *extra):
-    args = ["release", str(small), "--mechanism", mechanism, "--epsilon", "1", "--delta", "1e-2", "--unit", "user",
+    args = ["release", str(small), "--mechanism", mechanism, "--epsilon", "1", "--delta", DELTA, "--unit", "user",
             "--max-steps", "4", "--max-per-step", str(M), "--sampling-rate", "0.5", "-o", str(out), "--quiet", *extra]
     return args + (["--filter-sigma", "3"] if mechanism == "filter-subsample" else [])
 

@@ -37,7 +37,11 @@ from tsdp.mechanisms.baseline import Panel
 from tsdp.mechanisms.noise import snap
 from tsdp.report import Report
 
-EPS, DELTA = 1.0, 1e-2  # large enough for the coarse lattices' rounding slack (tsdp.accounting.discrete)
+# The discrete noise may add (1 + e^eps) m 0.025 (g / sigma)^2 to delta for m changed values (the rounding
+# slack, tsdp.accounting.discrete), and a release refuses a lattice whose slack takes half of delta. The
+# coarse lattices below are chosen so that it does not; tests that need a coarser lattice relative to the
+# noise pass their own (epsilon, delta).
+EPS, DELTA = 1.0, 1e-2
 TAIL = 1e-6
 FILTER_SIGMA = 3.0
 CASES = [("subsample", "exact"), ("subsample", "paper"),
@@ -48,11 +52,11 @@ def panel(S, T, I, M=1.0, relation="add-remove", K=1):
     return Panel(S, T, sm.participation_bounds(T, I, max_per_step=M, neighbouring=relation, series_per_unit=K))
 
 
-def release(mechanism, accounting, x, pan, seed, p=0.5, **kw):
+def release(mechanism, accounting, x, pan, seed, p=0.5, eps=EPS, delta=DELTA, **kw):
     rng = np.random.default_rng(seed)
     if mechanism == "subsample":
-        return sm.release_subsample(x, pan, EPS, DELTA, rng, p, accounting=accounting, emit_indices=True, **kw)
-    return sm.release_filter_subsample(x, pan, EPS, DELTA, rng, p, accounting=accounting, filter_sigma=FILTER_SIGMA,
+        return sm.release_subsample(x, pan, eps, delta, rng, p, accounting=accounting, emit_indices=True, **kw)
+    return sm.release_filter_subsample(x, pan, eps, delta, rng, p, accounting=accounting, filter_sigma=FILTER_SIGMA,
                                        emit_indices=True, **kw)
 
 
@@ -80,7 +84,8 @@ def is_integer(a):
 
 # ------------------------------------------------------------------ 1. the lattice
 
-@pytest.mark.parametrize("granularity", [None, 2.0 ** -3])
+# 2^-4: at 2^-3 the rounding slack of the 64 filtered values a unit changes would take half of DELTA
+@pytest.mark.parametrize("granularity", [None, 2.0 ** -4])
 @pytest.mark.parametrize("mechanism,accounting", CASES)
 def test_kept_values_and_their_noise_lie_on_the_lattice(mechanism, accounting, granularity):
     x = np.random.default_rng(3).uniform(-50, 50, (4, 64))
@@ -124,16 +129,18 @@ def chi2_pvalue(k, scales, counts):
     return float(stats.chi2.sf(stat, e.size - 1))
 
 
-# (mechanism, accounting, T, g): sigma / g between 8 and 30, about 10^4 kept cells
-LAW_CASES = [("subsample", "exact", 40, 1.0), ("subsample", "paper", 40, 2.0),
-             ("filter-subsample", "conditional", 40, 2.0), ("filter-subsample", "paper", 16, 4.0)]
+# (mechanism, accounting, T, g, delta): sigma / g between 8 and 30, about 10^4 kept cells, the rounding
+# slack below half of delta (the filter's conditional accounting pays it for all T = 40 values a unit
+# changes, hence its larger delta; the filter's paper accounting pays it in both Gaussian branches)
+LAW_CASES = [("subsample", "exact", 40, 0.25, DELTA), ("subsample", "paper", 40, 1.0, DELTA),
+             ("filter-subsample", "conditional", 40, 0.125, 0.1), ("filter-subsample", "paper", 16, 4.0, 0.05)]
 
 
-@pytest.mark.parametrize("mechanism,accounting,T,g", LAW_CASES)
-def test_noise_at_kept_steps_is_discrete_gaussian_of_the_stated_sigma(mechanism, accounting, T, g):
+@pytest.mark.parametrize("mechanism,accounting,T,g,delta", LAW_CASES)
+def test_noise_at_kept_steps_is_discrete_gaussian_of_the_stated_sigma(mechanism, accounting, T, g, delta):
     S = 20_000 // T
     x = np.random.default_rng(5).uniform(-50, 50, (S, T))
-    rel = release(mechanism, accounting, x, panel(S, T, 4), seed=6, granularity=g)
+    rel = release(mechanism, accounting, x, panel(S, T, 4), seed=6, granularity=g, delta=delta)
     params = rel.claim.parameters
     sigmas = np.asarray(params["noise"].get("sigma_per_series") or [params["sigma"]] * S)
     assert params["granularity"] == g and 8 <= sigmas.min() / g and sigmas.max() / g <= 30
@@ -187,13 +194,19 @@ def user_pair(rng, S, T, I, M, relation, boundary, g, constant_base=False):
     return x, x2, s, np.flatnonzero(x[s] != x2[s])
 
 
+# The neighbour tests check sensitivities, which do not depend on delta: at this delta the rounding slack
+# of up to 24 changed values stays below half of it even at sigma / g = 8 (0.035 < 0.05), so the lattice
+# is as coarse as the noise allows.
+NEIGHBOUR_DELTA = 0.1
+
+
 def coarsest_lattice(mechanism, accounting, pan, seed, p, g):
     """The coarsest of g, g/2, ... that the noise spans 8 times (sigma / g >= 8); the claim does not
     depend on the values, so zeros stand in for them."""
     zeros = np.zeros((pan.n_series, pan.n_steps))
     while True:
         try:
-            release(mechanism, accounting, zeros, pan, seed, p=p, granularity=g)
+            release(mechanism, accounting, zeros, pan, seed, p=p, granularity=g, delta=NEIGHBOUR_DELTA)
             return g
         except UsageError as err:
             assert "too coarse" in str(err)
@@ -214,7 +227,7 @@ def test_subsample_rounded_neighbours_stay_within_the_rounded_sensitivity(accoun
     pan = panel(S, T, I, M, relation)
     g = coarsest_lattice("subsample", accounting, pan, seed, p, g0)
     x, x2, s, changed = user_pair(np.random.default_rng(seed), S, T, I, M, relation, boundary, g)
-    rel = release("subsample", accounting, x, pan, seed, p=p, granularity=g)
+    rel = release("subsample", accounting, x, pan, seed, p=p, granularity=g, delta=NEIGHBOUR_DELTA)
     M_r = rel.claim.parameters["sensitivity"]["rounded_per_step"]
     assert M_r == (math.floor(M / g) + 1) * g
     I_eff = rel.claim.parameters["assumption"]["I_effective"]
@@ -243,7 +256,7 @@ def test_filter_rounded_neighbours_stay_within_the_rounded_sensitivity(accountin
     g = coarsest_lattice("filter-subsample", accounting, pan, seed, p, g0)
     x, x2, s, changed = user_pair(np.random.default_rng(seed), S, T, I, M, relation, boundary, g,
                                   constant_base=boundary)
-    rel = release("filter-subsample", accounting, x, pan, seed, p=p, granularity=g)
+    rel = release("filter-subsample", accounting, x, pan, seed, p=p, granularity=g, delta=NEIGHBOUR_DELTA)
     assert changed.size <= rel.claim.parameters["assumption"]["I_effective"]
     J = kept(rel)[s]
     y, y2 = sampled_values("filter-subsample", x), sampled_values("filter-subsample", x2)
@@ -259,11 +272,12 @@ def test_filter_rounded_neighbours_stay_within_the_rounded_sensitivity(accountin
 
 def test_rounding_bites_without_filter():
     """Values parked below half-lattice points, each moved by M = 1.25 g: every kept changed cell
-    moves by 2 g = M' exactly, so the claim is attained and M sqrt(k) is exceeded."""
+    moves by 2 g = M' exactly, so the claim is attained and M sqrt(k) is exceeded. (delta 0.05: the
+    rounding slack of the 16 changed values at sigma / g about 9 stays below half of it.)"""
     T, g, M = 16, 1.0, 1.25
     base = np.full(T, (0.5 - TINY) * g)
     x, x2 = base + M, base  # the user is at every step (I = T); the neighbour drops it
-    rel = release("subsample", "exact", x, panel(1, T, T, M), seed=8, granularity=g)
+    rel = release("subsample", "exact", x, panel(1, T, T, M), seed=8, granularity=g, delta=0.05)
     M_r = rel.claim.parameters["sensitivity"]["rounded_per_step"]
     J = kept(rel)[0]
     moved = np.linalg.norm(snap(x[J], g) - snap(x2[J], g))
@@ -277,12 +291,15 @@ def test_rounding_bites_without_filter():
 def test_rounding_bites_after_the_filter():
     """A constant base below a half-lattice point, a user adding M = g/4 at two steps: the filter
     spreads the small change over many kept steps and each of them rounds up by a whole step, far
-    beyond the unrounded ``M s_J sqrt(I)`` but within ``+ g sqrt(n_s)``."""
+    beyond the unrounded ``M s_J sqrt(I)`` but within ``+ g sqrt(n_s)``. (epsilon 0.3, delta 0.1: the
+    rounding slack of the T = 32 filtered values a unit changes stays below half of delta on a lattice
+    g = 4 M, sigma / g about 8.)"""
     T, g, M, I = 32, 1.0, 0.25, 2
     base = np.full(T, (0.5 - TINY) * g)
     x, x2 = base.copy(), base.copy()
     x[10:12] += M
-    rel = release("filter-subsample", "conditional", x, panel(1, T, I, M), seed=9, granularity=g)
+    rel = release("filter-subsample", "conditional", x, panel(1, T, I, M), seed=9, granularity=g, eps=0.3,
+                  delta=0.1)
     J = kept(rel)[0]
     y, y2 = sampled_values("filter-subsample", x), sampled_values("filter-subsample", x2)
     moved = np.linalg.norm(snap(y[J], g) - snap(y2[J], g))
@@ -301,7 +318,13 @@ def test_audit_of_a_tiny_hardened_panel_stays_below_the_claim():
     for N independent runs, ``_noisy_interpolation``): ``release_subsample`` per run would be far
     slower. The statistic is the exact log-likelihood ratio of what is released at the kept steps
     (for lattice shifts the discrete Gaussian's normalisers cancel: the Gaussian formula is exact).
-    The same noise calibrated for M instead of M' is refuted by the same audit."""
+    The same noise calibrated for M instead of M' is refuted by the same audit.
+
+    epsilon 0.3, delta 0.02: the unit changes 8 values, and on a lattice this coarse the rounding slack
+    is bounded at sigma / g = 8, (1 + e^0.3) 8 0.025 / 8^2 = 0.0073 < delta / 2; at epsilon 1 it would
+    be 0.0116, which needs delta > 0.023, where sigma / g falls below 8 (g = 2 too coarse). A lower bound
+    above 0.2 is now two thirds of the claim; the control's sigma is below half of the claimed one."""
+    EPS, DELTA = 0.3, 0.02
     T, p, M, g, N = 8, 0.5, 1.0, 2.0, 400_000
     base = np.full(T, (0.5 - TINY) * g)
     x, x2 = base + M, base
