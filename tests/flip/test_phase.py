@@ -55,6 +55,15 @@ def test_tabulated_r_is_in_the_family(r, xs):
     assert values.min() >= 0.0 and values.max() <= 1.0
 
 
+def test_tabulated_r_stays_in_the_unit_interval_when_betainc_rounds_above_one():
+    """A mixture whose weighted betainc sum reaches 1 + 1 ulp near x = 1: the symmetrised table went to
+    -1.1e-16 near x = 0 (found by hypothesis) before the clip."""
+    r = BetaMixture((0.4024455308455524, 0.5975544691544478), (7.390342573293977, 9.695623765560445),
+                    (9.52828559384421, 9.735284847798097))
+    values = r(np.linspace(0.0, 1.0, 20001))
+    assert values.min() >= 0.0 and values.max() <= 1.0
+
+
 @settings(max_examples=30, deadline=None)
 @given(beta_mixtures())
 def test_tabulated_r_follows_exact_mixture_and_lipschitz(r):

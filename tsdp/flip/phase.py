@@ -96,9 +96,10 @@ class BetaMixture:
     @cached_property
     def _table(self) -> tuple[np.ndarray, np.ndarray]:
         nodes = np.linspace(0.0, 1.0, TABLE_POINTS)
-        values = self.exact(nodes)
-        # Enforce R(x) + R(1-x) = 1 and the end points exactly (betainc is accurate to ~1e-15).
-        values = 0.5 * (values + 1.0 - values[::-1])
+        # betainc is accurate to ~1e-15 and its weighted sum can exceed 1 by an ulp, which the symmetrisation
+        # below would turn into a value below 0: clip first, then enforce R(x) + R(1-x) = 1 and the end points.
+        values = np.clip(self.exact(nodes), 0.0, 1.0)
+        values = np.clip(0.5 * (values + 1.0 - values[::-1]), 0.0, 1.0)
         values[0], values[-1] = 0.0, 1.0
         return nodes, values
 
