@@ -218,3 +218,17 @@ def test_hardened_subsample_claim_bounds_the_exact_discrete_mixture(p, I):
         if k:
             exact += weight * base.self_compose(k).get_delta_for_epsilon(c.epsilon)
     assert 0.75 * c.delta < exact <= c.delta  # below the claim; the coarse lattice's slack is the gap
+
+
+def test_a_forecast_report_stating_the_earlier_float_reason_still_verifies_its_sampler():
+    """Reports keep the reason of the version that wrote them: the earlier forecast-train text is known."""
+    from tsdp.accounting.verify import _sampler_check
+    from tsdp.forecast.claim import MECHANISM
+
+    class Claim:
+        mechanism = MECHANISM
+        parameters = {"sampler": "float", "float_noise_reason": disc.FLOAT_ONLY_EARLIER["forecast-train"][0]}
+
+    assert _sampler_check({}, Claim()).passed
+    Claim.parameters = {"sampler": "float", "float_noise_reason": "hardened after all"}
+    assert not _sampler_check({}, Claim()).passed

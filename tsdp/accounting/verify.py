@@ -146,7 +146,7 @@ def _sampler_check(data: dict[str, Any], claim: PrivacyClaim) -> Check | None:
     hardened sampler, naming what (if anything) stays floating-point besides the noise
     (LEVY/QUANTILE's selection). None when the report states no sampler (commands without noise,
     and reports older than the hardened sampler)."""
-    from tsdp.accounting.discrete import FLOAT_ONLY
+    from tsdp.accounting.discrete import FLOAT_ONLY, FLOAT_ONLY_EARLIER
     from tsdp.forecast.claim import MECHANISM as DPSGD
 
     params = claim.parameters or {}
@@ -154,12 +154,13 @@ def _sampler_check(data: dict[str, Any], claim: PrivacyClaim) -> Check | None:
     explicit = any("--sampler float" in str(w) for w in data.get("warnings") or ())
     reason = params.get("float_noise_reason")
     path = {DPSGD: "forecast-train"}.get(claim.mechanism)
-    if path is not None and stated is not None and (stated != "float" or reason != FLOAT_ONLY[path]):
+    known = (FLOAT_ONLY[path], *FLOAT_ONLY_EARLIER.get(path, ())) if path is not None else ()
+    if path is not None and stated is not None and (stated != "float" or reason not in known):
         # these mechanisms draw floating-point noise only (their events are continuous): a report that
         # says otherwise, or states another reason, was edited (one that states no sampler claims nothing)
         return Check("sampler", False, f"{claim.mechanism} draws floating-point noise only (it has no hardened "
                                        f"sampler), but the report states sampler {stated!r} and float_noise_reason "
-                                       f"{'as recorded' if reason == FLOAT_ONLY[path] else repr(reason)}")
+                                       f"{'as recorded' if reason in known else repr(reason)}")
     if explicit or (stated == "float" and reason is None):
         return Check("sampler", False, "the noise was drawn by floating-point samplers (--sampler float); their "
                                        "low-order bits can reveal the input (Mironov 2012), so the output must not "
