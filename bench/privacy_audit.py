@@ -298,6 +298,12 @@ def _sample_mask(claim: PrivacyClaim, rows: int, n_steps: int) -> np.ndarray:
     return mask
 
 
+def _conditional(claim) -> np.ndarray:
+    """The conditional sensitivities the noise covers: rounded ones for the hardened sampler."""
+    s = claim.parameters["sensitivity"]
+    return np.asarray(s.get("rounded_l2_conditional", s["l2_conditional"]))
+
+
 def draw_subsample(nb: Neighbours, n: int, rng: np.random.Generator, epsilon: float, delta: float,
                    p: float = 0.2, accounting: str = "exact", filtered: bool = False,
                    filter_sigma: float = 2.0) -> Draws:
@@ -317,8 +323,7 @@ def draw_subsample(nb: Neighbours, n: int, rng: np.random.Generator, epsilon: fl
         h, _, _ = resolve_kernel("gaussian", T, filter_sigma)
         a, b = circular_filter(a[None], h)[0], circular_filter(b[None], h)[0]
         # sigma of a series is proportional to its conditional sensitivity s_J: same ratio everywhere
-        ratio = np.asarray(single.claim.parameters["noise"]["sigma_per_series"]) / np.asarray(
-            single.claim.parameters["sensitivity"]["l2_conditional"])
+        ratio = np.asarray(single.claim.parameters["noise"]["sigma_per_series"]) / _conditional(single.claim)
     stats = {}
     for side, row in (("d", nb.d[r]), ("dp", nb.d_prime[r])):
         parts = []
@@ -329,7 +334,7 @@ def draw_subsample(nb: Neighbours, n: int, rng: np.random.Generator, epsilon: fl
             z = np.where(mask, rel.values, np.nan)  # the released values at J are the noisy samples
             if filtered:
                 sigma = np.asarray(claim.parameters["noise"]["sigma_per_series"])
-                mine = sigma / np.asarray(claim.parameters["sensitivity"]["l2_conditional"])
+                mine = sigma / _conditional(claim)
                 if not np.allclose(mine, ratio[r], rtol=1e-12, atol=0):
                     raise AssertionError("the stacked filter-subsample release is calibrated differently")
                 if (claim.epsilon, claim.delta) != (single.claim.epsilon, single.claim.delta):
