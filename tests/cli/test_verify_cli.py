@@ -247,6 +247,11 @@ TAMPERING = {  # id -> (report, edit, a check that must fail)
     "hardened FAST event granularity changed": (
         "fast-gaussian", _set("claim.events.0.granularity", lambda g: g / 2), "events"),
     "hardened FAST relabelled float": ("fast-gaussian", _set("claim.parameters.sampler", "float"), "sampler"),
+    "hardened gaussian changed values lowered": ("gaussian", _set("claim.events.0.lattice_coords", 1), "events"),
+    "hardened gaussian rounding slack understated": (
+        "gaussian", _set("claim.parameters.rounding_slack", lambda x: x / 10), "parameters"),
+    "hardened filter-subsample rounding slack understated": (
+        "filter-subsample", _set("claim.parameters.rounding_slack", lambda x: x / 10), "parameters"),
     "hardened subsample relabelled float": ("subsample", _set("claim.parameters.sampler", "float"), "sampler"),
     "hardened subsample lattice halved": ("subsample", _set("claim.parameters.granularity", lambda g: g / 2),
                                           "parameters"),

@@ -573,6 +573,16 @@ def _lattice(r: _Report, p, value: float) -> tuple[str, float | None] | None:
     return sampler, g
 
 
+def _stated_slack(r: _Report, p, sigma: float, g: float, coords: int) -> None:
+    """A hardened Gaussian report's ``rounding_slack`` must be the one its sigma, lattice and changed values
+    give: ``(1 + e^eps) coords 0.025 (g / sigma)^2`` (:mod:`tsdp.accounting.discrete`)."""
+    from tsdp.accounting.discrete import MIN_LATTICE_SCALE, rounding_slack, slack_rate
+
+    if sigma / g >= MIN_LATTICE_SCALE:  # (a coarser lattice is reported by _lattice)
+        p.same("parameters.rounding_slack", r.params.get("rounding_slack"),
+               rounding_slack(r.claim.epsilon, slack_rate(sigma / g, coords)))
+
+
 def _cellwise(r: _Report, out: _Outcome, noise: str) -> None:
     """The Gaussian or Laplace mechanism on every cell of the panel, float or hardened sampler.
 
@@ -602,6 +612,7 @@ def _cellwise(r: _Report, out: _Outcome, noise: str) -> None:
     if g is not None:
         if gaussian:
             step, sens = None, disc.rounded_l2(sens, cells, g)
+            _stated_slack(r, p, value, g, cells)
         else:
             step = disc.rounded_step(bounds.max_per_step, g)
             sens = cells * step
@@ -652,6 +663,7 @@ def _dft(r: _Report, out: _Outcome) -> None:
         else:
             covered = l2 + gran * math.sqrt(coords)
             p.same("parameters.rounded_l2_sensitivity", r.params.get("rounded_l2_sensitivity"), covered)
+            _stated_slack(r, p, sigma, gran, coords)
             event = MechanismEvent("discrete-gaussian", covered, sigma, 1, granularity=gran, lattice_coords=coords)
         _expect_events(r, out, (event,), "Gaussian noise on the first k coefficients (Parseval)")
         _events_loss(r, out)
@@ -735,6 +747,7 @@ def _fast(r: _Report, out: _Outcome) -> None:
         else:
             covered = step * math.sqrt(c * touched)
             p.same("parameters.rounded_l2_sensitivity", r.params.get("rounded_l2_sensitivity"), covered)
+            _stated_slack(r, p, scale, gran, c * touched)
             events = (MechanismEvent("discrete-gaussian", covered, scale, 1, granularity=gran,
                                      lattice_coords=c * touched),)
         how = f"Gaussian samples: Delta_q sqrt(c K), c = {c}, K = {touched}"
@@ -804,6 +817,8 @@ def _subsample(r: _Report, out: _Outcome) -> None:
     g = _koga_lattice(r, p, sigma)
     if g is False:
         return
+    if g is not None:
+        _stated_slack(r, p, sigma, g, I * K)
     M_noise = M if g is None else rounded_step(M, g)  # hardened: a kept cell's change after rounding
     if g is not None:
         p.same("parameters.sensitivity.rounded_per_step", _param(r, "sensitivity", "rounded_per_step"), M_noise)
@@ -855,6 +870,8 @@ def _filter_subsample(r: _Report, out: _Outcome) -> None:
     g = _koga_lattice(r, p, smallest)
     if g is False:
         return
+    if g is not None:
+        _stated_slack(r, p, smallest, g, T * K)
     if accounting == "conditional":
         s_j = _param(r, "sensitivity", "s_J")
         sens = _param(r, "sensitivity", "l2_conditional")
