@@ -57,6 +57,34 @@ alpha mu^2 / (2 s^2)`` for an integer shift ``mu`` (the normalisers agree, and
 ``sum_y exp(-(y - c)^2 / (2 s^2))`` is largest at ``c = 0`` by Poisson summation, all its Fourier
 coefficients being positive) also gives ``(Delta^2 / (2 sigma^2))``-zCDP.
 
+Many coordinates: a Hellinger bound. The slack above grows linearly in the number of noisy values
+``n`` that are replaced. DP-SGD replaces every parameter at every step (n = steps x parameters, up
+to 10^10 and more), and there a bound that grows like ``sqrt(n)`` is far smaller. Write ``BC`` for
+the Bhattacharyya coefficient and ``H^2 = 1 - BC``. Per coordinate (lattice units, x = k / s,
+e = 1 / s), ``R(k) / D(k) = N m(k)`` with ``D`` the discrete Gaussian and
+``m(k) = E_t exp(-x t e - t^2 e^2 / 2)`` for t uniform on [-1/2, 1/2]; expanding the exponential to
+second order (E t^2 = 1/12, E t^4 = 1/80, odd moments 0) with the remainder ``|u|^3 e^|u| / 6``,
+``|u| <= (|x| + 1) e / 2`` for e <= 2^-10,
+
+    N m(k) - 1 = e^2 (x^2 - 1) / 24 + r(k),
+    |r(k)| <= e^4 / 640 + e^3 (|x| + 1)^3 exp((|x| + 1) / 2^11) / 48 + (N - 1) m(k).
+
+With ``H^2 <= chi^2(R || D) / 2 = E_D[(N m - 1)^2] / 2`` (since ``(sqrt p - sqrt q)^2 <= (p - q)^2 / q``),
+Minkowski's inequality, ``E_D (x^2 - 1)^2 <= 2 (1 + 10^-100)`` and ``E_D (|x| + 1)^6 e^((|x|+1)/2^10)
+<= 170`` (Gaussian moments; the discrete Gaussian's agree with them up to terms of order
+exp(-2 pi^2 s^2), by Poisson summation), for s >= 2^10:
+``sqrt(chi^2) <= e^2 (sqrt 2 / 24 + 0.00027) <= 0.0592 e^2``, so ``H <= HELLINGER / s^2`` with
+:data:`HELLINGER` = 0.042 (the asymptotic value is 1 / sqrt(2304) = 0.0208; tested against mpmath).
+For a mechanism whose every step draws its noise given the past (adaptive composition, mixtures
+over public or private sampling included), BC of the joint output distribution is at least the
+product of the steps' worst conditional BCs (induction over steps; BC is jointly concave, so a
+mixture over batches keeps the bound, and a lattice shift leaves it unchanged), hence
+``1 - BC_joint <= n H^2`` and, by Le Cam's inequality ``TV <= sqrt(1 - BC^2)``,
+
+    TV(all discrete, all rounded) <= sqrt(2 n) HELLINGER / s^2,
+
+which replaces ``n LATTICE_TV / s^2`` in the slack above (:func:`hellinger_rate`).
+
 Granularity (public parameters only). By default ``g`` is the largest power of two with
 ``g <= sigma_0 2^-20`` and ``g sqrt(m) <= Delta 2^-20`` (Gaussian; ``g m <= Delta 2^-20`` for
 Laplace), where ``sigma_0`` is the noise scale calibrated without the rounding, but not below
@@ -76,6 +104,8 @@ MIN_LATTICE_SCALE = 8.0
 DEFAULT_RESOLUTION = 20
 MAX_RESOLUTION = 24
 LATTICE_TV = 0.025  # total variation, discrete vs rounded Gaussian, per coordinate, times s^2 (s >= 8)
+HELLINGER = 0.042  # Hellinger distance, discrete vs rounded Gaussian, per coordinate, times s^2 (s >= 2^10)
+MIN_HELLINGER_SCALE = 2.0 ** 10
 GAUSSIAN_THEOREM = ("discrete Gaussian on the granularity lattice (Canonne, Kamath and Steinke 2020), within total "
                     "variation 0.025 (g/sigma)^2 per changed value of the rounded continuous Gaussian, a "
                     "post-processing of the Gaussian mechanism: delta <= deltaGauss + (1 + e^eps) m 0.025 "
@@ -86,14 +116,8 @@ LAPLACE_THEOREM = ("discrete Laplace on the granularity lattice: pure epsilon = 
                    "rounding to the lattice included in the sensitivity")
 
 
-FLOAT_ONLY = {
-    "forecast-train": (
-        "its structured-subsampling accountant composes dominating pairs of the continuous Gaussian mechanism; a "
-        "discrete Gaussian on a lattice of the clipped gradient sum would need the rounded sum's sensitivity "
-        "(C + g sqrt(parameters) between mixture components) carried through that accountant and the rounding "
-        "slack of every parameter at every step added to delta, which has not been derived and checked; the "
-        "gradients, clipping and optimiser are floating-point computations in any case"),
-}
+# Paths whose noise can only be floating-point, and why (none since forecast-train became hardened).
+FLOAT_ONLY: dict[str, str] = {}
 # Reasons earlier versions stated (a report states the reason of the version that wrote it).
 FLOAT_ONLY_EARLIER = {
     "forecast-train": (
@@ -101,26 +125,13 @@ FLOAT_ONLY_EARLIER = {
         "discrete Gaussian on a lattice of the clipped gradient sum (sensitivity C + g sqrt(parameters)) has only an "
         "epsilon-shifted profile bound (Canonne, Kamath and Steinke 2020), which is not a dominating pair the "
         "subsampled composition can use, and carrying it as an extra delta per step has not been derived and "
-        "checked; the gradients, clipping and optimiser are floating-point computations in any case",),
+        "checked; the gradients, clipping and optimiser are floating-point computations in any case",
+        "its structured-subsampling accountant composes dominating pairs of the continuous Gaussian mechanism; a "
+        "discrete Gaussian on a lattice of the clipped gradient sum would need the rounded sum's sensitivity "
+        "(C + g sqrt(parameters) between mixture components) carried through that accountant and the rounding "
+        "slack of every parameter at every step added to delta, which has not been derived and checked; the "
+        "gradients, clipping and optimiser are floating-point computations in any case"),
 }
-
-
-def float_only_warning(what: str) -> str:
-    """The warning of a path whose noise can only be floating-point (:data:`FLOAT_ONLY`)."""
-    return (f"{what} has no hardened sampler: its noise is drawn by floating-point samplers, whose low-order bits "
-            f"can reveal the input (Mironov 2012), because {FLOAT_ONLY[what]}")
-
-
-def refuse_hardened(what: str) -> UsageError:
-    """The usage error for ``--sampler hardened`` on a path that only draws floating-point noise."""
-    return UsageError(f"--sampler hardened: {what} has no hardened sampler, because {FLOAT_ONLY[what]}; "
-                      "it draws floating-point noise only (--sampler float, its default), and such output is "
-                      "exposed to floating-point attacks")
-
-
-def float_parameters(what: str) -> dict:
-    """The claim parameters that state a float-only path's sampler and why."""
-    return {"sampler": "float", "float_noise_reason": FLOAT_ONLY[what]}
 
 
 def check_sampler(sampler: str) -> str:
@@ -178,6 +189,14 @@ def lattice_tv(sigma_lattice: float) -> float:
 def slack_rate(sigma_lattice: float, coords: int) -> float:
     """``m TV``: the rounding slack's factor of ``(1 + e^eps)`` for ``coords`` = m changed values."""
     return coords * lattice_tv(sigma_lattice)
+
+
+def hellinger_rate(sigma_lattice: float, draws: int) -> float:
+    """``sqrt(2 n) HELLINGER / s^2``: the rounding slack's factor of ``(1 + e^eps)`` when all ``n`` =
+    ``draws`` noisy lattice values of a run are replaced (module docstring; needs s >= 2^10)."""
+    if not sigma_lattice >= MIN_HELLINGER_SCALE:
+        raise ValueError(f"the Hellinger bound needs sigma / g >= {MIN_HELLINGER_SCALE:g}, got {sigma_lattice}")
+    return math.sqrt(2.0 * draws) * HELLINGER / (sigma_lattice * sigma_lattice)
 
 
 def rounding_slack(epsilon: float, rate: float) -> float:

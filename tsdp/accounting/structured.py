@@ -72,6 +72,9 @@ class DpSgdSetting:
     label_noise: float = 0.0
     context_noise: float = 0.0
     value_bound: float | None = None
+    sampler: str = "float"  # "hardened": the discrete Gaussian on a lattice (tsdp.accounting.dpsgd_lattice)
+    parameters: int | None = None  # the model's parameter count (hardened only)
+    clip_norm: float | None = None  # C (hardened only: the lattice is a power of two below sigma C 2^-28)
 
     def __post_init__(self) -> None:
         _check_int("--series", self.n_series, 1)
@@ -112,6 +115,43 @@ class DpSgdSetting:
                 "(Poisson bottom-level rate would exceed 1)"
             )
         self._check_augmentation()
+        if self.sampler not in ("hardened", "float"):
+            raise UsageError(f"--sampler must be one of hardened, float, got {self.sampler!r}")
+        if self.sampler == "hardened":
+            if self.parameters is None or self.clip_norm is None:
+                raise UsageError("--sampler hardened needs --parameters (the model's parameter count) and --clip-norm: "
+                                 "the lattice and the rounded sum's sensitivity depend on them")
+            _ = self.lattice  # validates them
+        elif self.parameters is not None or self.clip_norm is not None:
+            raise UsageError("--parameters and --clip-norm apply to --sampler hardened only")
+
+    # --- the hardened sampler ---------------------------------------------------------------------
+    @property
+    def lattice(self):
+        """The :class:`~tsdp.accounting.dpsgd_lattice.GradientLattice` of a hardened run, else None."""
+        if self.sampler != "hardened":
+            return None
+        from tsdp.accounting.dpsgd_lattice import GradientLattice
+
+        return GradientLattice(self.noise_multiplier, self.clip_norm, self.parameters)
+
+    @property
+    def accounted_noise_multiplier(self) -> float:
+        """sigma, or for the hardened sampler sigma C / (C + g sqrt(P)) (the rounded sum's sensitivity)."""
+        lattice = self.lattice
+        return self.noise_multiplier if lattice is None else lattice.accounted_multiplier
+
+    def noise_draws(self, count: int) -> int:
+        """Noisy steps in ``count`` compositions (at most a whole epoch of steps per epoch composition)."""
+        return count if self.step_level else count * self.steps_per_epoch
+
+    def lattice_cost(self, count: int) -> tuple[float, float]:
+        """(delta slack, epsilon shift) of the hardened sampler after ``count`` compositions; (0, 0) for float."""
+        lattice = self.lattice
+        if lattice is None:
+            return 0.0, 0.0
+        draws = self.noise_draws(count)
+        return lattice.slack(draws), lattice.shift(draws)
 
     def _check_augmentation(self) -> None:
         for name, value in (("--label-noise", self.label_noise), ("--context-noise", self.context_noise)):
@@ -174,8 +214,14 @@ class DpSgdSetting:
         if self.bottom == "poisson":
             out["r_poisson"] = min(1.0, self.instances / t)
         if self.augmented:
-            out["tau_label"] = tvd_unit_shift(self.label_noise)
-            out["tau_context"] = tvd_unit_shift(self.context_noise)
+            if self.sampler == "hardened":
+                from tsdp.accounting.dpsgd_lattice import hardened_tau
+
+                out["tau_label"] = hardened_tau(self.label_noise, self.value_bound)
+                out["tau_context"] = hardened_tau(self.context_noise, self.value_bound)
+            else:
+                out["tau_label"] = tvd_unit_shift(self.label_noise)
+                out["tau_context"] = tvd_unit_shift(self.context_noise)
         return out
 
     def warnings(self) -> list[str]:
@@ -223,11 +269,26 @@ def binomial_weights(n: int, p: float) -> tuple[np.ndarray, float]:
 
 
 def composition_profile(setting: DpSgdSetting, bound: str = "upper") -> tuple[Profile, Derivation]:
-    """The per-composition dominating pair of ``setting`` as a privacy profile."""
+    """The per-composition dominating pair of ``setting`` as a privacy profile.
+
+    For the hardened sampler the pair is that of the rounded continuous mechanism (noise multiplier
+    :attr:`DpSgdSetting.accounted_noise_multiplier`); the theorem names the lattice, and the delta
+    slack is added by :func:`epsilon_of` (:mod:`tsdp.accounting.dpsgd_lattice`)."""
+    profile, derivation = _continuous_profile(setting, bound)
+    if setting.sampler == "hardened":
+        from dataclasses import replace
+
+        from tsdp.accounting.dpsgd_lattice import THEOREM
+
+        derivation = replace(derivation, theorem=f"{derivation.theorem}; {THEOREM}", tight=False)
+    return profile, derivation
+
+
+def _continuous_profile(setting: DpSgdSetting, bound: str) -> tuple[Profile, Derivation]:
     if bound not in BOUNDS:
         raise UsageError(f"--bound must be one of {', '.join(BOUNDS)}, got {bound!r}")
     g = setting.geometry()
-    sigma, rho, lam = setting.noise_multiplier, g["rho"], setting.instances
+    sigma, rho, lam = setting.accounted_noise_multiplier, g["rho"], setting.instances
     unit = "step" if setting.step_level else "epoch"
     levels = f"{setting.top} top level, {setting.bottom.upper() if setting.bottom == 'wr' else 'Poisson'} bottom level"
 
@@ -347,7 +408,7 @@ def account_dpsgd(
         step_pld = base.self_compose(mark - done, tail)
         current = step_pld if current is None else current.compose(step_pld, tail)
         done = mark
-        history.append((mark, current.epsilon(delta)))
+        history.append((mark, _with_slack(setting, current.epsilon, mark, delta)))
     standard = None
     if compare_standard:  # flattened DP-SGD composes once per step whatever the top level
         std_steps = steps if steps is not None else epochs * setting.steps_per_epoch
@@ -358,7 +419,29 @@ def account_dpsgd(
 
 
 def epsilon_after(base: DiscretePLD, count: int, delta: float) -> float:
+    """Epsilon at ``delta`` of ``count`` compositions of ``base`` (the continuous mechanism's figure)."""
     return base.self_compose(count, tail_mass_for(delta)).epsilon(delta)
+
+
+def epsilon_of(setting: DpSgdSetting, base: DiscretePLD, count: int, delta: float) -> float:
+    """Epsilon at ``delta`` after ``count`` compositions of ``base`` = the pair of ``setting``, with the
+    hardened sampler's slack (:mod:`tsdp.accounting.dpsgd_lattice`) paid out of delta."""
+    composed = base.self_compose(count, tail_mass_for(delta)) if setting.sampler == "hardened" else None
+    if composed is None:
+        return epsilon_after(base, count, delta)
+    return _with_slack(setting, composed.epsilon, count, delta)
+
+
+def _with_slack(setting: DpSgdSetting, epsilon_at, count: int, delta: float) -> float:
+    """``epsilon_at(delta - slack) + shift`` for the hardened sampler's cost after ``count`` compositions
+    (:meth:`DpSgdSetting.lattice_cost`); ``epsilon_at(delta)`` for the float sampler."""
+    slack, shift = setting.lattice_cost(count)
+    if slack == 0 and shift == 0:
+        return epsilon_at(delta)
+    if not slack < delta / 2:
+        raise NumericalError(f"the hardened sampler's delta slack {slack:.3g} after {count} compositions is half of "
+                             f"--delta {delta:g} or more")
+    return epsilon_at(delta - slack) + shift
 
 
 def calibrate_noise(setting: DpSgdSetting, target_epsilon: float, delta: float, steps: int | None = None,
@@ -376,8 +459,8 @@ def calibrate_noise(setting: DpSgdSetting, target_epsilon: float, delta: float, 
     count = compositions(setting, steps, epochs)
 
     def eps_at(sigma: float) -> float:
-        s = DpSgdSetting(**{**setting.__dict__, "noise_multiplier": sigma})
-        return epsilon_after(pld_from_profile(composition_profile(s, "upper")[0], discretization), count, delta)
+        s = at_noise_multiplier(setting, sigma)
+        return epsilon_of(s, pld_from_profile(composition_profile(s, "upper")[0], discretization), count, delta)
 
     lo, hi = 0.05, 1.0
     while eps_at(hi) > target_epsilon:
@@ -395,6 +478,11 @@ def calibrate_noise(setting: DpSgdSetting, target_epsilon: float, delta: float, 
     return hi, eps_at(hi)
 
 
+def at_noise_multiplier(setting: DpSgdSetting, sigma: float) -> DpSgdSetting:
+    """``setting`` with noise multiplier ``sigma`` (a hardened lattice follows sigma)."""
+    return DpSgdSetting(**{**setting.__dict__, "noise_multiplier": sigma})
+
+
 def max_compositions(setting: DpSgdSetting, target_epsilon: float, delta: float,
                      discretization: float = DEFAULT_DISCRETIZATION, limit: int = 10_000_000) -> tuple[int, float]:
     """Largest number of compositions (steps or epochs) whose epsilon stays within the target.
@@ -406,6 +494,8 @@ def max_compositions(setting: DpSgdSetting, target_epsilon: float, delta: float,
     check_epsilon(target_epsilon, "--epsilon")
     check_delta(delta)
     base = pld_from_profile(composition_profile(setting, "upper")[0], discretization)
+    if setting.sampler == "hardened":
+        return largest_count_within(lambda n: epsilon_of(setting, base, n, delta), target_epsilon, limit)
     return largest_count_within(lambda n: base.epsilon(delta) if n == 1 else epsilon_after(base, n, delta),
                                 target_epsilon, limit)
 

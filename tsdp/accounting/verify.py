@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tsdp.accounting.claim import MechanismEvent, PrivacyClaim
-from tsdp.errors import DataError, TsdpError, UsageError
+from tsdp.errors import DataError, NumericalError, TsdpError, UsageError
 from tsdp.forecast.claim import MECHANISM as DPSGD_MECHANISM
 
 REL_TOL = 1e-9  # recomputed figures must agree to this relative precision
@@ -154,13 +154,13 @@ def _sampler_check(data: dict[str, Any], claim: PrivacyClaim) -> Check | None:
     explicit = any("--sampler float" in str(w) for w in data.get("warnings") or ())
     reason = params.get("float_noise_reason")
     path = {DPSGD: "forecast-train"}.get(claim.mechanism)
-    known = (FLOAT_ONLY[path], *FLOAT_ONLY_EARLIER.get(path, ())) if path is not None else ()
-    if path is not None and stated is not None and (stated != "float" or reason not in known):
-        # these mechanisms draw floating-point noise only (their events are continuous): a report that
-        # says otherwise, or states another reason, was edited (one that states no sampler claims nothing)
-        return Check("sampler", False, f"{claim.mechanism} draws floating-point noise only (it has no hardened "
-                                       f"sampler), but the report states sampler {stated!r} and float_noise_reason "
-                                       f"{'as recorded' if reason in known else repr(reason)}")
+    known = (*FLOAT_ONLY.get(path, ()), *FLOAT_ONLY_EARLIER.get(path, ())) if path is not None else ()
+    if path is not None and reason is not None and (stated != "float" or reason not in known):
+        # earlier versions drew floating-point noise only here and said why: a report that states
+        # another reason, or that reason with another sampler, was edited
+        return Check("sampler", False, f"{claim.mechanism} reports of earlier versions state sampler 'float' with "
+                                       f"their float_noise_reason, but this report states sampler {stated!r} and "
+                                       f"float_noise_reason {'as recorded' if reason in known else repr(reason)}")
     if explicit or (stated == "float" and reason is None):
         return Check("sampler", False, "the noise was drawn by floating-point samplers (--sampler float); their "
                                        "low-order bits can reveal the input (Mironov 2012), so the output must not "
@@ -1079,7 +1079,8 @@ def _dpsgd(r: _Report, out: _Outcome) -> None:
         horizon=prm.get("horizon"), batch_size=prm.get("batch_size"), noise_multiplier=prm.get("noise_multiplier"),
         top=prm.get("top"), bottom=prm.get("bottom"), instances=prm.get("instances"),
         unit="user" if u.level == "user" else "event", w=w, label_noise=cmd.get("label_noise") or 0.0,
-        context_noise=cmd.get("context_noise") or 0.0, value_bound=value_bound)
+        context_noise=cmd.get("context_noise") or 0.0, value_bound=value_bound,
+        **_dpsgd_sampler(prm, out.group("parameters")))
     _expect_events(r, out, (), "DP-SGD is accounted from its parameters")
     c = _command_name(r, out, "forecast-train")
     for option, key in (("--context-length", "context"), ("--forecast-length", "horizon"),
@@ -1122,7 +1123,23 @@ def _dpsgd(r: _Report, out: _Outcome) -> None:
     if not _is_int(count) or count < 1 or p.problems:
         g.fail("epsilon is not recomputed: the parameters are inconsistent (see parameters)")
         return
-    epsilon = st.epsilon_after(pld_from_profile(profile, discretization), count, delta)
+    lattice = setting.lattice
+    if lattice is not None:
+        slack, shift = setting.lattice_cost(count)
+        p.same("parameters.granularity", prm.get("granularity"), lattice.granularity)
+        p.same("parameters.rounded_clip_norm", prm.get("rounded_clip_norm"), lattice.rounded_clip)
+        p.same("parameters.accounted_noise_multiplier", prm.get("accounted_noise_multiplier"),
+               lattice.accounted_multiplier)
+        p.same("parameters.rounding_slack", prm.get("rounding_slack"), slack)
+        p.same("parameters.epsilon_shift", prm.get("epsilon_shift"), shift)
+        if p.problems:
+            g.fail("epsilon is not recomputed: the parameters are inconsistent (see parameters)")
+            return
+    try:
+        epsilon = st.epsilon_of(setting, pld_from_profile(profile, discretization), count, delta)
+    except NumericalError as exc:
+        g.fail(str(exc))
+        return
     # the trainer reports exactly this figure (tsdp.forecast.trainer): it must be reproduced, not just bounded,
     # so that no parameter (noise multiplier, steps) can be edited alone
     if g.expect(_close(r.claim.epsilon, epsilon, 1e-6),
@@ -1131,6 +1148,19 @@ def _dpsgd(r: _Report, out: _Outcome) -> None:
                 f"{r.claim.epsilon:g}"):
         g.ok(f"{count} {derivation.accounting_unit}s at noise multiplier {setting.noise_multiplier:g} give epsilon "
              f"{epsilon:.6g} at delta {delta:g} ({derivation.theorem}; as tsdp account dpsgd)")
+
+
+def _dpsgd_sampler(prm: dict, group) -> dict:
+    """The DpSgdSetting fields of a report's sampler: the hardened lattice needs the parameter count and
+    the clipping norm; float (explicit --sampler float, or a report older than the hardened DP-SGD)
+    is the continuous accounting."""
+    if prm.get("sampler") != "hardened":
+        return {}
+    count, clip = prm.get("parameters"), prm.get("clip_norm")
+    if not (_is_int(count) and count >= 1 and _is_real(clip) and clip > 0):
+        group.fail(f"a hardened report must state parameters (got {count!r}) and clip_norm (got {clip!r})")
+        return {}
+    return {"sampler": "hardened", "parameters": count, "clip_norm": clip}
 
 
 def _dict_diff(a: dict, b: dict) -> str:

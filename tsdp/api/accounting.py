@@ -22,7 +22,8 @@ SERIES_ONLY = {"series": "--series", "length": "--length", "context_length": "--
                "forecast_length": "--forecast-length",
                "top": "--top", "bottom": "--bottom", "instances": "--instances", "w": "--w",
                "label_noise": "--label-noise", "context_noise": "--context-noise", "value_bound": "--value-bound",
-               "bound": "--bound", "checkpoints": "--checkpoints", "compare_standard": "--compare-standard"}
+               "bound": "--bound", "checkpoints": "--checkpoints", "compare_standard": "--compare-standard",
+               "sampler": "--sampler", "parameters": "--parameters", "clip_norm": "--clip-norm"}
 SERIES_REQUIRED = {"series": "--series", "length": "--length", "context_length": "--context-length",
                    "forecast_length": "--forecast-length", "batch_size": "--batch-size"}
 DEFAULTS: dict[str, Any] = {
@@ -30,7 +31,7 @@ DEFAULTS: dict[str, Any] = {
     "steps": None, "epochs": None, "top": "wor", "bottom": "wr", "instances": 1, "unit": "w-event", "w": 1,
     "label_noise": 0.0, "context_noise": 0.0, "value_bound": None, "sampling_rate": None, "dataset_size": None,
     "sampling": "poisson", "relation": "add-remove", "bound": "upper", "checkpoints": 0, "compare_standard": False,
-    "discretization": 1e-3,
+    "discretization": 1e-3, "sampler": "float", "parameters": None, "clip_norm": None,
 }
 
 
@@ -93,12 +94,18 @@ def _setting(o: dict[str, Any], unit: str, noise_multiplier: float):
         batch_size=o["batch_size"], noise_multiplier=noise_multiplier, top=o["top"], bottom=o["bottom"],
         instances=o["instances"], unit=unit, w=o["w"], label_noise=o["label_noise"],
         context_noise=o["context_noise"], value_bound=o["value_bound"],
+        sampler=o["sampler"], parameters=o["parameters"], clip_norm=o["clip_norm"],
     )
 
 
-def _describe(setting, derivation) -> dict:
+def _describe(setting, derivation, count: int | None = None) -> dict:
     g = setting.geometry()
-    return {
+    lattice = {}
+    if setting.lattice is not None:
+        from tsdp.forecast.claim import sampler_parameters
+
+        lattice = sampler_parameters(setting, count) if count is not None else {"sampler": "hardened"}
+    return {**lattice,
         "theorem": derivation.theorem,
         "bound": "tight" if derivation.tight else derivation.bound,
         "is_privacy_guarantee": derivation.is_guarantee,
@@ -128,7 +135,7 @@ def dpsgd(*, noise_multiplier: float, delta: float, **options) -> dict[str, Any]
         warnings.append("--bound lower: the epsilon printed is an optimistic LOWER BOUND, never a privacy guarantee")
     summary = {label: result.epsilon, "delta": delta, "compositions": result.compositions,
                "steps": o["steps"], "epochs": o["epochs"], "noise_multiplier": noise_multiplier,
-               **_describe(setting, result.derivation)}
+               **_describe(setting, result.derivation, result.compositions)}
     if result.checkpoints:
         summary["checkpoints"] = [{"compositions": count, "epsilon": eps} for count, eps in result.checkpoints]
     if result.standard_dpsgd_epsilon is not None:

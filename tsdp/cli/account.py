@@ -69,6 +69,9 @@ WOpt = typer.Option(1, "--w", help="w: number of protected time steps.")
 LabelNoiseOpt = typer.Option(0.0, "--label-noise", help="sigma_F: Gaussian noise on forecast windows, in units of --value-bound.")
 ContextNoiseOpt = typer.Option(0.0, "--context-noise", help="sigma_C: Gaussian noise on context windows, in units of --value-bound.")
 ValueBoundOpt = typer.Option(None, "--value-bound", help="v: largest change of one value under the (w, v) relation.")
+SamplerOpt = typer.Option("float", "--sampler", help="float: the continuous Gaussian mechanism; hardened: forecast-train's default lattice noise (needs --parameters and --clip-norm), to reproduce its report.")
+ParametersOpt = typer.Option(None, "--parameters", help="The model's parameter count (--sampler hardened).")
+ClipNormOpt = typer.Option(None, "--clip-norm", help="C, the clipping norm (--sampler hardened: the lattice is a power of two below sigma C 2^-28).")
 DiscretizationOpt = typer.Option(1e-3, "--discretization", help="Privacy-loss grid step of the PLD.")
 
 
@@ -84,6 +87,7 @@ def dpsgd(
     sampling: Sampling = SamplingOpt, relation: Relation = RelationOpt,
     w: int = WOpt, label_noise: float = LabelNoiseOpt, context_noise: float = ContextNoiseOpt,
     value_bound: Optional[float] = ValueBoundOpt,
+    sampler: str = SamplerOpt, parameters: Optional[int] = ParametersOpt, clip_norm: Optional[float] = ClipNormOpt,
     bound: Bound = typer.Option(Bound.upper, "--bound", help="upper: the guarantee; lower: optimistic, never a guarantee."),
     checkpoints: int = typer.Option(0, "--checkpoints", help="Also print epsilon at this many points of training.", min=0),
     compare_standard: bool = typer.Option(False, "--compare-standard", help="Also print the flattened 'standard DP-SGD' epsilon (Prop. C.1; not valid at event level)."),
@@ -113,6 +117,7 @@ def calibrate_dpsgd(
     top: Top = TopOpt, bottom: Bottom = BottomOpt, instances: int = InstancesOpt, unit: str = UnitOpt,
     w: int = WOpt, label_noise: float = LabelNoiseOpt, context_noise: float = ContextNoiseOpt,
     value_bound: Optional[float] = ValueBoundOpt,
+    sampler: str = SamplerOpt, parameters: Optional[int] = ParametersOpt, clip_norm: Optional[float] = ClipNormOpt,
     sampling_rate: Optional[float] = SamplingRateOpt, dataset_size: Optional[int] = DatasetSizeOpt,
     sampling: Sampling = SamplingOpt, relation: Relation = RelationOpt,
     discretization: float = DiscretizationOpt,

@@ -26,7 +26,7 @@ from tsdp.cli import accuracy_options as acc_opts
 from tsdp.cli import common
 from tsdp.api.accounting import SERIES_UNITS, series_unit
 from tsdp.cli.account import Bottom, Top
-from tsdp.accounting.discrete import check_sampler, float_only_warning, float_parameters, refuse_hardened
+from tsdp.accounting.discrete import check_sampler
 from tsdp.errors import DataError, UsageError
 from tsdp.forecast.claim import dpsgd_claim, unaccounted
 from tsdp.io.files import check_output_path, read_table
@@ -34,6 +34,7 @@ from tsdp.io.layouts import load_long, load_wide
 from tsdp.io.timegrid import following_points
 from tsdp.accuracy.estimators import forecast_model
 from tsdp.report import Report
+from tsdp.mechanisms.noise import FLOAT_WARNING
 from tsdp.rng import SEEDED_WARNING, make_random_source
 
 
@@ -130,7 +131,7 @@ def forecast_train(
     output: Optional[str] = common.OutputOption,
     report: Optional[str] = common.ReportOption,
     seed: Optional[int] = common.SeedOption,
-    sampler: Optional[str] = typer.Option(None, "--sampler", help="Gradient noise sampler: float only (numpy's floating-point Gaussian); hardened is refused, the report says why."),
+    sampler: Optional[str] = typer.Option(None, "--sampler", help="Noise sampler: hardened (default: the gradient sum rounded to a power-of-two lattice and exact discrete Gaussian noise, label/context noise likewise; accounted exactly) or float (numpy's floating-point Gaussian, for experiments only; such weights must not be published)."),
     force: bool = common.ForceOption,
     json_summary: bool = common.JsonOption,
     quiet: bool = common.QuietOption,
@@ -144,7 +145,7 @@ def forecast_train(
     if unit not in SERIES_UNITS + ("user",):
         raise UsageError(f"--unit {unit!r}: must be one of w-event, w-user or event")
     accounted_unit = series_unit(unit, w)
-    _check_sampler(sampler)
+    sampler = check_sampler(sampler or "hardened")
     if lags is not None and model is not Model.deepar:
         raise UsageError(f"--lags is an option of --model deepar, not of --model {model.value}")
     if num_samples != 100 and model is not Model.deepar:
@@ -163,7 +164,7 @@ def forecast_train(
         epsilon=epsilon, delta=delta, steps=steps, epochs=epochs, lr=lr, weight_decay=weight_decay,
         val_windows=val_windows, val_every=val_every, unit=accounted_unit, w=w, label_noise=label_noise,
         context_noise=context_noise, value_bound=value_bound, discretization=discretization,
-        checkpoint=checkpoint.value,
+        checkpoint=checkpoint.value, sampler=sampler,
         # --evaluate-only without a length trains the baselines for as long as the private run would
         private=not evaluate_only or (epochs is None and steps is None),
     )
@@ -192,7 +193,7 @@ def forecast_train(
     net = _make_net(model, context_length, forecast_length, min_scale, lag_list, calendar, num_samples, device,
                     dtype)
     window = trainer.model_context(net)
-    train_config = replace(train_config, context=window)
+    train_config = trainer.with_model(replace(train_config, context=window), net)
     if window != context_length:
         _check_receptive_field(values.shape[1], window, context_length, forecast_length, val_windows)
     split = trainer.split_panel(values, window, forecast_length, val_windows, calendar=calendar)
@@ -212,10 +213,10 @@ def forecast_train(
     scores = {"model (DP-SGD)": trainer.evaluate(net, result.theta, split, season_length),
               "seasonal naive (not private)": trainer.evaluate_seasonal_naive(split, season_length)}
     claim = dpsgd_claim(train_config, plan, result)
-    claim = replace(claim, parameters={**claim.parameters, **float_parameters("forecast-train")})
     covered = train_config.checkpoint == Checkpoint.last.value
     forecasts = _forecast_table(net, result.theta, split, table, names, rng)
-    warnings = [*plan.warnings, FORECAST_NOTE, FLOAT_NOISE_WARNING] + ([] if covered else [BEST_CHECKPOINT_CAVEAT]) + (
+    noise_caveats = [FLOAT_WARNING] if train_config.sampler == "float" else []
+    warnings = [*plan.warnings, FORECAST_NOTE, *noise_caveats] + ([] if covered else [BEST_CHECKPOINT_CAVEAT]) + (
         [SEEDED_WARNING] if randomness.seeded else [])
     training = _training_summary(train_config, plan, result, n_series, split, season_length, net)
     from tsdp.forecast import persist
@@ -226,7 +227,7 @@ def forecast_train(
         "privacy": {"definition": "approx-dp", "epsilon": claim.epsilon, "delta": claim.delta,
                     "theorem": claim.theorem, "unit": claim.unit.neighbouring,
                     "checkpoint": train_config.checkpoint, "guarantee_covers_these_weights": covered,
-                    "caveats": [FORECAST_NOTE, FLOAT_NOISE_WARNING, "not privacy-accounted: " + "; ".join(unaccounted(train_config.checkpoint))]
+                    "caveats": [FORECAST_NOTE, *noise_caveats, "not privacy-accounted: " + "; ".join(unaccounted(train_config.checkpoint))]
                     + ([] if covered else [BEST_CHECKPOINT_CAVEAT])},
         "input": {"time_col": time_col, "series": names, "freq": table.grid.freq,
                   "start": None if calendar.origin is None else str(calendar.origin)},
@@ -279,7 +280,7 @@ def _dry_run(input, layout, time_col, value_col, series_col, series_cols, freq, 
     net = _make_net(model, context_length, forecast_length, min_scale, lag_list, _public_calendar(input, spec),
                     num_samples, device, dtype)
     window = trainer.model_context(net)
-    config = replace(train_config, context=window)
+    config = trainer.with_model(replace(train_config, context=window), net)
     train_length = length - forecast_length * (1 + val_windows)
     if train_length < window + forecast_length:
         raise DataError(f"series of {length} steps are too short: {train_length} remain for training after the test "
@@ -362,19 +363,6 @@ def _check_receptive_field(length: int, window: int, context: int, horizon: int,
             f"in all, but {train_length} remain for training after the test tail and {val_windows} validation "
             "windows; use smaller --lags or --context-length"
         )
-
-
-FLOAT_NOISE_WARNING = (float_only_warning("forecast-train").replace("its noise", "its gradient noise", 1)
-                       + "; so the weights and forecasts must not be published")
-
-
-def _check_sampler(sampler: str | None) -> None:
-    """--sampler: float (the default and only sampler here); hardened is refused with the reason."""
-    if sampler is None:
-        return
-    check_sampler(sampler)
-    if sampler == "hardened":
-        raise refuse_hardened("forecast-train")
 
 
 def _noise_multiplier(text: str) -> float | None:
@@ -520,8 +508,8 @@ def _notes(config, plan, result, net) -> list[str]:
     engine = _engine(net)
     if engine["engine"] == "jax":
         notes.append(f"the model computed in {engine['dtype']} with JAX on {engine['device']}; per-window gradients "
-                     "were computed by JAX and clipped by jax-privacy (clipping.clipped_fun), and the Gaussian "
-                     "noise drawn on the host by tsdp")
+                     "were computed by JAX and clipped by jax-privacy (clipping.clipped_fun), and the noise "
+                     "drawn on the host by tsdp")
     if "receptive_field" in engine:
         notes.append(f"DeepAR reads --context-length {engine['model_context']} values plus its largest lag minus 1: "
                      f"the accountant's context length is this receptive field, L_C = {engine['receptive_field']}")

@@ -49,5 +49,24 @@ def dpsgd_claim(config, plan, result) -> PrivacyClaim:
                     "train_length": setting.length, "context": config.context, "horizon": config.horizon,
                     "discretization": config.discretization, "unaccounted": unaccounted(config.checkpoint),
                     "checkpoint": config.checkpoint,
-                    "guarantee_covers_released_weights": config.checkpoint == "last"},
+                    "guarantee_covers_released_weights": config.checkpoint == "last",
+                    **sampler_parameters(setting, result.compositions)},
     )
+
+
+def sampler_parameters(setting, compositions: int) -> dict:
+    """The report's statement of the noise sampler: the hardened lattice and what it cost
+    (:mod:`tsdp.accounting.dpsgd_lattice`), or ``sampler: float`` (--sampler float)."""
+    lattice = setting.lattice
+    if lattice is None:
+        return {"sampler": "float"}
+    from tsdp.accounting.dpsgd_lattice import input_granularity
+
+    slack, shift = setting.lattice_cost(compositions)
+    out = {"sampler": "hardened", "granularity": lattice.granularity, "parameters": lattice.parameters,
+           "rounded_clip_norm": lattice.rounded_clip, "accounted_noise_multiplier": lattice.accounted_multiplier,
+           "rounding_slack": slack, "epsilon_shift": shift}
+    for name, noise in (("label", setting.label_noise), ("context", setting.context_noise)):
+        if noise > 0:
+            out[f"{name}_granularity"] = input_granularity(noise, setting.value_bound)
+    return out

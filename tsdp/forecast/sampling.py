@@ -271,16 +271,20 @@ def gather_windows(values: np.ndarray, series: np.ndarray, starts: np.ndarray, c
 
 # --- augmentation -------------------------------------------------------------------------------
 def augment(ctx: np.ndarray, tgt: np.ndarray, label_noise: float, context_noise: float,
-            value_bound: float | None, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+            value_bound: float | None, rng: np.random.Generator,
+            hardened: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """Online Gaussian data augmentation of the sampled windows (Eq. 1, Thm G.1).
 
     Adds fresh N(0, (context_noise v)^2) noise to every context value and fresh
     N(0, (label_noise v)^2) noise to every forecast value (v = ``value_bound``). Context noise is
     drawn first, then forecast noise, both from ``rng`` through :mod:`tsdp.mechanisms.noise`. The
     inputs are never modified; a part whose noise multiplier is 0 is returned as is (the same
-    array object).
+    array object). ``hardened``: the values are rounded to the lattice g_in of
+    :func:`tsdp.accounting.dpsgd_lattice.input_granularity` and exact discrete Gaussian noise on it
+    is added (what the hardened accounting of Theorem G.1 assumes).
     """
-    from tsdp.mechanisms.noise import gaussian_noise
+    from tsdp.accounting.dpsgd_lattice import input_granularity
+    from tsdp.mechanisms.noise import gaussian_noise, snap
 
     for name, value in (("--label-noise", label_noise), ("--context-noise", context_noise)):
         if not (value >= 0 and math.isfinite(value)):
@@ -289,10 +293,14 @@ def augment(ctx: np.ndarray, tgt: np.ndarray, label_noise: float, context_noise:
         return ctx, tgt
     if value_bound is None or not (value_bound > 0 and math.isfinite(value_bound)):
         raise UsageError(f"--value-bound V > 0 is required with --label-noise/--context-noise, got {value_bound}")
+    def noisy(values: np.ndarray, noise: float) -> np.ndarray:
+        values = np.asarray(values, dtype=np.float64)
+        g = input_granularity(noise, value_bound) if hardened else None
+        return snap(values, g) + gaussian_noise(rng, noise * value_bound, values.size,
+                                                granularity=g).reshape(values.shape)
+
     if context_noise > 0:
-        ctx = np.asarray(ctx, dtype=np.float64)
-        ctx = ctx + gaussian_noise(rng, context_noise * value_bound, ctx.size).reshape(ctx.shape)
+        ctx = noisy(ctx, context_noise)
     if label_noise > 0:
-        tgt = np.asarray(tgt, dtype=np.float64)
-        tgt = tgt + gaussian_noise(rng, label_noise * value_bound, tgt.size).reshape(tgt.shape)
+        tgt = noisy(tgt, label_noise)
     return ctx, tgt

@@ -8,6 +8,12 @@ step (post-processing):
 
     g~ = (sum_i g_i / max(1, ||g_i|| / C) + N(0, sigma^2 C^2 I)) / B.
 
+With the hardened sampler (the default) the sum is rounded to a power-of-two lattice g and the
+noise is exact discrete Gaussian noise on it (label/context noise likewise, on their own lattices);
+the accountant is given the rounded sum's sensitivity and pays the lattice's delta slack and epsilon
+shift (:mod:`tsdp.accounting.dpsgd_lattice`). The parameter count P enters both, so the config
+carries it (``parameters``; :func:`train` fills it in from the model).
+
 The accountant composes the per-step (or, for deterministic/shuffled iteration, per-epoch) dominating
 pair of :func:`tsdp.accounting.structured.composition_profile`. Epsilon is non-decreasing in the
 number of compositions, so "may the next composition be taken within (epsilon, delta)?" is answered
@@ -46,7 +52,7 @@ from tsdp.accounting.structured import (
     calibrate_noise,
     composition_profile,
     compositions,
-    epsilon_after,
+    epsilon_of,
     max_compositions,
 )
 from tsdp.errors import BudgetError, DataError, NumericalError, UsageError
@@ -88,8 +94,13 @@ class TrainConfig:
     discretization: float = DEFAULT_DISCRETIZATION
     private: bool = True
     checkpoint: str = "last"
+    sampler: str = "hardened"
+    parameters: int | None = None  # the model's parameter count (the hardened lattice's cost depends on it)
 
     def __post_init__(self) -> None:
+        from tsdp.accounting.discrete import check_sampler
+
+        check_sampler(self.sampler)
         if self.checkpoint not in CHECKPOINTS:
             raise UsageError(f"--checkpoint must be one of {', '.join(CHECKPOINTS)}, got {self.checkpoint!r}")
         for option, value in (("--batch-size", self.batch_size), ("--instances", self.instances)):
@@ -217,12 +228,25 @@ class Plan:
 
 
 def make_setting(config: TrainConfig, n_series: int, train_length: int, sigma: float) -> DpSgdSetting:
+    hardened = config.private and config.sampler == "hardened"
+    if hardened and config.parameters is None:
+        raise UsageError("the hardened sampler's accounting needs the model's parameter count (TrainConfig.parameters)")
     return DpSgdSetting(
         n_series=n_series, length=train_length, context=config.context, horizon=config.horizon,
         batch_size=config.batch_size, noise_multiplier=sigma, top=config.top, bottom=config.bottom,
         instances=config.instances, unit=config.unit, w=config.w, label_noise=config.label_noise,
         context_noise=config.context_noise, value_bound=config.value_bound,
+        sampler="hardened" if hardened else "float", parameters=config.parameters if hardened else None,
+        clip_norm=config.clip_norm if hardened else None,
     )
+
+
+def with_model(config: TrainConfig, model) -> TrainConfig:
+    """``config`` with the model's parameter count; UsageError if it states another one."""
+    count = int(model.n_params)
+    if config.parameters is not None and config.parameters != count:
+        raise UsageError(f"model {model.name!r} has {count} parameters, but the config states {config.parameters}")
+    return replace(config, parameters=count)
 
 
 def plan_training(config: TrainConfig, n_series: int, train_length: int) -> Plan:
@@ -275,12 +299,15 @@ def _count(requested, budget, config: TrainConfig, setting: DpSgdSetting) -> tup
 
 
 def dp_gradient(total: np.ndarray, noise_multiplier: float, clip: float, expected_batch: int,
-                rng: np.random.Generator) -> np.ndarray:
-    """(sum of clipped gradients + N(0, sigma^2 C^2 I)) / B (Alg. 2)."""
-    from tsdp.mechanisms.noise import gaussian_noise
+                rng: np.random.Generator, granularity: float | None = None) -> np.ndarray:
+    """(sum of clipped gradients + N(0, sigma^2 C^2 I)) / B (Alg. 2); with ``granularity`` g (hardened),
+    ``(round_g(sum) + g Z) / B`` with Z exact discrete Gaussian of parameter sigma C / g. The float
+    sum of the two multiples of g is correctly rounded, so a function of their exact sum."""
+    from tsdp.mechanisms.noise import gaussian_noise, snap
 
-    noise = gaussian_noise(rng, noise_multiplier * clip, total.size).reshape(total.shape)
-    return (total + noise) / expected_batch
+    total = np.asarray(total, dtype=np.float64)
+    noise = gaussian_noise(rng, noise_multiplier * clip, total.size, granularity=granularity).reshape(total.shape)
+    return (snap(total, granularity) + noise) / expected_batch
 
 
 @dataclass
@@ -315,6 +342,8 @@ def train(model, split: Split, config: TrainConfig, rng: np.random.Generator,
           progress: ProgressCallback | None = None, plan: Plan | None = None) -> TrainResult:
     """Run DP-SGD (or, with ``config.private`` False, plain minibatch Adam) on ``split.train``."""
     n_series, train_length = split.train.shape
+    if config.private and config.sampler == "hardened":
+        config = with_model(config, model)
     if model_context(model) != config.context or split.val_context.shape[1] != config.context:
         # the accountant's L_C must be every value a window's loss reads (spec pitfall 6)
         raise UsageError(f"model {model.name!r} reads {model_context(model)} values per window, but the accountant "
@@ -324,6 +353,8 @@ def train(model, split: Split, config: TrainConfig, rng: np.random.Generator,
     sampler = sampling.WindowSampler(setting)
     panel = sampling.PaddedPanel(split.train, config.context, config.horizon)
     base = pld_from_profile(composition_profile(setting, "upper")[0], config.discretization) if config.private else None
+    lattice = setting.lattice if config.private else None
+    granularity = None if lattice is None else lattice.granularity
     theta = model.init(rng)
     optimizer = Adam(lr=config.lr, weight_decay=config.weight_decay)
     val_every = config.val_every or max(1, round(plan.steps / 25))
@@ -335,7 +366,8 @@ def train(model, split: Split, config: TrainConfig, rng: np.random.Generator,
         series, starts = sampler.next_batch(rng)
         ctx, tgt = panel.gather(series, starts)
         if config.label_noise or config.context_noise:
-            ctx, tgt = sampling.augment(ctx, tgt, config.label_noise, config.context_noise, config.value_bound, rng)
+            ctx, tgt = sampling.augment(ctx, tgt, config.label_noise, config.context_noise, config.value_bound, rng,
+                                        hardened=setting.sampler == "hardened")
         extra = window_features(model, split, starts, config.context)
         if config.private:
             if series.size:
@@ -343,7 +375,7 @@ def train(model, split: Split, config: TrainConfig, rng: np.random.Generator,
                 loss = float(losses.mean())
             else:  # a Poisson batch can be empty: the noisy step is still taken (and accounted)
                 total, loss = np.zeros_like(theta), float("nan")
-            grad = dp_gradient(total, plan.noise_multiplier, config.clip_norm, config.batch_size, rng)
+            grad = dp_gradient(total, plan.noise_multiplier, config.clip_norm, config.batch_size, rng, granularity)
         elif series.size:
             loss, grad = model.mean_grad(theta, ctx, tgt, **extra)
         else:
@@ -353,7 +385,7 @@ def train(model, split: Split, config: TrainConfig, rng: np.random.Generator,
             raise NumericalError(f"training diverged at step {step}: the model's parameters are no longer finite "
                                  f"with --lr {config.lr:g}; lower --lr (or --clip-norm); nothing was published")
         if config.private and (step % eps_every == 0 or step == plan.steps):
-            epsilon_now = epsilon_after(base, _compositions_done(step, setting), config.delta)
+            epsilon_now = epsilon_of(setting, base, _compositions_done(step, setting), config.delta)
         if step % val_every == 0 or step == plan.steps:
             val = validation_loss(model, theta, split)
             history.append({"step": step, "val_loss": val, "train_loss": loss})
@@ -362,7 +394,7 @@ def train(model, split: Split, config: TrainConfig, rng: np.random.Generator,
         if progress is not None:
             progress(step, plan.steps, loss, epsilon_now)
     done = _compositions_done(plan.steps, setting) if config.private else 0
-    epsilon = epsilon_after(base, done, config.delta) if config.private and done else None
+    epsilon = epsilon_of(setting, base, done, config.delta) if config.private and done else None
     released = best_theta if config.checkpoint == "best-validation" else theta
     return TrainResult(released, theta, plan.steps, done, epsilon, config.delta if config.private else None,
                        plan, best_step, best_loss, history)
