@@ -97,3 +97,19 @@ def refuse(tsdp_cli, tmp_path):
         return line
 
     return check
+
+
+def dpsgd_sampler_options(parameters: dict) -> list:
+    """``tsdp account dpsgd`` options that reproduce a forecast-train report's noise sampler: the
+    hardened lattice needs the parameter count and the clipping norm; a float run needs none."""
+    if parameters.get("sampler") != "hardened":
+        return []
+    return ["--sampler", "hardened", "--parameters", parameters["parameters"], "--clip-norm",
+            repr(parameters["clip_norm"])]
+
+
+def dpsgd_sampler_setting(parameters: dict) -> dict:
+    """The DpSgdSetting fields of a forecast-train report's sampler (see :func:`dpsgd_sampler_options`)."""
+    if parameters.get("sampler") != "hardened":
+        return {}
+    return {"sampler": "hardened", "parameters": parameters["parameters"], "clip_norm": parameters["clip_norm"]}

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import stat
 import shutil
 from datetime import datetime, timedelta
@@ -23,8 +24,9 @@ import polars as pl
 import pytest
 
 from tsdp.accounting.pld import pld_from_profile
-from tsdp.accounting.structured import DpSgdSetting, composition_profile, epsilon_after, max_compositions
+from tsdp.accounting.structured import DpSgdSetting, composition_profile, epsilon_of, max_compositions
 from tsdp.report import schema
+from tests.conftest import dpsgd_sampler_options, dpsgd_sampler_setting
 
 SAMPLE_DIR = Path(__file__).resolve().parents[2] / "sample_data"
 LONG = ["--time-col", "time", "--value-col", "count", "--series-col", "sensor"]
@@ -83,7 +85,7 @@ def account_for(tsdp_cli, claim: dict) -> dict:
         "--forecast-length", p["horizon"], "--batch-size", p["batch_size"], "--noise-multiplier", repr(p["noise_multiplier"]),
         count, p["compositions"], "--delta", repr(claim["delta"]), "--top", p["top"], "--bottom", p["bottom"],
         "--instances", p["instances"], "--unit", "w-user" if claim["unit"]["level"] == "user" else "w-event",
-        "--w", claim["unit"]["w"], "--discretization", repr(p["discretization"]), "--json",
+        "--w", claim["unit"]["w"], "--discretization", repr(p["discretization"]), *dpsgd_sampler_options(p), "--json",
     )
     assert result.code == 0, result.err
     return json.loads(result.out)
@@ -94,7 +96,8 @@ def setting_of(claim: dict) -> DpSgdSetting:
     return DpSgdSetting(n_series=p["series"], length=p["train_length"], context=p["context"], horizon=p["horizon"],
                         batch_size=p["batch_size"], noise_multiplier=p["noise_multiplier"], top=p["top"],
                         bottom=p["bottom"], instances=p["instances"],
-                        unit="user" if claim["unit"]["level"] == "user" else "event", w=claim["unit"]["w"])
+                        unit="user" if claim["unit"]["level"] == "user" else "event", w=claim["unit"]["w"],
+                        **dpsgd_sampler_setting(p))
 
 
 # ----------------------------------------------------------------- epsilon == tsdp account dpsgd
@@ -140,7 +143,7 @@ def test_budget_stops_at_the_accountants_max_compositions(tsdp_cli, traffic, tmp
     k, _ = max_compositions(setting, 4.0, 1e-5)
     assert claim["parameters"]["compositions"] == claim["parameters"]["steps"] == k
     base = pld_from_profile(composition_profile(setting)[0])
-    assert epsilon_after(base, k, 1e-5) == claim["epsilon"] <= 4.0 < epsilon_after(base, k + 1, 1e-5)
+    assert epsilon_of(setting, base, k, 1e-5) == claim["epsilon"] <= 4.0 < epsilon_of(setting, base, k + 1, 1e-5)
     assert any("stopped before the budget" in n for n in read_json(tmp_path / "fc.report.json")["notes"])
 
 
@@ -400,9 +403,6 @@ def test_refuses_a_missing_time_step(refuse, tmp_path, drop):
     (["--label-noise", "0.5"], 2, ["--label-noise", "--value-bound"]),
     (["--model", "foo"], 2, ["--model", "foo"]),
     (["--epsilon", "0.001", "--delta", "1e-5"], 3, ["--epsilon 0.001"]),
-    # issue 17: no hardened DP-SGD; refused with the reason, never silently
-    (["--sampler", "hardened"], 2, ["--sampler hardened", "forecast-train has no hardened sampler",
-                                    "dominating pair", "floating-point noise only"]),
     (["--sampler", "exact"], 2, ["--sampler", "'exact'"]),
 ])
 def test_refuses_bad_options(refuse, small, args, code, needles):
@@ -441,19 +441,32 @@ def test_refuses_to_overwrite_without_force(tsdp_cli, refuse, small, tmp_path, e
     assert (tmp_path / existing).read_text() != "keep me\n"
 
 
-@pytest.mark.parametrize("sampler", [[], ["--sampler", "float"]])
-def test_report_states_the_gradient_noise_is_floating_point(tsdp_cli, small, tmp_path, sampler):
-    """forecast-train draws float gradient noise only: the claim says so and why, a warning says so on
-    stderr and in the report, and verify's sampler check names the exposure (it passes: the path has no
-    hardened sampler to choose, whereas --sampler float on a path that has one fails it)."""
-    run = run_ok(tsdp_cli, small, *[a for a in SMALL_ARGS if a != "--quiet"], *sampler, "-o", "fc.csv")
-    assert "forecast-train has no hardened sampler" in run.err and "gradient noise" in run.err
+def test_report_states_the_hardened_gradient_noise(tsdp_cli, small, tmp_path):
+    """forecast-train draws exact discrete noise on a lattice by default (issue 17): the claim states the
+    lattice, the parameter count, the rounded clip and what the lattice cost; verify's sampler check passes
+    it as hardened."""
+    run = run_ok(tsdp_cli, small, *[a for a in SMALL_ARGS if a != "--quiet"], "-o", "fc.csv")
+    assert "--sampler float" not in run.err and "floating-point" not in run.err
     report = json.loads((tmp_path / "fc.report.json").read_text())
     params = report["claim"]["parameters"]
-    assert params["sampler"] == "float" and "dominating pair" in params["float_noise_reason"]
-    assert any("forecast-train has no hardened sampler" in w for w in report["warnings"])
+    assert params["sampler"] == "hardened" and "float_noise_reason" not in params
+    g, c = params["granularity"], params["clip_norm"]
+    assert math.frexp(g)[0] == 0.5 and 2.0 ** 28 <= params["noise_multiplier"] * c / g < 2.0 ** 29
+    assert params["rounded_clip_norm"] == c + g * math.sqrt(params["parameters"])
+    assert 0 < params["rounding_slack"] < 1e-12 and 0 < params["epsilon_shift"] < 1e-9
+    assert "hardened" in report["claim"]["theorem"]
     verify = tsdp_cli("account", "verify", tmp_path / "fc.report.json", "--json")
     checks = {c["name"]: c for c in json.loads(verify.out)["reports"][0]["checks"]}
     assert verify.code == 0 and all(c["passed"] for c in checks.values())
-    detail = checks["sampler"]["detail"]
-    assert detail.startswith("not hardened") and "no hardened sampler yet, because" in detail
+    assert checks["sampler"]["detail"].startswith("exact discrete noise")
+
+
+def test_float_sampler_warns_and_fails_verify(tsdp_cli, small, tmp_path):
+    run = run_ok(tsdp_cli, small, *[a for a in SMALL_ARGS if a != "--quiet"], "--sampler", "float", "-o", "fc.csv")
+    assert "--sampler float" in run.err
+    report = json.loads((tmp_path / "fc.report.json").read_text())
+    assert report["claim"]["parameters"]["sampler"] == "float"
+    assert any("--sampler float" in w for w in report["warnings"])
+    verify = tsdp_cli("account", "verify", tmp_path / "fc.report.json", "--json")
+    checks = {c["name"]: c for c in json.loads(verify.out)["reports"][0]["checks"]}
+    assert verify.code == 3 and not checks["sampler"]["passed"] and checks["privacy_loss"]["passed"]

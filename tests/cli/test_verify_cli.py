@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from tsdp.cli.app import main
+from tests.conftest import dpsgd_sampler_options
 
 SAMPLE = Path(__file__).resolve().parents[2] / "sample_data"
 TRAFFIC = ["--value-col", "count", "--series-col", "sensor"]
@@ -112,7 +113,6 @@ def verify_json(tsdp_cli, *args):
 # ------------------------------------------------------------------------------ genuine reports
 
 
-FLOAT_ONLY = ("forecast-train",)  # no hardened sampler (issue 17)
 
 
 def test_every_genuine_report_verifies_and_the_json_has_one_shape(tsdp_cli, genuine):
@@ -124,7 +124,6 @@ def test_every_genuine_report_verifies_and_the_json_has_one_shape(tsdp_cli, genu
     assert out["schema"] == "tsdp.account.verify.summary/1" and out["warnings"] == []
     assert [r["path"] for r in out["reports"]] == [str(p) for p in paths]
     for name, report in zip(genuine, out["reports"]):
-        float_only = name.startswith(FLOAT_ONLY)
         assert set(report) == {"path", "passed", "checks"} and report["passed"] is True, report
         names = [c["name"] for c in report["checks"]]
         assert len(names) == len(set(names))
@@ -134,9 +133,7 @@ def test_every_genuine_report_verifies_and_the_json_has_one_shape(tsdp_cli, genu
             assert check["name"].isidentifier() and check["name"] == check["name"].lower()
             assert isinstance(check["detail"], str) and check["detail"]
         sampler = {c["name"]: c["detail"] for c in report["checks"]}.get("sampler")
-        if float_only:
-            assert sampler.startswith("not hardened") and "no hardened sampler yet, because" in sampler
-        elif name != "flip":
+        if name != "flip":
             assert sampler.startswith("exact discrete noise"), name
         # the released file sits next to its report: it is hashed without --output
         sha = next(c for c in report["checks"] if c["name"] == "output_sha256")
@@ -169,7 +166,7 @@ def test_dpsgd_epsilon_is_the_accountants(tsdp_cli, genuine):
     run = tsdp_cli("account", "dpsgd", "--series", p["series"], "--length", p["train_length"], "--context-length",
                    p["context"], "--forecast-length", p["horizon"], "--batch-size", p["batch_size"], "--noise-multiplier",
                    repr(p["noise_multiplier"]), "--steps", p["compositions"], "--delta", repr(claim["delta"]),
-                   "--json")
+                   *dpsgd_sampler_options(p), "--json")
     assert run.code == 0 and json.loads(run.out)["epsilon"] == claim["epsilon"]
     _, out = verify_json(tsdp_cli, genuine["forecast-train"][0])
     loss = next(c for c in out["reports"][0]["checks"] if c["name"] == "privacy_loss")
@@ -265,7 +262,15 @@ TAMPERING = {  # id -> (report, edit, a check that must fail)
                                  lambda xs: [x * (1 - 1e-3) for x in xs]), "parameters"),
     "hardened filter-subsample theorem dropped": (
         "filter-subsample", _set("claim.theorem", lambda t: t.split("; discrete Gaussian")[0]), "parameters"),
-    "float DP-SGD relabelled hardened": ("forecast-train", _set("claim.parameters.sampler", "hardened"), "sampler"),
+    "hardened DP-SGD relabelled float": ("forecast-train", _set("claim.parameters.sampler", "float"), "sampler"),
+    "hardened DP-SGD lattice halved": ("forecast-train", _set("claim.parameters.granularity", lambda g: g / 2),
+                                       "parameters"),
+    "hardened DP-SGD rounded clip dropped": ("forecast-train", _set("claim.parameters.rounded_clip_norm",
+                                                                    lambda c: c * (1 - 1e-6)), "parameters"),
+    "hardened DP-SGD slack understated": ("forecast-train", _set("claim.parameters.rounding_slack", 0.0),
+                                          "parameters"),
+    "hardened DP-SGD theorem dropped": ("forecast-train", _set("claim.theorem", lambda t: t.split("; hardened")[0]),
+                                        "parameters"),
     "subsample epsilon lowered": ("subsample", _set("claim.epsilon", 0.3), "privacy_loss"),
     "subsample mixture made lighter": ("subsample", _lighter_mixture, "events"),
     "paper subsample delta lowered": ("subsample-paper", _set("claim.delta", 1e-6), "privacy_loss"),

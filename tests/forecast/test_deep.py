@@ -313,7 +313,8 @@ def test_budget_stops_at_the_accountants_k_and_epsilon_is_account_dpsgds(model, 
     cfg = config(model, epsilon=2.0, noise_multiplier=2.5)
     result = trainer.train(model, split, cfg, np.random.default_rng(12))
     setting = DpSgdSetting(n_series=N, length=split.train.shape[1], context=model.receptive_field, horizon=HORIZON,
-                           batch_size=3, noise_multiplier=2.5)
+                           batch_size=3, noise_multiplier=2.5, sampler="hardened", parameters=model.n_params,
+                           clip_norm=0.5)
     k, _ = max_compositions(setting, 2.0, 1e-5)
     assert result.plan.stopped_by == "budget" and result.steps == result.compositions == k > 0
     assert result.epsilon == account_dpsgd(setting, 1e-5, steps=k).epsilon <= 2.0

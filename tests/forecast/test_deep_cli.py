@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 import pytest
+from tests.conftest import dpsgd_sampler_options
 
 START = datetime(2024, 1, 1)
 # series a, b, c of 60 hourly steps
@@ -55,7 +56,7 @@ def account_for(tsdp_cli, claim: dict) -> dict:
         "account", "dpsgd", "--series", p["series"], "--length", p["train_length"], "--context-length", p["context"],
         "--forecast-length", p["horizon"], "--batch-size", p["batch_size"], "--noise-multiplier", repr(p["noise_multiplier"]),
         "--steps", p["compositions"], "--delta", repr(claim["delta"]), "--top", p["top"], "--bottom", p["bottom"],
-        "--instances", p["instances"], "--discretization", repr(p["discretization"]), "--json",
+        "--instances", p["instances"], "--discretization", repr(p["discretization"]), *dpsgd_sampler_options(p), "--json",
     )
     assert result.code == 0, result.err
     return json.loads(result.out)

@@ -24,7 +24,7 @@ from tsdp.accounting.structured import (
     DpSgdSetting,
     account_dpsgd,
     composition_profile,
-    epsilon_after,
+    epsilon_of,
     max_compositions,
 )
 from tsdp.errors import BudgetError, DataError, UsageError
@@ -51,10 +51,19 @@ def split(panel) -> trainer.Split:
     return trainer.split_panel(panel, CTX, HOR, VALW)
 
 
+# The trainer's default sampler is the hardened one: its accounting needs the model's parameter count.
+P_LINEAR = make_model("linear", CTX, HOR).n_params
+
+
 def config(**changes) -> trainer.TrainConfig:
     base = dict(context=CTX, horizon=HOR, model="linear", batch_size=2, clip_norm=1.0, noise_multiplier=2.0,
-                delta=1e-5, val_windows=VALW)
+                delta=1e-5, val_windows=VALW, parameters=P_LINEAR)
     return trainer.TrainConfig(**{**base, **changes})
+
+
+def hardened(*args, clip_norm: float = 1.0, **kwargs) -> DpSgdSetting:
+    """The accountant's setting of a hardened run of the linear model (clip norm of ``config``)."""
+    return DpSgdSetting(*args, **kwargs, sampler="hardened", parameters=P_LINEAR, clip_norm=clip_norm)
 
 
 def check_gaussian(x: np.ndarray, std: float) -> None:
@@ -130,13 +139,13 @@ def test_dp_gradient_adds_the_clipped_sum_divided_by_b():
 def test_budget_binds_steps_equal_max_compositions(split):
     cfg = config(epsilon=1.0)
     plan = trainer.plan_training(cfg, N, TRAIN_LENGTH)
-    setting = DpSgdSetting(N, TRAIN_LENGTH, CTX, HOR, 2, 2.0)
+    setting = hardened(N, TRAIN_LENGTH, CTX, HOR, 2, 2.0)
     assert plan.setting == setting
     k, _ = max_compositions(setting, 1.0, 1e-5)
     assert plan.stopped_by == "budget"
     assert plan.compositions == plan.steps == plan.budget_compositions == k
     base = pld_from_profile(composition_profile(setting)[0])
-    assert epsilon_after(base, k, 1e-5) <= 1.0 < epsilon_after(base, k + 1, 1e-5)
+    assert epsilon_of(setting, base, k, 1e-5) <= 1.0 < epsilon_of(setting, base, k + 1, 1e-5)
 
     result = trainer.train(make_model("linear", CTX, HOR), split, cfg, np.random.default_rng(0))
     assert result.steps == result.compositions == k
@@ -147,10 +156,10 @@ def test_budget_binds_steps_equal_max_compositions(split):
 def test_budget_binds_epoch_level(split):
     cfg = config(epsilon=3.0, top="shuffle")
     plan = trainer.plan_training(cfg, N, TRAIN_LENGTH)
-    setting = DpSgdSetting(N, TRAIN_LENGTH, CTX, HOR, 2, 2.0, top="shuffle")
+    setting = hardened(N, TRAIN_LENGTH, CTX, HOR, 2, 2.0, top="shuffle")
     k, _ = max_compositions(setting, 3.0, 1e-5)
     base = pld_from_profile(composition_profile(setting)[0])
-    assert epsilon_after(base, k, 1e-5) <= 3.0 < epsilon_after(base, k + 1, 1e-5)
+    assert epsilon_of(setting, base, k, 1e-5) <= 3.0 < epsilon_of(setting, base, k + 1, 1e-5)
     assert plan.stopped_by == "budget" and plan.compositions == k
     assert plan.steps == k * setting.steps_per_epoch == 3 * k
     result = trainer.train(make_model("linear", CTX, HOR), split, cfg, np.random.default_rng(0), plan=plan)
@@ -171,7 +180,7 @@ def test_requested_length_within_budget_is_trained_in_full():
 def test_without_budget_epsilon_is_the_accountants_for_the_steps(split):
     cfg = config(steps=25)
     result = trainer.train(make_model("linear", CTX, HOR), split, cfg, np.random.default_rng(3))
-    setting = DpSgdSetting(N, TRAIN_LENGTH, CTX, HOR, 2, 2.0)
+    setting = hardened(N, TRAIN_LENGTH, CTX, HOR, 2, 2.0)
     assert result.compositions == 25 and result.plan.stopped_by == "steps"
     assert result.epsilon == account_dpsgd(setting, 1e-5, steps=25).epsilon
 
@@ -185,14 +194,14 @@ def test_auto_noise_multiplier_fits_requested_epochs_in_epsilon():
     cfg = config(noise_multiplier=None, epsilon=2.0, epochs=10)
     plan = trainer.plan_training(cfg, N, TRAIN_LENGTH)
     sigma = plan.noise_multiplier
-    setting = DpSgdSetting(N, TRAIN_LENGTH, CTX, HOR, 2, sigma)
+    setting = hardened(N, TRAIN_LENGTH, CTX, HOR, 2, sigma)
     assert plan.setting == setting
     assert plan.compositions == 30 and plan.stopped_by == "epochs"  # 3 steps per epoch
     eps = account_dpsgd(setting, 1e-5, epochs=10).epsilon
     assert eps <= 2.0
     assert eps >= 2.0 * 0.99, f"calibrated sigma {sigma} wastes budget: epsilon {eps}"
     # the smallest such sigma (to the calibration's relative tolerance 1e-3)
-    smaller = DpSgdSetting(N, TRAIN_LENGTH, CTX, HOR, 2, sigma / 1.002)
+    smaller = hardened(N, TRAIN_LENGTH, CTX, HOR, 2, sigma / 1.002)
     assert account_dpsgd(smaller, 1e-5, epochs=10).epsilon > 2.0
 
 
@@ -225,8 +234,8 @@ def test_private_update_is_clipped_sum_plus_gaussian_noise_over_b(split, monkeyp
 
     real_dp = trainer.dp_gradient
 
-    def spy_dp(total, sigma, clip, batch, rng):
-        out = real_dp(total, sigma, clip, batch, rng)
+    def spy_dp(total, sigma, clip, batch, rng, granularity=None):
+        out = real_dp(total, sigma, clip, batch, rng, granularity)
         noisy.append((total.copy(), sigma, clip, batch, out.copy()))
         return out
 
@@ -329,7 +338,7 @@ def test_sampler_is_the_accountants_setting(split, monkeypatch, top, bottom, ins
     plan = trainer.plan_training(cfg, N, TRAIN_LENGTH)
     result = trainer.train(make_model("linear", CTX, HOR), split, cfg, np.random.default_rng(4), plan=plan)
     assert seen == [plan.setting]
-    assert plan.setting == DpSgdSetting(N, TRAIN_LENGTH, CTX, HOR, 2 * instances, 2.0, top=top, bottom=bottom,
+    assert plan.setting == hardened(N, TRAIN_LENGTH, CTX, HOR, 2 * instances, 2.0, top=top, bottom=bottom,
                                         instances=instances)
     assert len(batches) == result.steps == plan.steps
     if top == "shuffle":  # epoch-level: a started epoch counts as a whole one

@@ -65,6 +65,7 @@ from tsdp.errors import UsageError
 
 RESOLUTION = 28
 INPUT_RESOLUTION = 20
+MIN_NOISE = 2.0 ** -960  # below this the lattice's reciprocal 1/g (2^(R+1) / noise) leaves the float range
 CHI2_TAIL = 800.0  # t of the chi-square tail bound: e^-t e^eps <= e^-100 for eps <= 700
 THEOREM = ("hardened: the clipped gradient sum rounded to a power-of-two lattice g and exact discrete Gaussian "
            "noise (Canonne, Kamath and Steinke 2020); accounted with clip C + g sqrt(parameters), delta "
@@ -96,6 +97,9 @@ class GradientLattice:
         c = self.clip_norm
         if isinstance(c, bool) or not isinstance(c, (int, float)) or not (math.isfinite(c) and c > 0):
             raise UsageError(f"--clip-norm must be finite and > 0, got {c!r}")
+        if not self.noise_multiplier * c >= MIN_NOISE:
+            raise UsageError(f"--clip-norm {c:g}: the gradient noise sigma C = {self.noise_multiplier * c:.3g} is below "
+                             f"{MIN_NOISE:.3g}, too small for the hardened sampler's lattice; use a larger --clip-norm")
 
     @property
     def granularity(self) -> float:
@@ -130,6 +134,9 @@ class GradientLattice:
 
 def input_granularity(noise: float, value_bound: float) -> float:
     """g_in for label or context noise ``noise`` (in units of v = ``value_bound``)."""
+    if not noise * value_bound >= MIN_NOISE:
+        raise UsageError(f"--value-bound {value_bound:g}: the input noise {noise:g} x {value_bound:g} is below "
+                         f"{MIN_NOISE:.3g}, too small for the hardened sampler's lattice; use a larger --value-bound")
     return _power_of_two_below(noise * value_bound, INPUT_RESOLUTION)
 
 
