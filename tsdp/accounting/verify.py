@@ -140,9 +140,10 @@ def verify_report(data: dict[str, Any], max_epsilon: float | None = None, max_de
 
 def _sampler_check(data: dict[str, Any], claim: PrivacyClaim) -> Check | None:
     """Fails for ``--sampler float`` (output that must not be published, like a seeded run's);
-    passes, naming the exposure, for a mechanism that has no hardened sampler yet (its claim
-    states ``sampler: float`` and ``float_noise_reason``: the guarantee is that of the ideal
-    continuous mechanism, and the floating-point exposure is stated, not hidden); passes for the
+    passes, naming the exposure, for a report of an earlier version whose mechanism had no hardened
+    sampler yet (forecast-train: its claim states ``sampler: float`` and the ``float_noise_reason``
+    of that version: the guarantee is that of the ideal continuous mechanism, and the
+    floating-point exposure is stated, not hidden); passes for the
     hardened sampler, naming what (if anything) stays floating-point besides the noise
     (LEVY/QUANTILE's selection). None when the report states no sampler (commands without noise,
     and reports older than the hardened sampler)."""

@@ -122,7 +122,7 @@ CustodianOption = typer.Option(
     help="File for the custodian-only figures (functions of the private data: NOT for publication; "
          "written with mode 0600) [default: OUTPUT with .custodian.NOT-FOR-PUBLICATION.json].")
 SeedOption = typer.Option(None, "--seed", help="Fixed seed for tests and experiments; such output must not be published.", min=0)
-SamplerOption = typer.Option(None, "--sampler", help="Noise sampler: hardened (exact discrete noise on a power-of-two granularity; the default where the mechanism has one) or float (numpy's floating-point samplers, for experiments only; such output must not be published; the only sampler of subsample, filter-subsample and forecast-train, whose reports state the exposure).")
+SamplerOption = typer.Option(None, "--sampler", help="Noise sampler: hardened (exact discrete noise on a power-of-two granularity; the default) or float (numpy's floating-point samplers, for experiments and paper reproduction only; such output must not be published).")
 GranularityOption = typer.Option(None, "--granularity", help="--sampler hardened: power of two whose multiples the release takes [default: chosen from sigma and the sensitivity, about sigma x 2^-20].")
 ForceOption = typer.Option(False, "--force", help="Overwrite existing output files.")
 JsonOption = typer.Option(False, "--json", help="Print a machine-readable summary on stdout.")
