@@ -349,6 +349,10 @@ def train(model, split: Split, config: TrainConfig, rng: np.random.Generator,
         raise UsageError(f"model {model.name!r} reads {model_context(model)} values per window, but the accountant "
                          f"and the split were given --context-length {config.context}")
     plan = plan or plan_training(config, n_series, train_length)
+    if plan.setting is not None and plan.setting != make_setting(config, n_series, train_length, plan.noise_multiplier):
+        # e.g. a hardened lattice's cost accounted for another parameter count: its epsilon would not be this run's
+        raise UsageError(f"the plan's accounting setting is not this run's (model {model.name!r} with "
+                         f"{config.parameters} parameters, {config.sampler} sampler): plan it for this model")
     setting = plan.setting or make_setting(config, n_series, train_length, 1.0)
     sampler = sampling.WindowSampler(setting)
     panel = sampling.PaddedPanel(split.train, config.context, config.horizon)
