@@ -379,9 +379,6 @@ def test_plan_without_parameter_count_is_refused():
         trainer.plan_training(config(), N, TRAIN_LENGTH)
 
 
-@pytest.mark.xfail(strict=True, reason="defect: train() accounts with the given plan's parameter count without "
-                                       "checking it against the model's (a plan for fewer parameters understates "
-                                       "epsilon)")
 def test_train_refuses_a_plan_for_another_parameter_count(split):
     model = make_model("linear", CTX, HOR)
     plan = trainer.plan_training(config(steps=5, parameters=1), N, TRAIN_LENGTH)
@@ -483,9 +480,6 @@ def test_cli_edited_hardened_report_fails_verify(tsdp_cli, small, name):
     assert not checks[failing]["passed"], checks[failing]
 
 
-@pytest.mark.xfail(strict=True, reason="defect: verify takes the parameter count from the report; it does not "
-                                       "rebuild it from the recorded model options, so a consistently understated "
-                                       "count passes")
 def test_cli_consistently_understated_parameter_count_fails_verify(tsdp_cli, small):
     report, _ = _train(tsdp_cli, small, "--quiet")
     p = report["claim"]["parameters"]

@@ -1126,6 +1126,10 @@ def _dpsgd(r: _Report, out: _Outcome) -> None:
         return
     lattice = setting.lattice
     if lattice is not None:
+        rebuilt = _model_parameter_count(cmd)
+        if rebuilt is not None:
+            p.equal(f"parameters.parameters (the parameter count of --model {cmd.get('model')} at the recorded "
+                    "context and forecast lengths)", prm.get("parameters"), rebuilt)
         slack, shift = setting.lattice_cost(count)
         p.same("parameters.granularity", prm.get("granularity"), lattice.granularity)
         p.same("parameters.rounded_clip_norm", prm.get("rounded_clip_norm"), lattice.rounded_clip)
@@ -1162,6 +1166,21 @@ def _dpsgd_sampler(prm: dict, group) -> dict:
         group.fail(f"a hardened report must state parameters (got {count!r}) and clip_norm (got {clip!r})")
         return {}
     return {"sampler": "hardened", "parameters": count, "clip_norm": clip}
+
+
+def _model_parameter_count(cmd: dict) -> int | None:
+    """The parameter count of a numpy model rebuilt from the recorded command (the hardened lattice's
+    cost depends on it); None for the JAX models (DeepAR's count also depends on the calendar's lags and
+    time features: the report's figure is used, as every figure a consistent edit could change)."""
+    from tsdp.forecast.models import DEEP_MODELS, make_model
+
+    name, context, horizon = cmd.get("model"), cmd.get("context_length"), cmd.get("forecast_length")
+    if name in DEEP_MODELS or not (isinstance(name, str) and _is_int(context) and _is_int(horizon)):
+        return None
+    try:
+        return int(make_model(name, context, horizon).n_params)
+    except (TsdpError, ValueError, TypeError):
+        return None
 
 
 def _dict_diff(a: dict, b: dict) -> str:
