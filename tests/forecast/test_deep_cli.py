@@ -141,3 +141,38 @@ def test_deep_model_without_the_extra_is_a_usage_error_naming_it(refuse, small, 
     args = [a for a in SMALL_ARGS]
     args[args.index("--model") + 1] = name
     refuse(["forecast-train", small, *args, "-o", "fc.csv"], 2, f"--model {name}", "tsdp[deep]", "jax")
+
+
+@needs_deep
+@pytest.mark.parametrize("name", ["deepar", "itransformer"])
+def test_deep_model_report_verifies(tsdp_cli, small, tmp_path, name):
+    """verify rebuilds the accountant's context length of a JAX model's report: DeepAR's receptive field
+    (--context-length plus its largest lag minus 1), not --context-length (such reports failed verify)."""
+    args = list(SMALL_ARGS)
+    args[args.index("--model") + 1] = name
+    run_ok(tsdp_cli, small, *args, *DEEP_ARGS[name][2:], "-o", "fc.csv")
+    verify = tsdp_cli("account", "verify", tmp_path / "fc.report.json", "--json")
+    checks = {c["name"]: c for c in json.loads(verify.out)["reports"][0]["checks"]}
+    assert verify.code == 0 and all(c["passed"] for c in checks.values()), checks
+    report = read_json(tmp_path / "fc.report.json")
+    report["claim"]["parameters"]["context"] -= 1  # a receptive field one value shorter: the accountant's k shrinks
+    (tmp_path / "edited.json").write_text(json.dumps(report))
+    verify = tsdp_cli("account", "verify", tmp_path / "edited.json", "--json")
+    checks = {c["name"]: c for c in json.loads(verify.out)["reports"][0]["checks"]}
+    assert verify.code == 3 and not checks["command"]["passed"]
+
+
+@pytest.mark.parametrize("freq, lags, window", [
+    ("1h", "1-3,24", 4 + 24 - 1),
+    ("1h", None, 4 + 721 - 1),  # GluonTS's defaults for hourly data reach 721
+    ("1d", None, None),
+    ("1", None, 4 + 7 - 1),  # integer time: no calendar, lags 1-7
+])
+def test_verify_rebuilds_deepars_receptive_field(freq, lags, window):
+    from tsdp.accounting.verify import _receptive_field
+    from tsdp.forecast.timefeatures import default_lags
+
+    if window is None:  # daily data: the defaults GluonTS takes for that step
+        window = 4 + max(default_lags(86_400_000_000)) - 1
+    assert _receptive_field({"model": "deepar", "context_length": 4, "lags": lags}, {"freq": freq}) == window
+    assert _receptive_field({"model": "simple-ff", "context_length": 4, "lags": None}, {"freq": freq}) == 4

@@ -1084,8 +1084,10 @@ def _dpsgd(r: _Report, out: _Outcome) -> None:
         **_dpsgd_sampler(prm, out.group("parameters")))
     _expect_events(r, out, (), "DP-SGD is accounted from its parameters")
     c = _command_name(r, out, "forecast-train")
-    for option, key in (("--context-length", "context"), ("--forecast-length", "horizon"),
-                        ("--batch-size", "batch_size"),
+    window = _receptive_field(cmd, r.grid)
+    if window is not None:
+        c.equal("parameters.context (--context-length, plus DeepAR's largest lag minus 1)", prm.get("context"), window)
+    for option, key in (("--forecast-length", "horizon"), ("--batch-size", "batch_size"),
                         ("--instances", "instances"), ("--top", "top"), ("--bottom", "bottom"),
                         ("--clip-norm", "clip_norm"), ("--noise-multiplier", "noise_multiplier"),
                         ("--discretization", "discretization"), ("--checkpoint", "checkpoint")):
@@ -1166,6 +1168,29 @@ def _dpsgd_sampler(prm: dict, group) -> dict:
         group.fail(f"a hardened report must state parameters (got {count!r}) and clip_norm (got {clip!r})")
         return {}
     return {"sampler": "hardened", "parameters": count, "clip_norm": clip}
+
+
+def _receptive_field(cmd: dict, grid: dict) -> int | None:
+    """The L_C a forecast-train run accounted: --context-length, plus for DeepAR its largest lag minus 1
+    (its --lags, or GluonTS's defaults for the grid's step, as the run chose them). None when the
+    recorded command does not say (then the command check reports the missing context length)."""
+    from tsdp.forecast.timefeatures import default_lags, parse_lags
+    from tsdp.io.timegrid import parse_freq
+
+    context = cmd.get("context_length")
+    if cmd.get("model") != "deepar" or not _is_int(context):
+        return context
+    try:
+        if cmd.get("lags") is not None:
+            lags = parse_lags(cmd["lags"])
+        else:
+            freq = grid.get("freq")
+            step = None if freq is None or str(freq).strip().isdigit() else parse_freq(freq, False)
+            lags = default_lags(step.amount if step is not None and step.unit == "us" else None,
+                                step.amount if step is not None and step.unit == "mo" else None)
+    except TsdpError:
+        return None
+    return context + max(lags) - 1
 
 
 def _model_parameter_count(cmd: dict) -> int | None:
