@@ -160,6 +160,12 @@ def test_deep_model_report_verifies(tsdp_cli, small, tmp_path, name):
     verify = tsdp_cli("account", "verify", tmp_path / "edited.json", "--json")
     checks = {c["name"]: c for c in json.loads(verify.out)["reports"][0]["checks"]}
     assert verify.code == 3 and not checks["command"]["passed"]
+    report = read_json(tmp_path / "fc.report.json")
+    report["claim"]["parameters"]["parameters"] //= 2  # the lattice's cost depends on the count: rebuilt, not read
+    (tmp_path / "edited.json").write_text(json.dumps(report))
+    verify = tsdp_cli("account", "verify", tmp_path / "edited.json", "--json")
+    checks = {c["name"]: c for c in json.loads(verify.out)["reports"][0]["checks"]}
+    assert verify.code == 3 and "parameter count" in checks["parameters"]["detail"]
 
 
 @pytest.mark.parametrize("freq, lags, window", [

@@ -1128,7 +1128,7 @@ def _dpsgd(r: _Report, out: _Outcome) -> None:
         return
     lattice = setting.lattice
     if lattice is not None:
-        rebuilt = _model_parameter_count(cmd)
+        rebuilt = _model_parameter_count(cmd, r.grid)
         if rebuilt is not None:
             p.equal(f"parameters.parameters (the parameter count of --model {cmd.get('model')} at the recorded "
                     "context and forecast lengths)", prm.get("parameters"), rebuilt)
@@ -1170,40 +1170,62 @@ def _dpsgd_sampler(prm: dict, group) -> dict:
     return {"sampler": "hardened", "parameters": count, "clip_norm": clip}
 
 
-def _receptive_field(cmd: dict, grid: dict) -> int | None:
-    """The L_C a forecast-train run accounted: --context-length, plus for DeepAR its largest lag minus 1
-    (its --lags, or GluonTS's defaults for the grid's step, as the run chose them). None when the
-    recorded command does not say (then the command check reports the missing context length)."""
-    from tsdp.forecast.timefeatures import default_lags, parse_lags
+def _grid_step(grid: dict) -> tuple[int | None, int | None]:
+    """(step in microseconds, step in months) of a report's grid; (None, None) for integer time."""
     from tsdp.io.timegrid import parse_freq
 
+    freq = grid.get("freq")
+    if freq is None or str(freq).strip().isdigit():
+        return None, None
+    step = parse_freq(freq, False)
+    return (step.amount, None) if step.unit == "us" else (None, step.amount)
+
+
+def _deepar_lags(cmd: dict, grid: dict) -> tuple[int, ...]:
+    """DeepAR's lags as the run chose them: its --lags, or GluonTS's defaults for the grid's step."""
+    from tsdp.forecast.timefeatures import default_lags, parse_lags
+
+    if cmd.get("lags") is not None:
+        return parse_lags(cmd["lags"])
+    return default_lags(*_grid_step(grid))
+
+
+def _receptive_field(cmd: dict, grid: dict) -> int | None:
+    """The L_C a forecast-train run accounted: --context-length, plus for DeepAR its largest lag minus 1.
+    None when the recorded command does not say (the command check then reports it)."""
     context = cmd.get("context_length")
     if cmd.get("model") != "deepar" or not _is_int(context):
         return context
     try:
-        if cmd.get("lags") is not None:
-            lags = parse_lags(cmd["lags"])
-        else:
-            freq = grid.get("freq")
-            step = None if freq is None or str(freq).strip().isdigit() else parse_freq(freq, False)
-            lags = default_lags(step.amount if step is not None and step.unit == "us" else None,
-                                step.amount if step is not None and step.unit == "mo" else None)
+        return context + max(_deepar_lags(cmd, grid)) - 1
     except TsdpError:
         return None
-    return context + max(lags) - 1
 
 
-def _model_parameter_count(cmd: dict) -> int | None:
-    """The parameter count of a numpy model rebuilt from the recorded command (the hardened lattice's
-    cost depends on it); None for the JAX models (DeepAR's count also depends on the calendar's lags and
-    time features: the report's figure is used, as every figure a consistent edit could change)."""
+def _model_parameter_count(cmd: dict, grid: dict) -> int | None:
+    """The parameter count of the recorded model, rebuilt from the command (the hardened lattice's cost
+    depends on it): the numpy models always, the JAX models when the deep extra is installed (DeepAR
+    with its lags and the grid step's time features). None when it cannot be rebuilt: the report's
+    figure is then used, like every figure a consistent edit could change."""
     from tsdp.forecast.models import DEEP_MODELS, make_model
 
     name, context, horizon = cmd.get("model"), cmd.get("context_length"), cmd.get("forecast_length")
-    if name in DEEP_MODELS or not (isinstance(name, str) and _is_int(context) and _is_int(horizon)):
+    if not (isinstance(name, str) and _is_int(context) and _is_int(horizon)):
         return None
     try:
-        return int(make_model(name, context, horizon).n_params)
+        options: dict[str, Any] = {}
+        if name in DEEP_MODELS:
+            from tsdp.forecast.deep import missing_extra
+
+            if missing_extra() is not None:
+                return None
+            if name == "deepar":
+                from tsdp.forecast.timefeatures import default_time_features
+
+                step_us, step_months = _grid_step(grid)
+                features = default_time_features(step_us, step_months) if (step_us or step_months) else ()
+                options = {"lags": _deepar_lags(cmd, grid), "time_features": features}
+        return int(make_model(name, context, horizon, **options).n_params)
     except (TsdpError, ValueError, TypeError):
         return None
 
