@@ -221,3 +221,47 @@ def test_load_wide_errors():
         load_wide(pl.DataFrame({"t": TIMES}), "t")
     with pytest.raises(DataError, match="duplicate timestamp 2024-01-01 00:00:00"):
         load_wide(pl.concat([wide_frame(False), wide_frame(False)[0:1]]), "t")
+
+
+@pytest.mark.parametrize("kind", ["float", "counts", "wide-ints"])
+@pytest.mark.parametrize("target", ["cell", "sum"])
+@pytest.mark.parametrize("shape", ["long", "long-one-series", "wide", "long-filled"])
+def test_median_abs_is_the_median_of_the_matrix_cells_or_series_sums(shape, target, kind):
+    """The steward's noise-to-signal scale, computed on the frame, equals the median of |cells| (or of
+    |series sums|) of the (n_series, n_steps) matrix it no longer builds."""
+    from datetime import datetime, timedelta
+
+    from tsdp.io.layouts import load_long, load_wide
+
+    rng = np.random.default_rng(7)
+    n, t = 5, 9
+    times = [datetime(2024, 1, 1) + timedelta(hours=h) for h in range(t)]
+    values = rng.normal(0, 10, (n, t)).round(3)
+    if kind == "counts":  # small integers (counted), negatives included
+        values = rng.integers(-40, 40, (n, t))
+    elif kind == "wide-ints":  # integers beyond the counting range
+        values = rng.integers(-(1 << 40), 1 << 40, (n, t))
+    values[1] *= -1
+    if shape == "wide":
+        df = pl.DataFrame({"time": times, **{f"s{i}": values[i] for i in range(n)}})
+        table = load_wide(df, "time", allow_negative=True)
+    else:
+        series = 1 if shape == "long-one-series" else n
+        df = pl.DataFrame({"id": np.repeat([f"s{i}" for i in range(series)], t), "time": times * series,
+                           "v": values[:series].ravel()})
+        if shape == "long-filled":  # a missing cell filled with 0 is a cell too
+            df = df.filter(~((pl.col("id") == "s2") & (pl.col("time") == times[4])))
+        table = load_long(df.sample(fraction=1.0, shuffle=True, seed=3), "time", "v",
+                          None if series == 1 else "id", fill_missing=shape == "long-filled", allow_negative=True)
+    matrix = table.values_matrix()
+    expected = np.median(np.abs(matrix.sum(axis=1) if target == "sum" else matrix))
+    assert table.median_abs(target) == pytest.approx(expected, rel=1e-12, abs=1e-12)
+
+
+@pytest.mark.parametrize("size", [1, 2, 7, 10])
+def test_integer_median_abs_counts_even_and_odd_sizes(size):
+    from tsdp.io.layouts import _integer_median_abs
+
+    values = np.random.default_rng(size).integers(-9, 9, size)
+    column = pl.concat([pl.Series("v", values[: size // 2]), pl.Series("v", values[size // 2:])], rechunk=False)
+    assert _integer_median_abs(column) == np.median(np.abs(values))

@@ -257,10 +257,7 @@ def _released_matrix(plan: ReleasePlan, result, table):
 
 def _robust_scale(table, target: str) -> float:
     """Median absolute value of the PRIVATE input's cells (or series sums): for the steward only."""
-    import numpy as np
-
-    matrix = table.values_matrix()
-    return float(np.median(np.abs(matrix.sum(axis=1) if target == "sum" else matrix)))
+    return table.median_abs("sum" if target == "sum" else "cell")
 
 
 def _remedy(mechanism: str) -> str:

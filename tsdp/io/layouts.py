@@ -40,6 +40,22 @@ def require_columns(df: pl.DataFrame, columns: dict[str, str | None]) -> None:
 FILL_HINT = "fix the input or pass --fill-missing zero to treat missing values as 0"
 
 
+def _integer_median_abs(column: pl.Series) -> float:
+    """Median of |values| of an integer column: by counting when the values are small (counts usually
+    are: one pass, no sort), else polars' median."""
+    lo, hi = column.min(), column.max()
+    if lo is None or column.null_count() or max(abs(int(lo)), abs(int(hi))) > 1 << 24:
+        return float(column.abs().median())
+    counts = np.zeros(max(abs(int(lo)), abs(int(hi))) + 1, dtype=np.int64)
+    for chunk in column.get_chunks():
+        counts += np.bincount(np.abs(chunk.to_numpy()), minlength=counts.size)
+    cumulative = np.cumsum(counts)
+    n = int(cumulative[-1])
+    lower = int(np.searchsorted(cumulative, (n - 1) // 2, side="right"))  # the order statistic (n-1)//2
+    upper = int(np.searchsorted(cumulative, n // 2, side="right"))
+    return (lower + upper) / 2
+
+
 def numeric_values(df: pl.DataFrame, column: str, allow_negative: bool, allow_null: bool,
                    null_hint: str = FILL_HINT) -> pl.Series:
     """The column as numbers after checking it is numeric, finite and (by default) non-negative.
@@ -120,6 +136,28 @@ class SeriesTable:
         return self.frame.with_columns(
             [pl.Series(name, matrix[:, j]) for j, name in enumerate(self.value_cols)]
         )
+
+    def median_abs(self, target: str = "cell") -> float:
+        """Median absolute value of the cells (``target="cell"``) or of the series' sums (``"sum"``),
+        computed by polars on the frame without building the (n_series, n_steps) matrix (a panel is
+        complete, so its cells are the frame's values)."""
+        if target not in ("cell", "sum"):
+            raise ValueError(f"target must be 'cell' or 'sum', got {target!r}")
+        values = [pl.col(c).cast(pl.Float64) for c in self.value_cols]
+        if target == "cell":
+            column = self.frame[self.value_cols[0]] if self.layout == "long" else None
+            if column is not None and column.dtype.is_integer():
+                return _integer_median_abs(column)
+            if column is not None:
+                return float(column.abs().median())
+            return float(np.median(np.abs(self.values_flat())))
+        if self.layout == "wide":  # one column per series
+            sums = self.frame.select([v.sum() for v in values]).row(0)
+        elif self.series_col is None:
+            sums = self.frame.select(values[0].sum()).row(0)
+        else:
+            sums = self.frame.group_by(self.series_col).agg(values[0].sum())[self.value_cols[0]].to_list()
+        return float(np.median(np.abs(np.asarray(sums, dtype=np.float64))))
 
     def values_matrix(self) -> np.ndarray:
         """Values as an (n_series, n_steps) array in grid order."""

@@ -20,8 +20,9 @@ def check_magnitude(values: pl.Series, column: str) -> pl.Series:
     wider than Int64 come back as Int64 (every accepted value fits)."""
     if values.len() == values.null_count():
         return values
-    big = (values.abs() > MAX_MAGNITUDE).fill_null(False)
-    if big.any():
+    lo, hi = values.min(), values.max()  # two reductions; the per-row mask only to locate a problem
+    big = None if -MAX_MAGNITUDE <= lo and hi <= MAX_MAGNITUDE else (values.abs() > MAX_MAGNITUDE).fill_null(False)
+    if big is not None and big.any():  # (a NaN fails the range test but is not big: NaN is checked elsewhere)
         row = int(big.arg_true()[0])
         raise DataError(f"column {column!r}: value {values[row]} at row {row + 1} is beyond ±2**53 "
                         f"(= {MAX_MAGNITUDE:.0f}), where float64 cannot carry the noise tsdp adds; rescale the "
