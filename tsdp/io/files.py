@@ -190,13 +190,14 @@ class AtomicOutputs:
             self.stdout_payload = serialise_table(df, fmt)
             return hashlib.sha256(self.stdout_payload).hexdigest()
         tmp = self._temp_beside(Path(path), option)
-        with writing(path, option), open(tmp, "wb") as fh:
-            sink = _HashingWriter(fh)
+        with writing(path, option):
+            # polars writes the file natively (through a Python file object every block would cross the
+            # GIL); the staged file is then hashed from the page cache
             if fmt == "parquet":
-                df.write_parquet(sink, compression=PARQUET_COMPRESSION)
+                df.write_parquet(tmp, compression=PARQUET_COMPRESSION)
             else:
-                csv_ready(df).write_csv(sink, datetime_format=CSV_DATETIME_FORMAT)
-        return sink.digest.hexdigest()
+                csv_ready(df).write_csv(tmp, datetime_format=CSV_DATETIME_FORMAT)
+            return sha256_file(tmp)
 
     def _stage_stream(self, frames, path: Path, fmt: str, option: str | None) -> str:
         from tsdp.io.timezones import csv_ready
