@@ -225,6 +225,28 @@ def test_slack_and_shift_are_the_stated_formulas_and_monotone():
 # ============================================================ 3. the lattice's figures
 
 
+def _float_sum_factor(parameters: int, terms: int) -> float:
+    """F = (1 + gamma_{P+4})(1 + 2 gamma_{n+2} n), gamma_k = k u / (1 - k u), u = 2^-53 (module docstring)."""
+    u = 2.0**-53
+
+    def gamma(k):
+        return k * u / (1 - k * u)
+
+    return (1 + gamma(parameters + 4)) * (1 + 2 * gamma(terms + 2) * terms)
+
+
+def _max_windows(setting: DpSgdSetting) -> int:
+    series = setting.n_series if setting.top == "poisson" else setting.batch_size // setting.instances
+    return series * (setting.instances if setting.bottom == "wr" else setting.length - setting.horizon + 1)
+
+
+@pytest.mark.parametrize("terms", [1, 256, 10**6])
+def test_float_sum_factor(terms):
+    lat = dl.GradientLattice(1.0, 1.0, 25_000, terms)
+    assert lat.sum_factor == _float_sum_factor(25_000, terms)
+    assert 1 < lat.sum_factor < 1 + 2.5 * terms**2 * 2.0**-53 + 30_000 * 2.0**-52
+
+
 @pytest.mark.parametrize("sigma", [0.01, 0.37, 1.0, 1.999, 2.0, 7.3, 850.0])
 @pytest.mark.parametrize("clip", [1e-4, 0.3, 1.0, 64.0])
 @pytest.mark.parametrize("parameters", [1, 30, 10**6])
@@ -236,8 +258,9 @@ def test_gradient_lattice_figures(sigma, clip, parameters):
     assert g == 2.0 ** (math.floor(math.log2(sigma * clip)) - 28)
     assert 2.0**28 <= lat.scale < 2.0**29
     assert lat.scale == sigma * clip / g
-    assert lat.rounded_clip == clip + g * math.sqrt(parameters)
-    want = sigma * clip / (clip + g * math.sqrt(parameters))
+    f = _float_sum_factor(parameters, 1)
+    assert lat.rounded_clip == pytest.approx(clip * f + g * math.sqrt(parameters), rel=1e-15, abs=0)
+    want = sigma * clip / (clip * f + g * math.sqrt(parameters))
     assert lat.accounted_multiplier == pytest.approx(want, rel=1e-15, abs=0)
     assert lat.accounted_multiplier < sigma
 
@@ -301,11 +324,11 @@ def _settings(name, parameters, clip=0.5):
 def _independent_hardened_epsilon(hard: DpSgdSetting, count: int, delta: float,
                                   discretization: float = DEFAULT_DISCRETIZATION) -> tuple[float, dict]:
     """The hardened epsilon rebuilt from the module docstring's formulas (not from GradientLattice):
-    the continuous pair at sigma' = sigma C / (C + g sqrt(P)), read at delta - slack, plus the shift."""
+    the continuous pair at sigma' = sigma C / (C F + g sqrt(P)), read at delta - slack, plus the shift."""
     sigma, clip, p = hard.noise_multiplier, hard.clip_norm, hard.parameters
     g = 2.0 ** (math.floor(math.log2(sigma * clip)) - 28)
     s = sigma * clip / g
-    sigma_acc = sigma * clip / (clip + g * math.sqrt(p))
+    sigma_acc = sigma * clip / (clip * _float_sum_factor(p, _max_windows(hard)) + g * math.sqrt(p))
     n = (count if hard.top in ("wor", "poisson") else count * hard.steps_per_epoch) * p
     slack = math.sqrt(2 * n) * 0.042 / s**2 + math.exp(-100)
     k = (1 + 1 / s) * (n + 2 * math.sqrt(800 * n) + 1600) + n / (2 * s)

@@ -219,7 +219,8 @@ def test_half_lattice_neighbours_attain_the_rounded_clip_exactly(m):
     s2 = s + a * g
     assert np.linalg.norm(s2 - s) == pytest.approx(clip, rel=1e-15, abs=0)
     moved = np.linalg.norm(snap(s2, g) - snap(s, g))
-    assert moved == pytest.approx(lattice.rounded_clip, rel=1e-15, abs=0)
+    assert moved == pytest.approx(clip + g * m, rel=1e-15, abs=0)  # exact sums: no float-sum margin needed
+    assert moved <= lattice.rounded_clip
     assert moved > clip  # the unrounded clip is refuted ...
     assert moved > clip + 0.999 * g * m  # ... and so is any clip below C + g sqrt(P) by 0.1 % of g sqrt(P)
 
@@ -239,7 +240,7 @@ def test_just_below_and_just_above_a_boundary_nearly_attains_the_rounded_clip():
     assert np.linalg.norm(s2 - s) <= clip * (1 + 1e-15)
     moved = np.linalg.norm(snap(s2, g) - snap(s, g))
     assert moved <= lattice.rounded_clip * (1 + 1e-15)
-    assert moved >= lattice.rounded_clip - 2 * eps_steps * g * m * (1 + 1e-9)
+    assert moved >= clip + g * m - 2 * eps_steps * g * m * (1 + 1e-9)  # C + g sqrt(P) nearly attained
 
 
 # ===================================================================== 4. train()
@@ -315,8 +316,11 @@ def test_train_hardened_claim_states_the_lattice_and_its_costs(split):
     assert p["sampler"] == "hardened"
     assert p["granularity"] == g
     assert p["parameters"] == model.n_params
-    assert p["rounded_clip_norm"] == 1.0 + g * math.sqrt(model.n_params)
-    assert p["accounted_noise_multiplier"] == pytest.approx(2.0 / (1.0 + g * math.sqrt(model.n_params)),
+    u, terms = 2.0**-53, result.plan.setting.max_batch_windows
+    factor = (1 + (model.n_params + 4) * u / (1 - (model.n_params + 4) * u)) * (
+        1 + 2 * (terms + 2) * u / (1 - (terms + 2) * u) * terms)
+    assert p["rounded_clip_norm"] == pytest.approx(factor + g * math.sqrt(model.n_params), rel=1e-15, abs=0)
+    assert p["accounted_noise_multiplier"] == pytest.approx(2.0 / (factor + g * math.sqrt(model.n_params)),
                                                             rel=1e-15, abs=0)
     assert p["rounding_slack"] == pytest.approx(math.sqrt(2 * n) * 0.042 / s**2 + math.exp(-100), rel=1e-12, abs=0)
     k = (1 + 1 / s) * (n + 2 * math.sqrt(800 * n) + 1600) + n / (2 * s)

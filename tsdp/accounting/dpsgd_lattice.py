@@ -15,6 +15,16 @@ of the Gaussian mechanism on f) is bounded by every theorem of :mod:`tsdp.accoun
 with noise multiplier ``sigma' = sigma C / C'``: ``P~(E) <= e^eps' Q~(E) + delta~(eps')`` for the
 rounded runs P~, Q~ on neighbouring datasets.
 
+Floating-point sums. The sum S is computed, not exact: the windows' clipped gradients are summed in
+float64 (the numpy models by their weighted sums, the JAX models' float32 rows on the host), so for n
+terms of norm at most C (1 + gamma_{P+4}) (the norm, the weight and their rounding; the JAX models clip
+to C (1 - 10^-5) in their precision) the computed sum is within ``gamma_{n+2} n C (1 + gamma_{P+4})`` of
+the exact one in l2 norm (``|fl(sum x) - sum x| <= gamma_{n-1} sum |x|`` per coordinate for any order,
+the products adding one rounding each; gamma_k = k u / (1 - k u), u = 2^-53). Neighbouring batches'
+computed sums therefore differ by at most ``C F`` with ``F = (1 + gamma_{P+4})(1 + 2 gamma_{n+2} n)``,
+n the largest number of windows a batch can hold (:attr:`GradientLattice.max_terms`), and
+``C' = C F + g sqrt(P)`` (F - 1 is about 1.5e-11 at n = 256).
+
 From the rounded to the discrete run (P, Q), with n = steps x P noisy values (lattice units,
 s = sigma C / g):
 
@@ -68,7 +78,8 @@ INPUT_RESOLUTION = 20
 MIN_NOISE = 2.0 ** -960  # below this the lattice's reciprocal 1/g (2^(R+1) / noise) leaves the float range
 CHI2_TAIL = 800.0  # t of the chi-square tail bound: e^-t e^eps <= e^-100 for eps <= 700
 THEOREM = ("hardened: the clipped gradient sum rounded to a power-of-two lattice g and exact discrete Gaussian "
-           "noise (Canonne, Kamath and Steinke 2020); accounted with clip C + g sqrt(parameters), delta "
+           "noise (Canonne, Kamath and Steinke 2020); accounted with clip C F + g sqrt(parameters) (F the float64 "
+           "batch sum's error factor), delta "
            "slack sqrt(2 steps parameters) 0.042 (g / (sigma C))^2 + e^-100 and an epsilon shift of about steps "
            "parameters (g / (sigma C))^2 / 24 (tsdp.accounting.dpsgd_lattice)")
 
@@ -89,6 +100,7 @@ class GradientLattice:
     noise_multiplier: float
     clip_norm: float
     parameters: int
+    max_terms: int = 1  # the most windows a batch can hold (the float sum's error grows with it)
 
     def __post_init__(self) -> None:
         p = self.parameters
@@ -112,9 +124,14 @@ class GradientLattice:
         return self.noise_multiplier * self.clip_norm / self.granularity
 
     @property
+    def sum_factor(self) -> float:
+        """F = (1 + gamma_{P+4})(1 + 2 gamma_{n+2} n): the computed float64 sum's sensitivity over C."""
+        return (1 + _gamma(self.parameters + 4)) * (1 + 2 * _gamma(self.max_terms + 2) * self.max_terms)
+
+    @property
     def rounded_clip(self) -> float:
-        """C' = C + g sqrt(P): the sensitivity of the rounded sum to one window."""
-        return self.clip_norm + self.granularity * math.sqrt(self.parameters)
+        """C' = C F + g sqrt(P): the sensitivity of the rounded computed sum to one window."""
+        return self.clip_norm * self.sum_factor + self.granularity * math.sqrt(self.parameters)
 
     @property
     def accounted_multiplier(self) -> float:
@@ -130,6 +147,14 @@ class GradientLattice:
         n, s = float(steps) * self.parameters, self.scale
         k = (1 + 1 / s) * (n + 2 * math.sqrt(CHI2_TAIL * n) + 2 * CHI2_TAIL) + n / (2 * s)
         return k / (24 * s * s) + 3 * n * math.exp(-2 * math.pi ** 2 * s * s)
+
+
+def _gamma(k: int) -> float:
+    """gamma_k = k u / (1 - k u), u = 2^-53 (Higham's bound on k roundings in float64)."""
+    ku = k * 2.0 ** -53
+    if not ku < 0.5:
+        raise UsageError(f"a batch of {k} terms is beyond what tsdp bounds the float64 sum of")
+    return ku / (1 - ku)
 
 
 def input_granularity(noise: float, value_bound: float) -> float:

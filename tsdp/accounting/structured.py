@@ -133,7 +133,14 @@ class DpSgdSetting:
             return None
         from tsdp.accounting.dpsgd_lattice import GradientLattice
 
-        return GradientLattice(self.noise_multiplier, self.clip_norm, self.parameters)
+        return GradientLattice(self.noise_multiplier, self.clip_norm, self.parameters, self.max_batch_windows)
+
+    @property
+    def max_batch_windows(self) -> int:
+        """The most windows one batch can hold: series (N' or, Poisson top level, all N) times windows
+        per series (lambda, or, Poisson bottom level, all T)."""
+        series = self.n_series if self.top == "poisson" else self.selected
+        return series * (self.instances if self.bottom == "wr" else self.windows)
 
     @property
     def accounted_noise_multiplier(self) -> float:

@@ -231,20 +231,21 @@ class DeepForecastModel(FlatParameters, ABC):
     def _clipped_fn(self):
         import jax
         import optax
-        from jax_privacy.clipping import clipped_fun
-
-        def one(p, c, t, f):
-            value, grad = self._window_value_and_grad(p, c, t, f)
-            return grad, (value, optax.global_norm(grad))
+        from jax_privacy.clipping import clip_pytree
 
         def step(flat, ctx, tgt, feats, padding, clip):
-            # jax-privacy's clipped_grad is value_and_grad + clipped_fun; clipped_fun is called directly so
-            # that the per-window gradient comes from _window_value_and_grad. The clip norm is an
-            # argument, not a constant: one compilation serves every C.
-            clipped = clipped_fun(one, has_aux=True, batch_argnums=(1, 2, 3), keep_batch_dim=False,
-                                  l2_clip_norm=clip, nan_safe=True)
-            total, (values, norms) = clipped(self._tree(flat), ctx, tgt, feats, is_padding_example=padding)
-            return self._ravel(total), values, norms
+            # jax-privacy's per-example clipping (clip_pytree, what its clipped_fun applies to every example,
+            # padding examples zeroed) under vmap; the rows are returned unsummed so that the host sums them
+            # in float64 (a float32 sum on the device could be off by about B^2 2^-24 C, which the accountant
+            # does not charge). The clip norm is an argument, not a constant: one compilation serves every C.
+            tree = self._tree(flat)
+
+            def one(c, t, f, pad):
+                value, grad = self._window_value_and_grad(tree, c, t, f)
+                clipped, _ = clip_pytree(grad, clip_norm=clip, nan_safe=True, return_zero=pad)
+                return self._ravel(clipped), value, optax.global_norm(grad)  # (clip_pytree's is float32)
+
+            return jax.vmap(one)(ctx, tgt, feats, padding)
 
         return jax.jit(step)
 
@@ -281,18 +282,19 @@ class DeepForecastModel(FlatParameters, ABC):
 
     def clipped_grad_sum(self, theta, ctx, tgt, clip: float, feats=None):
         """Losses ``(B,)``, ``sum_i g_i / max(1, ||g_i|| / C')`` ``(n_params,)`` and the norms ``||g_i||``
-        ``(B,)``, clipped and summed by jax-privacy's ``clipped_fun`` on a padded batch (padding contributes 0);
-        ``C' = clip (1 - CLIP_MARGIN)`` so that rounding cannot take a contribution above ``clip``."""
+        ``(B,)``: each window clipped by jax-privacy's ``clip_pytree`` on a padded batch (padding contributes
+        0), ``C' = clip (1 - CLIP_MARGIN)`` so that rounding cannot take a contribution above ``clip``; the
+        rows summed on the host in float64 (:mod:`tsdp.accounting.dpsgd_lattice` bounds that sum's error)."""
         clip = float(clip)
         if not (math.isfinite(clip) and clip > 0.0):
             raise UsageError(f"clip norm must be a positive finite number, got {clip!r}")
         with self._scope():
             flat, c, t, f, padding, n = self._inputs(theta, ctx, tgt, feats, training=True)
             inner = clip * (1.0 - CLIP_MARGIN[self.dtype])
-            total, values, norms = self._fn("clip", self._clipped_fn)(flat, c, t, f, padding,
-                                                                     np.asarray(inner, dtype=self.dtype))
-            return (np.asarray(values, dtype=np.float64)[:n], np.asarray(total, dtype=np.float64),
-                    np.asarray(norms, dtype=np.float64)[:n])
+            rows, values, norms = self._fn("clip", self._clipped_fn)(flat, c, t, f, padding,
+                                                                    np.asarray(inner, dtype=self.dtype))
+            total = np.asarray(rows)[:n].sum(axis=0, dtype=np.float64)  # exact float32 rows, float64 sum
+            return (np.asarray(values, dtype=np.float64)[:n], total, np.asarray(norms, dtype=np.float64)[:n])
 
     def per_example_grads(self, theta, ctx, tgt, feats=None):
         """Per-window losses ``(B,)`` and unclipped gradients ``(B, n_params)`` (``vmap`` of the per-window
