@@ -75,11 +75,13 @@ Minkowski's inequality, ``E_D (x^2 - 1)^2 <= 2 (1 + 10^-100)`` and ``E_D (|x| + 
 exp(-2 pi^2 s^2), by Poisson summation), for s >= 2^10:
 ``sqrt(chi^2) <= e^2 (sqrt 2 / 24 + 0.00027) <= 0.0592 e^2``, so ``H <= HELLINGER / s^2`` with
 :data:`HELLINGER` = 0.042 (the asymptotic value is 1 / sqrt(2304) = 0.0208; tested against mpmath).
-For a mechanism whose every step draws its noise given the past (adaptive composition, mixtures
-over public or private sampling included), BC of the joint output distribution is at least the
-product of the steps' worst conditional BCs (induction over steps; BC is jointly concave, so a
-mixture over batches keeps the bound, and a lattice shift leaves it unchanged), hence
-``1 - BC_joint <= n H^2`` and, by Le Cam's inequality ``TV <= sqrt(1 - BC^2)``,
+For a mechanism whose every step draws its noise given the past (adaptive composition, random
+batches included), add the whole sequence of batches to the output: it has the same law in both
+runs, and dropping it at the end can only lower the distance. Given the batches, each step's noise
+is centred on the same lattice point in both runs whatever came before, so BC of the joint output
+distribution is at least the product of the steps' BCs (induction over steps; BC is jointly
+concave, so the mixture over batch sequences keeps the bound, and a lattice shift leaves it
+unchanged), hence ``1 - BC_joint <= n H^2`` and, by Le Cam's inequality ``TV <= sqrt(1 - BC^2)``,
 
     TV(all discrete, all rounded) <= sqrt(2 n) HELLINGER / s^2,
 
