@@ -287,7 +287,9 @@ def composition_profile(setting: DpSgdSetting, bound: str = "upper") -> tuple[Pr
 
         from tsdp.accounting.dpsgd_lattice import THEOREM
 
-        derivation = replace(derivation, theorem=f"{derivation.theorem}; {THEOREM}", tight=False)
+        # the paper's "tight" is the continuous mechanism's; the lattice's bound is an upper bound only
+        name = derivation.theorem.replace("; tight)", ")")
+        derivation = replace(derivation, theorem=f"{name}; {THEOREM}", tight=False)
     return profile, derivation
 
 
