@@ -7,8 +7,12 @@ memory; Parquet and CSV):
   events per user with lognormal activity and a few heavy users (fleet accounts, 5% of all
   events); 12% of events repeat the user and second of another event (ties in time), and the file
   is in time order, as logs are, so every user's rows are spread over the whole file;
-* records (bus_id, ts, cell, speed in [0, 65]): 100 cells x 100 hourly slots (10^4 groups),
-  lognormal records per bus;
+* records (bus_id, ts, cell, speed in [0, 65]): 100 cells x 100 hourly slots (10^4 groups), in two
+  shapes: "sparse", many buses (one per 50 records) with about 1.4 records per (cell, hour, bus) run,
+  the hardest case for the per-run reduction; and "itms", shaped like the ITMS data of Gupta et al.
+  (section IV: one hexagon-and-timeslot held 17,166 records, median 46 and at most 417 per bus): one
+  bus per 50,000 records pinging every few seconds while it passes 4-16 cells an hour, about 50
+  records per run and 200 buses per group at 10^8;
 * with --long-gb G only: a long panel (sensor, time, value) of about G GB of Parquet.
 
 Then measures, per size, format and engine, each command in a FRESH process (wall time from the
@@ -22,7 +26,7 @@ spread [min - max] over --repeats:
 3. the same caps written as DuckDB SQL window functions (ROW_NUMBER for M, DENSE_RANK of hours for
    I, first-appearance rank of stations for K), whose cell counts are checked equal to
    tsdp.io.events.aggregate_events on the same rows at sizes <= --check-max;
-4. `tsdp mean-estimate --group-by cell,slot` against a polars streaming group-by mean (the target's
+4. `tsdp mean-estimate --group-by cell,slot` (both record shapes) against a polars streaming group-by mean (the target's
    reference) and, for reading that ratio, a polars streaming group-by per run (cell, hour, bus):
    the per-(group, user) reduction every estimator needs before its caps (no target);
 5. time per row across sizes.
@@ -33,7 +37,7 @@ RSS <= 2 GiB and within 3x of polars; a 5 GB long Parquet released with peak RSS
 reference is measured in the same run. Exit status 1 if a measured target is missed.
 
 Usage: python bench/scale.py [--sizes 1e6,1e7,1e8] [--engines local,spark] [--formats parquet,csv]
-       [--repeats 3] [--workdir DIR] [--memory-limit 2GiB] [--long-gb 5] [--kill-rss-gib 14]
+       [--what events,records,itms] [--repeats 3] [--workdir DIR] [--memory-limit 2GiB] [--long-gb 5] [--kill-rss-gib 14]
 """
 
 # (no `from __future__ import annotations`: the tests load this script without registering it as
@@ -187,6 +191,40 @@ def record_chunks(n_rows: int, seed: int = 1):
             yield frame.sort("ts", maintain_order=True)
 
 
+def itms_record_chunks(n_rows: int, seed: int = 3):
+    """Records (bus_id, ts, cell, speed) shaped like Gupta et al.'s ITMS data (section IV: a
+    hexagon-and-timeslot with 17,166 records from buses with a median of 46 and at most 417 each):
+    one bus per 50,000 records (at least 20), lognormal activity, each bus pinging throughout the
+    hour while it passes 4-16 consecutive cells, so a (cell, hour, bus) run holds about 50 records."""
+    import numpy as np
+    import polars as pl
+
+    rng = np.random.default_rng(seed)
+    n_buses = max(20, n_rows // 50_000)
+    activity = rng.lognormal(0.0, 0.8, n_buses)
+    cdf = np.cumsum(activity)
+    cdf /= cdf[-1]
+    home = rng.integers(0, N_CELLS, n_buses)
+    visits = rng.integers(4, 17, n_buses)  # cells passed per hour
+    buses = pl.Series("bus_id", [f"b{i:07d}" for i in range(n_buses)])
+    cells = pl.Series("cell", [f"c{i:03d}" for i in range(N_CELLS)])
+    start_us = _epoch_us(REC_START)
+    for slot, per_slot in enumerate(_split(n_rows, _hour_weights(N_SLOTS))):
+        for m in _split(per_slot, [1] * max(1, math.ceil(per_slot / CHUNK_ROWS))):
+            if m == 0:
+                continue
+            bus = np.minimum(np.searchsorted(cdf, rng.random(m)), n_buses - 1)
+            second = rng.integers(0, 3600, m)
+            cell = (home[bus] + slot * visits[bus] + second * visits[bus] // 3600) % N_CELLS
+            frame = pl.DataFrame({
+                "bus_id": buses.gather(bus),
+                "ts": pl.Series(start_us + (slot * 3600 + second).astype(np.int64) * 1_000_000).cast(pl.Datetime("us")),
+                "cell": cells.gather(cell),
+                "speed": np.round(np.clip(rng.normal(20.67, 12.0, m), 0.0, UPPER), 2),
+            })
+            yield frame.sort("ts", maintain_order=True)
+
+
 def long_chunks(target_bytes: int, seed: int = 2, n_steps: int = 8760, per_chunk: int = 400):
     """A long panel (sensor, time, value), ``per_chunk`` series at a time, without end: the writer
     stops once the file holds ``target_bytes``."""
@@ -248,7 +286,7 @@ def size_label(n: int) -> str:
 
 
 def dataset(kind: str, n_rows: int, workdir: Path, formats: list[str], quiet: bool = False) -> dict[str, Path]:
-    """The cached files of ``kind`` ('events' or 'records') at ``n_rows``, generated if missing."""
+    """The cached files of ``kind`` ('events', 'records' or 'itms') at ``n_rows``, generated if missing."""
     paths = {fmt: workdir / f"{kind}_{size_label(n_rows)}_{GENERATOR}.{fmt}" for fmt in formats}
     missing = {fmt: p for fmt, p in paths.items() if not p.exists()}
     if missing:
@@ -261,7 +299,7 @@ def dataset(kind: str, n_rows: int, workdir: Path, formats: list[str], quiet: bo
             print(f"  generating {kind} {n_rows:,} rows -> {', '.join(p.name for p in missing.values())} ...",
                   flush=True)
         t0 = time.perf_counter()
-        chunks = event_chunks(n_rows) if kind == "events" else record_chunks(n_rows)
+        chunks = {"events": event_chunks, "records": record_chunks, "itms": itms_record_chunks}[kind](n_rows)
         write_chunks(chunks, missing)
         if not quiet:
             print(f"  generated in {time.perf_counter() - t0:.1f} s", flush=True)
@@ -728,10 +766,11 @@ class Bench:
             raise SystemExit(f"error: the DuckDB cross-check failed: {done.stderr.strip()[-500:]}")
         return json.loads(done.stdout.strip().splitlines()[-1])["result"]
 
-    def records(self, n: int, fmt: str, path: Path, engines: Engines) -> None:
+    def records(self, n: int, fmt: str, path: Path, engines: Engines, shape: str = "sparse") -> None:
         applies = n == TARGET_ROWS
-        print(f"\nrecords, {n:,} rows, {fmt} {path.stat().st_size / 1e6:,.0f} MB "
-              f"(about {max(10, n // 50):,} buses; {N_CELLS} cells x {N_SLOTS} slots = {N_CELLS * N_SLOTS:,} groups)")
+        buses = max(10, n // 50) if shape == "sparse" else max(20, n // 50_000)
+        print(f"\nrecords ({shape}), {n:,} rows, {fmt} {path.stat().st_size / 1e6:,.0f} MB "
+              f"(about {buses:,} buses; {N_CELLS} cells x {N_SLOTS} slots = {N_CELLS * N_SLOTS:,} groups)")
         plan = self.engine_series(engines, "mean-estimate", lambda e: mean_args(path, self.out / f"means_{e}.parquet"))
         floor = Series("polars streaming group-by mean (cell, hour)")
         runs = Series("polars streaming group-by per run (cell, hour, bus)")
@@ -748,14 +787,14 @@ class Bench:
             line, ok = ratio_line(f"ratio mean-estimate/polars ({engine})", series, floor, MEAN_RATIO_TARGET, applies)
             print(line)
             print(ratio_line(f"ratio mean-estimate/runs group-by ({engine})", series, runs)[0])
-            self.record(f"10^8 records mean-estimate within 3x of polars ({engine}, {fmt})", ok)
+            self.record(f"10^8 records mean-estimate within 3x of polars ({engine}, {fmt}, {shape})", ok)
             line, ok = rss_line(series, applies)
             print(line)
-            self.record(f"10^8 records mean-estimate peak RSS <= 2 GiB ({engine}, {fmt})", ok)
+            self.record(f"10^8 records mean-estimate peak RSS <= 2 GiB ({engine}, {fmt}, {shape})", ok)
             if series.ok:
-                self.per_row.setdefault(("mean-estimate", engine, fmt), {})[n] = statistics.median(series.walls) / n
+                self.per_row.setdefault(("mean-estimate", engine, f"{fmt} {shape}"), {})[n] = statistics.median(series.walls) / n
         if floor.ok:
-            self.per_row.setdefault(("polars-mean", "", fmt), {})[n] = statistics.median(floor.walls) / n
+            self.per_row.setdefault(("polars-mean", "", f"{fmt} {shape}"), {})[n] = statistics.median(floor.walls) / n
 
     def long(self, gb: float, engines: Engines) -> None:
         path = long_dataset(gb, self.workdir)
@@ -848,7 +887,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sizes", default="1e6,1e7,1e8", help="row counts, e.g. 1e6,1e7")
     parser.add_argument("--engines", default="local,spark", help="tsdp engines to measure: local,spark")
     parser.add_argument("--formats", default="parquet,csv", help="input formats: parquet,csv")
-    parser.add_argument("--what", default="events,records", help="which benches: events,records (long: only --long-gb)")
+    parser.add_argument("--what", default="events,records,itms",
+                        help="which benches: events,records (sparse buses),itms (ITMS-shaped records); long: only --long-gb")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--workdir", default=str(Path(tempfile.gettempdir()) / "tsdp-bench-scale"),
                         help="where generated inputs are cached (needs about 13 GB per 10^8 rows)")
@@ -870,7 +910,7 @@ def main(argv: list[str] | None = None) -> int:
     what = [w.strip() for w in args.what.split(",") if w.strip()]
     for name, values, allowed in (("--engines", args.engines, ("local", "spark")),
                                   ("--formats", formats, ("parquet", "csv")),
-                                  ("--what", what, ("events", "records", "long"))):
+                                  ("--what", what, ("events", "records", "itms", "long"))):
         bad = [v for v in values if v not in allowed]
         if bad or not values:
             raise SystemExit(f"error: {name}: expected some of {','.join(allowed)}, got {','.join(values) or 'nothing'}")
@@ -896,9 +936,10 @@ def main(argv: list[str] | None = None) -> int:
         if "events" in what:
             for fmt, path in dataset("events", n, bench.workdir, formats).items():
                 bench.events(n, fmt, path, rel)
-        if "records" in what:
-            for fmt, path in dataset("records", n, bench.workdir, formats).items():
-                bench.records(n, fmt, path, mean)
+        for shape, kind in (("sparse", "records"), ("itms", "itms")):
+            if kind in what:
+                for fmt, path in dataset(kind, n, bench.workdir, formats).items():
+                    bench.records(n, fmt, path, mean, shape)
     if args.long_gb > 0:
         bench.long(args.long_gb, rel)
     bench.per_row_table()

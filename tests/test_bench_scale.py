@@ -68,6 +68,20 @@ def test_records_generator(scale, tmp_path):
     assert 0.5 * scale.N_CELLS * scale.N_SLOTS < groups <= scale.N_CELLS * scale.N_SLOTS
 
 
+def test_itms_records_generator(scale, tmp_path):
+    """The ITMS shape: few buses, tens of records per (cell, hour, bus) run (the sparse shape has
+    about 1.4), so the two shapes bracket the per-run reduction's cost."""
+    path = scale.dataset("itms", 1_000_000, tmp_path, ["parquet"], quiet=True)["parquet"]
+    df = pl.read_parquet(path)
+    assert df.columns == ["bus_id", "ts", "cell", "speed"] and df.height == 1_000_000
+    assert df["speed"].min() >= 0 and df["speed"].max() <= scale.UPPER and df["ts"].is_sorted()
+    assert df["bus_id"].n_unique() == 20
+    runs = df.group_by("cell", pl.col("ts").dt.truncate("1h"), "bus_id").len()
+    assert 20 < runs["len"].mean() < 100
+    sparse = pl.read_parquet(scale.dataset("records", 200_000, tmp_path, ["parquet"], quiet=True)["parquet"])
+    assert sparse.group_by("cell", pl.col("ts").dt.truncate("1h"), "bus_id").len()["len"].mean() < 3
+
+
 @pytest.mark.parametrize("fmt", ["parquet", "csv"])
 def test_duckdb_caps_equal_tsdp_aggregation(scale, events, fmt):
     pytest.importorskip("duckdb", reason="duckdb is a bench-only reference, not installed")
