@@ -9,6 +9,7 @@ exact log-likelihood ratio of what an attacker sees and asserts that the empiric
 epsilon does not exceed the claim. Two negative controls show that the audit can fail.
 """
 
+import math
 from datetime import datetime, timedelta
 
 import numpy as np
@@ -252,3 +253,27 @@ def test_batched_releases_are_calibrated_as_a_single_release(kit):
     kit._same_calibration(batched.claim, single.claim)
     with pytest.raises(AssertionError, match="calibrated differently"):
         kit._same_calibration(release_laplace(nb.d, nb.panel, 2.0, rng).claim, single.claim)
+
+
+def test_table_level_controls_false_refutations_of_tight_claims(kit):
+    """make audit sets every row's Clopper-Pearson level so that the whole table's lower bounds
+    hold together with probability >= 95 %: a claim that is exactly tight is then refuted
+    somewhere in a table of R rows with probability <= 5 %. Checked on randomized response, whose
+    claim ln 3 is exactly tight on its one output bit: over 400 seeded audits (N = 2000 per side)
+    the per-row 95 % level refutes it in some rows, while at the level of a 20-row table the
+    refutations are rare enough for the union bound (expected <= 400 * 0.05 / 20 = 1)."""
+    assert kit.row_confidence(20) == pytest.approx(1 - 0.05 / 40)
+    assert kit.row_confidence(1) == pytest.approx(0.975)
+    with pytest.raises(ValueError):
+        kit.row_confidence(0)
+    eps = math.log(3.0)
+    rng = np.random.default_rng(SEED)
+    p = 0.75  # P[output 1 | D]; P[output 1 | D'] = 0.25: epsilon exactly ln 3
+    per_row, table = 0, 0
+    for _ in range(400):
+        a = (rng.random(2000) < p).astype(float)
+        b = (rng.random(2000) < 1 - p).astype(float)
+        per_row += epsilon_lower_bound(a, b).eps_lower > eps
+        table += epsilon_lower_bound(a, b, confidence=kit.row_confidence(20)).eps_lower > eps
+    assert per_row >= 2
+    assert table <= 3
