@@ -209,7 +209,8 @@ def coarsest_lattice(mechanism, accounting, pan, seed, p, g):
             release(mechanism, accounting, zeros, pan, seed, p=p, granularity=g, delta=NEIGHBOUR_DELTA)
             return g
         except UsageError as err:
-            assert "too coarse" in str(err)
+            # refused as too coarse for the noise, or for the rounding slack it would add to delta
+            assert "too coarse" in str(err) or "use a finer --granularity" in str(err)
             g /= 2
 
 

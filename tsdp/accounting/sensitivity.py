@@ -17,11 +17,24 @@ entries, each of magnitude at most M, so
 
 Under substitution one entity is replaced by another whose cells may be disjoint from the first:
 the number of cells doubles. (Koga et al. 2022, Section 3.1 and spec pitfalls 11-12.)
+
+Mechanisms that treat series separately need more than the cell count: how a unit's cells can
+spread over the series. ``series_touched`` is K, the series of one step (w-event) or of the whole
+stream (user); a w-event unit picks its K series afresh at every step (the events layout caps
+series per bucket), so its ``K w`` cells can lie in ``min(S, K w)`` series (``series_reach``). A
+bound that sums, over series, a concave non-decreasing function of a series' changed cells (the
+DFT's per-series L1 norm, FAST's samples on changed cells) is largest when the cells spread evenly
+over as many series as they can reach (such sums are Schur-concave): ``series_spread`` and
+``spread_sum``. Under substitution such a bound is twice the add/remove one (the difference is the
+old unit's minus the new unit's, each an add/remove difference: triangle inequality). Bounds that
+grow faster than linearly in a series' cells are largest when the cells are packed into as few
+series as possible (``concentrated``).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from tsdp.errors import UsageError
@@ -84,6 +97,49 @@ class ContributionBounds:
         if self.level == "event":
             return 1
         return n_series if self.series_per_unit is None else min(self.series_per_unit, n_series)
+
+    def series_reach(self, n_series: int, n_steps: int) -> int:
+        """Series in which the cells of one unit (add/remove) can lie: 1 for ``event``, K for
+        ``user``, ``min(S, K w)`` for ``w-event`` (K series per step, chosen afresh each step)."""
+        if self.level == "event":
+            return 1
+        touched = self.series_touched(n_series)
+        if self.level == "w-event":
+            return min(n_series, touched * self.steps_per_series(n_steps))
+        return touched
+
+    def series_spread(self, n_series: int, n_steps: int) -> tuple[tuple[int, int], ...]:
+        """The worst spread of one unit's cells (add/remove) over the series, for a bound that sums
+        a concave non-decreasing function of each series' changed cells: the ``K x steps`` cells
+        as evenly as possible over ``series_reach`` series, as ``((series, cells each), ...)``.
+        No series gets more than ``steps_per_series`` cells (K <= S), so the spread is attainable."""
+        total = self.series_touched(n_series) * self.steps_per_series(n_steps)
+        n = min(self.series_reach(n_series, n_steps), total)
+        q, r = divmod(total, n)
+        return tuple((count, cells) for count, cells in ((r, q + 1), (n - r, q)) if count)
+
+    def spread_sum(self, n_series: int, n_steps: int, per_series: Callable[[int], float]) -> float:
+        """The largest sum over series of ``per_series(changed cells)`` for one unit, ``per_series``
+        concave and non-decreasing with ``per_series(0) = 0``; twice the add/remove figure under
+        substitution (module docstring)."""
+        one = sum(count * per_series(cells) for count, cells in self.series_spread(n_series, n_steps))
+        return (2 if self.neighbouring == "substitute" else 1) * one
+
+    def series_changed(self, n_series: int, n_steps: int) -> int:
+        """Series whose values can differ between neighbours: the reach, doubled under substitution
+        (the old and the new unit's series), at most S."""
+        factor = 2 if self.neighbouring == "substitute" else 1
+        return min(n_series, factor * self.series_reach(n_series, n_steps))
+
+    def concentrated(self, n_series: int, n_steps: int) -> tuple[int, int]:
+        """``(series, cells each)``: every changed cell in as few series as possible, each holding
+        the most one series can change (``cells(1, T)``, at most T). The worst case for per-series
+        bounds that grow faster than linearly in a series' changed cells (the subsampling filters);
+        ``series x cells each >= cells()`` (or covers the whole panel), so it also covers bounds
+        that depend on the total only. Under substitution with ``2 x steps > T`` the old and the new
+        unit's cells do not fit in K series: they take more (at most S)."""
+        each = min(self.cells(1, n_steps), n_steps)
+        return min(n_series, -(-self.cells(n_series, n_steps) // each)), each
 
     def cells(self, n_series: int, n_steps: int) -> int:
         """Largest number of panel cells in which two neighbouring datasets differ."""

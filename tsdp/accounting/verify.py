@@ -633,6 +633,8 @@ def _cellwise(r: _Report, out: _Outcome, noise: str) -> None:
 
 
 def _dft(r: _Report, out: _Outcome) -> None:
+    from tsdp.mechanisms.dft import laplace_l1
+
     found = _release_unit(r, out)
     noise = r.params.get("noise")
     out.definition = {"gaussian": "approx-dp", "laplace": "pure-dp"}.get(noise, "approx-dp")
@@ -647,10 +649,12 @@ def _dft(r: _Report, out: _Outcome) -> None:
         return
     n_real = 2 * k - 1 - (1 if T % 2 == 0 and k == T // 2 + 1 else 0)  # DC (and Nyquist) are real
     series_l2, touched = bounds.l2(1, T), bounds.series_touched(S)
+    changed = bounds.series_changed(S, T)
     p.equal("parameters.kept_real_coefficients", r.params.get("kept_real_coefficients"), n_real)
     p.same("parameters.series_l2_sensitivity", r.params.get("series_l2_sensitivity"), series_l2)
     p.equal("parameters.series_per_unit", r.params.get("series_per_unit"), touched)
-    coords = n_real * touched  # hardened: each rounded kept number adds at most g to the change
+    p.equal("parameters.series_changed", r.params.get("series_changed"), changed)
+    coords = n_real * changed  # hardened: each rounded kept number adds at most g to the change
     if noise == "gaussian":
         sigma = _noise(r, "sigma", out)
         lattice = None if sigma is None else _lattice(r, p, sigma)
@@ -673,7 +677,7 @@ def _dft(r: _Report, out: _Outcome) -> None:
     lattice = None if scale is None else _lattice(r, p, scale)
     if lattice is None:
         return
-    l1 = math.sqrt(n_real) * series_l2 * touched
+    l1 = laplace_l1(bounds, S, T, n_real)
     p.same("parameters.l1_sensitivity", r.params.get("l1_sensitivity"), l1)
     if lattice[1] is not None:
         l1 += lattice[1] * coords
@@ -688,12 +692,14 @@ def _dft(r: _Report, out: _Outcome) -> None:
                      f"Laplace scale {scale:.6g} on L1 sensitivity {l1:.6g} gives epsilon {needed:.6g}, not the "
                      f"claimed {r.claim.epsilon:g}: the scale is not the one the claim used"):
         rounding = "" if lattice[1] is None else f" + {lattice[1]:g} x {coords} (rounding)"
-        g.ok(f"Laplace scale {scale:.6g} on L1 = sqrt({n_real}) x {series_l2:.6g} x {touched}{rounding} gives "
+        g.ok(f"Laplace scale {scale:.6g} on L1 = sqrt({n_real}) x the L2 change of each of up to {changed} "
+             f"series{rounding} = {l1:.6g} gives "
              f"epsilon {needed:.6g} (claimed {r.claim.epsilon:g})")
 
 
 def _fast(r: _Report, out: _Outcome) -> None:
     from tsdp.accounting.discrete import rounded_step
+    from tsdp.mechanisms.fast import changed_samples
 
     found = _release_unit(r, out)
     noise = r.params.get("noise")
@@ -716,42 +722,49 @@ def _fast(r: _Report, out: _Outcome) -> None:
     else:
         p.equal("parameters.variant", r.params.get("variant"), "adaptive")
     c = min(m, bounds.steps_per_series(T))  # samples of one series that can fall on changed cells
-    touched = bounds.series_touched(S)
+    touched = bounds.series_reach(S, T)
+    n_hit = changed_samples(bounds, S, T, m)  # samples that can fall on the cells one unit changes
+    most = max(min(m, cells) for _, cells in bounds.series_spread(S, T))
     p.equal("parameters.samples_per_unit", r.params.get("samples_per_unit"), c)
+    p.equal("parameters.samples_on_changed_cells", r.params.get("samples_on_changed_cells"), n_hit)
     p.same("parameters.sensitivity_per_timestamp", r.params.get("sensitivity_per_timestamp"), dq)
     p.equal("parameters.series_length_T", r.params.get("series_length_T"), T)
     p.equal("parameters.composition.series_per_unit", _param(r, "composition", "series_per_unit"), touched)
     epsilon = r.claim.epsilon
-    p.same("parameters.epsilon_per_series", r.params.get("epsilon_per_series"), epsilon / touched)
+    p.same("parameters.epsilon_per_series", r.params.get("epsilon_per_series"), epsilon * most / n_hit)
     scale = _noise(r, "scale" if noise == "laplace" else "sigma", out)
     lattice = None if scale is None else _lattice(r, p, scale)
     if lattice is None:
         return
     gran = lattice[1]
-    # hardened: a rounded sample moves by at most (floor(Delta_q / g) + 1) g
-    step = dq if gran is None else rounded_step(dq, gran)
+    # hardened: a rounded sample moves by at most (floor(Delta_q / g) + 1) g; under substitution
+    # twice that (a cell both units change, or two cells), on up to 2 n samples
+    factor = 2 if u.relation == "substitute" else 1
+    step = dq if gran is None else factor * rounded_step(u.max_per_step, gran)
+    coords = factor * n_hit
     if noise == "laplace":
-        p.same("parameters.epsilon_per_sample", r.params.get("epsilon_per_sample"), epsilon / (c * touched))
+        p.same("parameters.epsilon_per_sample", r.params.get("epsilon_per_sample"), epsilon / n_hit)
         variance = 2.0 * scale * scale
         if gran is None:
-            events = (MechanismEvent("laplace", dq, scale, c * touched),)
+            events = (MechanismEvent("laplace", dq, scale, n_hit),)
         else:
-            p.same("parameters.rounded_l1_sensitivity", r.params.get("rounded_l1_sensitivity"), step * c * touched)
-            events = (MechanismEvent("discrete-laplace", step, scale, c * touched, granularity=gran),)
-        how = f"Laplace samples: c = min(M, steps the unit touches) = {c} per series, K = {touched}"
+            p.same("parameters.rounded_l1_sensitivity", r.params.get("rounded_l1_sensitivity"), step * n_hit)
+            events = (MechanismEvent("discrete-laplace", step, scale, n_hit, granularity=gran),)
+        how = (f"Laplace samples: at most {n_hit} on the cells one unit changes (c = min(M, steps) = {c} per "
+               f"series, over up to {touched} series)")
     else:
-        l2 = dq * math.sqrt(c * touched)
+        l2 = dq * math.sqrt(n_hit)
         p.same("parameters.l2_sensitivity", r.params.get("l2_sensitivity"), l2)
         variance = scale * scale
         if gran is None:
             events = (MechanismEvent("gaussian", l2, scale, 1),)
         else:
-            covered = step * math.sqrt(c * touched)
+            covered = step * math.sqrt(n_hit)
             p.same("parameters.rounded_l2_sensitivity", r.params.get("rounded_l2_sensitivity"), covered)
-            _stated_slack(r, p, scale, gran, c * touched)
+            _stated_slack(r, p, scale, gran, coords)
             events = (MechanismEvent("discrete-gaussian", covered, scale, 1, granularity=gran,
-                                     lattice_coords=c * touched),)
-        how = f"Gaussian samples: Delta_q sqrt(c K), c = {c}, K = {touched}"
+                                     lattice_coords=coords),)
+        how = f"Gaussian samples: Delta_q sqrt(n), n = {n_hit} samples on changed cells (c = {c}, up to {touched} series)"
     if gran is not None:
         how += f"; {lattice[0]} sampler, values rounded to multiples of {gran:g}"
     if str(r.params.get("R_mode", "")).startswith("auto"):
@@ -780,14 +793,14 @@ def _koga_geometry(r: _Report, out: _Outcome, mechanism: str):
     if u.level == "user":
         out.group("unit").expect(u.max_steps <= T, f"max_steps I = {u.max_steps} exceeds the series length T = {T} "
                                                    "(Assumption 1 needs I <= T)")
-    I = min(bounds.cells(1, T), T)
+    K, I = bounds.concentrated(S, T)
     M = float(u.max_per_step)
     assumption = r.params.get("assumption") if isinstance(r.params.get("assumption"), dict) else {}
     p.equal("parameters.assumption.I", assumption.get("I"), bounds.steps_per_series(T))
     p.equal("parameters.assumption.I_effective", assumption.get("I_effective"), I)
     p.same("parameters.assumption.M", assumption.get("M"), M)
     p.equal("parameters.assumption.T", assumption.get("T"), T)
-    return bounds, S, T, I, M, bounds.series_touched(S), float(rate), sigma
+    return bounds, S, T, I, M, K, float(rate), sigma
 
 
 def _koga_lattice(r: _Report, p, sigma: float):

@@ -40,7 +40,7 @@ class Panel:
     @property
     def composition(self) -> dict:
         """How one (epsilon, delta) covers the S series, in data and in words."""
-        series = self.bounds.series_touched(self.n_series)
+        series = self.bounds.series_reach(self.n_series, self.n_steps)  # a w-event unit: K per step
         if self.n_series == 1:
             how, text = "single", "one series"
         elif series == 1:

@@ -13,12 +13,15 @@ sensitivity ``Delta_2``, and L1 sensitivity at most ``sqrt(n_r) * Delta_2`` (Cau
 
 * Gaussian: N(0, sigma^2) on each kept real number, sigma from the analytic calibration for
   ``Delta_2`` (Balle and Wang 2018, Theorem 8); everything after is post-processing.
-* Laplace: Lap(b) with ``b = sqrt(n_r) Delta_2 / epsilon`` (Rastogi and Nath 2010, FPA_k; pure DP).
+* Laplace: Lap(b) with ``b = Delta_1 / epsilon`` (Rastogi and Nath 2010, FPA_k; pure DP), where
+  ``Delta_1`` sums ``sqrt(n_r)`` times each series' L2 change over the series a unit can change, in
+  its worst spread (:func:`laplace_l1`): a user's K series, a w-event unit's up to ``K w`` series
+  (one set per step), and under substitution the old and the new unit's series.
 
 Sampler. By default (``sampler="hardened"``) the kept real numbers are rounded to multiples of a
 power-of-two granularity ``g`` and get ``g`` times discrete Gaussian (discrete Laplace) noise;
 the sensitivities are those of the rounded numbers, ``Delta_2 + g sqrt(n)`` and ``Delta_1 + g n``
-for the ``n = n_r x series per unit`` numbers a unit can change (:mod:`tsdp.accounting.discrete`).
+for the ``n = n_r x series changed`` numbers a unit can change (:mod:`tsdp.accounting.discrete`).
 The inverse transform of the noisy lattice values is post-processing. ``sampler="float"`` draws
 numpy's floating-point noise (not for publication).
 
@@ -53,6 +56,16 @@ def kept_real_count(n_steps: int, k: int) -> int:
     return count
 
 
+def laplace_l1(bounds, n_series: int, n_steps: int, n_real: int) -> float:
+    """L1 sensitivity of the kept coefficients: a series whose c cells change by at most M each
+    moves its n_r kept real numbers by at most sqrt(n_r) ||Delta||_2 <= sqrt(n_r) M sqrt(c) in L1
+    (orthonormal rfft, Cauchy-Schwarz); summed over the series in the unit's worst spread
+    (:meth:`ContributionBounds.spread_sum`: a w-event unit may lie in a different series every
+    step, a substitution in the old and the new unit's series)."""
+    m = bounds.max_per_step
+    return math.sqrt(n_real) * bounds.spread_sum(n_series, n_steps, lambda c: m * math.sqrt(c))
+
+
 def release_dft(values: np.ndarray, panel: Panel, epsilon: float, delta: float | None,
                 rng: np.random.Generator, k: int, noise: str = "gaussian", sampler: str = "hardened",
                 granularity: float | None = None) -> Release:
@@ -66,6 +79,7 @@ def release_dft(values: np.ndarray, panel: Panel, epsilon: float, delta: float |
     bounds = panel.bounds
     series_l2 = bounds.l2(1, n_steps)  # one series: M sqrt(cells)
     touched = bounds.series_touched(n_series)
+    changed = bounds.series_changed(n_series, n_steps)
     n_real = kept_real_count(n_steps, k)
     spectrum = np.fft.rfft(values, axis=1, norm="ortho")[:, :k]
     parts = np.stack([spectrum.real, spectrum.imag], axis=-1)  # (S, k, 2)
@@ -74,7 +88,7 @@ def release_dft(values: np.ndarray, panel: Panel, epsilon: float, delta: float |
     if n_real == 2 * k - 2:
         real_mask[k - 1, 1] = False  # Nyquist is real
     size = n_series * int(real_mask.sum())
-    coords = n_real * touched  # kept real numbers a unit can change
+    coords = n_real * changed  # kept real numbers a unit can change
     if noise == "gaussian":
         check_delta(delta)
         l2 = series_l2 * math.sqrt(touched)
@@ -96,10 +110,11 @@ def release_dft(values: np.ndarray, panel: Panel, epsilon: float, delta: float |
     elif noise == "laplace":
         if delta is not None:
             raise UsageError("--delta does not apply to --noise laplace (pure epsilon-DP); remove it")
-        l1 = math.sqrt(n_real) * series_l2 * touched
+        l1 = laplace_l1(bounds, n_series, n_steps, n_real)
         g, covered = disc.lattice(sampler, granularity, lambda d: d / epsilon, l1, coords, "l1")
         scale = covered / epsilon
-        definition, claim_delta, theorem = "pure-dp", 0.0, f"{DFT_THEOREM}; Laplace mechanism with L1 <= sqrt(n_r) L2"
+        definition, claim_delta, theorem = ("pure-dp", 0.0, f"{DFT_THEOREM}; Laplace mechanism with "
+                                            "L1 <= sum over series of sqrt(n_r) L2")
         events = ()  # pure epsilon is proven; tight composition of the vector Laplace is not claimed
         noise_params = {"scale": scale, "l1_sensitivity": l1}
         if g is not None:
@@ -123,7 +138,7 @@ def release_dft(values: np.ndarray, panel: Panel, epsilon: float, delta: float |
         unit=privacy_unit(bounds, n_series, panel.id_column, panel.enforced),
         epsilon=float(epsilon), delta=claim_delta, mechanism="dft", theorem=theorem, events=events,
         parameters={"noise": noise, "k": int(k), "kept_real_coefficients": n_real,
-                    "series_l2_sensitivity": series_l2, "series_per_unit": touched,
+                    "series_l2_sensitivity": series_l2, "series_per_unit": touched, "series_changed": changed,
                     "transform": "orthonormal rfft, first k coefficients", "n_series": n_series,
                     "n_steps": n_steps, **noise_params},
     )

@@ -48,22 +48,26 @@ samples fall on changed cells; every other sample has the same distribution unde
 (privacy loss exactly 0). The sampling decisions, the filter and the PID controller read only
 earlier noisy outputs and are post-processing. Hence:
 
-* Laplace: every privacy-loss term is at most Delta_q / lambda in absolute value and at most c K of
-  them are non-zero, so ``lambda = Delta_q c K / epsilon`` gives pure epsilon-DP (the pointwise bound
-  on the privacy-loss sum; Fan and Xiong's Theorem 2 is the case c = M, K = 1);
+* Laplace: every privacy-loss term is at most Delta_q / lambda in absolute value and at most n of
+  them are non-zero, so ``lambda = Delta_q n / epsilon`` gives pure epsilon-DP (the pointwise bound
+  on the privacy-loss sum; Fan and Xiong's Theorem 2 is the case n = c = M, K = 1). n is c K when
+  the unit's cells lie in K series (event, user), but a w-event unit keeps K series per step and may
+  pick others at every step, so its K w cells can lie in up to min(S, K w) series, a sample each:
+  n sums min(M, changed cells) over the series in that worst spread (:func:`changed_samples`);
 * Gaussian [D, not in the paper]: the samples that fall on changed cells are chosen adaptively, and
-  their squared sensitivities sum to at most ``c K Delta_q^2``; by fully adaptive composition of
-  Gaussian DP (Smith and Thakurta 2022) the release is (Delta_q sqrt(c K) / sigma)-GDP, so
-  ``sigma = analytic_sigma(epsilon, delta, Delta_q sqrt(c K))`` gives (epsilon, delta)-DP; ``R = auto``
+  their squared sensitivities sum to at most ``n Delta_q^2``; by fully adaptive composition of
+  Gaussian DP (Smith and Thakurta 2022) the release is (Delta_q sqrt(n) / sigma)-GDP, so
+  ``sigma = analytic_sigma(epsilon, delta, Delta_q sqrt(n))`` gives (epsilon, delta)-DP; ``R = auto``
   is then ``sigma^2``.
 
 The guarantee covers the released values and the sampled flags together. The number of samples
 actually taken is at most M and depends on the data only through noisy outputs; the guarantee uses
 M whatever that number is (unspent budget is not refunded, F-P5), and it is not part of the claim.
-When one unit can touch K > 1 of the S series (spec 4, F-P15) the Laplace budget splits equally
-(epsilon/K per series, basic composition). Under substitution neighbours the per-sample sensitivity
-is ``2 Delta_q`` (tsdp's convention, as in :mod:`.baseline`): the old and the new unit's cells may
-both change.
+When one unit can touch several of the S series (spec 4, F-P15) the Laplace budget splits over
+the n samples (a series costs epsilon times its share of them, basic composition). Under
+substitution neighbours the per-sample sensitivity is ``2 Delta_q`` with the same n (the difference
+is the old unit's minus the new unit's cells, each an add/remove difference; the triangle inequality
+holds whether their cells coincide or not, and for signed values too).
 
 The recursion runs over time steps; each step updates all series at once with numpy arrays. The
 noise is drawn up front, one value per (series, sample index), through :mod:`.noise`: it does not
@@ -406,15 +410,18 @@ def release_fast(
 
     bounds = panel.bounds
     m = settings.max_samples
-    touched = bounds.series_touched(n_series)
-    hits = samples_per_unit(bounds, n_steps, m)  # c: samples per series that can fall on changed cells
-    sensitivity = bounds.max_per_step * (2.0 if bounds.neighbouring == "substitute" else 1.0)
-    n_hit = hits * touched  # samples a unit can change
-    # Hardened sampler: the sampled values are rounded to multiples of g, so a changed sample moves
-    # by at most step = (floor(sensitivity / g) + 1) g (tsdp.accounting.discrete); the noise covers that.
+    reach = bounds.series_reach(n_series, n_steps)
+    hits = samples_per_unit(bounds, n_steps, m)  # c: samples of one series that can fall on changed cells
+    factor = 2 if bounds.neighbouring == "substitute" else 1
+    sensitivity = bounds.max_per_step * factor
+    n_hit = changed_samples(bounds, n_series, n_steps, m)  # samples a unit can change
+    coords = factor * n_hit  # samples whose values can differ (the old and the new unit's)
+    # Hardened sampler: the sampled values are rounded to multiples of g, so a sample changed by at
+    # most Delta_q moves by at most (floor(Delta_q / g) + 1) g (tsdp.accounting.discrete); under
+    # substitution twice that covers a cell both units change and two cells one each.
     if noise == "laplace":
-        g, _ = disc.lattice(sampler, granularity, lambda d: d / epsilon, sensitivity * n_hit, n_hit, "l1")
-        step = sensitivity if g is None else disc.rounded_step(sensitivity, g)
+        g, _ = disc.lattice(sampler, granularity, lambda d: d / epsilon, sensitivity * n_hit, coords, "l1")
+        step = sensitivity if g is None else factor * disc.rounded_step(bounds.max_per_step, g)
         scale = step * n_hit / epsilon
         noise_variance = 2.0 * scale * scale
         draws = laplace_noise(rng, scale, n_series * m, granularity=g)
@@ -429,20 +436,20 @@ def release_fast(
     else:
         l2 = sensitivity * math.sqrt(n_hit)
         sigma0 = gauss.analytic_sigma(epsilon, delta, l2)
-        g, _ = disc.lattice(sampler, granularity, lambda d: sigma0, l2, n_hit, "l2")
-        covered = l2 if g is None else disc.rounded_step(sensitivity, g) * math.sqrt(n_hit)
+        g, _ = disc.lattice(sampler, granularity, lambda d: sigma0, l2, coords, "l2")
+        covered = l2 if g is None else factor * disc.rounded_step(bounds.max_per_step, g) * math.sqrt(n_hit)
         # hardened: the continuous profile gets delta minus the rounding slack (tsdp.accounting.discrete)
-        budget = delta if g is None else disc.slack_budget(epsilon, delta, sigma0 / g, n_hit)
+        budget = delta if g is None else disc.slack_budget(epsilon, delta, sigma0 / g, coords)
         scale = gauss.analytic_sigma(epsilon, budget, covered)
         noise_variance = scale * scale
         draws = gaussian_noise(rng, scale, n_series * m, granularity=g)
         event = (MechanismEvent("gaussian", l2, scale, 1) if g is None else
-                 MechanismEvent("discrete-gaussian", covered, scale, 1, granularity=g, lattice_coords=n_hit))
+                 MechanismEvent("discrete-gaussian", covered, scale, 1, granularity=g, lattice_coords=coords))
         definition, claim_delta, theorem = "approx-dp", float(delta), FAST_GAUSSIAN_THEOREM
         noise_params = {"noise": "gaussian", "sigma": scale, "l2_sensitivity": l2}
         if g is not None:
             noise_params.update(disc.hardened_parameters(scale, g, covered, "l2", "sigma"))
-            noise_params["rounding_slack"] = disc.rounding_slack(epsilon, disc.slack_rate(scale / g, n_hit))
+            noise_params["rounding_slack"] = disc.rounding_slack(epsilon, disc.slack_rate(scale / g, coords))
             theorem = f"{theorem}; {disc.GAUSSIAN_THEOREM} (slack {noise_params['rounding_slack']:.3g} of delta)"
     if g is None:
         noise_params["sampler"] = "float"
@@ -461,7 +468,7 @@ def release_fast(
         mechanism="fast",
         theorem=theorem,
         events=(event,),
-        parameters=_claim_parameters(settings, panel, epsilon, touched, hits, sensitivity, r_val, p0_val,
+        parameters=_claim_parameters(settings, panel, epsilon, reach, hits, n_hit, sensitivity, r_val, p0_val,
                                      noise_params),
     )
     if one_d:
@@ -571,8 +578,18 @@ def samples_per_unit(bounds: ContributionBounds, n_steps: int, max_samples: int)
     return min(int(max_samples), bounds.steps_per_series(n_steps))
 
 
+def changed_samples(bounds: ContributionBounds, n_series: int, n_steps: int, max_samples: int) -> int:
+    """The most samples that can fall on cells one unit changes: a series with ``c`` changed cells
+    holds at most ``min(M, c)`` of them (once per time stamp, M in all), summed over the series in
+    the unit's worst spread (:meth:`ContributionBounds.series_spread`): ``K min(M, I)`` for a user,
+    but up to ``K w`` for a w-event unit that picks other series at every step. Under substitution
+    the per-sample sensitivity doubles instead (2 Delta_q: the old and the new unit's cells)."""
+    m = int(max_samples)
+    return sum(count * min(m, cells) for count, cells in bounds.series_spread(n_series, n_steps))
+
+
 def _claim_parameters(settings: FastSettings, panel: Panel, epsilon: float, touched: int, hits: int,
-                      sensitivity: float, r: float, p0: float, noise_params: dict) -> dict:
+                      n_hit: int, sensitivity: float, r: float, p0: float, noise_params: dict) -> dict:
     n_series = panel.n_series
     if n_series == 1:
         composition = {"across_series": "single", "series_per_unit": 1, "explanation": "one series"}
@@ -583,13 +600,15 @@ def _claim_parameters(settings: FastSettings, panel: Panel, epsilon: float, touc
     elif noise_params["noise"] == "laplace":
         composition = {"across_series": "split", "series_per_unit": touched,
                        "explanation": f"a protected unit may affect {touched} of the {n_series} series: "
-                                      f"each series gets epsilon/{touched} (basic composition)"}
+                                      f"the budget is split over the {n_hit} samples that can fall on the "
+                                      "cells it changes (basic composition)"}
     else:
         composition = {"across_series": "joint", "series_per_unit": touched,
                        "explanation": f"a protected unit may affect {touched} of the {n_series} series: "
-                                      f"the noise is calibrated for the {touched}*c Gaussian samples "
-                                      "it can touch (exact composition)"}
+                                      f"the noise is calibrated for the {n_hit} Gaussian samples "
+                                      "that can fall on the cells it changes (exact composition)"}
     m = settings.max_samples
+    most = max(min(m, cells) for _, cells in panel.bounds.series_spread(n_series, panel.n_steps))
     params: dict[str, Any] = {
         "variant": "adaptive" if settings.adaptive else "fixed",
         "preset": settings.preset,
@@ -598,11 +617,15 @@ def _claim_parameters(settings: FastSettings, panel: Panel, epsilon: float, touc
         "series_length_T": panel.n_steps,
         "n_series": n_series,
         "n_steps": panel.n_steps,
-        "epsilon_per_series": epsilon / touched,
+        "epsilon_per_series": epsilon * most / n_hit,
         "max_samples_M": m,
         "samples_per_unit": hits,
         "samples_per_unit_rule": "c = min(M, steps of one series the declared unit touches: 1 for event, "
                                  "w for w-event, I for user)",
+        "samples_on_changed_cells": n_hit,
+        "samples_on_changed_cells_rule": "sum over the series a unit can change, in its worst spread, of "
+                                         "min(M, its changed cells): K c for user and event; a w-event unit "
+                                         "picks K series at every step, so up to min(S, K w) series",
         "composition": composition,
         "Q": settings.q,
         "R": r,

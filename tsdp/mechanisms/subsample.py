@@ -13,7 +13,11 @@ arXiv:2201.04762), Algorithm 1, for every series x (length T) of a panel:
 
 Accounting (``I`` = cells of one series in which neighbours differ: the participation bound of
 Assumption 1, doubled under substitution and capped at T; ``M`` = per-step cap; ``K`` = series of
-the panel one unit can touch), see :mod:`tsdp.accounting.timesubsampling`:
+the panel one unit can touch, more under substitution when 2 I > T: the old and the new unit's
+cells then fill more series than K (:meth:`ContributionBounds.concentrated`; packing the cells into
+as few full series as possible is the worst case, since a series' filtered sensitivity grows
+faster than linearly in its changed cells, and the exact profile depends on the total only), see
+:mod:`tsdp.accounting.timesubsampling`:
 
 * ``subsample``, ``exact`` (default): the released pair (J, noisy samples) has the privacy profile
   ``delta(eps) = sum_k Bin(k; I, p) deltaGauss(eps; M sqrt(k) / sigma)``; sigma is the smallest
@@ -119,8 +123,10 @@ def _geometry(panel: Panel) -> tuple[int, int, float, int]:
     if bounds.level == "user" and bounds.max_steps is not None and bounds.max_steps > T:
         ts.check_participation(bounds.max_steps, T)
     steps = bounds.steps_per_series(T)
-    cells = min(bounds.cells(1, T), T)  # substitution doubles, but a series has only T cells
-    return steps, cells, float(bounds.max_per_step), bounds.series_touched(panel.n_series)
+    # substitution doubles a series' cells, but a series has only T: past T the old and the new
+    # unit's cells take more series than K (ContributionBounds.concentrated)
+    series, cells = bounds.concentrated(panel.n_series, T)
+    return steps, cells, float(bounds.max_per_step), series
 
 
 # ---------------------------------------------------------------------------------------------
