@@ -157,6 +157,49 @@ def test_negative_control_noise_for_twice_epsilon_is_refuted():
     assert bound.refutes(claim_for(settings, 1, "user").epsilon), bound.describe()
 
 
+def test_a_user_in_several_groups_costs_epsilon_per_group_it_is_in():
+    """--group-by cell, the heavy user in 3 of 4 cells, its values at 0 (D) or 10 U (D') in all of
+    them. The joint release of the 4 estimates (statistic: the sum of the groups' exact Laplace
+    log-likelihood ratios) is refuted at the per-group epsilon (a report that claimed epsilon for
+    the whole release would be wrong: seeds 51, 53, 55, 57 give eps_lo 2.63-2.74), and stays below both
+    the report's data-independent epsilon x 4 groups and the custodian's epsilon x 3 (the user's
+    groups: valid when participation is public, as here). Mutation caught: ``claim_for`` claiming
+    epsilon instead of epsilon x n_groups."""
+    from tsdp.accounting.audit import laplace_llr
+    from tsdp.mean import participation_epsilon
+
+    rng = np.random.default_rng(9)
+    rows_d, rows_dp = [], []
+    for c, cell in enumerate("wxyz"):
+        others = {f"u{c}{i:02d}": rng.uniform(20, 80, int(rng.integers(3, 10))).tolist() for i in range(30)}
+        heavy = {} if cell == "z" else {"zz": [0.0] * 20}
+        moved = {} if cell == "z" else {"zz": [10 * U] * 20}
+        rows_d.append(frame({**others, **heavy}).with_columns(pl.lit(cell).alias("cell")))
+        rows_dp.append(frame({**others, **moved}).with_columns(pl.lit(cell).alias("cell")))
+    spec = RecordSpec(user_col="user", value_col="v", lower=0.0, upper=U, time_col="ts", out_of_range="clip",
+                      group_by=("cell",))
+    settings = MeanSettings(EPS, U, algorithm="array-averaging")
+    rels, stats = [], []
+    for rows, seed in ((rows_d, 51), (rows_dp, 52)):
+        r = load_records(pl.concat(rows), spec)
+        assert r.n_groups == 4 and r.max_groups_per_user == 3
+        prep = prepare_groups(r.values, r.user_starts, r.group_starts, settings)
+        rel = release(prep.repeat(N), np.random.default_rng(seed), epsilon=EPS, lower=0.0, upper=U)
+        rels.append(rel)
+    stat_d, stat_dp = rels[0].statistic[:4], rels[1].statistic[:4]
+    scale = rels[0].laplace_scale[:4]
+    assert np.array_equal(scale, rels[1].laplace_scale[:4])
+    assert stat_d[3] == stat_dp[3]  # the cell without the user
+    for rel in rels:
+        stats.append(laplace_llr(rel.estimate.reshape(N, 4), stat_d, stat_dp, scale))
+    bound = epsilon_lower_bound(*stats)
+    claim = claim_for(settings, 4, "user")
+    custodian = participation_epsilon(settings, 3)["epsilon_total_if_participation_public"]
+    assert (claim.epsilon, custodian) == (4 * EPS, 3 * EPS)
+    assert bound.eps_lower <= min(claim.epsilon, custodian), bound.describe()
+    assert bound.refutes(EPS), bound.describe()
+
+
 # ---------------------------------------------------------------------------------------------
 # floating point: public bounds far from zero
 # ---------------------------------------------------------------------------------------------
