@@ -1,4 +1,8 @@
-"""Red-team audit of the DFT and FAST claims under substitution across series (specs/audit.md).
+"""Red-team audit of the DFT and FAST claims when one unit reaches more series than K (specs/audit.md).
+
+Two ways a unit reaches series beyond ``--series-per-user K`` that tsdp's own bounds allow: a
+substitution whose old and new user lie in different series (this section), and a w-event unit,
+whose K is per bucket, moving between series (the last section).
 
 tsdp's substitution relation replaces one unit by another "whose cells may be disjoint from the
 first" (:mod:`tsdp.accounting.sensitivity`). With ``--series-per-user 1`` each of the two units
