@@ -87,3 +87,80 @@ def test_enforced_caps_bound_the_change_from_removing_a_user(rows, m, i, k, with
     assert np.abs(diff).sum() <= bounds.l1(3, 12) + 1e-9
     assert np.sqrt((diff ** 2).sum()) <= bounds.l2(3, 12) + 1e-9
     assert np.abs(diff).max() <= m * per_event + 1e-9
+
+
+# ---------------------------------------------------------------------------------------------
+# how one unit's cells spread over the series (ContributionBounds.series_spread and friends)
+# ---------------------------------------------------------------------------------------------
+
+
+def _unit_patterns(bounds, S, T):
+    """Every per-series cell count one unit (add/remove) can produce, by brute force: a user picks
+    K series and I steps in each; a w-event unit picks up to K series at each of w steps; an event
+    is one cell."""
+    import itertools
+
+    K = bounds.series_touched(S)
+    if bounds.level == "event":
+        return [tuple(1 if s == j else 0 for s in range(S)) for j in range(S)]
+    if bounds.level == "user":
+        steps = bounds.steps_per_series(T)
+        return [tuple(steps if s in chosen else 0 for s in range(S)) for chosen in itertools.combinations(range(S), K)]
+    per_step = [c for k in range(K + 1) for c in itertools.combinations(range(S), k)]
+    out = set()
+    for choice in itertools.product(per_step, repeat=bounds.steps_per_series(T)):
+        out.add(tuple(sum(s in step for step in choice) for s in range(S)))
+    return sorted(out)
+
+
+LEVELS_SMALL = st.sampled_from(["event", "w-event", "user"])
+
+
+@settings(max_examples=150, deadline=None, derandomize=True)
+@given(level=LEVELS_SMALL, S=st.integers(1, 4), T=st.integers(1, 4), k=st.integers(1, 4), w=st.integers(1, 3),
+       substitute=st.booleans(), m=st.integers(1, 4))
+def test_the_spread_is_the_worst_case_of_every_concave_per_series_sum(level, S, T, k, w, substitute, m):
+    """For sqrt (DFT Laplace's per-series L1) and min(m, c) (FAST's samples on changed cells), the
+    largest sum over series that any unit pattern reaches, by brute force, equals spread_sum's
+    add/remove figure; under substitution twice it is reached when the old and the new unit's
+    series differ (S large enough), and never exceeded: the difference is the old minus the new."""
+    kw = {"max_steps": min(k, T) if level == "user" else None, "w": w if level == "w-event" else None,
+          "series_per_unit": None if level == "event" else k}
+    relation = "substitute" if substitute else "add-remove"
+    bounds = ContributionBounds(level, 1.0, neighbouring=relation, **kw)
+    add = ContributionBounds(level, 1.0, **kw)
+    patterns = _unit_patterns(add, S, T)
+    for g in (math.sqrt, lambda c: min(m, c)):
+        worst = max(sum(g(c) for c in p) for p in patterns)
+        assert add.spread_sum(S, T, g) == pytest.approx(worst, rel=1e-12)
+        # substitution: old pattern a, new pattern b, every cell's change bounded by the sum of both
+        worst_sub = max(sum(g(x) for x in a) + sum(g(y) for y in b) for a in patterns for b in patterns)
+        assert bounds.spread_sum(S, T, g) == pytest.approx(worst_sub if substitute else worst, rel=1e-12)
+    reach = max(sum(c > 0 for c in p) for p in patterns)
+    assert add.series_reach(S, T) == reach
+    changed = max(sum((x + y) > 0 for x, y in zip(a, b)) for a in patterns for b in patterns) if substitute else reach
+    assert bounds.series_changed(S, T) == changed
+    assert sum(n * c for n, c in add.series_spread(S, T)) == add.cells(S, T)
+
+
+@settings(max_examples=150, deadline=None, derandomize=True)
+@given(level=LEVELS_SMALL, S=st.integers(1, 6), T=st.integers(1, 30), k=st.integers(1, 6), w=st.integers(1, 8),
+       substitute=st.booleans())
+def test_concentrated_covers_every_changed_cell_with_full_series(level, S, T, k, w, substitute):
+    kw = {"max_steps": min(k, T) if level == "user" else None, "w": w if level == "w-event" else None,
+          "series_per_unit": None if level == "event" else k}
+    bounds = ContributionBounds(level, 1.0, neighbouring="substitute" if substitute else "add-remove", **kw)
+    series, each = bounds.concentrated(S, T)
+    assert 1 <= series <= S and 1 <= each <= T
+    assert each == min(bounds.cells(1, T), T)  # no series can hold more changed cells
+    assert series * each >= min(bounds.cells(S, T), S * T)  # ...and together they hold them all
+
+
+def test_wevent_unit_moving_between_series():
+    """K = 1 series per step, w = 4, S = 10: a unit that moves every step changes 4 series."""
+    bounds = ContributionBounds("w-event", 1.0, w=4, series_per_unit=1)
+    assert bounds.series_touched(10) == 1 and bounds.series_reach(10, 100) == 4
+    assert bounds.series_spread(10, 100) == ((4, 1),) and bounds.series_spread(3, 100) == ((1, 2), (2, 1))
+    assert bounds.spread_sum(10, 100, math.sqrt) == 4
+    sub = ContributionBounds("w-event", 1.0, w=4, series_per_unit=1, neighbouring="substitute")
+    assert sub.series_changed(10, 100) == 8 and sub.series_changed(5, 100) == 5

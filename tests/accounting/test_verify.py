@@ -82,6 +82,20 @@ RELEASES = {
     "fast fixed substitute": lambda: release_report(
         release_fast(values(), Panel(S, T, bounds(relation="substitute")), EPS, rng(), interval=7,
                      adaptive=False).claim, bounds(relation="substitute"), "fast"),
+    # a unit that can change more series than K (w-event: K per step; substitution: the old and the new
+    # user's series; 2 I > T: the cells fill more series than K), found by the red-team audit
+    "dft laplace w-event K=1": lambda: release_report(
+        release_dft(values(), Panel(S, T, bounds("w-event", K=1)), EPS, None, rng(), 5, "laplace").claim,
+        bounds("w-event", K=1), "dft"),
+    "dft laplace substitute K=1": lambda: release_report(
+        release_dft(values(), Panel(S, T, bounds(relation="substitute", K=1)), EPS, None, rng(), 5, "laplace").claim,
+        bounds(relation="substitute", K=1), "dft"),
+    "fast gaussian w-event K=1": lambda: release_report(
+        release_fast(values(), Panel(S, T, bounds("w-event", K=1)), EPS, rng(), delta=DELTA, noise="gaussian",
+                     max_samples=10).claim, bounds("w-event", K=1), "fast"),
+    "subsample substitute I=T K=1": lambda: release_report(
+        sm.release_subsample(values(), Panel(S, T, bounds(relation="substitute", I=T, K=1)), EPS, DELTA, rng(),
+                             0.2).claim, bounds(relation="substitute", I=T, K=1), "subsample"),
     "subsample exact K=3 (PLD)": lambda: release_report(
         sm.release_subsample(values(), Panel(S, T, bounds()), EPS, DELTA, rng(), 0.2).claim, bounds(), "subsample"),
     "subsample exact K=1": lambda: release_report(
@@ -153,6 +167,12 @@ SINGLE_EDITS = {  # report -> figures that, edited alone by x 0.5 or x 2, must f
                                "claim.parameters.subsampling.p"],
     "subsample exact K=1": ["claim.epsilon", "claim.events.0.noise", "claim.parameters.sigma",
                             "claim.parameters.subsampling.p", "claim.unit.max_steps"],
+    "dft laplace w-event K=1": ["claim.parameters.l1_sensitivity", "claim.parameters.scale",
+                                "claim.parameters.series_changed", "claim.unit.w"],
+    "dft laplace substitute K=1": ["claim.parameters.l1_sensitivity", "claim.parameters.series_changed"],
+    "fast gaussian w-event K=1": ["claim.parameters.samples_on_changed_cells", "claim.parameters.l2_sensitivity",
+                                  "claim.events.0.sensitivity", "claim.events.0.lattice_coords", "claim.unit.w"],
+    "subsample substitute I=T K=1": ["claim.events.0.count", "claim.parameters.sigma", "claim.unit.max_steps"],
 }
 
 

@@ -123,10 +123,10 @@ def test_dft_laplace_add_remove_claim_holds_and_is_attained():
     assert np.abs(_dc(d) - _dc(dp)).sum() == pytest.approx(claim.parameters["l1_sensitivity"], rel=1e-12)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "DEFECT: DFT Laplace under --neighbouring substitute calibrates L1 = sqrt(n_r) * sqrt(2 I) M * K, "
-    "counting the old and the new user's series as one; when they lie in two series the kept "
-    "coefficients move by 2 sqrt(n_r I) M * K, sqrt(2) more (tsdp/mechanisms/dft.py, l1 = ...)"))
+# Was a defect, fixed (ContributionBounds.series_spread / series_changed):
+#  DFT Laplace under --neighbouring substitute calibrates L1 = sqrt(n_r) * sqrt(2 I) M * K, counting the
+#  old and the new user's series as one; when they lie in two series the kept coefficients move by 2
+#  sqrt(n_r I) M * K, sqrt(2) more (tsdp/mechanisms/dft.py, l1 = ...)
 def test_dft_laplace_kept_coefficients_stay_within_the_claimed_l1_across_series():
     d, dp, panel = neighbours("substitute")
     rel = release_dft(d, panel, EPS, None, np.random.default_rng(0), 1, "laplace", "float")
@@ -136,9 +136,9 @@ def test_dft_laplace_kept_coefficients_stay_within_the_claimed_l1_across_series(
         moved, rel.claim.parameters["l1_sensitivity"])
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "DEFECT: DFT Laplace, user-level substitution across two series (K = 1): claimed epsilon 1, "
-    "empirical lower bound ~1.38 (true loss sqrt(2)); see the test above"))
+# Was a defect, fixed (ContributionBounds.series_spread / series_changed):
+#  DFT Laplace, user-level substitution across two series (K = 1): claimed epsilon 1, empirical lower bound
+#  ~1.38 (true loss sqrt(2)); see the test above
 @pytest.mark.parametrize("sampler", ["hardened", "float"])
 def test_dft_laplace_substitution_across_series_audit(sampler):
     d, dp, panel = neighbours("substitute")
@@ -215,10 +215,10 @@ def wevent_neighbours(n_steps: int, n_series: int, w: int, background: int = 1):
     return d, dp, panel
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "DEFECT: DFT Laplace, --unit w-event --series-per-user 1: a unit moving between series reaches "
-    "w series, not 1; the kept coefficients move by L1 41.8 against the claimed 16 (T = S = w = 16, k = 9) "
-    "(tsdp/mechanisms/dft.py l1 = sqrt(n_r) * series_l2 * touched, touched = series_touched = K)"))
+# Was a defect, fixed (ContributionBounds.series_spread / series_changed):
+#  DFT Laplace, --unit w-event --series-per-user 1: a unit moving between series reaches w series, not 1;
+#  the kept coefficients move by L1 41.8 against the claimed 16 (T = S = w = 16, k = 9)
+#  (tsdp/mechanisms/dft.py l1 = sqrt(n_r) * series_l2 * touched, touched = series_touched = K)
 def test_dft_laplace_wevent_unit_moving_between_series_stays_within_l1():
     n = 16
     d, dp, panel = wevent_neighbours(n, n, n)
@@ -228,9 +228,9 @@ def test_dft_laplace_wevent_unit_moving_between_series_stays_within_l1():
     assert moved <= rel.claim.parameters["l1_sensitivity"] * (1 + 1e-12), (moved, rel.claim.parameters["l1_sensitivity"])
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "DEFECT: as above, audited: T = S = w = 2, k = 2 (DC and Nyquist), claimed epsilon 1, "
-    "Clopper-Pearson lower bound ~1.3 (true loss sqrt(2))"))
+# Was a defect, fixed (ContributionBounds.series_spread / series_changed):
+#  as above, audited: T = S = w = 2, k = 2 (DC and Nyquist), claimed epsilon 1, Clopper-Pearson lower bound
+#  ~1.3 (true loss sqrt(2))
 def test_dft_laplace_wevent_unit_moving_between_series_audit():
     d, dp, panel = wevent_neighbours(2, 2, 2)
 
@@ -249,12 +249,12 @@ def test_dft_laplace_wevent_unit_moving_between_series_audit():
     assert bound.eps_lower <= EPS, bound.describe()
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "DEFECT: FAST, --unit w-event --series-per-user 1, adaptive with M < w: the noise is calibrated for "
-    "c K = min(M, w) x 1 samples on changed cells, but a unit moving between series is sampled more often "
-    "in some transcripts (M = 3, warm-up 0, xi 1, theta 2: 4 of 3 in ~5% of them; the defaults at epsilon 0.1, T = 100, "
-    "S = 5: up to 19 of 15), where the privacy loss reaches (hits / (c K)) epsilon "
-    "(tsdp/mechanisms/fast.py: n_hit = hits * touched, touched = series_touched = K)"))
+# Was a defect, fixed (ContributionBounds.series_spread / series_changed):
+#  FAST, --unit w-event --series-per-user 1, adaptive with M < w: the noise is calibrated for c K = min(M,
+#  w) x 1 samples on changed cells, but a unit moving between series is sampled more often in some
+#  transcripts (M = 3, warm-up 0, xi 1, theta 2: 4 of 3 in ~5% of them; the defaults at epsilon 0.1, T =
+#  100, S = 5: up to 19 of 15), where the privacy loss reaches (hits / (c K)) epsilon
+#  (tsdp/mechanisms/fast.py: n_hit = hits * touched, touched = series_touched = K)
 @pytest.mark.parametrize("case", [dict(n_steps=24, n_series=3, epsilon=1.0, max_samples=3, warmup=0, xi=1.0, theta=2.0, n=4000),
                                   dict(n_steps=100, n_series=5, epsilon=0.1, n=2000)], ids=["M3-warmup0", "defaults"])
 def test_fast_wevent_unit_moving_between_series_is_sampled_at_most_as_claimed(case):

@@ -758,3 +758,21 @@ def test_hardened_seeded_determinism():
     x = synthetic("regime", np.random.default_rng(0), 2)
     a, b, c = (_release_fast(x, panel(2), 0.5, np.random.default_rng(s)) for s in (4, 4, 5))
     assert np.array_equal(a.values, b.values) and not np.array_equal(a.values, c.values)
+
+
+@pytest.mark.parametrize("noise", ["laplace", "gaussian"])
+def test_hardened_substitution_covers_two_rounded_samples(noise):
+    """Under substitution a changed sample may be the old unit's cell or the new unit's, each rounded
+    on its own: 2 (floor(Delta/g) + 1) g per sample, not (floor(2 Delta/g) + 1) g, which is up to g
+    less (Delta = 1, g = 1/2: 3 vs 2.5), and both units' samples count as changed lattice values."""
+    pan = panel(3, 100, series_per_unit=1, neighbouring="substitute")
+    extra = {"delta": 0.1} if noise == "gaussian" else {}  # a large delta: the coarse lattice's slack fits
+    rel = _release_fast(np.zeros((3, 100)), pan, 0.01, np.random.default_rng(0), granularity=0.5, noise=noise,
+                        **extra)
+    p, ev = rel.claim.parameters, rel.claim.events[0]
+    n = p["samples_on_changed_cells"]
+    assert p["granularity"] == 0.5 and n == p["samples_per_unit"] and p["sensitivity_per_timestamp"] == 2.0
+    if noise == "laplace":
+        assert p["rounded_l1_sensitivity"] == 2 * 1.5 * n and ev.sensitivity == 3.0
+    else:
+        assert p["rounded_l2_sensitivity"] == 2 * 1.5 * math.sqrt(n) and ev.lattice_coords == 2 * n

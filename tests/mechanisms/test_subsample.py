@@ -547,3 +547,22 @@ def test_hardened_granularity_is_checked_and_float_refuses_one():
     rel = _koga_release("subsample", "exact", "hardened", granularity=2.0 ** -6)
     assert rel.claim.parameters["granularity"] == 2.0 ** -6
     assert rel.claim.parameters["sensitivity"]["rounded_per_step"] == 1.0 + 2.0 ** -6
+
+
+@pytest.mark.parametrize("S,I,series,each", [(2, 500, 2, 500), (3, 400, 2, 500), (1, 500, 1, 500),
+                                             (4, 250, 1, 500)])
+def test_substitution_past_half_the_series_fills_more_series(S, I, series, each):
+    """Substitution doubles a series' changed cells, but a series has only T of them: with 2 I > T
+    the old user's I cells and the new user's I cells (in another series) take ceil(2 I / T)
+    series of T cells (at most S), so the exact accounting composes over more than K = 1 series.
+    It accounted K = 1 series of T cells: half the cells at I = T (found by the red-team audit)."""
+    T = 500
+    pnl = Panel(S, T, sm.participation_bounds(T, I, series_per_unit=1, neighbouring="substitute"))
+    rel = sm.release_subsample(np.zeros((S, T)), pnl, EPS, DELTA, np.random.default_rng(0), 0.1, sampler="float")
+    assert rel.claim.parameters["assumption"]["I_effective"] == each
+    assert rel.claim.events[0].count == series
+    assert series * each >= min(2 * I, S * T)  # every cell the old and the new user can change
+    if S >= 2 and 2 * I > T:  # the old user in series 0, the new one in series 1: 2 I changed cells
+        alone = sm.release_subsample(np.zeros((S, T)), Panel(S, T, sm.participation_bounds(T, I, series_per_unit=1)),
+                                     EPS, DELTA, np.random.default_rng(0), 0.1, sampler="float")
+        assert rel.claim.parameters["noise"]["sigma"] > alone.claim.parameters["noise"]["sigma"]
