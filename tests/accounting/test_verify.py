@@ -321,6 +321,35 @@ def test_different_units_do_not_compose(other):
         check_composable([claim_of(), claim_of(**other)])
 
 
+def _with_words(claim, words):
+    u = claim.unit
+    unit = PrivacyUnit(u.level, u.relation, words, u.max_per_step, max_steps=u.max_steps, w=u.w,
+                       series_per_unit=u.series_per_unit, id_column=u.id_column)
+    return PrivacyClaim(claim.definition, unit, claim.epsilon, claim.delta, claim.mechanism, claim.theorem,
+                        claim.events)
+
+
+def test_relations_of_other_commands_do_not_compose_with_a_release():
+    """mean-estimate and forecast-train name their relations user/substitute too, but mean
+    replaces one user's values with the users and counts public, and forecast-train substitutes
+    values of one series: neither is a release's 'replace one user by another' (red-team audit:
+    compose stated one epsilon for the release's wider relation)."""
+    from tsdp.accounting.sensitivity import describe_relation
+    from tsdp.mean.api import NEIGHBOURING as MEAN_WORDS
+
+    release = _with_words(claim_of(relation="substitute"), describe_relation("user", "substitute"))
+    mean = _with_words(claim_of(relation="substitute"), MEAN_WORDS)
+    forecast = _with_words(claim_of(relation="substitute"), "substitution: the datasets differ in up to 4 values "
+                                                            "(anywhere) of one series, by any amount")
+    for other in (mean, forecast):
+        with pytest.raises(BudgetError, match="not the same neighbouring datasets"):
+            check_composable([release, other])
+    check_composable([mean, mean])  # the same relation composes
+    w4 = _with_words(claim_of(level="w-event", I=None, w=4), describe_relation("w-event", "add-remove", 4))
+    w8 = _with_words(claim_of(level="w-event", I=None, w=8), describe_relation("w-event", "add-remove", 8))
+    assert composed_unit([w4, w8])["w"] == 4  # releases with other w compose, for the strictest
+
+
 def test_composed_unit_is_the_strictest():
     unit = composed_unit([claim_of(M=2.0, I=24, K=None), claim_of(M=1.0, I=4, K=3), claim_of(M=3.0, I=None, K=2)])
     assert (unit["max_per_step"], unit["max_steps"], unit["series_per_unit"]) == (1.0, 4, 2)

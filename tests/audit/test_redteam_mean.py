@@ -281,13 +281,9 @@ def test_offset_bounds_audit():
 # ---------------------------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "DEFECT: mean-estimate's claim names relation 'substitute' (level user), the same value as `tsdp release "
-    "--neighbouring substitute`, though it holds only when the user's record counts are unchanged (public); "
-    "`tsdp account compose` accepts the two and states epsilon 2 for unit {user, substitute, max_per_step 2} "
-    "without that restriction, a relation under which the mean-estimate output (users, records_used) is not "
-    "private at all (tsdp/mean/api.py claim_for: relation='substitute'; compose.check_composable compares "
-    "level, relation and id column only)"))
+# Was a defect, fixed (compose.check_composable tells relations apart by their words): mean-estimate
+# names its relation user/substitute, as a release does, though it holds only with the users and their
+# record counts public; compose stated one epsilon for the release's wider relation.
 def test_compose_does_not_widen_the_mean_estimate_relation(tmp_path, tsdp_cli):
     """A composed guarantee must hold for the unit it states: either compose refuses (exit 3) to mix
     a values-only replacement with counts public and a full substitution, or its unit says that the

@@ -128,6 +128,27 @@ def check_composable(claims: list[PrivacyClaim]) -> None:
                     f"report {i} protects a different unit than report 1: {what} {getattr(u, attr)!r} vs "
                     f"{getattr(first, attr)!r}; a composed guarantee needs one unit (same level, relation "
                     "and id column) in every report")
+        if _relation_kind(u) != _relation_kind(first):
+            raise BudgetError(
+                f"report {i} protects a different unit than report 1: {u.neighbouring!r} vs {first.neighbouring!r} "
+                "(the same level and relation name, but not the same neighbouring datasets); a composed "
+                "guarantee needs one relation in every report")
+
+
+def _relation_kind(unit) -> str:
+    """What a unit's neighbouring datasets are, beyond its level and relation names: ``release``
+    for the relations of ``tsdp release`` (whatever their w, which composes to the strictest), else
+    the claim's own words. mean-estimate (values of one user replaced, users and counts public)
+    and forecast-train (values of one series substituted) use the names ``user``/``substitute``
+    for other relations, which must not compose with a release's."""
+    from tsdp.accounting.sensitivity import describe_relation
+
+    try:
+        if unit.neighbouring == describe_relation(unit.level, unit.relation, unit.w, unit.id_column):
+            return "release"
+    except (KeyError, TypeError):
+        pass
+    return unit.neighbouring
 
 
 def composed_unit(claims: list[PrivacyClaim]) -> dict[str, Any]:

@@ -154,13 +154,20 @@ class ContributionBounds:
 
     def describe(self, id_column: str | None = None) -> str:
         """The neighbouring relation in words, for the report."""
-        who = f"user (identified by column {id_column!r})" if id_column else "user"
-        what = {
-            "event": "event",
-            "w-event": f"user's events within any window of {self.w} consecutive steps",
-            "user": f"{who} with all of their contributions",
-        }[self.level]
-        return NEIGHBOURING[self.neighbouring].format(what=what)
+        return describe_relation(self.level, self.neighbouring, self.w, id_column)
+
+
+def describe_relation(level: str, relation: str, w: int | None = None, id_column: str | None = None) -> str:
+    """The words of a release's neighbouring relation (:meth:`ContributionBounds.describe`). Other
+    commands (mean-estimate, forecast-train) state relations of their own under the same level
+    and relation names; :func:`tsdp.accounting.compose.check_composable` tells them apart by these words."""
+    who = f"user (identified by column {id_column!r})" if id_column else "user"
+    what = {
+        "event": "event",
+        "w-event": f"user's events within any window of {w} consecutive steps",
+        "user": f"{who} with all of their contributions",
+    }[level]
+    return NEIGHBOURING[relation].format(what=what)
 
 
 def privacy_unit(bounds: ContributionBounds, n_series: int, id_column: str | None, enforced: bool):
