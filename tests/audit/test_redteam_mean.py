@@ -247,11 +247,9 @@ def _offset_settings_or_refused():
     return MeanSettings(EPS, OFFSET + 8, lower=OFFSET, algorithm="array-averaging")
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "DEFECT: the statistic is summed in float64 at the magnitude of the values, so with public bounds far "
-    "from zero (--lower 2**52 --upper 2**52+8, accepted) rounding of the sums moves ARRAY-AVERAGING's "
-    "statistic by 1.0 when one user's value changes, 3.9 x the reported sensitivity 8/31 "
-    "(tsdp/mean/algorithms.py: run_piece_sums/finish_plan/release sum raw values)"))
+# Was a defect, fixed (mean.algorithms.float_error): the statistic is summed in float64 at the values'
+# magnitude, so bounds far from zero let rounding move it by several sensitivities; the rounding error is
+# now charged to the sensitivity, and refused (usage error naming --lower/--upper) when it would dominate.
 def test_offset_bounds_keep_the_statistic_within_the_sensitivity():
     settings = _offset_settings_or_refused()
     if settings is None:
@@ -264,8 +262,9 @@ def test_offset_bounds_keep_the_statistic_within_the_sensitivity():
     assert moved <= rels[0].sensitivity[0], (moved, rels[0].sensitivity[0])
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "DEFECT: same cause as above; claimed epsilon 1, Clopper-Pearson lower bound ~3.5 on the released estimate"))
+# Was a defect, fixed (mean.algorithms.float_error): the statistic is summed in float64 at the values'
+# magnitude, so bounds far from zero let rounding move it by several sensitivities; the rounding error is
+# now charged to the sensitivity, and refused (usage error naming --lower/--upper) when it would dominate.
 def test_offset_bounds_audit():
     settings = _offset_settings_or_refused()
     if settings is None:

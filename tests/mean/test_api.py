@@ -131,18 +131,20 @@ def test_m_t5_reported_scale_matches_formula(algo, grouping, lower, sampler):
     s = MeanSettings(epsilon=eps, upper=U, lower=lower, algorithm=algo, grouping=grouping, sampler=sampler)
     ds = 1 if grouping == "bestfit" else 2
     eps_mean = eps if algo in ("baseline", "array-averaging") else eps / 2
-    for e in estimate_groups(values, us, gs, s, rng):
+    estimates = estimate_groups(values, us, gs, s, rng)
+    # plus twice the float64 error of the computed statistic (algorithms.float_error), one margin for all
+    terms = max(e.records_total if algo == "baseline" else e.m_ub + e.num_arrays for e in estimates) + 2
+    margin = 2 * 1.01 * terms * 2.0 ** -53 * max(abs(lower), U)
+    for e in estimates:
         if algo == "baseline":
-            sens = (U - lower) * e.m_max / e.records_total
-            scale = sens / eps
+            sens = (U - lower) * e.m_max / e.records_total + margin
         elif algo == "array-averaging":
-            sens = ds * (U - lower) / e.num_arrays
-            scale = sens / eps
+            sens = ds * (U - lower) / e.num_arrays + margin
         else:
             a, b = e.interval
-            sens = ds * (b - a) / e.num_arrays
-            scale = 2 * ds * (b - a) / (e.num_arrays * eps)
-        assert e.sensitivity == pytest.approx(sens, rel=1e-12)
+            sens = ds * (b - a) / e.num_arrays + margin
+        scale = sens / eps_mean
+        assert e.sensitivity == pytest.approx(sens, rel=1e-14)
         if sampler == "float":
             assert e.laplace_scale == pytest.approx(scale, rel=1e-12)
             assert e.granularity is None
@@ -165,10 +167,11 @@ def test_m_t5_itms_baseline_scale():
         s = MeanSettings(epsilon=eps, upper=65, algorithm="baseline", sampler="float")
         (e,) = estimate_groups(values, us, gs, s, np.random.default_rng(0))
         assert e.laplace_scale == pytest.approx(1.578993 / eps, abs=1e-6 / eps)
-        assert e.laplace_scale == pytest.approx(65 * 417 / 17166 / eps, rel=1e-14)
+        margin = 2 * 1.01 * (17166 + 2) * 2.0 ** -53 * 65  # twice algorithms.float_error (N = 17166 records)
+        assert e.laplace_scale == pytest.approx((65 * 417 / 17166 + margin) / eps, rel=1e-14)
         (h,) = estimate_groups(values, us, gs, MeanSettings(epsilon=eps, upper=65, algorithm="baseline"),
                                np.random.default_rng(0))
-        assert h.laplace_scale == (math.floor(65 * 417 / 17166 / h.granularity) + 1) * h.granularity / eps
+        assert h.laplace_scale == (math.floor((65 * 417 / 17166 + margin) / h.granularity) + 1) * h.granularity / eps
 
 
 @pytest.mark.parametrize("algo, grouping", COMBOS)
@@ -378,3 +381,25 @@ def test_claim_events_cover_every_group_at_epsilon(sampler):
     assert ("Canonne" in claim.theorem) == (sampler == "hardened")
     q = MeanSettings(epsilon=0.5, upper=U, algorithm="quantile")
     assert claim_for(q, len(est), "uid", estimate_groups(values, us, gs, q, rng)).events == ()
+
+
+def test_float_error_is_charged_and_refused_when_it_dominates():
+    """The computed statistic differs from the exact one by at most float_error (sums of values of
+    magnitude <= max(|lower|, |upper|)); release charges twice it to every group's sensitivity, and
+    refuses bounds so far from zero that the margin would exceed the sensitivity itself (red-team
+    audit: --lower 2**52 --upper 2**52 + 8 moved the statistic by 3.9 sensitivities)."""
+    from tsdp.mean.algorithms import UNIT_ROUNDOFF, float_error, prepare
+
+    rng = np.random.default_rng(3)
+    _, groups = random_groups(rng, lower=0.0)
+    values, us, gs = flat_layout(groups)
+    prep = prepare(values, us, gs, algorithm="array-averaging", grouping="bestfit", m_ub="auto")
+    k = float(np.max(prep.m_ub + prep.num_arrays)) + 2
+    assert float_error(prep, -3.0, U) == 1.01 * k * UNIT_ROUNDOFF * U  # B = max(|lower|, |upper|)
+    assert float_error(prep, -2 * U, U) == 2 * float_error(prep, -3.0, U)
+    base = prepare(values, us, gs, algorithm="baseline", grouping="bestfit", m_ub="auto")
+    assert float_error(base, 0.0, U) == 1.01 * (float(np.max(base.records_total)) + 2) * UNIT_ROUNDOFF * U
+    offset = 2.0 ** 52
+    far = MeanSettings(epsilon=1.0, upper=offset + 8, lower=offset, algorithm="array-averaging")
+    with pytest.raises(UsageError, match="--lower .* --upper .*subtract a constant"):
+        estimate_groups(values * 0 + offset + 4, us, gs, far, np.random.default_rng(0))

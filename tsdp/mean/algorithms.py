@@ -368,7 +368,19 @@ def release(prep: Prepared, rng: np.random.Generator, *, epsilon: float, lower: 
             scale = sens / (epsilon / 2.0)
             box = np.column_stack((a, b))
     sens = np.broadcast_to(np.asarray(sens, dtype=np.float64), (n_groups,)).copy()
+    # the statistic is computed in float64: a neighbour moves the computed value by at most the
+    # exact sensitivity plus twice the rounding error (zero-width groups stay data-independent)
+    margin = 2.0 * float_error(prep, lower, upper)
+    swamped = np.flatnonzero((sens > 0) & (margin > sens))
+    if swamped.size:
+        i = int(swamped[0])
+        raise GroupUsageError(i, f"--lower {lower:g} / --upper {upper:g}: values this far from zero, relative to "
+                                 f"their range, are not summed exactly in float64; the rounding error (up to "
+                                 f"{margin / 2:.3g}) would more than double the sensitivity {sens[i]:.3g}; subtract "
+                                 "a constant from the values and the bounds first")
+    sens = np.where(sens > 0, sens + margin, sens)
     eps_mean = epsilon if algorithm in ("baseline", "array-averaging") else epsilon / 2.0
+    scale = sens / eps_mean
     if sampler == "hardened":
         g, step, scale, estimate = lattice_laplace(rng, stat, sens, eps_mean, granularity)
         return Released(estimate, stat, sens, scale, box, tau, g, step)
@@ -376,6 +388,36 @@ def release(prep: Prepared, rng: np.random.Generator, *, epsilon: float, lower: 
         raise ValueError("a granularity applies to the hardened sampler only")
     noise = laplace_noise(rng, 1.0, n_groups)
     return Released(stat + scale * noise, stat, sens, np.asarray(scale, dtype=np.float64), box, tau)
+
+
+UNIT_ROUNDOFF = 2.0 ** -53  # float64, round to nearest
+MAX_ERROR_TERMS = 2.0 ** 46  # k u <= 2^-7: gamma_k = k u / (1 - k u) <= 1.01 k u
+
+
+def float_error(prep: Prepared, lower: float, upper: float) -> float:
+    """A bound, for every group and from public figures only, on |computed statistic - exact statistic|.
+
+    Every value lies in [lower, upper], so |v| <= B = max(|lower|, |upper|), and a float64 sum of k
+    such values in any order (numpy's reduceat, bincount, a Spark aggregate) is within
+    gamma_{k-1} k B of the exact sum, gamma_j = j u / (1 - j u) (Higham 2002, eq. 4.4). A group mean
+    (BASELINE) sums its N records and divides: error <= (N + 1) u B (1.01). An array mean sums at
+    most m_UB values: error <= (m_UB + 1) u B; clipping to [a, b] is 1-Lipschitz and exact; the
+    average of the n clipped means adds (n + 1) u B. Hence (k + 2) u B (1.01) with k = N, or
+    k = m_UB + n, taken at the largest k of all groups (one margin for all, so groups of one
+    sensitivity keep one Laplace scale and one report event). The bound is in B, not in the range:
+    values far from zero relative to their range (a shift of the data) make it large, and
+    :func:`release` charges twice it to the sensitivity."""
+    b = max(abs(float(lower)), abs(float(upper)))
+    if prep.n_groups == 0:
+        return 0.0
+    if prep.algorithm == "baseline":
+        k = float(np.max(prep.records_total))
+    else:
+        k = float(np.max(prep.m_ub.astype(np.float64) + prep.num_arrays.astype(np.float64)))
+    k += 2.0
+    if k > MAX_ERROR_TERMS:
+        raise ValueError("more than 2^46 terms in one group's sum")
+    return 1.01 * k * UNIT_ROUNDOFF * b
 
 
 def group_granularities(sens: np.ndarray, eps_mean: float) -> np.ndarray:
