@@ -304,3 +304,19 @@ def test_one_users_time_of_day_does_not_decide_whether_a_release_happens():
     with_victim, without = outcome(others + victim), outcome(others)
     assert with_victim == "released 8 cells"  # D: the job runs
     assert without == with_victim, f"D' (the victim removed): {without}"
+
+
+@pytest.mark.xfail(strict=True, reason="DEFECT (low: wrong words in the published report, epsilon right): at "
+                   "--unit w-event --series-per-user 1 the report says 'parallel composition: a protected unit "
+                   "affects at most one series', but the cap is one series per bucket, so a unit reaches up to "
+                   "w series (tsdp/mechanisms/baseline.py Panel.composition uses series_touched = K)")
+def test_report_does_not_say_a_w_event_unit_affects_one_series():
+    keys = ["a", "b", "c"]
+    victim = [("v", 0, "a"), ("v", 1, "b"), ("v", 2, "c")]  # one window of w = 3, one series per bucket
+    options = event_options(keys, 6, epsilon=1.0, delta=1e-6, unit="w-event", w=3, series_per_user=1)
+    _, _, d, d_prime = panels(victim, [], options)
+    reached = int((d != d_prime).any(axis=1).sum())
+    _, report = tsdp.release(events_frame(victim), seed=0, **options)
+    composition = report.claim.parameters["composition"]
+    assert reached == 3
+    assert composition["series_per_unit"] >= reached, composition
