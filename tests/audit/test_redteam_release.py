@@ -353,3 +353,53 @@ def test_subsample_sigma_covers_every_pattern_the_unit_can_realise(name):
         return release.claim.parameters["sigma"]
 
     assert sigma(declared) >= sigma(realised), f"{name}: {sigma(declared):.6g} < {sigma(realised):.6g}"
+
+
+# ---------------------------------------------------------------------------------------------
+# Publication hygiene: the report is a function of the public parameters (and the output)
+# ---------------------------------------------------------------------------------------------
+
+HYGIENE_KEYS = ["a", "b", "c"]
+HYGIENE_ROWS = [(f"SECRET{u:02d}", (7 * u + k) % 24, HYGIENE_KEYS[(u + k) % 3], float((13 * u + k) % 9))
+                for u in range(30) for k in range(u % 5 + 1)]
+HYGIENE_MECHANISMS = {"gaussian": dict(delta=1e-6), "laplace": {}, "dft": dict(delta=1e-6, dft_k=5), "fast": {},
+                      "subsample": dict(delta=1e-6, sampling_rate=0.3),
+                      "filter-subsample": dict(delta=1e-6, sampling_rate=0.3)}
+# FAST's accuracy is given the released sampling pattern (a function of the noisy output)
+OUTPUT_DEPENDENT = {"fast": ("/accuracy",)}
+
+
+def flat(value, path=""):
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield from flat(item, f"{path}/{key}")
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            yield from flat(item, f"{path}[{i}]")
+    else:
+        yield path, value
+
+
+@pytest.mark.parametrize("mechanism", list(HYGIENE_MECHANISMS))
+def test_report_depends_on_the_data_only_through_the_output(mechanism):
+    """Two event tables with the same public parameters (one user, their rows and values removed;
+    the row count, the values clipped, the rows dropped by every cap all differ) give reports that
+    differ only in the output's sha256 (and the creation time): no user id, row count, true value
+    or cap diagnostic reaches the report."""
+    options = dict(layout="events", time_col="t", user_col="user", series_col="s", series_keys=HYGIENE_KEYS,
+                   value_col="v", value_bound=5.0, start="0", end="24", freq="1", unit="user", max_steps=4,
+                   max_per_step=2, series_per_user=2, epsilon=1.0, mechanism=mechanism,
+                   **HYGIENE_MECHANISMS[mechanism])
+
+    def report(rows):
+        frame = pl.DataFrame({"user": [r[0] for r in rows], "t": [r[1] for r in rows], "s": [r[2] for r in rows],
+                              "v": [r[3] for r in rows]})
+        return dict(flat(tsdp.release(frame, seed=0, **options)[1].to_dict()))
+
+    first = report(HYGIENE_ROWS)
+    second = report([r for r in HYGIENE_ROWS if r[0] not in ("SECRET07", "SECRET24")])
+    allowed = ("/output/sha256", "/created", *OUTPUT_DEPENDENT.get(mechanism, ()))
+    differ = sorted(k for k in set(first) | set(second)
+                    if first.get(k) != second.get(k) and not k.startswith(allowed))
+    assert not differ, {k: (first.get(k), second.get(k)) for k in differ}
+    assert not any("SECRET" in str(v) for v in first.values())
