@@ -15,8 +15,14 @@ and multiply by K, which assumes at most K series change:
   changed cells; series are sampled at different steps, so a unit spread over several series can
   have more of its cells sampled.
 
+* ``--mechanism subsample --accounting exact``: the same K, a tiny shortfall (0.06% of sigma).
+
 Every neighbour pair is built as event input and loaded through ``load_panel`` (the route of
-``tsdp release``); the claim is read from the release's own report.
+``tsdp release``); the claim is read from the release's own report. Further sections: the report's
+composition wording for w-event units; ``--start``/``--end``/``--series-keys`` on long and wide
+input (refused: they were ignored, and undeclared series were released); an event time column
+whose type (Date or Datetime) one user's row decides, and with it whether the job releases at
+all; and the report as a function of the public parameters and the output only.
 """
 
 from __future__ import annotations
