@@ -173,6 +173,14 @@ class ReleaseOptions:
             raise UsageError(f"--value-bound {self.value_bound!r} clips each event's value: it applies only to "
                              f"--layout events with --value-col, not to the {spec.resolved_layout} layout"
                              + ("" if spec.resolved_layout != "events" else " without --value-col"))
+        if spec.resolved_layout != "events":
+            # the long and wide loaders take the grid and the series from the input; ignoring these
+            # would release series (and steps) the steward declared were not public
+            for option, value in (("start", self.start), ("end", self.end), ("series-keys", self.series_keys)):
+                if value is not None:
+                    raise UsageError(f"--{option} {value!r} declares the public grid or series keys of --layout "
+                                     f"events only; the {spec.resolved_layout} layout releases every series and "
+                                     "step of its input (treated as public): remove it, or filter the input first")
         caps = event_caps(declared, self.value_bound) if spec.resolved_layout == "events" else None
         sampling = _sampling(mechanism, self.sampler, self.granularity)
         accuracy_for = _choice("accuracy-for", self.accuracy_for, ("cell", "sum"))
