@@ -91,10 +91,10 @@ DFT_CASES = {
 }
 
 
-@pytest.mark.xfail(strict=True, reason="DEFECT: dft --noise laplace bounds the kept coefficients' L1 by "
-                   "sqrt(n_r) * per-series L2 * K, but a w-event unit (K per bucket) can change up to K w "
-                   "series and a substitution two series per unit; measured L1 exceeds the claimed "
-                   "l1_sensitivity (tsdp/mechanisms/dft.py, l1 = sqrt(n_real) * series_l2 * touched)")
+# Was a defect, fixed (ContributionBounds.series_spread, fast.changed_samples, series_reach):
+# dft --noise laplace bounds the kept coefficients' L1 by sqrt(n_r) * per-series L2 * K, but a w-event unit (K
+# per bucket) can change up to K w series and a substitution two series per unit; measured L1 exceeds the
+# claimed l1_sensitivity (tsdp/mechanisms/dft.py, l1 = sqrt(n_real) * series_l2 * touched)
 @pytest.mark.parametrize("name", list(DFT_CASES))
 def test_dft_laplace_kept_coefficients_move_by_at_most_the_claimed_l1(name):
     case = DFT_CASES[name]
@@ -170,8 +170,9 @@ def dft_audit(unit: dict, seed: int):
     return one.epsilon, epsilon_lower_bound(*stats)
 
 
-@pytest.mark.xfail(strict=True, reason="DEFECT: dft --noise laplace at --unit w-event, audited: the lower "
-                   "bound on epsilon (2.57 at N = 20000) exceeds the claim (2.0); see the L1 test above")
+# Was a defect, fixed (ContributionBounds.series_spread, fast.changed_samples, series_reach):
+# dft --noise laplace at --unit w-event, audited: the lower bound on epsilon (2.57 at N = 20000) exceeds the
+# claim (2.0); see the L1 test above
 def test_dft_laplace_w_event_claim_survives_an_empirical_audit():
     claimed, bound = dft_audit(dict(unit="w-event", w=2, series_per_user=1), seed=0)
     assert bound.eps_lower <= claimed, f"Clopper-Pearson lower bound {bound.eps_lower:.3g} > claimed {claimed}: {bound}"
@@ -205,10 +206,10 @@ def fast_case():
     return victim, others, options
 
 
-@pytest.mark.xfail(strict=True, reason="DEFECT: fast (adaptive) claims at most c K = min(M, w) K samples on "
-                   "one unit's cells, but a w-event unit (K series per bucket) spread over several series "
-                   "has more of its cells sampled when the series' sampling points differ (8 of 7 here); "
-                   "tsdp/mechanisms/fast.py n_hit = hits * touched")
+# Was a defect, fixed (ContributionBounds.series_spread, fast.changed_samples, series_reach):
+# fast (adaptive) claims at most c K = min(M, w) K samples on one unit's cells, but a w-event unit (K series
+# per bucket) spread over several series has more of its cells sampled when the series' sampling points differ
+# (8 of 7 here); tsdp/mechanisms/fast.py n_hit = hits * touched
 def test_fast_samples_on_one_w_event_unit_stay_within_the_claimed_count():
     victim, others, options = fast_case()
     plan, (loaded, panel, _), d, d_prime = panels(victim + others, others, options)
@@ -218,8 +219,9 @@ def test_fast_samples_on_one_w_event_unit_stay_within_the_claimed_count():
     for seed in range(10):
         result, _, _ = plan.run(loaded.table, panel, np.random.default_rng(seed), None)
         params = result.claim.parameters
-        claimed = params["samples_per_unit"] * params["composition"]["series_per_unit"]
-        assert claimed == FAST_M  # c = min(M, w) = 7, K = 1
+        claimed = params["samples_on_changed_cells"]
+        # the unit's 24 cells spread over the 4 series, 6 in each: min(M, 6) samples in each
+        assert claimed == FAST_S * min(FAST_M, FAST_T // FAST_S)
         worst = max(worst, int((result.sampled & changed).sum()))
     # Each sample on a changed cell adds at most Delta_q / lambda to the privacy loss, and the
     # sampling points are post-processing (the same noisy values give the same points under D and
@@ -240,7 +242,7 @@ def test_fast_fixed_interval_samples_stay_within_the_claimed_count():
     changed = d != d_prime
     result, _, _ = plan.run(loaded.table, panel, np.random.default_rng(0), None)
     params = result.claim.parameters
-    claimed = params["samples_per_unit"] * params["composition"]["series_per_unit"]
+    claimed = params["samples_on_changed_cells"]
     hit = int((result.sampled & changed).sum())
     assert claimed == 8 and hit == 8  # every third step sampled: 8 of the victim's 24 cells
 
@@ -312,10 +314,11 @@ def test_one_users_time_of_day_does_not_decide_whether_a_release_happens():
     assert without == with_victim, f"D' (the victim removed): {without}"
 
 
-@pytest.mark.xfail(strict=True, reason="DEFECT (low: wrong words in the published report, epsilon right): at "
-                   "--unit w-event --series-per-user 1 the report says 'parallel composition: a protected unit "
-                   "affects at most one series', but the cap is one series per bucket, so a unit reaches up to "
-                   "w series (tsdp/mechanisms/baseline.py Panel.composition uses series_touched = K)")
+# Was a defect, fixed (ContributionBounds.series_spread, fast.changed_samples, series_reach):
+# (low: wrong words in the published report, epsilon right): at --unit w-event --series-per-user 1 the report
+# says 'parallel composition: a protected unit affects at most one series', but the cap is one series per
+# bucket, so a unit reaches up to w series (tsdp/mechanisms/baseline.py Panel.composition uses series_touched
+# = K)
 def test_report_does_not_say_a_w_event_unit_affects_one_series():
     keys = ["a", "b", "c"]
     victim = [("v", 0, "a"), ("v", 1, "b"), ("v", 2, "c")]  # one window of w = 3, one series per bucket

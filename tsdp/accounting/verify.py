@@ -723,7 +723,8 @@ def _fast(r: _Report, out: _Outcome) -> None:
         p.equal("parameters.variant", r.params.get("variant"), "adaptive")
     c = min(m, bounds.steps_per_series(T))  # samples of one series that can fall on changed cells
     touched = bounds.series_reach(S, T)
-    n_hit = changed_samples(bounds, S, T, m)  # samples that can fall on the cells one unit changes
+    fixed = r.params.get("interval") if r.params.get("variant") == "fixed" else None
+    n_hit = changed_samples(bounds, S, T, m, fixed if _is_int(fixed) and fixed >= 1 else None)
     most = max(min(m, cells) for _, cells in bounds.series_spread(S, T))
     p.equal("parameters.samples_per_unit", r.params.get("samples_per_unit"), c)
     p.equal("parameters.samples_on_changed_cells", r.params.get("samples_on_changed_cells"), n_hit)

@@ -97,13 +97,15 @@ from tsdp.mechanisms import kalman
 from tsdp.mechanisms.baseline import Panel, Release
 from tsdp.mechanisms.noise import FLOAT_WARNING, gaussian_noise, laplace_noise, snap
 
-FAST_THEOREM = ("Fan and Xiong 2012, Theorem 2 for the declared unit: at most c = min(M, steps the unit "
-                "touches) Laplace samples per series fall on changed cells, each with privacy loss at most "
-                "Delta_q/lambda, all others with loss 0; filtering and sampling decisions are post-processing")
+FAST_THEOREM = ("Fan and Xiong 2012, Theorem 2 for the declared unit: at most n Laplace samples fall on "
+                "changed cells (min(M, changed cells) per series, over the series the unit can change), each "
+                "with privacy loss at most Delta_q/lambda, all others with loss 0; filtering and sampling "
+                "decisions are post-processing")
 FAST_GAUSSIAN_THEOREM = (
     "Fan and Xiong 2012, Theorem 2 argument with Gaussian samples for the declared unit: the at most "
-    "c*K adaptively chosen samples that fall on changed cells (c = min(M, steps the unit touches)) have "
-    "squared sensitivities summing to at most c*K*Delta_q^2, so the release is Delta_q*sqrt(c*K)/sigma-GDP "
+    "n adaptively chosen samples that fall on changed cells (min(M, changed cells) per series, over the "
+    "series the unit can change) have squared sensitivities summing to at most n*Delta_q^2, so the "
+    "release is Delta_q*sqrt(n)/sigma-GDP "
     "by fully adaptive composition of Gaussian DP (Smith and Thakurta 2022); filtering and sampling "
     "decisions are post-processing; " + gauss.ANALYTIC_THEOREM
 )
@@ -414,7 +416,7 @@ def release_fast(
     hits = samples_per_unit(bounds, n_steps, m)  # c: samples of one series that can fall on changed cells
     factor = 2 if bounds.neighbouring == "substitute" else 1
     sensitivity = bounds.max_per_step * factor
-    n_hit = changed_samples(bounds, n_series, n_steps, m)  # samples a unit can change
+    n_hit = changed_samples(bounds, n_series, n_steps, m, None if settings.adaptive else settings.interval)
     coords = factor * n_hit  # samples whose values can differ (the old and the new unit's)
     # Hardened sampler: the sampled values are rounded to multiples of g, so a sample changed by at
     # most Delta_q moves by at most (floor(Delta_q / g) + 1) g (tsdp.accounting.discrete); under
@@ -578,14 +580,22 @@ def samples_per_unit(bounds: ContributionBounds, n_steps: int, max_samples: int)
     return min(int(max_samples), bounds.steps_per_series(n_steps))
 
 
-def changed_samples(bounds: ContributionBounds, n_series: int, n_steps: int, max_samples: int) -> int:
+def changed_samples(bounds: ContributionBounds, n_series: int, n_steps: int, max_samples: int,
+                    interval: int | None = None) -> int:
     """The most samples that can fall on cells one unit changes: a series with ``c`` changed cells
     holds at most ``min(M, c)`` of them (once per time stamp, M in all), summed over the series in
     the unit's worst spread (:meth:`ContributionBounds.series_spread`): ``K min(M, I)`` for a user,
-    but up to ``K w`` for a w-event unit that picks other series at every step. Under substitution
-    the per-sample sensitivity doubles instead (2 Delta_q: the old and the new unit's cells)."""
+    but up to ``K w`` for a w-event unit that picks other series at every step. Fixed sampling
+    every ``interval`` steps samples every series at the same steps, and a window of w steps holds
+    at most ceil(w / interval) of them with K changed cells each: a w-event unit then has at most
+    ``K ceil(w / interval)``. Under substitution the per-sample sensitivity doubles instead
+    (2 Delta_q: the old and the new unit's cells)."""
     m = int(max_samples)
-    return sum(count * min(m, cells) for count, cells in bounds.series_spread(n_series, n_steps))
+    spread = sum(count * min(m, cells) for count, cells in bounds.series_spread(n_series, n_steps))
+    if interval is not None and bounds.level == "w-event":
+        steps = bounds.steps_per_series(n_steps)
+        return min(spread, bounds.series_touched(n_series) * -(-steps // int(interval)))
+    return spread
 
 
 def _claim_parameters(settings: FastSettings, panel: Panel, epsilon: float, touched: int, hits: int,
