@@ -81,6 +81,21 @@ def test_unit_presented_as_enforced_fails_verify(tsdp_cli, genuine, tmp_path, na
     assert "enforced" in failed.get("unit", ""), failed
 
 
+@pytest.mark.xfail(strict=True, reason="DEFECT: verify does not check the theorem a claim names for the cellwise, "
+                   "DFT, FAST, mean-estimate and FLIP rules (only DP-SGD and the subsampling rules do): a report whose "
+                   "claim.theorem is emptied or replaced passes with exit 0")
+@pytest.mark.parametrize("name", ["gaussian", "mean-estimate-aa"])
+@pytest.mark.parametrize("theorem", ["", "Dwork and Roth 2014, Theorem 3.22 (classical Gaussian mechanism)"])
+def test_a_claim_that_names_another_theorem_fails_verify(tsdp_cli, genuine, tmp_path, name, theorem):
+    data = json.loads((genuine / f"{name}.report.json").read_text())
+    data["claim"]["theorem"] = theorem
+    shutil.copy(genuine / f"{name}.csv", tmp_path / f"{name}.csv")
+    edited = tmp_path / f"{name}.report.json"
+    edited.write_text(json.dumps(data))
+    run, out = run_json(tsdp_cli, "account", "verify", edited)
+    assert run.code == 3 and out["passed"] is False
+
+
 # ------------------------------------------------------------------------------ compose
 
 
