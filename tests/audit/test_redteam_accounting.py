@@ -251,3 +251,20 @@ def test_fixed_batches_under_substitution_are_above_dp_accountings_replace_one(q
     assert reference <= ours * (1 + 1e-9)
     if q == 1.0:
         assert ours <= reference * 1.001 + 1e-3
+
+
+def test_lower_bound_checkpoints_are_labelled_lower_bounds(tsdp_cli):
+    """Before the fix, --bound lower relabelled the final figure epsilon_lower_bound but printed every
+    checkpoint under "epsilon": a CI job reading checkpoints[-1]["epsilon"] took an optimistic
+    lower bound for a guarantee."""
+    args = ["account", "dpsgd", "--series", "20", "--length", "200", "--context-length", "24",
+            "--forecast-length", "12", "--batch-size", "8", "--steps", "100", "--noise-multiplier", "1",
+            "--delta", "1e-5", "--bottom", "poisson", "--checkpoints", "2"]
+    run, lower = run_json(tsdp_cli, *args, "--bound", "lower")
+    assert run.code == 0 and lower["is_privacy_guarantee"] is False and "epsilon" not in lower
+    assert all(set(c) == {"compositions", "epsilon_lower_bound"} for c in lower["checkpoints"])
+    assert lower["checkpoints"][-1]["epsilon_lower_bound"] == lower["epsilon_lower_bound"]
+    run, upper = run_json(tsdp_cli, *args)
+    assert run.code == 0 and upper["is_privacy_guarantee"] is True
+    assert all(set(c) == {"compositions", "epsilon"} for c in upper["checkpoints"])
+    assert upper["checkpoints"][-1]["epsilon"] == upper["epsilon"] >= lower["epsilon_lower_bound"]

@@ -137,7 +137,8 @@ def dpsgd(*, noise_multiplier: float, delta: float, **options) -> dict[str, Any]
                "steps": o["steps"], "epochs": o["epochs"], "noise_multiplier": noise_multiplier,
                **_describe(setting, result.derivation, result.compositions)}
     if result.checkpoints:
-        summary["checkpoints"] = [{"compositions": count, "epsilon": eps} for count, eps in result.checkpoints]
+        # labelled like the final figure: under --bound lower every checkpoint is a lower bound too
+        summary["checkpoints"] = [{"compositions": count, label: eps} for count, eps in result.checkpoints]
     if result.standard_dpsgd_epsilon is not None:
         summary["standard_dpsgd_epsilon"] = result.standard_dpsgd_epsilon
         warnings.append("standard_dpsgd_epsilon is the flattened 'standard DP-SGD' figure (Prop. C.1): record "
