@@ -212,3 +212,25 @@ def test_sigkilled_writers_leave_a_valid_ledger_and_lose_no_charge(tmp_path):
     assert killed and all(log.read_text() and "exhausted" not in log.read_text() for log in killed)
     assert all(log.read_text().endswith("exhausted\n") for log, p in zip(logs, procs) if p.returncode == 0)
     assert s.epsilon_remaining == 0.0 and s.delta_remaining >= 0
+
+
+def test_a_release_whose_reservation_was_cancelled_meanwhile_publishes_nothing(tsdp_cli, here, monkeypatch):
+    """A steward runs 'tsdp ledger cancel' on the pending entry of a release that is still running
+    (it looked stale): the release must not publish an output that no entry pays for."""
+    path = here / "budget.db"
+    core.init_ledger(path, "d", 1.0, 1e-5)
+    reserve = core.reserve
+
+    def reserve_then_cancelled(*args, **kwargs):
+        entry = reserve(*args, **kwargs)
+        core.cancel(path, entry)  # the steward, while the release reads and adds noise
+        return entry
+
+    monkeypatch.setattr(core, "reserve", reserve_then_cancelled)
+    run = tsdp_cli("release", WIDE, "--mechanism", "gaussian", "--epsilon", "0.5", "--delta", "1e-6", "--unit", "event",
+                   "-o", "out.csv", "-q", "--ledger", "budget.db", "--dataset", "d")
+    assert run.code != 0 and "Traceback" not in run.err
+    assert "entry" in run.error_line
+    assert not (here / "out.csv").exists() and not (here / "out.report.json").exists()
+    (s,) = core.status(path, "d")
+    assert s.entries == () and s.epsilon_remaining == 1.0
