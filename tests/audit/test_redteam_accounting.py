@@ -268,3 +268,27 @@ def test_lower_bound_checkpoints_are_labelled_lower_bounds(tsdp_cli):
     assert run.code == 0 and upper["is_privacy_guarantee"] is True
     assert all(set(c) == {"compositions", "epsilon"} for c in upper["checkpoints"])
     assert upper["checkpoints"][-1]["epsilon"] == upper["epsilon"] >= lower["epsilon_lower_bound"]
+
+
+def test_composing_one_hardened_release_three_times_meets_delta_by_the_exact_profile(genuine):
+    """The same release composed three times (as compose does not deduplicate): the composed epsilon,
+    fed back into the exact Gaussian profile of mu = sqrt(3) sensitivity / sigma (written out here with
+    scipy) plus the lattice's rounding slack (1 + e^eps) 3 m 0.025 (g / sigma)^2 (the event's own
+    statement), must give at most the composed delta."""
+    import math
+
+    from scipy.stats import norm
+
+    from tsdp.api import accounting
+
+    report = genuine / "gaussian.report.json"
+    (event,) = json.loads(report.read_text())["claim"]["events"]
+    assert event["kind"] == "discrete-gaussian" and event["count"] == 1
+    out = accounting.compose([report, report, report])
+    eps = out["epsilon"]
+    assert out["method"].startswith("PLD composition") and out["delta"] == pytest.approx(3e-6, rel=1e-12)
+    mu = math.sqrt(3) * event["sensitivity"] / event["noise"]
+    continuous = norm.cdf(-eps / mu + mu / 2) - math.exp(eps) * norm.cdf(-eps / mu - mu / 2)
+    slack = (1 + math.exp(eps)) * 3 * event["lattice_coords"] * 0.025 * (event["granularity"] / event["noise"]) ** 2
+    assert continuous + slack <= out["delta"]
+    assert eps >= json.loads(report.read_text())["claim"]["epsilon"]
