@@ -259,7 +259,7 @@ def test_lower_bound_checkpoints_are_labelled_lower_bounds(tsdp_cli):
     lower bound for a guarantee."""
     args = ["account", "dpsgd", "--series", "20", "--length", "200", "--context-length", "24",
             "--forecast-length", "12", "--batch-size", "8", "--steps", "100", "--noise-multiplier", "1",
-            "--delta", "1e-5", "--bottom", "poisson", "--checkpoints", "2"]
+            "--delta", "1e-5", "--instances", "2", "--checkpoints", "2"]
     run, lower = run_json(tsdp_cli, *args, "--bound", "lower")
     assert run.code == 0 and lower["is_privacy_guarantee"] is False and "epsilon" not in lower
     assert all(set(c) == {"compositions", "epsilon_lower_bound"} for c in lower["checkpoints"])
