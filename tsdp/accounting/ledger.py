@@ -192,7 +192,7 @@ def status(path: str | Path, dataset: str | None = None) -> list[DatasetStatus]:
             if dataset not in names:
                 raise _unknown(path, dataset, names)
             names = [dataset]
-        return [_status(db, name) for name in names]
+        return [_status(db, name, path) for name in names]
 
 
 @contextlib.contextmanager
@@ -350,9 +350,13 @@ def _check_schema(db: sqlite3.Connection, path: str | Path, create: bool) -> Non
         raise DataError(f"{_name(path)!r} is not a tsdp ledger ({what}); give the file made by 'tsdp ledger init'")
 
 
-def _budget_row(db: sqlite3.Connection, dataset: str):
-    return db.execute("SELECT epsilon_total, delta_total, created FROM budgets WHERE dataset = ?",
-                      (dataset,)).fetchone()
+def _budget_row(db: sqlite3.Connection, dataset: str, path: str | Path | None = None):
+    """The dataset's (epsilon_total, delta_total, created), or None; totals checked when ``path`` is given."""
+    row = db.execute("SELECT epsilon_total, delta_total, created FROM budgets WHERE dataset = ?",
+                     (dataset,)).fetchone()
+    if row is not None and path is not None:
+        _check_stored(path, f"the budget of dataset {dataset!r}", row[0], row[1])
+    return row
 
 
 def _unknown(path: str | Path, dataset: str, names: list[str]) -> UsageError:
@@ -378,13 +382,32 @@ def _pending_row(db: sqlite3.Connection, path: str | Path, reservation_id: int, 
     return entry
 
 
-def _sums(db: sqlite3.Connection, dataset: str) -> dict[str, tuple[Fraction, Fraction]]:
-    """Exact (epsilon, delta) sums per state for a dataset."""
+def _sums(db: sqlite3.Connection, dataset: str, path: str | Path) -> dict[str, tuple[Fraction, Fraction]]:
+    """Exact (epsilon, delta) sums per state for a dataset; a stored amount tsdp could not have
+    written (a hand edit) is refused, never summed: a negative one would free budget."""
     sums = {"pending": (Fraction(0), Fraction(0)), "spent": (Fraction(0), Fraction(0))}
-    for eps, delta, state in db.execute("SELECT epsilon, delta, state FROM entries WHERE dataset = ?", (dataset,)):
+    for entry, eps, delta, state in db.execute("SELECT id, epsilon, delta, state FROM entries WHERE dataset = ?",
+                                               (dataset,)):
+        where = f"entry {entry} of dataset {dataset!r}"
+        _check_stored(path, where, eps, delta)
+        if state not in sums:
+            raise _damaged(path, f"{where} has state {state!r}, not 'pending' or 'spent'")
         e, d = sums[state]
         sums[state] = (e + _exact(eps), d + _exact(delta))
     return sums
+
+
+def _check_stored(path: str | Path, where: str, epsilon: object, delta: object) -> None:
+    """Refuse amounts read back from the file that no tsdp call stores (see :func:`_check_amount`)."""
+    if not (_real(epsilon) and math.isfinite(epsilon) and epsilon >= 0):
+        raise _damaged(path, f"{where} has epsilon {epsilon!r}, not a finite number >= 0")
+    if not (_real(delta) and math.isfinite(delta) and 0 <= delta < 1):
+        raise _damaged(path, f"{where} has delta {delta!r}, not a number in [0, 1)")
+
+
+def _damaged(path: str | Path, what: str) -> DataError:
+    return DataError(f"ledger {_name(path)!r} is damaged: {what} (tsdp never writes this; the file was edited by "
+                     "hand or corrupted); restore it from a backup")
 
 
 def _add_entry(path: str | Path, dataset: str, epsilon: float, delta: float, description: str,
@@ -392,7 +415,7 @@ def _add_entry(path: str | Path, dataset: str, epsilon: float, delta: float, des
     _check_dataset(dataset)
     _check_amount(epsilon, delta)
     with _transaction(path) as db:
-        budget = _budget_row(db, dataset)
+        budget = _budget_row(db, dataset, path)
         if budget is None:
             raise _unknown(path, dataset, [r[0] for r in db.execute("SELECT dataset FROM budgets ORDER BY dataset")])
         if output_sha256:
@@ -401,7 +424,7 @@ def _add_entry(path: str | Path, dataset: str, epsilon: float, delta: float, des
             if same is not None:
                 raise UsageError(f"output {output_name or output_sha256!r} is already recorded for dataset "
                                  f"{dataset!r} as entry {same[0]} of ledger {_name(path)!r}; it is charged already")
-        sums = _sums(db, dataset)
+        sums = _sums(db, dataset, path)
         used = [sums["spent"][i] + sums["pending"][i] for i in (0, 1)]
         remaining = [_exact(budget[i]) - used[i] for i in (0, 1)]
         if _exact(epsilon) > remaining[0] or _exact(delta) > remaining[1]:
@@ -422,9 +445,9 @@ def _add_entry(path: str | Path, dataset: str, epsilon: float, delta: float, des
         return int(cursor.lastrowid)
 
 
-def _status(db: sqlite3.Connection, dataset: str) -> DatasetStatus:
-    eps_total, delta_total, created = _budget_row(db, dataset)
-    sums = _sums(db, dataset)
+def _status(db: sqlite3.Connection, dataset: str, path: str | Path) -> DatasetStatus:
+    eps_total, delta_total, created = _budget_row(db, dataset, path)
+    sums = _sums(db, dataset, path)
     (es, ds), (ep, dp) = sums["spent"], sums["pending"]
     entries = tuple(LedgerEntry(*row) for row in db.execute(
         f"SELECT {_ENTRY_COLUMNS} FROM entries WHERE dataset = ? ORDER BY id", (dataset,)))

@@ -113,7 +113,9 @@ def poisson_gaussian_pld(q: float, sigma: float, discretization: float) -> Dense
     log_keep = math.log1p(-q) if q < 1 else -math.inf  # log(1 - q)
 
     def loss(x: float) -> float:  # remove-direction privacy loss at output x
-        return math.log1p(q * math.expm1((x - 0.5) / sigma**2))
+        z = (x - 0.5) / sigma**2
+        # q = 1: no subsampling, the loss is z itself (log1p(expm1(z)) fails once expm1(z) rounds to -1)
+        return z if q == 1 else math.log1p(q * math.expm1(z))
 
     low, high = loss(-sigma * TAIL_Z), loss(1 + sigma * TAIL_Z)
 

@@ -164,6 +164,9 @@ class DpSgdSetting:
         for name, value in (("--label-noise", self.label_noise), ("--context-noise", self.context_noise)):
             if not (value >= 0 and math.isfinite(value)):
                 raise UsageError(f"{name} must be finite and >= 0, got {value}")
+        if self.value_bound is not None and not (self.value_bound > 0 and math.isfinite(self.value_bound)):
+            # also without label/context noise: the bound is stated as the unit's largest change
+            raise UsageError(f"--value-bound must be finite and > 0, got {self.value_bound}")
         if not self.augmented:
             return
         if self.value_bound is None or not self.value_bound > 0:

@@ -258,7 +258,10 @@ def solve_alpha(epsilon: float, delta_fail: float, p: float, L: float, srank: fl
             alpha = 1.0
         else:
             alpha = optimize.brentq(g, lo, hi, xtol=1e-15, rtol=4 * np.finfo(float).eps, maxiter=500)
-            while g(alpha) > 0:
+            # g <= 0 in logs does not make the term itself <= delta_fail (exp and the sum's rounding
+            # differ by a few ulps): nudge until the term that is reported and claimed fits
+            while alpha < 1 and (g(alpha) > 0
+                                 or corollary2_failure_term(alpha, epsilon, p, L, srank, n_steps) > delta_fail):
                 alpha = float(np.nextafter(alpha, 2.0))
         at_floor = False
     dp = math.exp(log_delta_prime(alpha, p, L, srank) + log_infl) if alpha < 1 else 0.0

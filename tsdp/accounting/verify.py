@@ -119,14 +119,7 @@ def verify_report(data: dict[str, Any], max_epsilon: float | None = None, max_de
         checks.append(Check("budget", True, "no --max-epsilon/--max-delta given"))
     else:
         checks.append(Check("budget", not problems, "; ".join(problems) or _budget_text(max_epsilon, max_delta)))
-    warned = any("fixed --seed" in str(w) for w in data.get("warnings") or ())
-    seeded = data.get("randomness") == "seeded" or warned
-    checks.append(Check("randomness", not seeded,
-                        "the release used a fixed --seed and must not be published" if seeded
-                        else f"noise from {data.get('randomness')}"))
-    sampler = _sampler_check(data, claim)
-    if sampler is not None:
-        checks.append(sampler)
+    checks.extend(publication_checks(data, claim))
     expected = (data.get("output") or {}).get("sha256")
     if output_sha256 is None:
         checks.append(Check("output_sha256", True, "not checked: " + (output_note or "no released file given")))
@@ -136,6 +129,17 @@ def verify_report(data: dict[str, Any], max_epsilon: float | None = None, max_de
                             f"the released file has sha256 {output_sha256[:16]}..., the report says "
                             f"{str(expected)[:16]}...: it is not the file this report covers"))
     return ReportVerification(tuple(checks))
+
+
+def publication_checks(data: dict[str, Any], claim: PrivacyClaim) -> list[Check]:
+    """The randomness check (a seeded run) and the sampler check (floating-point noise): whether the
+    release may be published at all, whatever its claim says."""
+    warned = any("fixed --seed" in str(w) for w in data.get("warnings") or ())
+    seeded = data.get("randomness") == "seeded" or warned
+    checks = [Check("randomness", not seeded, "the release used a fixed --seed and must not be published" if seeded
+                    else f"noise from {data.get('randomness')}")]
+    sampler = _sampler_check(data, claim)
+    return checks + ([sampler] if sampler is not None else [])
 
 
 def _sampler_check(data: dict[str, Any], claim: PrivacyClaim) -> Check | None:
@@ -988,6 +992,7 @@ def _mean(r: _Report, out: _Outcome) -> None:
     unit.equal("level", u.level, "user")
     unit.equal("relation", u.relation, "substitute")
     unit.expect(bool(u.id_column), "the unit names no user id column")
+    unit.equal("enforced (mean-estimate states its bounds as declared, never as enforced)", u.enforced, False)
     if p.expect(_is_real(upper) and _is_real(lower) and upper > lower,
                 f"parameters U {upper!r} and lower {lower!r} are not a value range"):
         unit.same("max_per_step (U - lower)", u.max_per_step, upper - lower)
@@ -1077,6 +1082,7 @@ def _dpsgd(r: _Report, out: _Outcome) -> None:
     cmd = r.command
     w = u.w
     unit.equal("relation", u.relation, "substitute")
+    unit.equal("enforced (forecast-train states its unit as declared, never as enforced)", u.enforced, False)
     if not unit.expect(_is_int(w) and w >= 1, f"w is {w!r}, not an integer >= 1"):
         return
     want_level = "user" if u.level == "user" else ("w-event" if w > 1 else "event")

@@ -137,7 +137,8 @@ def dpsgd(*, noise_multiplier: float, delta: float, **options) -> dict[str, Any]
                "steps": o["steps"], "epochs": o["epochs"], "noise_multiplier": noise_multiplier,
                **_describe(setting, result.derivation, result.compositions)}
     if result.checkpoints:
-        summary["checkpoints"] = [{"compositions": count, "epsilon": eps} for count, eps in result.checkpoints]
+        # labelled like the final figure: under --bound lower every checkpoint is a lower bound too
+        summary["checkpoints"] = [{"compositions": count, label: eps} for count, eps in result.checkpoints]
     if result.standard_dpsgd_epsilon is not None:
         summary["standard_dpsgd_epsilon"] = result.standard_dpsgd_epsilon
         warnings.append("standard_dpsgd_epsilon is the flattened 'standard DP-SGD' figure (Prop. C.1): record "
@@ -250,7 +251,7 @@ def compose(reports: Sequence[str], delta: float | None = None, discretization: 
     from tsdp.accounting.budget import check_delta
     from tsdp.accounting.claim import PrivacyClaim
     from tsdp.accounting.compose import check_composable, compose_claims
-    from tsdp.accounting.verify import claim_checks
+    from tsdp.accounting.verify import claim_checks, publication_checks
     from tsdp.errors import BudgetError, DataError
     from tsdp.report import load_report
 
@@ -269,9 +270,12 @@ def compose(reports: Sequence[str], delta: float | None = None, discretization: 
             raise BudgetError(f"{path!r} does not verify, so its claim cannot be composed: {failed[0].name}: "
                               f"{failed[0].detail} (see 'tsdp account verify {path}')")
     result = compose_claims(claims, delta, discretization)
+    # the figure is that of the ideal mechanisms: say so for releases that must not be published
+    unpublishable = [f"{path!r}: {check.detail}" for path, document, claim in zip(reports, documents, claims)
+                     for check in publication_checks(document, claim) if not check.passed]
     return {"epsilon": result.epsilon, "delta": result.delta, "method": result.method, "reports": len(reports),
             "basic_composition_epsilon": result.basic_epsilon, "pld_composition_epsilon": result.tight_epsilon,
-            "unit": result.unit, "warnings": list(result.warnings)}
+            "unit": result.unit, "warnings": list(result.warnings) + unpublishable}
 
 
 def verify(reports: Sequence[str], max_epsilon: float | None = None, max_delta: float | None = None,

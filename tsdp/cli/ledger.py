@@ -140,6 +140,7 @@ def _read_report(path: str) -> tuple[float, float, str, str | None, str | None]:
     if claim.bound == "lower":
         raise UsageError(f"--from-report: {path!r} states a lower bound on epsilon, not a guarantee; "
                          "charge the release's upper bound instead")
+    _check_claim(path, report)
     output = report.get("output") if isinstance(report.get("output"), dict) else {}
     command = report.get("command") if isinstance(report.get("command"), dict) else {}
     params = command.get("parameters") if isinstance(command.get("parameters"), dict) else {}
@@ -147,6 +148,18 @@ def _read_report(path: str) -> tuple[float, float, str, str | None, str | None]:
         f"tsdp {command.get('name', '?')}", params.get("input"), "->" if output.get("file") else None,
         output.get("file"), f"(report {Path(path).name})") if x)
     return claim.epsilon, claim.delta or 0.0, description, output.get("file"), output.get("sha256")
+
+
+def _check_claim(path: str, report: dict) -> None:
+    """Charge only a claim that passes the claim checks of 'tsdp account verify' (as compose does):
+    a report whose epsilon was lowered by hand would otherwise be charged for less than it spent."""
+    from tsdp.accounting.verify import claim_checks
+    from tsdp.errors import BudgetError
+
+    failed = [c for c in claim_checks(report) if not c.passed]
+    if failed:
+        raise BudgetError(f"--from-report: {path!r} does not verify, so its epsilon and delta cannot be charged: "
+                          f"{failed[0].name}: {failed[0].detail} (see 'tsdp account verify {path}')")
 
 
 def _summary(ledger: str, dataset: str, quiet: bool, json_mode: bool, title: str,
