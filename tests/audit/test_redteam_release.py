@@ -291,10 +291,9 @@ def test_event_input_keeps_grid_options():
 # ---------------------------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason="DEFECT (low: release-or-error channel): an event time column of "
-                   "ISO dates becomes Date unless some row has a time of day (tsdp/io/timegrid.py "
-                   "parse_time_column, the `longest <= 10` pass), and a Date column refuses a sub-day "
-                   "--freq; one user's timestamp decides whether the public job releases at all")
+# Was a defect, fixed (timegrid.dates_as_times): an event time column of ISO dates became Date unless some
+# row had a time of day, and a Date column refused a sub-day --freq: one user's timestamp decided whether the
+# public job released at all. The column's type now follows the public --freq/--start/--end.
 def test_one_users_time_of_day_does_not_decide_whether_a_release_happens():
     others = [(f"u{i}", f"2024-03-0{1 + i % 4}") for i in range(8)]
     victim = [("v", "2024-03-02 13:00")]

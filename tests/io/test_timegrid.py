@@ -361,3 +361,22 @@ def test_huge_grids_are_refused_before_they_are_built():
 def test_non_iso_timestamps_are_refused_not_guessed(text):
     with pytest.raises(DataError, match="ISO 8601"):
         parse_time_column(pl.DataFrame({"t": ["2024-01-01", text]}), "t")
+
+
+@pytest.mark.parametrize("freq,start,needs", [("12h", "2024-03-01", True), ("1d", "2024-03-01", False),
+                                              ("1d", "2024-03-01 06:00", True), ("1mo", "2024-03-01", False)])
+def test_dates_become_times_when_the_public_grid_needs_them(freq, start, needs):
+    """A column of dates is read as midnight timestamps when --freq or --start/--end need times of
+    day, whatever the rows hold (red-team audit: one row with a time of day decided between a
+    release and an error); with --timezone the midnights are local to that zone."""
+    from tsdp.io.timegrid import dates_as_times
+
+    df = parse_time_column(pl.DataFrame({"t": ["2024-03-01", "2024-03-02"]}), "t")
+    assert df.schema["t"] == pl.Date
+    out = dates_as_times(df, "t", None, freq, start, "2024-03-05")
+    assert (out.schema["t"] == pl.Datetime("us")) == needs
+    if needs:
+        assert out["t"].dt.hour().to_list() == [0, 0]
+        zoned = dates_as_times(df, "t", "Europe/Berlin", freq, start, "2024-03-05")
+        assert zoned.schema["t"] == pl.Datetime("us", "Europe/Berlin")
+        assert zoned["t"].dt.hour().to_list() == [0, 0]

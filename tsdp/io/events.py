@@ -44,7 +44,7 @@ from tsdp.engine.kernel import ORDER, SERIES, STEP, TIME, USER, VALUE, cap_and_s
 from tsdp.errors import DataError, UsageError
 from tsdp.io.ids import reject_nan_ids
 from tsdp.io.layouts import SeriesTable, numeric_values, require_columns
-from tsdp.io.timegrid import fixed_grid, parse_instant, parse_time_column
+from tsdp.io.timegrid import dates_as_times, fixed_grid, parse_instant, parse_time_column
 from tsdp.limits import MAX_MAGNITUDE
 
 CAP_LEVELS = ("event", "w-event", "user")
@@ -184,7 +184,8 @@ def partial_cell_sums(df: pl.DataFrame, job: EventJob, order_col: str | None = N
             row = int(df[job.user_col].is_null().arg_true()[0])
             raise DataError(f"column {job.user_col!r}: missing user id at row {row + 1}")
         reject_nan_ids(df[job.user_col], job.user_col, "user id")
-        df = parse_time_column(df, job.time_col, job.timezone)
+        df = dates_as_times(parse_time_column(df, job.time_col, job.timezone), job.time_col, job.timezone,
+                            job.freq, job.start, job.end)
         like = df.schema[job.time_col]
         grid, end_at = job.grid(like)
         diag = {"rows_in": df.height}

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from tsdp.errors import DataError, NumericalError, UsageError
+from tsdp.errors import DataError, NumericalError, TsdpError, UsageError
 from tsdp.io.magnitudes import int64_times
 from tsdp.io.timezones import (EXAMPLE, check_offsets, check_zone, has_offset, is_zoned, localize,
                                localize_instant, strip_offsets, wall_clock, with_zone)
@@ -130,6 +130,37 @@ def parse_time_column(df: pl.DataFrame, column: str, timezone: str | None = None
     if nulls.any():
         raise DataError(f"column {column!r}: missing timestamp at row {int(nulls.arg_true()[0]) + 1}")
     return out
+
+
+def dates_as_times(df: pl.DataFrame, column: str, timezone: str | None, freq: str, *instants) -> pl.DataFrame:
+    """``df`` with a Date ``column`` (from :func:`parse_time_column`) turned into midnight
+    timestamps (local to ``timezone`` when given) when the public grid needs times of day: a
+    ``freq`` finer than a day, or one of ``instants`` (``--start``/``--end``) with a time of day.
+    The column's type then follows the public options only: otherwise a column of dates becomes
+    timestamps when any one row has a time of day, and whether a sub-day release runs at all
+    would depend on that row (one user's data)."""
+    if df.schema[column] != pl.Date or not _grid_needs_times(freq, instants):
+        return df
+    times = df[column].cast(pl.Datetime("us"))
+    if timezone is not None:
+        times = with_zone(times, timezone, column)
+    return df.with_columns(times.alias(column))
+
+
+def _grid_needs_times(freq: str, instants) -> bool:
+    try:
+        step = parse_freq(freq, False)
+    except TsdpError:
+        return False  # the grid's own parsing reports a bad --freq
+    if step.unit == "us" and step.amount % _FIXED_US["d"]:
+        return True
+    for text in instants:
+        if text is None or has_offset(str(text)):
+            continue
+        parsed = _to_datetime(pl.Series([str(text).strip()]))
+        if parsed.null_count() == 0 and parsed.dt.truncate("1d")[0] != parsed[0]:
+            return True
+    return False
 
 
 def _text_times(texts: pl.Series, column: str, timezone: str | None, raw: pl.Series) -> pl.Series:
