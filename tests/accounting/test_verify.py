@@ -397,3 +397,15 @@ def test_read_json_reads_strict_json(tmp_path):
     assert read_json(path, "X") == {"a": [1, 2.5e-300, -3], "b": {"c": None}}
     with pytest.raises(UsageError):
         read_json(tmp_path / "absent.json", "X")
+
+
+@pytest.mark.parametrize("name", list(RELEASES))
+def test_a_claim_naming_another_theorem_fails(reports, name):
+    """Every rule rejects a claim that names a theorem other than the one its figures were rechecked
+    by (the subsampling rules compare theirs in the rule, the others in the theorem check)."""
+    data = copy.deepcopy(reports[name])
+    data["claim"]["theorem"] = "Dwork and Roth 2014, Theorem 3.22 (classical Gaussian mechanism)"
+    result = verify_report(data)
+    assert not result.passed
+    if not name.startswith(("subsample", "filter-subsample")):
+        assert "theorem" in {c.name for c in result.failures}

@@ -81,9 +81,8 @@ def test_unit_presented_as_enforced_fails_verify(tsdp_cli, genuine, tmp_path, na
     assert "enforced" in failed.get("unit", ""), failed
 
 
-@pytest.mark.xfail(strict=True, reason="DEFECT: verify does not check the theorem a claim names for the cellwise, "
-                   "DFT, FAST, mean-estimate and FLIP rules (only DP-SGD and the subsampling rules do): a report whose "
-                   "claim.theorem is emptied or replaced passes with exit 0")
+# Was a defect, fixed (verify's theorem check): verify did not check the theorem a claim names for the
+# cellwise, DFT, FAST, mean-estimate and FLIP rules; a report whose claim.theorem was emptied or replaced passed.
 @pytest.mark.parametrize("name", ["gaussian", "mean-estimate-aa"])
 @pytest.mark.parametrize("theorem", ["", "Dwork and Roth 2014, Theorem 3.22 (classical Gaussian mechanism)"])
 def test_a_claim_that_names_another_theorem_fails_verify(tsdp_cli, genuine, tmp_path, name, theorem):
@@ -93,7 +92,12 @@ def test_a_claim_that_names_another_theorem_fails_verify(tsdp_cli, genuine, tmp_
     edited = tmp_path / f"{name}.report.json"
     edited.write_text(json.dumps(data))
     run, out = run_json(tsdp_cli, "account", "verify", edited)
+    if not theorem:  # an empty theorem is no report at all (the schema): exit 4
+        assert run.code == 4 and "theorem" in run.err and "non-empty" in run.err
+        return
     assert run.code == 3 and out["passed"] is False
+    failed = {c["name"]: c["detail"] for c in out["reports"][0]["checks"] if not c["passed"]}
+    assert "theorem" in failed, failed
 
 
 # ------------------------------------------------------------------------------ compose

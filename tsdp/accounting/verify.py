@@ -240,7 +240,41 @@ def claim_checks(data: dict[str, Any], _parsed: "_Report | None" = None) -> list
         checks.append(Check("definition", claim.definition == want, _definition_text(claim, want)))
     for name in ("unit", "events", "parameters", "privacy_loss", "command"):
         checks.append(out.group(name).result(name))
+    theorem = _theorem_check(claim, report.params)
+    if theorem is not None:
+        checks.append(theorem)
     return checks
+
+
+# The theorem each mechanism's claim rests on, as words every report of it has named (the subsampling
+# and DP-SGD rules compare their theorem inside the rule): any one of each tuple must appear.
+_THEOREM_WORDS: dict[str, tuple[tuple[str, ...], ...]] = {
+    "gaussian": (("Balle and Wang 2018, Theorem 8", "Dwork and Roth 2014, Theorem A.1"),),
+    "laplace": (("Dwork and Roth 2014, Theorem 3.6 (Laplace mechanism)", "discrete Laplace on the granularity lattice"),),
+    "dft": (("Rastogi and Nath 2010, FPA_k",),),
+    "fast": (("Fan and Xiong 2012, Theorem 2",),),
+    "user-level-mean": (("Gupta et al. 2024 Thm. II.1",),),
+    FLIP_MECHANISM: (("McElroy, Roy & Hore (2022)",),),
+}
+_HARDENED_GAUSSIAN_WORDS = "discrete Gaussian on the granularity lattice"
+
+
+def _theorem_check(claim: PrivacyClaim, params: dict[str, Any]) -> Check | None:
+    """Whether ``claim.theorem`` names the theorem its mechanism's figures were rechecked by (a
+    report edited to name another, or none, fails); None for rules that compare it themselves."""
+    words = _THEOREM_WORDS.get(claim.mechanism.split("/", 1)[0])
+    if words is None:
+        return None
+    needed = list(words)
+    if claim.mechanism in ("gaussian", "dft", "fast") and params.get("sampler") == "hardened" \
+            and claim.definition == "approx-dp":
+        needed.append((_HARDENED_GAUSSIAN_WORDS,))
+    text = claim.theorem or ""
+    missing = [" or ".join(repr(w) for w in options) for options in needed if not any(w in text for w in options)]
+    if missing:
+        return Check("theorem", False, f"the claim names {text!r}, not the theorem its figures rest on "
+                                       f"(it must name {'; and '.join(missing)})")
+    return Check("theorem", True, text)
 
 
 # ------------------------------------------------------------------------------------------------
