@@ -159,53 +159,16 @@ def event_chunks(n_rows: int, seed: int = 0):
         yield frame.sort("ts", maintain_order=True)
 
 
-def record_chunks(n_rows: int, seed: int = 1):
-    """Records (bus_id, ts, cell, speed) slot by slot: buses with lognormal record counts drive
-    through the cells of a 100 x 100 (cell, hourly slot) grid."""
+def _record_stream(n_rows: int, rng, activity, place):
+    """Record chunks (bus_id, ts, cell, speed), slot by slot in time order: each record's bus drawn
+    by ``activity`` weight, its (cell, second) by ``place(slot, bus, m)``, its speed from the ITMS
+    statistics (mean 20.67, sd 12, clipped to [0, 65])."""
     import numpy as np
     import polars as pl
 
-    rng = np.random.default_rng(seed)
-    n_users = max(10, n_rows // 50)
-    activity = rng.lognormal(np.log(30), 1.0, n_users)
+    n_buses = activity.size
     cdf = np.cumsum(activity)
     cdf /= cdf[-1]
-    home = rng.integers(0, N_CELLS, n_users)
-    pace = rng.integers(1, 4, n_users)
-    users = pl.Series("bus_id", [f"b{i:07d}" for i in range(n_users)])
-    cells = pl.Series("cell", [f"c{i:03d}" for i in range(N_CELLS)])
-    start_us = _epoch_us(REC_START)
-    for slot, per_slot in enumerate(_split(n_rows, _hour_weights(N_SLOTS))):
-        for m in _split(per_slot, [1] * max(1, math.ceil(per_slot / CHUNK_ROWS))):
-            if m == 0:
-                continue
-            user = np.minimum(np.searchsorted(cdf, rng.random(m)), n_users - 1)
-            cell = (home[user] + slot * pace[user] + rng.integers(0, 2, m)) % N_CELLS
-            second = slot * 3600 + rng.integers(0, 3600, m)
-            frame = pl.DataFrame({
-                "bus_id": users.gather(user),
-                "ts": pl.Series(start_us + second.astype(np.int64) * 1_000_000).cast(pl.Datetime("us")),
-                "cell": cells.gather(cell),
-                "speed": np.round(np.clip(rng.normal(20.67, 12.0, m), 0.0, UPPER), 2),
-            })
-            yield frame.sort("ts", maintain_order=True)
-
-
-def itms_record_chunks(n_rows: int, seed: int = 3):
-    """Records (bus_id, ts, cell, speed) shaped like Gupta et al.'s ITMS data (section IV: a
-    hexagon-and-timeslot with 17,166 records from buses with a median of 46 and at most 417 each):
-    one bus per 50,000 records (at least 20), lognormal activity, each bus pinging throughout the
-    hour while it passes 4-16 consecutive cells, so a (cell, hour, bus) run holds about 50 records."""
-    import numpy as np
-    import polars as pl
-
-    rng = np.random.default_rng(seed)
-    n_buses = max(20, n_rows // 50_000)
-    activity = rng.lognormal(0.0, 0.8, n_buses)
-    cdf = np.cumsum(activity)
-    cdf /= cdf[-1]
-    home = rng.integers(0, N_CELLS, n_buses)
-    visits = rng.integers(4, 17, n_buses)  # cells passed per hour
     buses = pl.Series("bus_id", [f"b{i:07d}" for i in range(n_buses)])
     cells = pl.Series("cell", [f"c{i:03d}" for i in range(N_CELLS)])
     start_us = _epoch_us(REC_START)
@@ -214,15 +177,52 @@ def itms_record_chunks(n_rows: int, seed: int = 3):
             if m == 0:
                 continue
             bus = np.minimum(np.searchsorted(cdf, rng.random(m)), n_buses - 1)
-            second = rng.integers(0, 3600, m)
-            cell = (home[bus] + slot * visits[bus] + second * visits[bus] // 3600) % N_CELLS
+            cell, second = place(slot, bus, m)
             frame = pl.DataFrame({
                 "bus_id": buses.gather(bus),
-                "ts": pl.Series(start_us + (slot * 3600 + second).astype(np.int64) * 1_000_000).cast(pl.Datetime("us")),
+                "ts": pl.Series(start_us + second.astype(np.int64) * 1_000_000).cast(pl.Datetime("us")),
                 "cell": cells.gather(cell),
                 "speed": np.round(np.clip(rng.normal(20.67, 12.0, m), 0.0, UPPER), 2),
             })
             yield frame.sort("ts", maintain_order=True)
+
+
+def record_chunks(n_rows: int, seed: int = 1):
+    """Records (bus_id, ts, cell, speed) slot by slot: buses with lognormal record counts drive
+    through the cells of a 100 x 100 (cell, hourly slot) grid."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    n_users = max(10, n_rows // 50)
+    activity = rng.lognormal(np.log(30), 1.0, n_users)
+    home = rng.integers(0, N_CELLS, n_users)
+    pace = rng.integers(1, 4, n_users)
+
+    def place(slot, bus, m):
+        cell = (home[bus] + slot * pace[bus] + rng.integers(0, 2, m)) % N_CELLS
+        return cell, slot * 3600 + rng.integers(0, 3600, m)
+
+    return _record_stream(n_rows, rng, activity, place)
+
+
+def itms_record_chunks(n_rows: int, seed: int = 3):
+    """Records (bus_id, ts, cell, speed) shaped like Gupta et al.'s ITMS data (section IV: a
+    hexagon-and-timeslot with 17,166 records from buses with a median of 46 and at most 417 each):
+    one bus per 50,000 records (at least 20), lognormal activity, each bus pinging throughout the
+    hour while it passes 4-16 consecutive cells, so a (cell, hour, bus) run holds about 50 records."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    n_buses = max(20, n_rows // 50_000)
+    activity = rng.lognormal(0.0, 0.8, n_buses)
+    home = rng.integers(0, N_CELLS, n_buses)
+    visits = rng.integers(4, 17, n_buses)  # cells passed per hour
+
+    def place(slot, bus, m):
+        second = rng.integers(0, 3600, m)
+        return (home[bus] + slot * visits[bus] + second * visits[bus] // 3600) % N_CELLS, slot * 3600 + second
+
+    return _record_stream(n_rows, rng, activity, place)
 
 
 def long_chunks(target_bytes: int, seed: int = 2, n_steps: int = 8760, per_chunk: int = 400):
