@@ -11,7 +11,7 @@ from scipy import stats
 from tsdp.accounting import gaussian as gauss
 from tsdp.accounting import timesubsampling as ts
 from tsdp.accounting.compose import claim_backed_by_events
-from tsdp.errors import BudgetError, DataError, UsageError
+from tsdp.errors import BudgetError, DataError, NumericalError, UsageError
 from tsdp.mechanisms import filters as F
 from tsdp.mechanisms import subsample as sm
 from tsdp.mechanisms.baseline import Panel, release_gaussian
@@ -566,3 +566,14 @@ def test_substitution_past_half_the_series_fills_more_series(S, I, series, each)
         alone = sm.release_subsample(np.zeros((S, T)), Panel(S, T, sm.participation_bounds(T, I, series_per_unit=1)),
                                      EPS, DELTA, np.random.default_rng(0), 0.1, sampler="float")
         assert rel.claim.parameters["noise"]["sigma"] > alone.claim.parameters["noise"]["sigma"]
+
+
+def test_paper_claim_states_the_corollaries_delta_and_never_less():
+    """The paper accountings claim K x delta_total; it stated min(--delta, that), which understated a
+    total a few ulps above --delta (red-team audit): such a total is refused now."""
+    assert sm._paper_delta(0.5e-5, 1e-5) == 0.5e-5
+    with pytest.raises(NumericalError, match="exceeds --delta"):
+        sm._paper_delta(1e-5 * (1 + 1e-12), 1e-5)
+    rel = sm.release_subsample(np.zeros((3, 500)), panel(3, 500, 30, per_unit=2), EPS, DELTA,
+                               np.random.default_rng(0), 0.1, accounting="paper", sampler="float")
+    assert rel.claim.delta == rel.claim.parameters["privacy"]["delta_total"] < DELTA  # K = 2 series

@@ -360,6 +360,16 @@ def _check_paper_branches(cal: ts.PaperCalibration, epsilon: float, option: str,
     return warnings
 
 
+def _paper_delta(total: float, delta: float) -> float:
+    """The delta a paper-accounting claim states: the corollaries' total over the K series (it may be
+    below --delta). Above --delta it would be understated by stating --delta (the min of the two did,
+    by up to 1e-12 relative with a given --filter-alpha): refused instead."""
+    if total > delta:
+        raise NumericalError(f"the paper accounting's delta {total:.17g} (over all series) exceeds --delta {delta:g}; "
+                             "use --accounting exact/conditional, or another --filter-alpha")
+    return float(total)
+
+
 def _paper_privacy(cal: ts.PaperCalibration, K: int, epsilon: float) -> dict:
     return {
         "epsilon": epsilon,
@@ -541,7 +551,7 @@ def release_subsample(values: np.ndarray, panel: Panel, epsilon: float, delta: f
         sigma = cal.sigma
         events = ()
         theorem = THEOREM_PAPER_SUBSAMPLE + ("" if K == 1 else f"; basic composition over {K} series")
-        claim_delta = min(float(delta), K * cal.delta_total)
+        claim_delta = _paper_delta(K * cal.delta_total, delta)
         if cal.i_prime >= I:
             warnings.append(f"I' = I = {I}: subsampling gives no amplification at this budget; use a "
                             "larger --delta, a smaller --sampling-rate, or --mechanism gaussian")
@@ -687,7 +697,7 @@ def release_filter_subsample(values: np.ndarray, panel: Panel, epsilon: float, d
         sigma_report: float | list = cal.sigma
         events = ()
         theorem = THEOREM_PAPER_FILTER + ("" if K == 1 else f"; basic composition over {K} series")
-        claim_delta = min(float(delta), K * cal.delta_total)
+        claim_delta = _paper_delta(K * cal.delta_total, delta)
         parameters["privacy"] = _paper_privacy(cal, K, epsilon)
         parameters["sensitivity"] = {
             "l2_worst_case": M * math.sqrt(I),
