@@ -699,3 +699,14 @@ def test_refusal_exit_codes_are_documented():
 
     assert (TsdpError.exit_code, UsageError.exit_code, BudgetError.exit_code,
             DataError.exit_code, NumericalError.exit_code) == (1, 2, 3, 4, 5)
+
+
+@pytest.mark.parametrize("mechanism", ["gaussian", "subsample"])
+def test_signed_contributions_under_substitution_are_refused(refuse, tmp_path, mechanism):
+    """A contribution in [-M, M] replaced by another in the same cell moves it by 2 M: the L2 of
+    substitution (twice the cells, M each: M sqrt(2 I)) would understate it by sqrt(2) (found after
+    the red-team audit: --allow-negative --neighbouring substitute claimed 2.83 where 4 is reached)."""
+    write(tmp_path / "data.csv", long_with("-3"))
+    extra = ["--mechanism", mechanism] + (["--sampling-rate", "0.5"] if mechanism == "subsample" else [])
+    refuse(long_args("data.csv", "--allow-negative", "--neighbouring", "substitute", *extra), 2,
+           "--allow-negative", "--neighbouring substitute", "2 M")

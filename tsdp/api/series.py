@@ -124,6 +124,13 @@ class ReleaseOptions:
         layout = _choice("layout", self.layout, ("long", "wide", "events"))
         check_zone(self.timezone)
         post.check_clip(self.clip_min, self.clip_max)
+        if self.allow_negative and self.neighbouring == "substitute" and layout != "events":
+            # a contribution in [-M, M] replaced by another in the same cell moves it by up to 2 M; the
+            # sensitivities of substitution count twice the cells at M each (non-negative contributions)
+            raise UsageError("--allow-negative with --neighbouring substitute: a user contributing -M to a cell "
+                             "replaced by one contributing +M changes it by 2 M, which the substitution "
+                             "sensitivities (twice the cells, M each) do not cover; use --neighbouring "
+                             "add-remove, or declare --max-per-step as twice the largest contribution")
         if noise is not None and mechanism in CELLWISE:
             raise UsageError(f"--noise applies to --mechanism dft and fast; --mechanism {mechanism} "
                              "is the noise itself")
