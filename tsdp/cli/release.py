@@ -120,7 +120,7 @@ def release(
     freq: Optional[str] = typer.Option(None, help="Time step, e.g. 15min, 1h, 1d, 1mo, 1q [default: inferred]."),
     timezone: Optional[str] = common.TimezoneOption,
     fill_missing: FillMissing = typer.Option(FillMissing.error, help="Treat missing steps and values as an error or as 0."),
-    allow_negative: bool = typer.Option(False, help="Accept negative values in the input series."),
+    allow_negative: bool = typer.Option(False, help="Accept negative values in the input series (not with --neighbouring substitute: a signed contribution replaced in the same cell moves it by 2 M)."),
     value_bound: Optional[float] = typer.Option(None, help="Clip each event's value to [0, V] (event layout with --value-col)."),
     clip_min: Optional[float] = typer.Option(None, help="Post-process: clip released values below."),
     clip_max: Optional[float] = typer.Option(None, help="Post-process: clip released values above."),
