@@ -144,16 +144,21 @@ def test_the_spread_is_the_worst_case_of_every_concave_per_series_sum(level, S, 
 
 
 @settings(max_examples=150, deadline=None, derandomize=True)
-@given(level=LEVELS_SMALL, S=st.integers(1, 6), T=st.integers(1, 30), k=st.integers(1, 6), w=st.integers(1, 8),
+@given(level=LEVELS_SMALL, S=st.integers(1, 4), T=st.integers(1, 4), k=st.integers(1, 4), w=st.integers(1, 3),
        substitute=st.booleans())
-def test_concentrated_covers_every_changed_cell_with_full_series(level, S, T, k, w, substitute):
+def test_changed_cells_covers_every_pattern_by_brute_force(level, S, T, k, w, substitute):
+    """Every pattern a unit can realise (two, the old and the new, under substitution) changes at most
+    ``changed_cells`` cells in at most its series, and some pattern reaches both figures."""
     kw = {"max_steps": min(k, T) if level == "user" else None, "w": w if level == "w-event" else None,
           "series_per_unit": None if level == "event" else k}
     bounds = ContributionBounds(level, 1.0, neighbouring="substitute" if substitute else "add-remove", **kw)
-    series, each = bounds.concentrated(S, T)
-    assert 1 <= series <= S and 1 <= each <= T
-    assert each == min(bounds.cells(1, T), T)  # no series can hold more changed cells
-    assert series * each >= min(bounds.cells(S, T), S * T)  # ...and together they hold them all
+    patterns = _unit_patterns(ContributionBounds(level, 1.0, **kw), S, T)
+    pairs = [(a, b) for a in patterns for b in patterns] if substitute else [(a, (0,) * S) for a in patterns]
+    # the old and the new unit's cells of one series can be disjoint, at most T together
+    changed = [[min(T, x + y) for x, y in zip(a, b)] for a, b in pairs]
+    series, cells = bounds.changed_cells(S, T)
+    assert max(sum(c > 0 for c in p) for p in changed) == series
+    assert max(sum(p) for p in changed) == cells
 
 
 def test_wevent_unit_moving_between_series():

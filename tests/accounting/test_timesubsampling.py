@@ -357,20 +357,90 @@ def test_redraw_conditioning_by_enumeration():
         assert ts.binomial_tail(i, I, p) * ts.redraw_inflation(T, p) == pytest.approx(probs[i + 1:].sum())
 
 
-def test_exact_composition_over_series():
-    single = ts.exact_subsample(EPS, DELTA, 180, P, n_steps=1800)
-    cal = ts.exact_subsample(EPS, DELTA, 180, P, n_steps=1800, series=3)
+def _conditioned_law(cells: int, T: int, p: float) -> np.ndarray:
+    """Law of the sampled cells among the first ``cells`` of one series, J conditioned non-empty,
+    by enumerating every J of T steps (independent of tsdp's formulas)."""
+    law, empty = np.zeros(cells + 1), 0.0
+    for bits in itertools.product((0, 1), repeat=T):
+        w = np.prod([p if b else 1 - p for b in bits])
+        if not any(bits):
+            empty += w
+        else:
+            law[sum(bits[:cells])] += w
+    return law / (1 - empty)
+
+
+def _spreads(cells: int, series: int, T: int):
+    """Every way to put ``cells`` changed cells into at most ``series`` series of T steps."""
+    def parts(left, most, room):
+        if left == 0:
+            yield ()
+            return
+        if room == 0:
+            return
+        for c in range(min(left, most, T), 0, -1):
+            for rest in parts(left - c, c, room - 1):
+                yield (c,) + rest
+    return list(parts(cells, cells, series))
+
+
+@pytest.mark.parametrize("T, p", [(4, 0.2), (6, 0.1), (5, 0.35)])
+def test_unit_sample_law_dominates_every_spread_by_enumeration(T, p):
+    """For every spread of C cells over at most n series (each J conditioned non-empty, enumerated),
+    Pr[k >= j] is at most the dominating law's tail; n = 1 is the exact conditioned law, and when
+    n = C the top tail p^C r^C is reached by one cell in each series."""
+    for cells in range(1, 6):
+        for series in range(-(-cells // T), cells + 1):  # (at most T cells fit in one series)
+            bound = np.cumsum(ts.unit_sample_law(cells, p, T, series)[::-1])[::-1]
+            worst = np.zeros(cells + 1)
+            for spread in _spreads(cells, series, T):
+                law = np.array([1.0])
+                for c in spread:
+                    law = np.convolve(law, _conditioned_law(c, T, p))
+                tail = np.cumsum(law[::-1])[::-1]
+                worst = np.maximum(worst, np.pad(tail, (0, cells + 1 - tail.size)))
+            assert np.all(worst <= bound * (1 + 1e-12)), (cells, series, worst, bound)
+            if series == 1:
+                np.testing.assert_allclose(bound, worst, rtol=1e-12)
+            if series == cells and cells <= T:
+                assert bound[-1] == pytest.approx(worst[-1], rel=1e-12)
+
+
+def test_unit_tail_matches_the_law():
+    for cells, series in ((12, 1), (12, 4), (30, 30)):
+        pmf = ts.unit_sample_law(cells, 0.15, 20, series)
+        for i in range(cells + 1):
+            assert math.exp(ts.log_unit_tail(i, cells, 0.15, 20, series)) == pytest.approx(pmf[i + 1:].sum(),
+                                                                                           rel=1e-9, abs=1e-300)
+
+
+def test_joint_calibration_over_series_against_a_pld_composition():
+    """K = 3 series of 180 cells each: the joint calibration covers the concentrated pattern as an
+    independent route computes it (each series' exact conditioned mixture, composed by a pessimistic
+    PLD), and beats basic composition."""
+    from tsdp.accounting.pld import pld_from_profile, tail_mass_for
+    from tsdp.accounting.profiles import GaussianMixtureProfile
+
+    cal = ts.exact_subsample(EPS, DELTA, 3 * 180, P, n_steps=1800, series=3)
     basic = ts.exact_subsample(EPS / 3, DELTA / 3, 180, P, n_steps=1800)
+    single = ts.exact_subsample(EPS, DELTA, 180, P, n_steps=1800)
     assert single.sigma < cal.sigma <= basic.sigma
     assert cal.epsilon_at_sigma <= EPS
-    assert ts.composed_epsilon(cal.sigma * (1 - 1e-3), cal.mixture, 3, DELTA) > EPS  # near-tight
+
+    def composed(sigma):
+        mix = ts.subsample_mixture(180, P, n_steps=1800)
+        profile = GaussianMixtureProfile(tuple(mix.weights.tolist()), tuple((mix.sensitivities / sigma).tolist()))
+        return pld_from_profile(profile, 1e-4).self_compose(3, tail_mass_for(DELTA)).epsilon(DELTA)
+
+    assert composed(cal.sigma) <= EPS * (1 + 1e-3)
+    assert composed(cal.sigma * 0.99) > EPS  # and the joint figure is near-tight
 
 
-def test_exact_composition_without_sampling_is_the_gaussian():
-    # p = 1: every component is k = I, and K-fold composition is one Gaussian with sqrt(K I)
-    cal = ts.exact_subsample(1.0, 1e-5, 20, 1.0, n_steps=100, series=4)
-    assert cal.sigma == pytest.approx(gauss.analytic_sigma(1.0, 1e-5, math.sqrt(4 * 20)), rel=2e-3)
-    assert cal.sigma >= gauss.analytic_sigma(1.0, 1e-5, math.sqrt(4 * 20)) * (1 - 1e-4)
+def test_exact_joint_without_sampling_is_the_gaussian():
+    # p = 1: every component is k = I: one Gaussian with sqrt(I), whatever the series
+    for series in (1, 4):
+        cal = ts.exact_subsample(1.0, 1e-5, 80, 1.0, n_steps=100, series=series)
+        assert cal.sigma == pytest.approx(gauss.analytic_sigma(1.0, 1e-5, math.sqrt(80)), rel=1e-9)
 
 
 def test_exact_degradation_and_mixture_epsilon():

@@ -297,10 +297,14 @@ def test_laplace_events_add():
     assert not events_privacy(events, "pure-dp", 0.59, 0.0)[0]
 
 
-def test_mixture_events_compose_by_pld_as_the_calibration_does():
+def test_mixture_events_compose_by_pld():
+    from tsdp.accounting.pld import pld_from_profile, tail_mass_for
+    from tsdp.accounting.profiles import GaussianMixtureProfile
+
     mix = ts.subsample_mixture(20, 0.2, 1.0, 400)
     sigma = 3.0
-    eps = ts.composed_epsilon(sigma, mix, 3, DELTA)
+    profile = GaussianMixtureProfile(tuple(mix.weights.tolist()), tuple((mix.sensitivities / sigma).tolist()))
+    eps = pld_from_profile(profile, 1e-3).self_compose(3, tail_mass_for(DELTA)).epsilon(DELTA)
     event = (MechanismEvent("gaussian-mixture", float(mix.sensitivities.max()), sigma, 3, mixture=mix.pairs()),)
     ok, detail = events_privacy(event, "approx-dp", eps, DELTA)
     assert ok and "PLD" in detail

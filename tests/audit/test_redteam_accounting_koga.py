@@ -49,5 +49,5 @@ def test_filter_subsample_paper_claims_at_least_its_own_delta_total(tmp_path):
                  "-o", str(out), "--quiet"]) == 0
     claim = json.loads((tmp_path / "fsp.report.json").read_text())["claim"]
     privacy = claim["parameters"]["privacy"]
-    assert privacy["per_series"]["delta_failure_term"] <= privacy["per_series"]["delta_fail_budget"]
+    assert privacy["delta_failure_term"] <= privacy["delta_fail_budget"]
     assert claim["delta"] >= privacy["delta_total"]

@@ -339,13 +339,16 @@ REALISED = {
     # w = 3, one series per bucket: one cell in each of 3 series, as a user with K = 3, I = 1
     "w-event": (dict(level="w-event", max_per_step=1, w=3, series_per_unit=1),
                 dict(level="user", max_per_step=1, max_steps=1, series_per_unit=3)),
+    # substitution: the old user's 3 cells in one series, the new user's in another
+    "user-substitute": (dict(level="user", max_per_step=1, max_steps=3, series_per_unit=1, neighbouring="substitute"),
+                        dict(level="user", max_per_step=1, max_steps=3, series_per_unit=2)),
 }
 
 
-@pytest.mark.xfail(strict=True, reason="DEFECT (tiny, same root cause): subsample --accounting exact accounts a "
-                   "w-event unit as K series, but its cells can sit in more series, "
-                   "each conditioned on a non-empty sample; tsdp's own accountant asks 0.06% more sigma "
-                   "for that pattern (tsdp/mechanisms/subsample.py _geometry uses series_touched)")
+# Was a defect (tiny), fixed (timesubsampling.unit_sample_law, ContributionBounds.changed_cells): the exact
+# accounting took a w-event unit as K series, but its cells can sit in more series, each conditioned on a
+# non-empty sample; tsdp's own accountant asked 0.06% more sigma for that pattern. The unit's cells are now
+# accounted jointly over every series they can reach, each series' redraw bounded separately.
 @pytest.mark.parametrize("name", list(REALISED))
 def test_subsample_sigma_covers_every_pattern_the_unit_can_realise(name):
     from tsdp.accounting.sensitivity import ContributionBounds

@@ -165,29 +165,39 @@ def test_conditional_noise_is_smaller_than_paper_at_pems():
 
 
 def test_several_series_per_unit():
+    """A unit in K = 3 series: its 3 I cells are accounted jointly (one Gaussian mechanism given every
+    J), each series' empty-sample redraw separately."""
     T, I, K = 400, 20, 3
     x = np.full((K, T), 50.0)
     pnl = Panel(K, T, sm.participation_bounds(T, I))  # a unit may touch all three series
     rng = np.random.default_rng(4)
     exact = sm.release_subsample(x, pnl, EPS, DELTA, rng, 0.2, sampler="float")
     (ev,) = exact.claim.events
-    assert ev.kind == "gaussian-mixture" and ev.count == K
+    assert ev.kind == "gaussian-mixture" and ev.count == 1 and ev.sensitivity == pytest.approx(math.sqrt(K * I))
+    assert exact.claim.parameters["assumption"]["I_effective"] == K * I
+    assert exact.claim.parameters["assumption"]["series"] == K
     assert exact.claim.parameters["privacy"]["epsilon_at_sigma"] <= EPS
     assert claim_backed_by_events(exact.claim)[0]
+    assert exact.claim.parameters["sigma"] == ts.exact_subsample(EPS, DELTA, K * I, 0.2, n_steps=T, series=K).sigma
     one = ts.exact_subsample(EPS, DELTA, I, 0.2, n_steps=T).sigma
-    assert one < exact.claim.parameters["sigma"]
+    basic = ts.exact_subsample(EPS / K, DELTA / K, I, 0.2, n_steps=T).sigma
+    assert one < exact.claim.parameters["sigma"] < basic
     paper = sm.release_subsample(x, pnl, EPS, DELTA, rng, 0.2, accounting="paper", sampler="float")
-    assert paper.claim.parameters["sigma"] == ts.paper_subsample(EPS / K, DELTA / K, I, 0.2, n_steps=T).sigma
-    assert "basic composition" in paper.claim.parameters["privacy"]["composition"]
+    assert paper.claim.parameters["sigma"] == ts.paper_subsample(EPS, DELTA, K * I, 0.2, n_steps=T, series=K).sigma
+    assert paper.claim.parameters["sigma"] < ts.paper_subsample(EPS / K, DELTA / K, I, 0.2, n_steps=T).sigma
+    assert "jointly" in paper.claim.parameters["privacy"]["composition"]
     assert paper.claim.delta <= DELTA
     cond = sm.release_filter_subsample(x, pnl, EPS, DELTA, rng, 0.2, filter_sigma=3.0, sampler="float")
     (ev,) = cond.claim.events
-    assert ev.kind == "gaussian" and ev.count == K
-    # every series has the same mu = mu*/sqrt(K): any K of them compose to (EPS, DELTA)
+    assert ev.kind == "gaussian" and ev.count == 1
+    # every series has the same mu* for the unit's K I cells: its cells, however spread, move the
+    # release by sqrt(sum_s c_s / (K I)) mu* <= mu*
     mus = np.array(cond.claim.parameters["sensitivity"]["l2_conditional"]) / np.array(
         cond.claim.parameters["noise"]["sigma_per_series"])
     np.testing.assert_allclose(mus, mus[0], rtol=1e-9)
-    assert gauss.delta_for_epsilon(EPS, math.sqrt(K) * mus.max()) <= DELTA
+    s_j = np.array(cond.claim.parameters["sensitivity"]["s_J"])
+    np.testing.assert_allclose(cond.claim.parameters["sensitivity"]["l2_conditional"], s_j * math.sqrt(K * I))
+    assert gauss.delta_for_epsilon(EPS, mus.max()) <= DELTA
     assert claim_backed_by_events(cond.claim)[0]
 
 
@@ -521,12 +531,13 @@ def test_hardened_claims_are_the_float_ones_rounded(mechanism, accounting):
         (ev,) = hard.claim.events
         s = h["sensitivity"]
         n = np.array(h["subsampling"]["n_sampled"])
+        # one series: + g sqrt(n_s), the rounding of its kept values
         np.testing.assert_allclose(s["rounded_l2_conditional"], np.array(s["l2_conditional"]) + g * np.sqrt(n),
                                    rtol=1e-12)
         assert ev.kind == "discrete-gaussian" and ev.sensitivity == max(s["rounded_l2_conditional"])
         # calibrated to delta minus the rounding slack of the T = 1800 filtered values a unit changes
-        budget = disc.slack_budget(EPS, DELTA, sm._composed_sigma(EPS, DELTA, min(s["l2_conditional"]), 1) / g, 1800)
-        assert h["noise"]["sigma_per_series"] == [sm._composed_sigma(EPS, budget, c, 1)
+        budget = disc.slack_budget(EPS, DELTA, sm._analytic_sigma(EPS, DELTA, min(s["l2_conditional"])) / g, 1800)
+        assert h["noise"]["sigma_per_series"] == [sm._analytic_sigma(EPS, budget, c)
                                                   for c in s["rounded_l2_conditional"]]
         assert ev.lattice_coords == 1800
         assert claim_backed_by_events(hard.claim)[0]
@@ -549,19 +560,18 @@ def test_hardened_granularity_is_checked_and_float_refuses_one():
     assert rel.claim.parameters["sensitivity"]["rounded_per_step"] == 1.0 + 2.0 ** -6
 
 
-@pytest.mark.parametrize("S,I,series,each", [(2, 500, 2, 500), (3, 400, 2, 500), (1, 500, 1, 500),
-                                             (4, 250, 1, 500)])
-def test_substitution_past_half_the_series_fills_more_series(S, I, series, each):
-    """Substitution doubles a series' changed cells, but a series has only T of them: with 2 I > T
-    the old user's I cells and the new user's I cells (in another series) take ceil(2 I / T)
-    series of T cells (at most S), so the exact accounting composes over more than K = 1 series.
-    It accounted K = 1 series of T cells: half the cells at I = T (found by the red-team audit)."""
+@pytest.mark.parametrize("S,I,series,cells", [(2, 500, 2, 1000), (3, 400, 2, 800), (1, 500, 1, 500),
+                                              (4, 250, 2, 500)])
+def test_substitution_counts_the_old_and_the_new_users_cells(S, I, series, cells):
+    """Substitution: the old user's I cells and the new user's I cells can lie in two series (at most
+    T in each, at most S series); the accounting takes all of them jointly. It accounted K = 1 series
+    of T cells: half the cells at I = T (found by the red-team audit)."""
     T = 500
     pnl = Panel(S, T, sm.participation_bounds(T, I, series_per_unit=1, neighbouring="substitute"))
     rel = sm.release_subsample(np.zeros((S, T)), pnl, EPS, DELTA, np.random.default_rng(0), 0.1, sampler="float")
-    assert rel.claim.parameters["assumption"]["I_effective"] == each
-    assert rel.claim.events[0].count == series
-    assert series * each >= min(2 * I, S * T)  # every cell the old and the new user can change
+    assert rel.claim.parameters["assumption"]["I_effective"] == cells
+    assert rel.claim.parameters["assumption"]["series"] == series
+    assert rel.claim.events[0].sensitivity == pytest.approx(math.sqrt(cells))
     if S >= 2 and 2 * I > T:  # the old user in series 0, the new one in series 1: 2 I changed cells
         alone = sm.release_subsample(np.zeros((S, T)), Panel(S, T, sm.participation_bounds(T, I, series_per_unit=1)),
                                      EPS, DELTA, np.random.default_rng(0), 0.1, sampler="float")
@@ -569,11 +579,28 @@ def test_substitution_past_half_the_series_fills_more_series(S, I, series, each)
 
 
 def test_paper_claim_states_the_corollaries_delta_and_never_less():
-    """The paper accountings claim K x delta_total; it stated min(--delta, that), which understated a
+    """The paper accountings claim their delta_total; it stated min(--delta, that), which understated a
     total a few ulps above --delta (red-team audit): such a total is refused now."""
     assert sm._paper_delta(0.5e-5, 1e-5) == 0.5e-5
     with pytest.raises(NumericalError, match="exceeds --delta"):
         sm._paper_delta(1e-5 * (1 + 1e-12), 1e-5)
     rel = sm.release_subsample(np.zeros((3, 500)), panel(3, 500, 30, per_unit=2), EPS, DELTA,
                                np.random.default_rng(0), 0.1, accounting="paper", sampler="float")
-    assert rel.claim.delta == rel.claim.parameters["privacy"]["delta_total"] < DELTA  # K = 2 series
+    assert rel.claim.delta == rel.claim.parameters["privacy"]["delta_total"] < DELTA  # 2 series jointly
+
+
+def test_paper_filter_sums_the_failure_probability_over_the_series_a_w_event_unit_reaches():
+    """A w-event unit (w = 4, one series per step) can change one cell in each of 4 series; the
+    filter's failure event (sigma_max(A_J) > alpha) is per series, so Theorem 4's delta' counts 4 times
+    (with each series' redraw), and the Gaussian branch covers the 4 cells jointly."""
+    T, S = 200, 4
+    bounds = sm.ContributionBounds("w-event", 1.0, w=4, series_per_unit=1)
+    rel = sm.release_filter_subsample(np.zeros((S, T)), Panel(S, T, bounds), EPS, DELTA, np.random.default_rng(0),
+                                      0.2, accounting="paper", filter_sigma=3.0, sampler="float")
+    prm = rel.claim.parameters
+    alpha, L, srank = prm["sensitivity"]["alpha"], prm["filter"]["L"], prm["filter"]["srank"]
+    assert prm["assumption"]["I_effective"] == 4 and prm["assumption"]["series"] == 4
+    one = ts.delta_prime(alpha, 0.2, L, srank, cap=False) * ts.redraw_inflation(T, 0.2)
+    assert prm["privacy"]["delta_prime"] == pytest.approx(4 * one, rel=1e-12)
+    assert prm["sensitivity"]["l2_high_prob"] == pytest.approx(alpha * 2.0)  # M alpha sqrt(4 cells)
+    assert rel.claim.delta == pytest.approx(prm["privacy"]["delta_noise"] + prm["privacy"]["delta_failure_term"])

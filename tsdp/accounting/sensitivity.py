@@ -131,15 +131,13 @@ class ContributionBounds:
         factor = 2 if self.neighbouring == "substitute" else 1
         return min(n_series, factor * self.series_reach(n_series, n_steps))
 
-    def concentrated(self, n_series: int, n_steps: int) -> tuple[int, int]:
-        """``(series, cells each)``: every changed cell in as few series as possible, each holding
-        the most one series can change (``cells(1, T)``, at most T). The worst case for per-series
-        bounds that grow faster than linearly in a series' changed cells (the subsampling filters);
-        ``series x cells each >= cells()`` (or covers the whole panel), so it also covers bounds
-        that depend on the total only. Under substitution with ``2 x steps > T`` the old and the new
-        unit's cells do not fit in K series: they take more (at most S)."""
-        each = min(self.cells(1, n_steps), n_steps)
-        return min(n_series, -(-self.cells(n_series, n_steps) // each)), each
+    def changed_cells(self, n_series: int, n_steps: int) -> tuple[int, int]:
+        """``(series, cells)``: the most series whose values can differ between neighbours
+        (:meth:`series_changed`) and the most changed cells over all of them (:meth:`cells`, at most T
+        in each). For accountings that treat the unit's cells jointly and depend on their spread only
+        through the number of series (the subsampling mechanisms)."""
+        series = self.series_changed(n_series, n_steps)
+        return series, min(self.cells(n_series, n_steps), series * n_steps)
 
     def cells(self, n_series: int, n_steps: int) -> int:
         """Largest number of panel cells in which two neighbouring datasets differ."""

@@ -44,7 +44,24 @@ so n = I dominates even under composition).
 
 Empty samples are redrawn (J is data-independent, so redrawing is still private). Conditioning on
 ``J != {}`` multiplies every failure probability and every k >= 1 weight by
-``1 / (1 - (1 - p)^T)`` (spec section 4.2); all functions below take ``n_steps`` for that.
+``r = 1 / (1 - (1 - p)^T)`` (spec section 4.2); all functions below take ``n_steps`` for that.
+
+A unit's changed cells across series (tsdp, not in the paper). The series are sampled
+independently with the same sigma, so given every J the touched series together are one Gaussian
+mechanism with sensitivity ``M sqrt(k)``, k the sampled changed cells over all of them: every
+accounting here treats the unit's ``C`` changed cells jointly (``I`` above becomes C), not series by
+series. Only the redraw depends on how the cells are spread: each touched series is conditioned on
+its own non-empty J. For a pattern of C cells in at most n series, the law of k is dominated by
+
+    Pr[k >= j] <= min(1, sum_{i >= j} Bin(i; C, p) r^min(i, n))          (j >= 1)
+
+Proof: condition series by series; a touched series whose changed cells were sampled carries the
+factor r (its J is non-empty anyway), one whose changed cells were not carries
+``r (1 - (1 - p)^(T - c)) <= 1`` after summing over its other cells; at most min(k, n) series are
+hit. The bound is increasing in C and n, and equals the exact conditioned law for n = 1. Every
+profile here is an expectation of a non-decreasing function of k (deltaGauss in M sqrt(k), the
+failure indicator of k > I'), so the dominating law bounds it for every spread of the cells
+(:func:`unit_sample_law`; the filter's failure event, per series, takes a union over the n series).
 """
 
 from __future__ import annotations
@@ -63,7 +80,6 @@ PAPER = "Koga, Meehan and Chaudhuri 2022 (arXiv:2201.04762)"
 DEGRADATION_FACTORS = (1.5, 2.0, 4.0)
 MIXTURE_TRUNCATION = 1e-10  # binomial mass (relative to delta) merged away from each tail
 SIGMA_RTOL = 1e-12  # relative precision of the single-series exact calibration
-PLD_SIGMA_RTOL = 1e-4  # relative precision of the PLD-composed calibration
 
 
 # ---------------------------------------------------------------------------------------------
@@ -110,6 +126,44 @@ def redraw_inflation(n_steps: int | None, p: float) -> float:
     return 1.0 / -math.expm1(n_steps * math.log1p(-p)) if p < 1 else 1.0
 
 
+def log_failure_inflation(n_steps: int | None, p: float, series: int = 1) -> float:
+    """``log(n r)``: a per-series failure probability, conditioned on that series' non-empty J,
+    summed over the ``series`` n a unit can touch (union bound)."""
+    return math.log(series) + math.log(redraw_inflation(n_steps, p))
+
+
+def unit_sample_law(cells: int, p: float, n_steps: int | None = None, series: int = 1) -> np.ndarray:
+    """``pmf[k]`` of the law that dominates the sampled changed cells k of a unit whose ``cells`` C
+    changed cells lie in at most ``series`` n series of ``n_steps`` T steps, each series' J
+    conditioned non-empty: tails ``min(1, sum_{i >= j} Bin(i; C, p) r^min(i, n))`` for j >= 1
+    (module docstring). n = 1 (or T None) is the exactly conditioned Bin(C, p)."""
+    check_participation(cells, option="cells")
+    check_rate(p)
+    if not (isinstance(series, (int, np.integer)) and series >= 1):
+        raise ValueError("series must be an integer >= 1")
+    k = np.arange(cells + 1)
+    log_weight = stats.binom.logpmf(k, cells, p) + np.minimum(k, series) * math.log(redraw_inflation(n_steps, p))
+    with np.errstate(divide="ignore"):
+        log_tail = np.logaddexp.accumulate(log_weight[::-1])[::-1]  # log sum_{i >= j}
+    tail = np.minimum(1.0, np.exp(log_tail))
+    tail[0] = 1.0
+    return tail - np.append(tail[1:], 0.0)
+
+
+def log_unit_tail(i, cells: int, p: float, n_steps: int | None = None, series: int = 1):
+    """``log Pr[k > i]`` under :func:`unit_sample_law` (vectorised over ``i``; ``-inf`` for i >= C).
+    For n = 1: ``log(r Pr[Bin(C, p) > i])``, capped at 0."""
+    i = np.asarray(i)
+    if series == 1:
+        out = np.minimum(0.0, log_binomial_tail(i, cells, p) + math.log(redraw_inflation(n_steps, p)))
+        return out if out.ndim else float(out)
+    pmf = unit_sample_law(cells, p, n_steps, series)
+    tail = np.append(np.cumsum(pmf[::-1])[::-1], 0.0)  # tail[j] = Pr[k >= j]
+    with np.errstate(divide="ignore"):
+        out = np.log(np.minimum(1.0, tail[np.minimum(i.astype(int) + 1, cells + 1)]))
+    return out if out.ndim else float(out)
+
+
 def binomial_tail(i, n: int, p: float):
     """``Pr[Bin(n, p) > i]`` (scipy's survival function; no float binomial coefficients)."""
     return stats.binom.sf(i, n, p)
@@ -138,28 +192,28 @@ def hoeffding_i_prime(I: int, p: float, delta_prime: float) -> float:
     return I * p + math.sqrt(0.5 * I * math.log(1.0 / delta_prime))
 
 
-def corollary3_failure_term(I: int, i_prime, epsilon: float, p: float, n_steps: int | None = None):
+def corollary3_failure_term(I: int, i_prime, epsilon: float, p: float, n_steps: int | None = None,
+                            series: int = 1):
     """``B_{I,p}(I') (exp(epsilon sqrt(I/I')) - exp(epsilon))`` (Corollary 3, corrected exponent),
-    times the empty-redraw inflation; vectorised over ``i_prime``."""
+    with the tail of the redraw-conditioned law of the unit's I cells over ``series`` series
+    (:func:`log_unit_tail`); vectorised over ``i_prime``."""
     i = np.asarray(i_prime, dtype=float)
-    log_term = log_binomial_tail(i, I, p) + log_exp_gap(epsilon, epsilon * np.sqrt(I / i))
-    return np.exp(log_term) * redraw_inflation(n_steps, p)
+    return np.exp(log_unit_tail(i, I, p, n_steps, series) + log_exp_gap(epsilon, epsilon * np.sqrt(I / i)))
 
 
 def solve_i_prime(I: int, epsilon: float, delta_fail: float, p: float,
-                  n_steps: int | None = None) -> int:
+                  n_steps: int | None = None, series: int = 1) -> int:
     """Smallest ``i in {1, ..., I}`` with ``B_{I,p}(i) (e^{epsilon sqrt(I/i)} - e^epsilon) < delta_fail``.
 
-    The authors' ``find_Ip`` (spec section 2.2), evaluated for all i at once in log space.
-    ``i = I`` always qualifies (the tail is 0), so the answer is at most I.
+    The authors' ``find_Ip`` (spec section 2.2), evaluated for all i at once in log space, with the
+    tail of :func:`log_unit_tail`. ``i = I`` always qualifies (the tail is 0), so the answer is at most I.
     """
     check_participation(I)
     check_epsilon(epsilon)
     check_delta(delta_fail, "delta_fail")
     check_rate(p)
     i = np.arange(1, I + 1, dtype=float)
-    log_term = (log_binomial_tail(i, I, p) + log_exp_gap(epsilon, epsilon * np.sqrt(I / i))
-                + math.log(redraw_inflation(n_steps, p)))
+    log_term = log_unit_tail(i, I, p, n_steps, series) + log_exp_gap(epsilon, epsilon * np.sqrt(I / i))
     ok = np.flatnonzero(log_term < math.log(delta_fail))
     return int(i[ok[0]]) if ok.size else I
 
@@ -206,26 +260,37 @@ def tropp_condition(alpha: float, p: float, L: float) -> bool:
 
 
 def corollary2_failure_term(alpha: float, epsilon: float, p: float, L: float, srank: float,
-                            n_steps: int | None = None) -> float:
-    """``delta'(alpha) (exp(epsilon/alpha) - exp(epsilon))`` (Corollary 2), with the redraw inflation."""
+                            n_steps: int | None = None, series: int = 1) -> float:
+    """``n r delta'(alpha) (exp(epsilon/alpha) - exp(epsilon))`` (Corollary 2), with the redraw
+    inflation r and the union over the ``series`` n a unit can touch (:func:`log_failure_inflation`)."""
     if alpha >= 1:
         return 0.0
     log_term = (log_delta_prime(alpha, p, L, srank) + float(log_exp_gap(epsilon, epsilon / alpha))
-                + math.log(redraw_inflation(n_steps, p)))
+                + log_failure_inflation(n_steps, p, series))
     return math.exp(log_term)
+
+
+def rounding_share(scale: np.ndarray, kept: np.ndarray, cells: int, series: int, g: float) -> float:
+    """``g sqrt(n) rho / sqrt(I)``, ``rho = max_s sqrt(n_s) / scale_s``: the conditional filter
+    accounting's sensitivities ``scale_s sqrt(I)``, ``scale_s = M s_J(s)``, grow by this share to cover
+    the rounding of the kept values of up to n touched series: the joint mu of the exact change is
+    then at most ``mu* sqrt(I) / (sqrt(I) + g sqrt(n) rho)`` and that of the rounding (``g sqrt(n_s)``
+    per series) at most the rest of mu* (:func:`tsdp.mechanisms.subsample.release_filter_subsample`)."""
+    rho = float(np.max(np.sqrt(np.asarray(kept, dtype=float)) / np.asarray(scale, dtype=float)))
+    return g * math.sqrt(series) * rho / math.sqrt(cells)
 
 
 @dataclass(frozen=True)
 class AlphaSolution:
     alpha: float
-    delta_prime: float  # Theorem 4's bound at alpha (uncapped, times the redraw inflation)
+    delta_prime: float  # Theorem 4's bound at alpha (uncapped, times n r: redraw and the n series)
     failure_term: float  # delta'(alpha) (e^{epsilon/alpha} - e^epsilon)
     at_floor: bool  # the budget was already met at the validity floor
     residual: float  # g(alpha) (0 up to floating point unless at_floor)
 
 
 def solve_alpha(epsilon: float, delta_fail: float, p: float, L: float, srank: float,
-                n_steps: int | None = None) -> AlphaSolution:
+                n_steps: int | None = None, series: int = 1) -> AlphaSolution:
     """Root of ``g(alpha) = log delta'(alpha) + log(e^{epsilon/alpha} - e^epsilon) - log delta_fail``.
 
     Brent's method on ``(floor, 1)`` (spec section 2.3, step 3; g is strictly decreasing there and
@@ -236,7 +301,7 @@ def solve_alpha(epsilon: float, delta_fail: float, p: float, L: float, srank: fl
     check_epsilon(epsilon)
     check_delta(delta_fail, "delta_fail")
     check_rate(p)
-    log_infl = math.log(redraw_inflation(n_steps, p))
+    log_infl = log_failure_inflation(n_steps, p, series)
 
     def g(a: float) -> float:
         if a >= 1.0:
@@ -261,11 +326,12 @@ def solve_alpha(epsilon: float, delta_fail: float, p: float, L: float, srank: fl
             # g <= 0 in logs does not make the term itself <= delta_fail (exp and the sum's rounding
             # differ by a few ulps): nudge until the term that is reported and claimed fits
             while alpha < 1 and (g(alpha) > 0
-                                 or corollary2_failure_term(alpha, epsilon, p, L, srank, n_steps) > delta_fail):
+                                 or corollary2_failure_term(alpha, epsilon, p, L, srank, n_steps, series)
+                                 > delta_fail):
                 alpha = float(np.nextafter(alpha, 2.0))
         at_floor = False
     dp = math.exp(log_delta_prime(alpha, p, L, srank) + log_infl) if alpha < 1 else 0.0
-    term = corollary2_failure_term(alpha, epsilon, p, L, srank, n_steps)
+    term = corollary2_failure_term(alpha, epsilon, p, L, srank, n_steps, series)
     return AlphaSolution(float(alpha), dp, term, at_floor, g(alpha) if alpha < 1 else -math.inf)
 
 
@@ -319,21 +385,22 @@ def _exact_branch_deltas(epsilon, eps_fail, sigma, sens_success, sens_fail) -> t
 
 
 def paper_subsample(epsilon: float, delta: float, I: int, p: float, M: float = 1.0,
-                    delta_split: float = 0.5, n_steps: int | None = None) -> PaperCalibration:
+                    delta_split: float = 0.5, n_steps: int | None = None, series: int = 1) -> PaperCalibration:
     """Corollary 3 as the authors' code calibrates it (``ss_gaussian`` + ``find_Ip``).
 
     ``delta_noise = s delta``, ``delta_fail = (1 - s) delta``, I' from :func:`solve_i_prime`,
     ``sigma = c(delta_noise) M sqrt(I') / epsilon``; guarantee
-    ``(epsilon, delta_noise + B_{I,p}(I') (e^{epsilon sqrt(I/I')} - e^epsilon))``.
+    ``(epsilon, delta_noise + B_{I,p}(I') (e^{epsilon sqrt(I/I')} - e^epsilon))``. ``I`` is the
+    unit's changed cells over all the ``series`` it can touch (module docstring).
     """
     check_epsilon(epsilon)
     check_delta(delta)
     check_split(delta_split)
     d_noise, d_fail = delta_split * delta, (1 - delta_split) * delta
-    i_prime = solve_i_prime(I, epsilon, d_fail, p, n_steps)
+    i_prime = solve_i_prime(I, epsilon, d_fail, p, n_steps, series)
     sigma = float(classical_c(d_noise)) * M * math.sqrt(i_prime) / epsilon
-    tail = float(binomial_tail(i_prime, I, p)) * redraw_inflation(n_steps, p)
-    term = float(corollary3_failure_term(I, i_prime, epsilon, p, n_steps)) if i_prime < I else 0.0
+    tail = math.exp(log_unit_tail(i_prime, I, p, n_steps, series))
+    term = float(corollary3_failure_term(I, i_prime, epsilon, p, n_steps, series)) if i_prime < I else 0.0
     eps_fail = epsilon * math.sqrt(I / i_prime)
     return PaperCalibration(
         sigma=sigma, delta_noise=d_noise, delta_fail=d_fail, epsilon_failure_branch=eps_fail,
@@ -347,19 +414,22 @@ def paper_subsample(epsilon: float, delta: float, I: int, p: float, M: float = 1
 
 def paper_filter(epsilon: float, delta: float, I: int, p: float, L: float, srank: float,
                  M: float = 1.0, delta_split: float = 0.5, n_steps: int | None = None,
-                 alpha: float | None = None) -> PaperCalibration:
+                 alpha: float | None = None, series: int = 1) -> PaperCalibration:
     """Corollary 2 as the authors' code calibrates it (``ssf_gaussian`` + ``find_alpha_log``).
 
     alpha from :func:`solve_alpha` (or given: it must satisfy ``sqrt(p) < alpha <= 1`` and
     ``alpha^2 >= p + L``), ``sigma = c(delta_noise) M alpha sqrt(I) / epsilon``; guarantee
-    ``(epsilon, delta_noise + delta'(alpha) (e^{epsilon/alpha} - e^epsilon))``.
+    ``(epsilon, delta_noise + delta'(alpha) (e^{epsilon/alpha} - e^epsilon))``. ``I`` is the unit's
+    changed cells over all the ``series`` n it can touch; given ``sigma_max(A_J) <= alpha`` in every
+    touched series their joint change is at most ``M alpha sqrt(I)``, and delta' is summed over the n
+    series (module docstring).
     """
     check_epsilon(epsilon)
     check_delta(delta)
     check_split(delta_split)
     d_noise, d_fail = delta_split * delta, (1 - delta_split) * delta
     if alpha is None:
-        sol = solve_alpha(epsilon, d_fail, p, L, srank, n_steps)
+        sol = solve_alpha(epsilon, d_fail, p, L, srank, n_steps, series)
     else:
         floor = alpha_floor(p, L)
         if not (isinstance(alpha, (int, float, np.floating)) and math.isfinite(alpha)
@@ -368,9 +438,9 @@ def paper_filter(epsilon: float, delta: float, I: int, p: float, L: float, srank
         if not tropp_condition(alpha, p, L):
             raise UsageError(f"--filter-alpha {alpha:g} is below the validity floor sqrt(p + L) = {floor:.6g} "
                              "(Tropp's side condition alpha^2 >= p + L of Theorem 3)")
-        log_infl = math.log(redraw_inflation(n_steps, p))
+        log_infl = log_failure_inflation(n_steps, p, series)
         dp = math.exp(log_delta_prime(alpha, p, L, srank) + log_infl) if alpha < 1 else 0.0
-        term = corollary2_failure_term(alpha, epsilon, p, L, srank, n_steps)
+        term = corollary2_failure_term(alpha, epsilon, p, L, srank, n_steps, series)
         sol = AlphaSolution(float(alpha), dp, term, False, math.nan)
     a = sol.alpha
     sigma = float(classical_c(d_noise)) * M * a * math.sqrt(I) / epsilon
@@ -399,16 +469,17 @@ def degradation_filter(epsilon: float, delta_noise: float, alpha: float, delta_p
 
 
 def degradation_subsample(epsilon: float, delta_noise: float, I: int, i_prime: int, p: float,
-                          n_steps: int | None = None, factors=DEGRADATION_FACTORS) -> list[dict]:
+                          n_steps: int | None = None, factors=DEGRADATION_FACTORS, series: int = 1) -> list[dict]:
     """No-filter analogue of Proposition 1 (spec section 1.4, tsdp's derivation): true bound cI gives
-    ``(sqrt(c) eps, delta_noise + B_{floor(cI),p}(floor(cI')) (e^{sqrt(c) eps sqrt(I/I')} - e^{sqrt(c) eps}))``."""
+    ``(sqrt(c) eps, delta_noise + B_{floor(cI),p}(floor(cI')) (e^{sqrt(c) eps sqrt(I/I')} - e^{sqrt(c) eps}))``
+    (at most T cells in each of the ``series``)."""
     out = []
     for c in factors:
         e = math.sqrt(c) * epsilon
         n, k = int(math.floor(c * I)), int(math.floor(c * i_prime))
         if n_steps is not None:
-            n = min(n, n_steps)
-        tail = float(binomial_tail(k, n, p)) * redraw_inflation(n_steps, p)
+            n = min(n, series * n_steps)
+        tail = math.exp(log_unit_tail(k, n, p, n_steps, series))
         term = tail * math.exp(float(log_exp_gap(e, e * math.sqrt(I / i_prime)))) if i_prime < I else 0.0
         out.append({"c": c, "epsilon": e, "delta": delta_noise + term})
     return out
@@ -432,22 +503,20 @@ class Mixture:
 
 
 def subsample_mixture(I: int, p: float, M: float = 1.0, n_steps: int | None = None,
-                      truncation: float = 0.0) -> Mixture:
-    """Components ``(Bin(k; I, p), M sqrt(k))`` conditioned on a non-empty J of ``n_steps`` steps.
+                      truncation: float = 0.0, series: int = 1) -> Mixture:
+    """Components ``(w_k, M sqrt(k))``, w the law of the sampled changed cells k of a unit with ``I``
+    changed cells in at most ``series`` series of ``n_steps`` steps, each J conditioned non-empty
+    (:func:`unit_sample_law`; for one series ``Bin(k; I, p)`` with the k >= 1 weights divided by
+    ``1 - (1 - p)^T``, the k = 0 weight taking the rest).
 
-    Conditioning on ``J != {}`` divides the k >= 1 weights by ``1 - (1 - p)^T`` (the k = 0 weight
-    takes the rest). With ``truncation > 0`` the mass of the k whose lower tail is at most
-    ``truncation`` is merged into the lowest kept k, and the mass above the upper ``truncation``
-    quantile into k = I (the largest sensitivity): both only increase the profile (deltaGauss is
-    increasing in the sensitivity), so it stays an upper bound.
+    With ``truncation > 0`` the mass of the k whose lower tail is at most ``truncation`` is merged
+    into the lowest kept k, and the mass above the upper ``truncation`` quantile into k = I (the
+    largest sensitivity): both only increase the profile (deltaGauss is increasing in the
+    sensitivity), so it stays an upper bound.
     """
     check_participation(I)
     check_rate(p)
-    k = np.arange(I + 1)
-    pmf = stats.binom.pmf(k, I, p)
-    if n_steps is not None and p < 1:
-        pmf[1:] *= redraw_inflation(n_steps, p)
-        pmf[0] = max(0.0, 1.0 - pmf[1:].sum())
+    pmf = unit_sample_law(I, p, n_steps, series)
     lo, hi = 0, I
     if truncation > 0 and I > 1:
         cdf = np.cumsum(pmf)
@@ -496,9 +565,9 @@ def mixture_epsilon(delta: float, sigma: float, mixture: Mixture) -> float:
 class ExactCalibration:
     sigma: float
     mixture: Mixture
-    series: int  # K: series of the panel one unit can touch (composed K times)
-    delta_at_sigma: float  # single-series mixture delta at epsilon (K = 1)
-    epsilon_at_sigma: float  # epsilon at the target delta (PLD-composed when K > 1)
+    series: int  # n: series the unit's changed cells can lie in (the mixture covers them jointly)
+    delta_at_sigma: float  # the mixture's delta at epsilon
+    epsilon_at_sigma: float  # epsilon at the target delta
     method: str
 
 
@@ -530,74 +599,37 @@ def exact_sigma_single(epsilon: float, delta: float, mixture: Mixture) -> float:
     return sigma
 
 
-def composed_epsilon(sigma: float, mixture: Mixture, times: int, delta: float,
-                     discretization: float = 1e-3) -> float:
-    """epsilon(delta) of the ``times``-fold composition of the mixture (pessimistic PLD)."""
-    from tsdp.accounting.pld import pld_from_profile, tail_mass_for
-    from tsdp.accounting.profiles import GaussianMixtureProfile
-
-    profile = GaussianMixtureProfile(tuple(mixture.weights.tolist()),
-                                     tuple((mixture.sensitivities / sigma).tolist()))
-    pld = pld_from_profile(profile, discretization)
-    return pld.self_compose(times, tail_mass_for(delta)).epsilon(delta)
-
-
 def exact_subsample(epsilon: float, delta: float, I: int, p: float, M: float = 1.0,
-                    n_steps: int | None = None, series: int = 1,
-                    discretization: float = 1e-3) -> ExactCalibration:
+                    n_steps: int | None = None, series: int = 1) -> ExactCalibration:
     """Calibrate sigma on the exact profile of the released pair (J, noisy samples).
 
-    ``series = K = 1``: smallest sigma with ``sum_k w_k deltaGauss(epsilon; M sqrt(k)/sigma) <= delta``
-    (:func:`exact_sigma_single`). ``K > 1`` (a unit touches K series, each sampled independently):
-    the K-fold composition of that mixture, by a pessimistic privacy-loss distribution
-    (connect-the-dots, composed by dp-accounting), must satisfy ``epsilon(delta) <= epsilon``;
-    bisection on sigma between the single-series sigma (a lower bound) and the sigma of basic
-    composition at (epsilon/K, delta/K) (always valid), to a relative width of 1e-4, keeping the
-    verified side.
+    ``I``: the unit's changed cells over all of the ``series`` n it can touch. Given every J the
+    touched series are one Gaussian mechanism with sensitivity ``M sqrt(k)``, so sigma is the
+    smallest with ``sum_k w_k deltaGauss(epsilon; M sqrt(k)/sigma) <= delta`` for the dominating
+    law w of :func:`subsample_mixture` (exact for n = 1; for n > 1 an upper bound that holds for
+    every spread of the cells over the series, module docstring).
     """
     check_epsilon(epsilon)
     check_delta(delta)
-    if not (isinstance(series, (int, np.integer)) and series >= 1):
-        raise ValueError("series must be an integer >= 1")
-    mixture = subsample_mixture(I, p, M, n_steps, truncation=MIXTURE_TRUNCATION * delta)
-    single = exact_sigma_single(epsilon, delta, mixture)
-    if series == 1:
-        return ExactCalibration(single, mixture, 1, float(mixture_delta(epsilon, single, mixture)),
-                                mixture_epsilon(delta, single, mixture),
-                                "exact mixture profile, Brent's method on sigma")
-    hi = exact_sigma_single(epsilon / series, delta / series, mixture)
-    eps_hi = composed_epsilon(hi, mixture, series, delta, discretization)
-    while eps_hi > epsilon:
-        hi *= 1.25
-        eps_hi = composed_epsilon(hi, mixture, series, delta, discretization)
-    lo = single
-    while hi / lo - 1 > PLD_SIGMA_RTOL:
-        mid = math.sqrt(lo * hi)
-        eps_mid = composed_epsilon(mid, mixture, series, delta, discretization)
-        if eps_mid <= epsilon:
-            hi, eps_hi = mid, eps_mid
-        else:
-            lo = mid
-    return ExactCalibration(hi, mixture, series, float(mixture_delta(epsilon, hi, mixture)), eps_hi,
-                            f"{series}-fold composition of the exact mixture profile "
-                            f"(pessimistic PLD, discretization {discretization:g}), bisection on sigma")
+    mixture = subsample_mixture(I, p, M, n_steps, truncation=MIXTURE_TRUNCATION * delta, series=series)
+    sigma = exact_sigma_single(epsilon, delta, mixture)
+    how = "exact mixture profile" if series == 1 else \
+        f"mixture profile of the unit's cells over up to {series} series, jointly"
+    return ExactCalibration(sigma, mixture, series, float(mixture_delta(epsilon, sigma, mixture)),
+                            mixture_epsilon(delta, sigma, mixture), f"{how}, Brent's method on sigma")
 
 
 def exact_degradation(sigma: float, delta: float, I: int, p: float, M: float, n_steps: int | None,
-                      series: int = 1, factors=DEGRADATION_FACTORS,
-                      discretization: float = 1e-3) -> list[dict]:
-    """Epsilon at the same delta and sigma if the true participation bound is cI (not I)."""
+                      series: int = 1, factors=DEGRADATION_FACTORS) -> list[dict]:
+    """Epsilon at the same delta and sigma if the true participation bound is cI (not I): the unit's
+    changed cells scale by c, at most T in each of the ``series``."""
     out = []
     for c in factors:
         n = int(math.floor(c * I))
         if n_steps is not None:
-            n = min(n, n_steps)
-        mix = subsample_mixture(n, p, M, n_steps, truncation=MIXTURE_TRUNCATION * delta)
-        if series == 1:
-            e = mixture_epsilon(delta, sigma, mix)
-        else:
-            e = composed_epsilon(sigma, mix, series, delta, discretization)
-        out.append({"c": c, "epsilon": e, "delta": delta})
+            n = min(n, series * n_steps)
+        mix = subsample_mixture(n, p, M, n_steps, truncation=MIXTURE_TRUNCATION * delta, series=series)
+        out.append({"c": c, "epsilon": mixture_epsilon(delta, sigma, mix), "delta": delta})
     return out
 
 

@@ -11,37 +11,36 @@ arXiv:2201.04762), Algorithm 1, for every series x (length T) of a panel:
 4. the release is the linear interpolation of (J, z) over 0..T-1, constant before min J and after
    max J (``numpy.interp``); optional clipping. Both are post-processing given the public J.
 
-Accounting (``I`` = cells of one series in which neighbours differ: the participation bound of
-Assumption 1, doubled under substitution and capped at T; ``M`` = per-step cap; ``K`` = series of
-the panel one unit can touch, more under substitution when 2 I > T: the old and the new unit's
-cells then fill more series than K (:meth:`ContributionBounds.concentrated`; packing the cells into
-as few full series as possible is the worst case, since a series' filtered sensitivity grows
-faster than linearly in its changed cells, and the exact profile depends on the total only), see
-:mod:`tsdp.accounting.timesubsampling`:
+Accounting. ``I`` = the unit's changed cells over all series (the participation bound of
+Assumption 1 times the series it touches, doubled under substitution, at most T per series;
+:meth:`ContributionBounds.changed_cells`), ``n`` = the series they can lie in, ``M`` = per-step
+cap. All series share sigma and are sampled independently, so given every J the touched series
+are one Gaussian mechanism with sensitivity ``M sqrt(k)``, k the sampled changed cells: the
+accountings take the unit's cells jointly; the spread over the n series matters only through the
+redraw of empty samples (:mod:`tsdp.accounting.timesubsampling`, module docstring):
 
 * ``subsample``, ``exact`` (default): the released pair (J, noisy samples) has the privacy profile
-  ``delta(eps) = sum_k Bin(k; I, p) deltaGauss(eps; M sqrt(k) / sigma)``; sigma is the smallest
-  that meets (epsilon, delta) (K = 1), or whose K-fold PLD composition does (K > 1).
+  ``delta(eps) = sum_k w_k deltaGauss(eps; M sqrt(k) / sigma)``, w dominating the law of k for
+  every spread (for n = 1 the exactly conditioned ``Bin(k; I, p)``); sigma is the smallest that
+  meets (epsilon, delta).
 * ``subsample``, ``paper``: Corollary 3 (corrected exponent) with Theorem 2's exact binomial tail,
-  ``sigma = c(delta_noise) M sqrt(I') / epsilon``; K > 1 series by basic composition of
-  (epsilon/K, delta/K) per series.
-* ``filter-subsample``, ``conditional`` (default; spec section 4.1, not in the paper): given J, the
-  release is a Gaussian mechanism with sensitivity ``M s_J sqrt(I)``, ``s_J = sigma_max(A_J)``;
-  sigma from the exact (analytic) Gaussian calibration, no failure term. Each series gets
-  ``sigma_s = analytic_sigma(epsilon, delta, M s_J(s) sqrt(I K))``: its mu = sensitivity / sigma is
-  ``mu*/sqrt(K)`` with mu* the analytic mu of (epsilon, delta), so any K touched series compose
-  (Gaussian mechanisms compose by adding mu^2) to exactly mu*, i.e. (epsilon, delta).
+  ``sigma = c(delta_noise) M sqrt(I') / epsilon``, applied to the unit's I cells jointly.
+* ``filter-subsample``, ``conditional`` (default; spec section 4.1, not in the paper): given J, a
+  series' change is at most ``s_J ||change||``, ``s_J = sigma_max(A_J)``; each series gets
+  ``sigma_s = M s_J(s) sqrt(I) / mu*`` (analytic mu* of (epsilon, delta)), so the touched series'
+  joint mu is ``sqrt(sum_s c_s) / sqrt(I) mu* <= mu*`` for any c_s cells per series summing to at
+  most I: (epsilon, delta), no failure term.
 * ``filter-subsample``, ``paper``: Corollary 2 with Theorem 4 (alpha solved as in the authors'
-  ``find_alpha_log``), ``sigma = c(delta_noise) M alpha sqrt(I) / epsilon``; K > 1 by basic
-  composition.
+  ``find_alpha_log``), ``sigma = c(delta_noise) M alpha sqrt(I) / epsilon``, the failure
+  probability delta' summed over the n series.
 
 ``p = 1`` is no subsampling: the plain Gaussian baseline is released instead (with a warning).
 
 Noise (``sampler``). ``hardened`` (default): the sampled values are rounded to multiples of a
 power-of-two granularity g (chosen from public parameters, :mod:`tsdp.accounting.discrete`) and get
 g times exact discrete Gaussian noise of parameter sigma / g; the sensitivities above are those of
-the rounded values (``M' = (floor(M/g) + 1) g`` per kept cell without filter; ``+ g sqrt(n_s)``
-after the filter, which spreads a change over the whole series). Given the public J the release is
+the rounded values (``M' = (floor(M/g) + 1) g`` per kept cell without filter; after the filter,
+which spreads a change over a whole series, ``+ g sqrt(n_s)`` in each touched series). Given the public J the release is
 then a discrete Gaussian mechanism, whose profile is the continuous one with the same sensitivity
 plus a rounding slack that the calibration pays out of delta (:mod:`tsdp.accounting.discrete`).
 ``float``: numpy's N(0, sigma^2), for experiments only.
@@ -118,15 +117,13 @@ def participation_bounds(n_steps: int, max_steps: int | None = None, assume_none
 
 
 def _geometry(panel: Panel) -> tuple[int, int, float, int]:
-    """``(steps I, cells I_eff of one series, M, K)`` for the Koga accounting."""
+    """``(steps of one series, I = the unit's changed cells, M, n = the series they can lie in)``
+    for the Koga accounting (:meth:`ContributionBounds.changed_cells`)."""
     bounds, T = panel.bounds, panel.n_steps
     if bounds.level == "user" and bounds.max_steps is not None and bounds.max_steps > T:
         ts.check_participation(bounds.max_steps, T)
-    steps = bounds.steps_per_series(T)
-    # substitution doubles a series' cells, but a series has only T: past T the old and the new
-    # unit's cells take more series than K (ContributionBounds.concentrated)
-    series, cells = bounds.concentrated(panel.n_series, T)
-    return steps, cells, float(bounds.max_per_step), series
+    series, cells = bounds.changed_cells(panel.n_series, T)
+    return bounds.steps_per_series(T), cells, float(bounds.max_per_step), series
 
 
 # ---------------------------------------------------------------------------------------------
@@ -300,7 +297,8 @@ def _sampling_parameters(mask: np.ndarray, p: float, T: int, redraws: int, emit:
         "p": p,
         "n_sampled": counts.tolist(),
         "empty_sample_policy": ("an empty J is redrawn (data-independent); the accounting "
-                                "conditions on J non-empty (factor 1/(1-(1-p)^T))"),
+                                "conditions each touched series on J non-empty (factor 1/(1-(1-p)^T) "
+                                "per series)"),
         "probability_empty": ts.empty_probability(T, p),
         "empty_redraws": redraws,
         "indices": [np.flatnonzero(row).tolist() for row in mask] if emit else None,
@@ -312,12 +310,13 @@ def _sampling_parameters(mask: np.ndarray, p: float, T: int, redraws: int, emit:
     return params, warnings
 
 
-def _assumption(panel: Panel, steps: int, cells: int, M: float) -> dict:
+def _assumption(panel: Panel, steps: int, cells: int, series: int, M: float) -> dict:
     bounds = panel.bounds
     return {
         "name": "bounded participation (Assumption 1)",
         "I": steps,
         "I_effective": cells,
+        "series": series,
         "M": M,
         "T": panel.n_steps,
         "level": bounds.level,
@@ -361,8 +360,7 @@ def _check_paper_branches(cal: ts.PaperCalibration, epsilon: float, option: str,
 
 
 def _paper_delta(total: float, delta: float) -> float:
-    """The delta a paper-accounting claim states: the corollaries' total over the K series (it may be
-    below --delta). Above --delta it would be understated by stating --delta (the min of the two did,
+    """The delta a paper-accounting claim states: the corollary's total (it may be below --delta). Above --delta it would be understated by stating --delta (the min of the two did,
     by up to 1e-12 relative with a given --filter-alpha): refused instead."""
     if total > delta:
         raise NumericalError(f"the paper accounting's delta {total:.17g} (over all series) exceeds --delta {delta:g}; "
@@ -370,36 +368,34 @@ def _paper_delta(total: float, delta: float) -> float:
     return float(total)
 
 
-def _paper_privacy(cal: ts.PaperCalibration, K: int, epsilon: float) -> dict:
+def _paper_privacy(cal: ts.PaperCalibration, series: int, epsilon: float) -> dict:
     return {
         "epsilon": epsilon,
-        "delta_total": K * cal.delta_total,
-        "per_series": {"epsilon": epsilon / K, "delta_noise": cal.delta_noise,
-                       "delta_fail_budget": cal.delta_fail, "delta_failure_term": cal.failure_term,
-                       "delta_total": cal.delta_total},
+        "delta_total": cal.delta_total,
+        "delta_fail_budget": cal.delta_fail,
         "delta_noise": cal.delta_noise,
         "delta_failure_term": cal.failure_term,
         "delta_prime": cal.delta_prime,
         "epsilon_failure_branch": cal.epsilon_failure_branch,
         "exact_gaussian_delta_success_branch": cal.exact_branch_deltas[0],
         "exact_gaussian_delta_failure_branch": cal.exact_branch_deltas[1],
-        "composition": ("single series" if K == 1 else
-                        f"basic composition over the {K} series a unit can touch: (epsilon/{K}, "
-                        f"delta/{K}) per series (Dwork and Roth 2014, Theorem 3.16)"),
+        "composition": _joint(series),
     }
 
 
-def _composed_sigma(epsilon: float, delta: float, sensitivity: float, K: int) -> float:
-    """Analytic sigma for ``sqrt(K) * sensitivity``, nudged up by ulps until the K-fold composition
-    as an auditor computes it (mu = sqrt(K) * (sensitivity / sigma)) meets the budget too."""
-    sigma = gauss.analytic_sigma(epsilon, delta, sensitivity * math.sqrt(K))
-    while gauss.delta_for_epsilon(epsilon, math.sqrt(K) * (sensitivity / sigma)) > delta:
+def _joint(series: int) -> str:
+    return ("single series" if series == 1 else
+            f"the unit's cells in up to {series} series taken jointly: given every J the series are one "
+            "Gaussian mechanism; each series' empty-sample redraw is accounted separately")
+
+
+def _analytic_sigma(epsilon: float, delta: float, sensitivity: float) -> float:
+    """Analytic sigma for ``sensitivity``, nudged up by ulps until mu = sensitivity / sigma, as an
+    auditor computes it, meets the budget too."""
+    sigma = gauss.analytic_sigma(epsilon, delta, sensitivity)
+    while gauss.delta_for_epsilon(epsilon, sensitivity / sigma) > delta:
         sigma = float(np.nextafter(sigma, math.inf))
     return sigma
-
-
-def _scale_degradation(rows: list[dict], K: int) -> list[dict]:
-    return [{"c": r["c"], "epsilon": K * r["epsilon"], "delta": K * r["delta"]} for r in rows]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -441,11 +437,11 @@ def _sampler_record(g: float | None, sigma_min: float, coords: int, epsilon: flo
 # ---------------------------------------------------------------------------------------------
 
 
-def _report_parameters(panel: Panel, steps: int, cells: int, M: float, sampling: dict, clip_min,
+def _report_parameters(panel: Panel, steps: int, cells: int, series: int, M: float, sampling: dict, clip_min,
                        baseline: dict, degradation, degradation_note: str) -> dict:
     """The public report parameters both subsampling mechanisms share (spec section 4.3)."""
     return {
-        "assumption": _assumption(panel, steps, cells, M),
+        "assumption": _assumption(panel, steps, cells, series, M),
         "subsampling": sampling,
         "interpolation": {"kind": "linear", "extrapolation": "constant-nearest"},
         "postprocessing": {"clip_min": clip_min},
@@ -474,8 +470,8 @@ def _release(mechanism: str, values: np.ndarray, panel: Panel, epsilon: float, d
 def release_subsample(values: np.ndarray, panel: Panel, epsilon: float, delta: float,
                       rng: np.random.Generator, p: float, accounting: str = "exact",
                       clip_min: float | None = None, delta_split: float = 0.5,
-                      emit_indices: bool = False, discretization: float = 1e-3,
-                      sampler: str = "hardened", granularity: float | None = None) -> Release:
+                      emit_indices: bool = False, sampler: str = "hardened",
+                      granularity: float | None = None) -> Release:
     """Subsample every series in time, add Gaussian noise to the kept steps, interpolate.
 
     ``values``: float array (n_series, n_steps) in time order (a 1-D series is accepted).
@@ -496,41 +492,41 @@ def release_subsample(values: np.ndarray, panel: Panel, epsilon: float, delta: f
     warnings = _common_checks(epsilon, delta, p, panel)
     if accounting == "paper":
         ts.check_split(delta_split)
-    steps, I, M, K = _geometry(panel)
+    steps, I, M, n = _geometry(panel)
     S, T = arr.shape
     if p == 1:
         return _fallback(arr, panel, epsilon, delta, rng, accounting, warnings, clip_min, shape, "subsample",
                          sampler, granularity)
 
-    def sigma0() -> float:  # public: the float calibration's sigma (K = 1 for exact: a lower bound)
+    def sigma0() -> float:  # public: the float calibration's sigma
         if accounting == "paper":
-            return ts.paper_subsample(epsilon / K, delta / K, I, p, M, delta_split, T).sigma
-        return ts.exact_sigma_single(epsilon, delta, ts.subsample_mixture(
-            I, p, M, T, truncation=ts.MIXTURE_TRUNCATION * delta))
+            return ts.paper_subsample(epsilon, delta, I, p, M, delta_split, T, n).sigma
+        return ts.exact_subsample(epsilon, delta, I, p, M, T, n).sigma
 
     scale0 = sigma0() if sampler == "hardened" else None
-    g = _granularity(sampler, granularity, lambda: scale0, M * math.sqrt(I * K), I * K)
+    g = _granularity(sampler, granularity, lambda: scale0, M * math.sqrt(I), I)
     M_noise = M if g is None else disc.rounded_step(M, g)  # a kept cell's change after rounding
 
     parameters: dict = {"paper": ts.PAPER, "mechanism": "subsample", "accounting": accounting}
     if accounting == "exact":
-        # hardened: the continuous profile gets delta minus the rounding slack of the I K values a unit changes
-        budget = delta if g is None else disc.slack_budget(epsilon, delta, scale0 / g, I * K)
-        cal = ts.exact_subsample(epsilon, budget, I, p, M_noise, T, K, discretization)
+        # hardened: the continuous profile gets delta minus the rounding slack of the I values a unit changes
+        budget = delta if g is None else disc.slack_budget(epsilon, delta, scale0 / g, I)
+        cal = ts.exact_subsample(epsilon, budget, I, p, M_noise, T, n)
         sigma = cal.sigma
         events = (MechanismEvent("gaussian-mixture" if g is None else "discrete-gaussian-mixture",
-                                 float(cal.mixture.sensitivities.max()), sigma, K, mixture=cal.mixture.pairs(),
+                                 float(cal.mixture.sensitivities.max()), sigma, 1, mixture=cal.mixture.pairs(),
                                  granularity=g, lattice_coords=None if g is None else I),)
-        theorem = THEOREM_EXACT + ("" if K == 1 else f"; composed over the {K} series a unit can touch "
-                                   "with a pessimistic privacy-loss distribution (dp-accounting)")
+        theorem = THEOREM_EXACT + ("" if n == 1 else f"; the unit's {I} changed cells over up to {n} series "
+                                   "taken jointly, each series' empty-sample redraw bounded separately")
         claim_delta = float(delta)
         parameters["privacy"] = {
             "epsilon": epsilon, "delta_total": delta,
-            "delta_at_sigma_one_series": cal.delta_at_sigma,
+            "delta_at_sigma": cal.delta_at_sigma,
             "epsilon_at_sigma": cal.epsilon_at_sigma,
             "calibration": cal.method,
             "mixture_components": int(cal.mixture.counts.size),
             "delta_prime": None,
+            "composition": _joint(n),
         }
         parameters["sensitivity"] = {
             "l2_worst_case": M * math.sqrt(I),
@@ -539,23 +535,24 @@ def release_subsample(values: np.ndarray, panel: Panel, epsilon: float, delta: f
             "bound_used": "exact binomial mixture (no high-probability bound, no failure term)",
         }
         parameters["noise"] = {"distribution": "gaussian", "sigma": sigma, "calibration": "exact mixture profile"}
-        degradation = ts.exact_degradation(sigma, delta, I, p, M_noise, T, K, discretization=discretization)
-        paper_cmp = ts.paper_subsample(epsilon / K, delta / K, I, p, M, 0.5, T)
+        degradation = ts.exact_degradation(sigma, delta, I, p, M_noise, T, n)
+        paper_cmp = ts.paper_subsample(epsilon, delta, I, p, M, 0.5, T, n)
         parameters["paper_sigma_same_budget"] = paper_cmp.sigma
     else:
-        cal = ts.paper_subsample(epsilon / K, delta / K, I, p, M_noise, delta_split, T)
+        cal = ts.paper_subsample(epsilon, delta, I, p, M_noise, delta_split, T, n)
         if g is not None:
             disc.check_lattice_scale(cal.sigma, g, "sigma")
-        rate = 0.0 if g is None else disc.slack_rate(cal.sigma / g, I)  # one series' changed values
-        warnings += _check_paper_branches(cal, epsilon / K, f"--epsilon {epsilon:g}", rate)
+        rate = 0.0 if g is None else disc.slack_rate(cal.sigma / g, I)  # the unit's changed values
+        warnings += _check_paper_branches(cal, epsilon, f"--epsilon {epsilon:g}", rate)
         sigma = cal.sigma
         events = ()
-        theorem = THEOREM_PAPER_SUBSAMPLE + ("" if K == 1 else f"; basic composition over {K} series")
-        claim_delta = _paper_delta(K * cal.delta_total, delta)
+        theorem = THEOREM_PAPER_SUBSAMPLE + ("" if n == 1 else f"; applied to the unit's {I} changed cells over "
+                                             f"up to {n} series jointly")
+        claim_delta = _paper_delta(cal.delta_total, delta)
         if cal.i_prime >= I:
             warnings.append(f"I' = I = {I}: subsampling gives no amplification at this budget; use a "
                             "larger --delta, a smaller --sampling-rate, or --mechanism gaussian")
-        parameters["privacy"] = _paper_privacy(cal, K, epsilon)
+        parameters["privacy"] = _paper_privacy(cal, n, epsilon)
         parameters["sensitivity"] = {
             "l2_worst_case": M * math.sqrt(I),
             "l2_high_prob": M * math.sqrt(cal.i_prime),
@@ -568,11 +565,10 @@ def release_subsample(values: np.ndarray, panel: Panel, epsilon: float, delta: f
                                "c": float(ts.classical_c(cal.delta_noise)),
                                "calibration": "classical sqrt(2 ln(1.25/delta_noise))",
                                "delta_split": delta_split}
-        degradation = _scale_degradation(
-            ts.degradation_subsample(epsilon / K, cal.delta_noise, I, cal.i_prime, p, T), K)
+        degradation = ts.degradation_subsample(epsilon, cal.delta_noise, I, cal.i_prime, p, T, series=n)
     if g is not None:
         parameters["sensitivity"].update(rounded_per_step=M_noise, rounded_l2_worst_case=M_noise * math.sqrt(I))
-    record, theorem_tail, sampler_warnings = _sampler_record(g, sigma, I * K, epsilon, accounting == "paper")
+    record, theorem_tail, sampler_warnings = _sampler_record(g, sigma, I, epsilon, accounting == "paper")
     theorem += theorem_tail
     warnings += sampler_warnings
 
@@ -585,9 +581,9 @@ def release_subsample(values: np.ndarray, panel: Panel, epsilon: float, delta: f
 
     note = ("privacy if the true participation bound were c*I: "
             + ("Proposition 1 analogue without filter (spec section 1.4)" if accounting == "paper"
-               else "exact mixture with Bin(floor(cI), p), same sigma and delta"))
+               else "exact mixture with floor(cI) cells, same sigma and delta"))
     parameters.update({"sigma": sigma, **record,
-                       **_report_parameters(panel, steps, I, M, sampling, clip_min, baseline, degradation, note)})
+                       **_report_parameters(panel, steps, I, n, M, sampling, clip_min, baseline, degradation, note)})
     return _release("subsample", out.reshape(shape), panel, epsilon, claim_delta, theorem, events,
                     parameters, warnings)
 
@@ -640,15 +636,18 @@ def release_filter_subsample(values: np.ndarray, panel: Panel, epsilon: float, d
     """Filter every series circularly, subsample in time, add Gaussian noise, interpolate.
 
     ``kernel``: see :func:`resolve_kernel`. ``accounting``: ``conditional`` (sensitivity
-    ``M s_J sqrt(I)`` given the drawn J, analytic Gaussian; ``delta_split`` and ``alpha`` do not
-    apply) or ``paper`` (Koga et al. 2022, Corollary 2 with Theorem 4; ``alpha`` fixes alpha
+    ``M s_J sqrt(I)`` given the drawn J, I the unit's changed cells, analytic Gaussian;
+    ``delta_split`` and ``alpha`` do not apply) or ``paper`` (Koga et al. 2022, Corollary 2 with Theorem 4; ``alpha`` fixes alpha
     instead of solving, and the resulting delta must fit the budget).
     ``sampler="hardened"`` (default): the sampled filtered values are rounded to multiples of the
     granularity g and get g times discrete Gaussian noise. The filter spreads a unit's change over
     every step of a series it touches, so rounding adds at most ``g sqrt(n_s)`` (n_s kept steps of
-    series s; ``g sqrt(T)`` before J is drawn) to its L2 sensitivity: the conditional accounting
-    covers ``M s_J sqrt(I) + g sqrt(n_s)``; the paper's uses
-    ``M' = M + g sqrt(T) / (alpha sqrt(I))``, so that both branches, ``alpha M' sqrt(I)`` and
+    series s; ``g sqrt(T)`` before J is drawn) in each of the n touched series. The conditional
+    accounting sets ``sigma_s = M s_J(s) (sqrt(I) + g sqrt(n) rho) / mu*``,
+    ``rho = max_s sqrt(n_s) / (M s_J(s))``: the joint mu of the exact change is at most
+    ``mu* sqrt(I) / (sqrt(I) + g sqrt(n) rho)`` and that of the rounding at most
+    ``mu* g sqrt(n) rho / (sqrt(I) + g sqrt(n) rho)``, mu* together (triangle inequality). The paper's
+    uses ``M' = M + g sqrt(n T) / (alpha sqrt(I))``, so that both branches, ``alpha M' sqrt(I)`` and
     ``M' sqrt(I)``, cover the rounding. ``sampler="float"``: numpy's noise (not for publication).
     """
     if accounting not in FILTER_ACCOUNTING:
@@ -661,7 +660,7 @@ def release_filter_subsample(values: np.ndarray, panel: Panel, epsilon: float, d
     warnings = _common_checks(epsilon, delta, p, panel)
     if accounting == "paper":
         ts.check_split(delta_split)
-    steps, I, M, K = _geometry(panel)
+    steps, I, M, n = _geometry(panel)
     S, T = arr.shape
     h, filter_info, kernel_warnings = resolve_kernel(kernel, T, filter_sigma, filter_width)
     warnings += kernel_warnings
@@ -673,20 +672,20 @@ def release_filter_subsample(values: np.ndarray, panel: Panel, epsilon: float, d
     parameters: dict = {"paper": ts.PAPER, "mechanism": "filter-subsample", "accounting": accounting}
 
     if accounting == "paper":
-        cal = ts.paper_filter(epsilon / K, delta / K, I, p, stats.L, stats.srank, M, delta_split, T, alpha)
-        g = _granularity(sampler, granularity, lambda: cal.sigma, M * math.sqrt(I * K), T * K)
+        cal = ts.paper_filter(epsilon, delta, I, p, stats.L, stats.srank, M, delta_split, T, alpha, n)
+        g = _granularity(sampler, granularity, lambda: cal.sigma, M * math.sqrt(I), T * n)
         M_noise = M
         if g is not None:  # alpha does not depend on M: the same alpha, both branches cover the rounding
-            M_noise = M + g * math.sqrt(T) / (cal.alpha * math.sqrt(I))
-            cal = ts.paper_filter(epsilon / K, delta / K, I, p, stats.L, stats.srank, M_noise, delta_split, T,
-                                  alpha)
-        if cal.delta_total > delta / K * (1 + 1e-12):
-            raise BudgetError(f"--filter-alpha {alpha:g} gives delta {K * cal.delta_total:.4g} > --delta {delta:g}; "
+            M_noise = M + g * math.sqrt(n * T) / (cal.alpha * math.sqrt(I))
+            cal = ts.paper_filter(epsilon, delta, I, p, stats.L, stats.srank, M_noise, delta_split, T, alpha, n)
+        if cal.delta_total > delta * (1 + 1e-12):
+            raise BudgetError(f"--filter-alpha {alpha:g} gives delta {cal.delta_total:.4g} > --delta {delta:g}; "
                               "use a larger alpha or let tsdp solve for it")
         if g is not None:
             disc.check_lattice_scale(cal.sigma, g, "sigma")
-        rate = 0.0 if g is None else disc.slack_rate(cal.sigma / g, T)  # the filter spreads a change over T values
-        warnings += _check_paper_branches(cal, epsilon / K, f"--epsilon {epsilon:g}", rate)
+        # the filter spreads a change over the T values of each touched series
+        rate = 0.0 if g is None else disc.slack_rate(cal.sigma / g, n * T)
+        warnings += _check_paper_branches(cal, epsilon, f"--epsilon {epsilon:g}", rate)
         if cal.alpha_at_floor:
             warnings.append(f"the budget is met at the validity floor alpha = sqrt(p + L) = {cal.alpha:.6g}: "
                             f"the failure term is {cal.failure_term:.3g}, below its share of delta")
@@ -696,9 +695,10 @@ def release_filter_subsample(values: np.ndarray, panel: Panel, epsilon: float, d
         sigmas = np.full(S, cal.sigma)
         sigma_report: float | list = cal.sigma
         events = ()
-        theorem = THEOREM_PAPER_FILTER + ("" if K == 1 else f"; basic composition over {K} series")
-        claim_delta = _paper_delta(K * cal.delta_total, delta)
-        parameters["privacy"] = _paper_privacy(cal, K, epsilon)
+        theorem = THEOREM_PAPER_FILTER + ("" if n == 1 else f"; applied to the unit's {I} changed cells over up "
+                                          f"to {n} series jointly, delta' summed over the series")
+        claim_delta = _paper_delta(cal.delta_total, delta)
+        parameters["privacy"] = _paper_privacy(cal, n, epsilon)
         parameters["sensitivity"] = {
             "l2_worst_case": M * math.sqrt(I),
             "l2_high_prob": M * cal.alpha * math.sqrt(I),
@@ -713,8 +713,7 @@ def release_filter_subsample(values: np.ndarray, panel: Panel, epsilon: float, d
                                "c": float(ts.classical_c(cal.delta_noise)),
                                "calibration": "classical sqrt(2 ln(1.25/delta_noise))",
                                "delta_split": delta_split}
-        degradation = _scale_degradation(
-            ts.degradation_filter(epsilon / K, cal.delta_noise, cal.alpha, cal.delta_prime), K)
+        degradation = ts.degradation_filter(epsilon, cal.delta_noise, cal.alpha, cal.delta_prime)
         degradation_note = "Koga et al. 2022, Proposition 1: privacy if the true participation bound were c*I"
         if g is not None:
             parameters["sensitivity"].update(rounded_per_step=M_noise,
@@ -725,26 +724,26 @@ def release_filter_subsample(values: np.ndarray, panel: Panel, epsilon: float, d
         s_J = np.array([filters.sampled_sigma_max(h, np.flatnonzero(row), stats) for row in mask])
         sens = M * s_J * math.sqrt(I)
         low = float(sens.min())  # public given J; the smallest sigma sets the default lattice
-        scale0 = _composed_sigma(epsilon, delta, low, K) if sampler == "hardened" else None
-        g = _granularity(sampler, granularity, lambda: scale0, low * math.sqrt(K), T * K)
-        covered = sens if g is None else sens + g * np.sqrt(mask.sum(axis=1))
-        # hardened: the continuous profile gets delta minus the rounding slack of the T K values a unit changes
-        budget = delta if g is None else disc.slack_budget(epsilon, delta, scale0 / g, T * K)
-        sigmas = np.array([_composed_sigma(epsilon, budget, s, K) for s in covered])
-        worst = int(np.argmax(covered))
-        mu_total = math.sqrt(K) * covered[worst] / sigmas[worst]
+        scale0 = _analytic_sigma(epsilon, delta, low) if sampler == "hardened" else None
+        g = _granularity(sampler, granularity, lambda: scale0, low, T * n)
+        covered = sens if g is None else sens * (1 + ts.rounding_share(M * s_J, mask.sum(axis=1), I, n, g))
+        # hardened: the continuous profile gets delta minus the rounding slack of the n T values a unit changes
+        budget = delta if g is None else disc.slack_budget(epsilon, delta, scale0 / g, T * n)
+        sigmas = np.array([_analytic_sigma(epsilon, budget, s) for s in covered])
+        worst = int(np.argmax(covered / sigmas))
+        mu_total = covered[worst] / sigmas[worst]
         sigma_report = float(sigmas[0]) if S == 1 else float(sigmas.max())
-        events = (MechanismEvent("gaussian", float(covered[worst]), float(sigmas[worst]), K) if g is None else
-                  MechanismEvent("discrete-gaussian", float(covered[worst]), float(sigmas[worst]), K,
-                                 granularity=g, lattice_coords=T),)
-        theorem = THEOREM_CONDITIONAL + ("" if K == 1 else f"; {K} touched series compose as one Gaussian "
-                                         "mechanism (squared mu add), each series' mu being mu*/sqrt(K)")
+        events = (MechanismEvent("gaussian", float(covered[worst]), float(sigmas[worst]), 1) if g is None else
+                  MechanismEvent("discrete-gaussian", float(covered[worst]), float(sigmas[worst]), 1,
+                                 granularity=g, lattice_coords=n * T),)
+        theorem = THEOREM_CONDITIONAL + ("" if n == 1 else f"; the unit's {I} changed cells over up to {n} series "
+                                         "taken jointly (each series' sigma proportional to its s_J)")
         claim_delta = float(delta)
         parameters["privacy"] = {
             "epsilon": epsilon, "delta_total": delta, "delta_prime": None,
-            "composition": ("single series" if K == 1 else
-                            f"each series is calibrated to mu*/sqrt({K}), so any {K} series a unit "
-                            "touches compose to the Gaussian mechanism with mu* (exact)"),
+            "composition": ("single series" if n == 1 else
+                            f"sigma_s = M s_J(s) sqrt(I) / mu* in every series, so the cells of a unit in up to "
+                            f"{n} series, {I} in all, move the release by at most mu* jointly (exact)"),
         }
         parameters["sensitivity"] = {
             "l2_worst_case": M * math.sqrt(I),
@@ -762,7 +761,7 @@ def release_filter_subsample(values: np.ndarray, panel: Panel, epsilon: float, d
         degradation_note = ("privacy if the true participation bound were c*I: mu grows by sqrt(c), "
                             "epsilon at the same delta from the exact Gaussian profile")
 
-    record, theorem_tail, sampler_warnings = _sampler_record(g, float(sigmas.min()), T * K, epsilon,
+    record, theorem_tail, sampler_warnings = _sampler_record(g, float(sigmas.min()), T * n, epsilon,
                                                              accounting == "paper")
     theorem += theorem_tail
     warnings += sampler_warnings
@@ -773,7 +772,7 @@ def release_filter_subsample(values: np.ndarray, panel: Panel, epsilon: float, d
     baseline = _baseline_comparison(panel, epsilon, delta)
 
     parameters.update({"sigma": sigma_report, "filter": filter_info, **record,
-                       **_report_parameters(panel, steps, I, M, sampling, clip_min, baseline, degradation,
+                       **_report_parameters(panel, steps, I, n, M, sampling, clip_min, baseline, degradation,
                                             degradation_note)})
     return _release("filter-subsample", out.reshape(shape), panel, epsilon, claim_delta, theorem, events,
                     parameters, warnings)
