@@ -113,3 +113,18 @@ def dpsgd_sampler_setting(parameters: dict) -> dict:
     if parameters.get("sampler") != "hardened":
         return {}
     return {"sampler": "hardened", "parameters": parameters["parameters"], "clip_norm": parameters["clip_norm"]}
+
+
+def custodian_diagnostics(summary: dict) -> dict:
+    """The input's counts a release wrote to its custodian file (named in the --json summary), which
+    is readable by the owner only and marked not for publication."""
+    import json
+    import os
+    import stat
+    from pathlib import Path
+
+    path = Path(summary["custodian"])
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    document = json.loads(path.read_text())
+    assert document["publish"] is False and document["command"] == "release"
+    return document["figures"]["diagnostics"]

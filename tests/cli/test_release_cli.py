@@ -16,6 +16,7 @@ import polars as pl
 import pytest
 
 from tsdp.rng import SEEDED_WARNING
+from tests.conftest import custodian_diagnostics
 
 TSDP = [sys.executable, "-m", "tsdp"]
 GAUSS = ["--epsilon", "1", "--delta", "1e-6", "--unit", "event"]
@@ -135,7 +136,10 @@ def test_event_layout(tsdp_cli, tmp_path):
     ]
     # u1 keeps one event per hour; u3's 03:00 event is outside [start, end); st9 is undeclared.
     assert got["count"].to_list() == pytest.approx([1, 0, 1, 0, 1, 0, 0, 0, 0], abs=0.05)
-    diag = json.loads(run.out)["diagnostics_not_private"]
+    summary = json.loads(run.out)
+    assert "diagnostics_not_private" not in summary and "dropped" not in run.out + run.err
+    diag = custodian_diagnostics(summary)
+    assert summary["custodian"] == "counts.custodian.NOT-FOR-PUBLICATION.json"
     assert diag["dropped_outside_grid"] == 1 and diag["dropped_undeclared_series"] == 1
     assert diag["dropped_per_step_cap"] == 1 and diag["rows_kept"] == 3
     report = report_of(tmp_path / "counts.parquet")
@@ -150,6 +154,35 @@ def test_default_output_and_report_names(tsdp_cli, tmp_path, long_frame):
     assert run.code == 0, run.err
     assert (tmp_path / "traffic.released.csv").exists()
     assert (tmp_path / "traffic.released.report.json").exists()
+
+
+def test_a_complete_panel_writes_no_custodian_file(tsdp_cli, tmp_path, long_frame):
+    """Nothing was dropped, clipped or filled: no figure of the input to keep, so no custodian file."""
+    save(long_frame, tmp_path / "traffic.csv")
+    run = tsdp_cli("release", "traffic.csv", *GAUSS, "--series-col", "sensor", "--value-col", "count", "--json")
+    assert run.code == 0, run.err
+    assert json.loads(run.out)["custodian"] is None
+    assert not list(tmp_path.glob("*NOT-FOR-PUBLICATION*"))
+
+
+def test_custodian_file_path_is_checked_before_any_work(tsdp_cli, tmp_path, dir_snapshot):
+    """--custodian must be a .json file other than stdout and the report; an existing one is kept without
+    --force."""
+    (tmp_path / "ev.csv").write_text("user,ts\nu1,2024-01-01 00:10\nu2,2024-01-01 09:00\n")
+    args = ["release", "ev.csv", "--user-col", "user", "--time-col", "ts", "--start", "2024-01-01",
+            "--end", "2024-01-01 03:00", "--freq", "1h", "--unit", "event", "--epsilon", "1", "--delta", "1e-6",
+            "-o", "out.csv", "--report", "out.report.json", "--json"]
+    for path, words in (("-", "never to stdout"), ("out.csv", "use one of .json"), ("out.report.json", "must differ")):
+        run = tsdp_cli(*args, "--custodian", path)
+        assert run.code == 2 and words in run.error_line
+    (tmp_path / "mine.json").write_text("{}")
+    before = dir_snapshot(tmp_path)
+    run = tsdp_cli(*args, "--custodian", "mine.json")
+    assert run.code == 2 and "mine.json" in run.error_line
+    assert dir_snapshot(tmp_path) == before
+    run = tsdp_cli(*args, "--custodian", "mine.json", "--force")
+    assert run.code == 0, run.err
+    assert custodian_diagnostics(json.loads(run.out))["dropped_outside_grid"] == 1
 
 
 def test_csv_output_time_format(tsdp_cli, tmp_path, long_frame):

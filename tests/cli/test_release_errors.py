@@ -16,6 +16,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from tests.conftest import custodian_diagnostics
 
 TSDP = [sys.executable, "-m", "tsdp"]
 GAUSS = ["--epsilon", "1", "--delta", "1e-6", "--unit", "event"]
@@ -333,7 +334,7 @@ def test_missing_value_is_filled_with_zero_before_noise(tsdp_cli, tmp_path, kind
     run = tsdp_cli(*args, "-o", "out.csv", "--fill-missing", "zero", "--json", "--seed", "1")
     assert run.code == 0, run.err
     summary = json.loads(run.out)
-    assert summary["diagnostics_not_private"]["filled_cells"] == 1
+    assert custodian_diagnostics(summary)["filled_cells"] == 1
     out = pl.read_csv(tmp_path / "out.csv")
     if kind == "long":
         got = out.sort("sensor", "time")["count"].to_list()
@@ -411,7 +412,7 @@ def test_gap_is_filled_with_fill_missing_zero(tsdp_cli, tmp_path):
     write(tmp_path / "wide.csv", GAPPY_WIDE)
     run = tsdp_cli(*wide_args("wide.csv", "--fill-missing", "zero", "--json"))
     assert run.code == 0, run.err
-    assert json.loads(run.out)["diagnostics_not_private"]["filled_cells"] == 4
+    assert custodian_diagnostics(json.loads(run.out))["filled_cells"] == 4
     out = pl.read_csv(tmp_path / "out.csv")
     assert out.height == 6
     assert out["time"].to_list() == [f"2024-01-01 0{h}:00:00" for h in range(6)]

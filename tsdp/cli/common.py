@@ -224,6 +224,17 @@ def custodian_document(command: str, figures: dict[str, Any]) -> bytes:
     return (json.dumps(data, indent=2, allow_nan=False, default=str) + "\n").encode()
 
 
+class Deferred:
+    """An iterable made when it is first iterated: files known only once a streamed output has been
+    written (:func:`publish` iterates ``private_files`` after staging the output)."""
+
+    def __init__(self, make) -> None:
+        self.make = make
+
+    def __iter__(self):
+        return iter(self.make())
+
+
 def resolve_outputs(input_path: str, output: str | None, report: str | None, force: bool,
                     json_summary: bool) -> tuple[str, str]:
     """Default, check and return the (output, report) paths before any work is done.

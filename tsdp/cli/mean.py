@@ -149,7 +149,7 @@ def mean_estimate(
             common.publish(frames, output, report, lambda described: plan.report(
                 chunks, finished()["estimated"], randomness, described, finished()["warnings"],
                 {**params, "input": common.display_name(input), "output": described["file"]},
-            ), private_files=_Deferred(private_files), force=force)
+            ), private_files=common.Deferred(private_files), force=force)
         estimated, swamped, warnings = finished()["estimated"], finished()["swamped"], finished()["warnings"]
         claim, estimates, participation = estimated.claim, estimated.estimates, estimated.participation
 
@@ -209,16 +209,6 @@ def _record_chunks(input: str, spec: RecordSpec, options: EngineOptions, stage):
 
     with record_chunks(input, spec, options.memory_limit, options.work_dir, stage) as chunks:
         yield chunks
-
-
-class _Deferred:
-    """An iterable made when it is first iterated (the custodian file, known once every chunk is done)."""
-
-    def __init__(self, make) -> None:
-        self.make = make
-
-    def __iter__(self):
-        return iter(self.make())
 
 
 def _evaluate(input, plan: MeanPlan, options: EngineOptions, randomness, repeats: int, console) -> None:

@@ -139,6 +139,7 @@ def release(
     spark_conf: Optional[list[str]] = SparkConfOption,
     output: Optional[str] = common.OutputOption,
     report: Optional[str] = common.ReportOption,
+    custodian: Optional[str] = common.CustodianOption,
     seed: Optional[int] = common.SeedOption,
     sampler: Optional[str] = common.SamplerOption,
     granularity: Optional[float] = common.GranularityOption,
@@ -175,6 +176,7 @@ def release(
         return _evaluate(input, plan, engine_options, randomness, evaluate,
                          common.Console(quiet, json_summary, stdout_taken=False))
     output, report = common.resolve_outputs(input, output, report, force, json_summary)
+    custodian = common.resolve_custodian(custodian, input, output, report, force)
     if plot is not None:
         from tsdp.cli import plots
 
@@ -216,11 +218,16 @@ def release(
             return (list(results[-1].warnings)
                     + ([SEEDED_WARNING] if randomness.seeded else []))
 
+        def private_files():  # the input's counts (rows kept, clipped, dropped, filled), known once written
+            return ((common.custodian_document("release", {"diagnostics": diagnostics}), custodian, "--custodian"),) \
+                if diagnostics else ()
+
         common.publish(released, output, report, lambda described: report_for(
             plan, table, results[-1], randomness, described, notes, warnings_now(),
             {**params, "input": common.display_name(input), "output": described["file"],
              **common.ledger_parameters(ledger, held)},
-        ), before_commit=common.confirm_reservation(held), force=force)
+        ), before_commit=common.confirm_reservation(held), private_files=common.Deferred(private_files),
+            force=force)
         result, warnings = results[-1], warnings_now()
 
     for message in warnings + swamped:
@@ -242,8 +249,7 @@ def release(
     }
     if held is not None:
         summary["ledger"] = {"dataset": dataset, "entry": held.id}
-    if diagnostics:
-        summary["diagnostics_not_private"] = diagnostics  # counts of the input: do not publish
+    summary["custodian"] = custodian if diagnostics else None  # the input's counts: not for publication
     console.summary(summary, "tsdp release")
 
 
