@@ -95,6 +95,18 @@ def test_pandas_time_index_is_the_time_column():
         tsdp.release(df.rename_axis(None), epsilon=1, unit="event", mechanism="laplace")
 
 
+def test_release_keeps_the_inputs_counts_for_the_custodian_only():
+    """The input's counts (rows dropped outside the grid) are in ``result.custodian``, never in the report."""
+    events = pl.DataFrame({"user": ["u1", "u1", "u2", "u3"], "t": [0, 0, 1, 9], "s": ["a", "a", "b", "a"]})
+    result = tsdp.release(events, epsilon=1.0, unit="event", delta=1e-6, layout="events", user_col="user",
+                          time_col="t", series_col="s", series_keys=["a", "b"], start="0", end="4", freq="1", seed=0)
+    assert result.custodian == {"diagnostics": {"rows_in": 4, "dropped_outside_grid": 1,
+                                                "dropped_undeclared_series": 0, "rows_kept": 3}}
+    assert "dropped" not in json.dumps(result.report.to_dict())
+    wide = pl.DataFrame({"time": [0, 1, 2], "a": [1.0, 2.0, 3.0]})
+    assert tsdp.release(wide, epsilon=1.0, unit="event", delta=1e-6, seed=0).custodian is None
+
+
 def test_unseeded_release_written_by_the_api_verifies(capsys, tmp_path):
     result = tsdp.release(pl.read_parquet(TRAFFIC), series_col="sensor", value_col="count", epsilon=1, delta=1e-6,
                           **USER)

@@ -430,8 +430,9 @@ def release(frame, *, epsilon: float, unit: str, seed: int | None = None, **opti
     ``user_col``) are bounded and aggregated in memory. ``seed`` makes a run reproducible for
     tests; such a release must not be published (the report says so).
 
-    Returns :class:`tsdp.api.result.Result`, which unpacks as ``(released frame, report)``.
-    Bad options raise :class:`tsdp.errors.UsageError`, bad data :class:`tsdp.errors.DataError`
+    Returns :class:`tsdp.api.result.Result`, which unpacks as ``(released frame, report)``;
+    ``result.custodian`` holds the input's counts (rows kept, clipped, dropped, filled: NOT for
+    publication), None when there are none. Bad options raise :class:`tsdp.errors.UsageError`, bad data :class:`tsdp.errors.DataError`
     (both :class:`tsdp.errors.TsdpError`), before any noise is drawn.
     """
     from tsdp.api.frames import from_polars, to_polars
@@ -453,8 +454,11 @@ def release(frame, *, epsilon: float, unit: str, seed: int | None = None, **opti
         return report_for(plan, loaded.loaded.table, released.result, randomness, described, released.notes,
                           warnings, {**parameters, "output": described["file"]})
 
-    return Result(from_polars(released.frame, kind), make_report(describe_in_memory(released.frame)),
-                  released.frame, make_report)
+    result = Result(from_polars(released.frame, kind), make_report(describe_in_memory(released.frame)),
+                    released.frame, make_report)
+    diagnostics = loaded.loaded.diagnostics
+    result.custodian = {"diagnostics": dict(diagnostics)} if diagnostics else None
+    return result
 
 
 IN_MEMORY_INPUT = "<dataframe>"
