@@ -451,3 +451,16 @@ def test_exact_degradation_and_mixture_epsilon():
     assert EPS < eps[0] < eps[1] < eps[2]
     for row in rows:  # about sqrt(c) epsilon: no cliff
         assert row["epsilon"] <= 1.1 * math.sqrt(row["c"]) * EPS and row["delta"] == DELTA
+
+
+def test_joint_paper_calibration_of_a_large_unit_is_finite_and_quiet():
+    """A unit over 200 series of 8760 steps (1.75 M cells): Corollary 3's exponent eps sqrt(I/I')
+    reaches 1300 at I' = 1, where e^x overflows; the failure term is computed in logs and stays finite,
+    with no floating-point warning (which the CLI would print)."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        cal = ts.paper_subsample(1.0, 1e-6, 200 * 8760, 0.1, n_steps=8760, series=200)
+    assert math.isfinite(cal.sigma) and 0 < cal.delta_total <= 1e-6
+    assert float(ts.log_exp_gap(1.0, 1300.0)) == pytest.approx(1300.0)

@@ -66,6 +66,7 @@ failure indicator of k > I'), so the dominating law bounds it for every spread o
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -141,13 +142,21 @@ def unit_sample_law(cells: int, p: float, n_steps: int | None = None, series: in
     check_rate(p)
     if not (isinstance(series, (int, np.integer)) and series >= 1):
         raise ValueError("series must be an integer >= 1")
+    return _unit_sample_law(int(cells), float(p), None if n_steps is None else int(n_steps), int(series))
+
+
+@functools.lru_cache(maxsize=8)
+def _unit_sample_law(cells: int, p: float, n_steps: int | None, series: int) -> np.ndarray:
+    """(cached: one release asks for the same law several times, and it has I + 1 entries)"""
     k = np.arange(cells + 1)
     log_weight = stats.binom.logpmf(k, cells, p) + np.minimum(k, series) * math.log(redraw_inflation(n_steps, p))
     with np.errstate(divide="ignore"):
         log_tail = np.logaddexp.accumulate(log_weight[::-1])[::-1]  # log sum_{i >= j}
     tail = np.minimum(1.0, np.exp(log_tail))
     tail[0] = 1.0
-    return tail - np.append(tail[1:], 0.0)
+    pmf = tail - np.append(tail[1:], 0.0)
+    pmf.setflags(write=False)
+    return pmf
 
 
 def log_unit_tail(i, cells: int, p: float, n_steps: int | None = None, series: int = 1):
@@ -178,8 +187,8 @@ def log_exp_gap(eps_low, eps_high):
     """``log(exp(eps_high) - exp(eps_low))`` for eps_high >= eps_low (``-inf`` when equal)."""
     eps_low = np.asarray(eps_low, dtype=float)
     eps_high = np.asarray(eps_high, dtype=float)
-    with np.errstate(divide="ignore"):
-        return eps_low + np.log(np.expm1(eps_high - eps_low))
+    with np.errstate(divide="ignore"):  # (as eps_high + log(1 - e^(eps_low - eps_high)): no overflow)
+        return eps_high + np.log(-np.expm1(eps_low - eps_high))
 
 
 # ---------------------------------------------------------------------------------------------
