@@ -6,7 +6,8 @@ arXiv:2201.04762), Algorithm 1, for every series x (length T) of a panel:
 1. (``filter-subsample`` only) y = A x, a circular non-negative filter with unit row sums
    (:mod:`tsdp.mechanisms.filters`); otherwise y = x;
 2. J ~ Bernoulli(p)^T, drawn independently per series and independently of the data
-   (an empty J is redrawn, which is data-independent too; the accounting conditions on J != {});
+   (an empty J is redrawn, which is data-independent too; the accounting conditions each series
+   on J != {});
 3. z = y_J + N(0, sigma^2 I_|J|);
 4. the release is the linear interpolation of (J, z) over 0..T-1, constant before min J and after
    max J (``numpy.interp``); optional clipping. Both are post-processing given the public J.
@@ -40,9 +41,10 @@ Noise (``sampler``). ``hardened`` (default): the sampled values are rounded to m
 power-of-two granularity g (chosen from public parameters, :mod:`tsdp.accounting.discrete`) and get
 g times exact discrete Gaussian noise of parameter sigma / g; the sensitivities above are those of
 the rounded values (``M' = (floor(M/g) + 1) g`` per kept cell without filter; after the filter,
-which spreads a change over a whole series, ``+ g sqrt(n_s)`` in each touched series). Given the public J the release is
-then a discrete Gaussian mechanism, whose profile is the continuous one with the same sensitivity
-plus a rounding slack that the calibration pays out of delta (:mod:`tsdp.accounting.discrete`).
+which spreads a change over a whole series, ``+ g sqrt(n_s)`` in each touched series). Given the
+public J the release is then a discrete Gaussian mechanism, whose profile is the continuous one with
+the same sensitivity plus a rounding slack that the calibration pays out of delta
+(:mod:`tsdp.accounting.discrete`).
 ``float``: numpy's N(0, sigma^2), for experiments only.
 """
 
