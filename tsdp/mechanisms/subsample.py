@@ -362,10 +362,11 @@ def _check_paper_branches(cal: ts.PaperCalibration, epsilon: float, option: str,
 
 
 def _paper_delta(total: float, delta: float) -> float:
-    """The delta a paper-accounting claim states: the corollary's total (it may be below --delta). Above --delta it would be understated by stating --delta (the min of the two did,
-    by up to 1e-12 relative with a given --filter-alpha): refused instead."""
+    """The delta a paper-accounting claim states: the corollary's total (it may be below --delta).
+    Above --delta it would be understated by stating --delta (the min of the two did, by up to 1e-12
+    relative with a given --filter-alpha): refused instead."""
     if total > delta:
-        raise NumericalError(f"the paper accounting's delta {total:.17g} (over all series) exceeds --delta {delta:g}; "
+        raise NumericalError(f"the paper accounting's delta {total:.17g} exceeds --delta {delta:g}; "
                              "use --accounting exact/conditional, or another --filter-alpha")
     return float(total)
 
@@ -639,8 +640,8 @@ def release_filter_subsample(values: np.ndarray, panel: Panel, epsilon: float, d
 
     ``kernel``: see :func:`resolve_kernel`. ``accounting``: ``conditional`` (sensitivity
     ``M s_J sqrt(I)`` given the drawn J, I the unit's changed cells, analytic Gaussian;
-    ``delta_split`` and ``alpha`` do not apply) or ``paper`` (Koga et al. 2022, Corollary 2 with Theorem 4; ``alpha`` fixes alpha
-    instead of solving, and the resulting delta must fit the budget).
+    ``delta_split`` and ``alpha`` do not apply) or ``paper`` (Koga et al. 2022, Corollary 2 with
+    Theorem 4; ``alpha`` fixes alpha instead of solving, and the resulting delta must fit the budget).
     ``sampler="hardened"`` (default): the sampled filtered values are rounded to multiples of the
     granularity g and get g times discrete Gaussian noise. The filter spreads a unit's change over
     every step of a series it touches, so rounding adds at most ``g sqrt(n_s)`` (n_s kept steps of
