@@ -148,6 +148,31 @@ def test_wraparound_split_user_needs_and_gets_twice_the_laplace_sensitivity(algo
     assert abs(rel_d.statistic[0] - rel_dp.statistic[0]) == pytest.approx(2 * 5.0 / k, rel=1e-12)
 
 
+def test_wraparound_array_average_moves_by_at_most_u_over_k_and_the_audit_agrees():
+    """ARRAY-AVERAGING, WRAPAROUND: tsdp claims U/K (the paper 2U/K). The split user 't' (8 of the
+    m_UB = 10 places of arrays 5 and 6) moves the average by U 8 / (10 K) <= U/K; the audit of the
+    whole release on these neighbours stays below epsilon (seeds 11-17: 0.72-0.79 at N = 20,000), and
+    noise for half the sensitivity (the mutation U/(2K)) is refuted (1.6). A user with m_UB records
+    (here one whole array: users come in count order, so only users with fewer can be split) moves
+    it by U/K exactly: the bound is attained."""
+    settings = MeanSettings(EPS, U, algorithm="array-averaging", grouping="wraparound", m_ub=10)
+    k = prepared(split_neighbours()[0], settings).num_arrays[0]
+    (d, dp), (rel_d, rel_dp) = draws(*split_neighbours(), settings, seed=11)
+    assert rel_d.sensitivity[0] == pytest.approx(U / k, rel=1e-9)
+    assert abs(rel_d.statistic[0] - rel_dp.statistic[0]) == pytest.approx(U * 8 / (10 * k), rel=1e-12)
+    bound = epsilon_lower_bound(d, dp)
+    assert bound.eps_lower <= EPS, bound.describe()
+    (d, dp), _ = draws(*split_neighbours(), settings, seed=13, scale_factor=2.0)
+    assert epsilon_lower_bound(d, dp).refutes(EPS)
+    # a full user (10 records): the bound is attained
+    users = {**{f"h{i}": [30.0] * 10 for i in range(5)}, "a": [30.0] * 9, "b": [30.0] * 10,
+             **{f"s{i:02d}": [30.0] * 3 for i in range(20)}}
+    full_d, full_dp = frame({**users, "t": [0.0] * 10}), frame({**users, "t": [10 * U] * 10})
+    pd_, pdp = prepared(full_d, settings), prepared(full_dp, settings)
+    moved = abs(pd_.array_means.sum() - pdp.array_means.sum()) / pd_.num_arrays[0]
+    assert moved == pytest.approx(U / pd_.num_arrays[0], rel=1e-12)
+
+
 def test_negative_control_noise_for_twice_epsilon_is_refuted():
     """The audit can fail: ARRAY-AVERAGING released with the noise of 2 epsilon but claimed at
     epsilon is refuted on the heavy-user neighbours."""

@@ -10,16 +10,25 @@ Two stages:
   Laplace draw per group (Thm. II.1: g + Lap(Delta_g / eps) is user-level eps-DP).
 
 Laplace scales (spec 2.7; R = upper - lower replaces the paper's U when lower > 0; Delta_s = 1
-for BESTFIT, 2 for WRAPAROUND; n = K-bar for BESTFIT, K for WRAPAROUND):
+for BESTFIT, 2 for WRAPAROUND: the arrays one user's records can reach; n = K-bar for BESTFIT, K
+for WRAPAROUND):
 
 =================  ===========================================  ========================
 algorithm          statistic                                    Laplace scale
 =================  ===========================================  ========================
 BASELINE           f = sum S / sum m_l                          R m_max / (eps sum m_l)
-ARRAY-AVERAGING    (1/n) sum A_i                                Delta_s R / (n eps)
+ARRAY-AVERAGING    (1/n) sum A_i                                R / (n eps)
 LEVY               (1/n) sum clip(A_i, a, b)                    2 Delta_s (b - a) / (n eps)
 QUANTILE           (1/n) sum clip(A_i, a', b')                  2 Delta_s (b' - a') / (n eps)
 =================  ===========================================  ========================
+
+ARRAY-AVERAGING under WRAPAROUND: the paper states 2U/K (a user split over two arrays), but under
+the relation tsdp states (one user's values replaced; the users and their record counts public, so
+the arrays are the same in both neighbours) the user's t <= m_UB kept records hold c_1 + c_2 = t of
+the m_UB places of the two arrays they span, so sum_i |A_i - A'_i| <= R (c_1 + c_2) / m_UB <= R and
+the average moves by at most R / K, half the paper's. (BESTFIT: one array of n_i >= t records,
+R t / n_i <= R.) The clipped averages of LEVY and QUANTILE keep 2 (b - a): a split user can move
+two clipped arrays across the whole interval.
 """
 
 from __future__ import annotations
@@ -324,7 +333,7 @@ def release(prep: Prepared, rng: np.random.Generator, *, epsilon: float, lower: 
         means = prep.array_means
         if algorithm == "array-averaging":
             stat = np.add.reduceat(means, starts[:-1]) / n
-            sens = dsens * width / n
+            sens = width / n  # both groupings (module docstring)
             scale = sens / epsilon
         else:
             if interval is not None:

@@ -245,7 +245,8 @@ _THEOREMS = {
     "baseline": "Gupta et al. 2024 Thm. II.1 (Laplace mechanism, user-level sensitivity "
                 "U m_max / sum m_l)",
     "array-averaging": "Gupta et al. 2024 Thm. II.1 (Laplace mechanism on the array average, "
-                       "sensitivity U/K-bar bestfit, 2U/K wraparound)",
+                       "sensitivity U/K-bar bestfit, U/K wraparound: one user's at most m_UB kept records "
+                       "fill at most m_UB places of the two arrays they span)",
     "levy": "Gupta et al. 2024 Thm. II.1 (Laplace mechanism, eps/2) + exponential mechanism "
             "(McSherry-Talwar; private median over tau-bins, Levy et al. 2021 Alg. 6, eps/2) "
             "+ basic sequential composition (Dwork-Roth Cor. 3.15)",
