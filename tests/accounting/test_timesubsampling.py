@@ -326,16 +326,31 @@ def test_exact_sigma_with_substitution_and_per_step_cap():
     assert 1e-6 * (1 - 1e-5) <= independent <= 1e-6 * (1 + 1e-7)
 
 
-def test_mixture_truncation_keeps_an_upper_bound():
-    full = ts.subsample_mixture(5000, 0.1, n_steps=20_000)
-    cut = ts.subsample_mixture(5000, 0.1, n_steps=20_000, truncation=1e-14)
+@pytest.mark.parametrize("T, series", [(20_000, 1), (60, 7), (60, 150)])
+def test_mixture_truncation_keeps_an_upper_bound(T, series):
+    """The truncated mixture, evaluated only where it keeps mass (its ends by bisection), against the
+    whole law: never below it, and within 1e-6 (a unit of 5000 cells over 1, 7 or 150 series; with
+    T = 60 and p = 0.1 each series' redraw weighs r = 1.0018)."""
+    full = ts.subsample_mixture(5000, 0.1, n_steps=T, series=series)
+    cut = ts.subsample_mixture(5000, 0.1, n_steps=T, truncation=1e-14, series=series)
+    assert full.weights.size == 5001 and full.weights.sum() == pytest.approx(1.0, abs=1e-12)
     assert cut.weights.size < full.weights.size / 5
     assert cut.weights.sum() == pytest.approx(1.0, abs=1e-12) and cut.counts[-1] == 5000
+    assert np.all(np.diff(cut.counts) > 0) and np.all(cut.weights >= 0)
     for sigma in (30.0, 60.0, 120.0):
         for eps in (0.1, 0.5, 2.0):
             a, b = ts.mixture_delta(eps, sigma, cut), ts.mixture_delta(eps, sigma, full)
             assert a >= b * (1 - 1e-12)
             assert a <= b * (1 + 1e-6) + 1e-14
+
+
+def test_i_prime_by_bisection_is_the_first_that_qualifies():
+    """solve_i_prime bisects; the first qualifying i of a full scan is the same."""
+    for I, eps, p, T, series in ((180, 0.5, 0.1, 1800, 1), (60, 1.0, 0.2, 24, 3), (2000, 0.3, 0.05, 400, 5)):
+        i = np.arange(1, I + 1, dtype=float)
+        term = ts.log_unit_tail(i, I, p, T, series) + ts.log_exp_gap(eps, eps * np.sqrt(I / i))
+        ok = np.flatnonzero(term < math.log(1e-6))
+        assert ts.solve_i_prime(I, eps, 1e-6, p, T, series) == int(i[ok[0]])
 
 
 def test_redraw_conditioning_by_enumeration():

@@ -66,7 +66,6 @@ failure indicator of k > I'), so the dominating law bounds it for every spread o
 
 from __future__ import annotations
 
-import functools
 import math
 from dataclasses import dataclass
 
@@ -134,43 +133,55 @@ def log_failure_inflation(n_steps: int | None, p: float, series: int = 1) -> flo
 
 
 def unit_sample_law(cells: int, p: float, n_steps: int | None = None, series: int = 1) -> np.ndarray:
-    """``pmf[k]`` of the law that dominates the sampled changed cells k of a unit whose ``cells`` C
-    changed cells lie in at most ``series`` n series of ``n_steps`` T steps, each series' J
-    conditioned non-empty: tails ``min(1, sum_{i >= j} Bin(i; C, p) r^min(i, n))`` for j >= 1
-    (module docstring). n = 1 (or T None) is the exactly conditioned Bin(C, p)."""
+    """``pmf[k]``, k = 0..C, of the law that dominates the sampled changed cells k of a unit whose
+    ``cells`` C changed cells lie in at most ``series`` n series of ``n_steps`` T steps, each series'
+    J conditioned non-empty: tails ``min(1, sum_{i >= j} w_i)``, ``w_i = Bin(i; C, p) r^min(i, n)``,
+    for j >= 1 (module docstring). n = 1 (or T None) is the exactly conditioned Bin(C, p). The whole
+    law (C + 1 numbers); :func:`subsample_mixture` evaluates only the part it keeps."""
+    _check_law(cells, p, series)
+    tail = np.minimum(1.0, np.exp(_log_weight_tail(np.arange(cells + 2), cells, p, n_steps, series)))
+    tail[0] = 1.0
+    return tail[:-1] - tail[1:]
+
+
+def _check_law(cells: int, p: float, series: int) -> None:
     check_participation(cells, option="cells")
     check_rate(p)
     if not (isinstance(series, (int, np.integer)) and series >= 1):
         raise ValueError("series must be an integer >= 1")
-    return _unit_sample_law(int(cells), float(p), None if n_steps is None else int(n_steps), int(series))
 
 
-@functools.lru_cache(maxsize=8)
-def _unit_sample_law(cells: int, p: float, n_steps: int | None, series: int) -> np.ndarray:
-    """(cached: one release asks for the same law several times, and it has I + 1 entries)"""
-    k = np.arange(cells + 1)
-    log_weight = stats.binom.logpmf(k, cells, p) + np.minimum(k, series) * math.log(redraw_inflation(n_steps, p))
+def _log_weight(k, cells: int, p: float, n_steps: int | None, series: int):
+    """``log w_k = log Bin(k; C, p) + min(k, n) log r`` (vectorised over k)."""
+    k = np.asarray(k)
+    return stats.binom.logpmf(k, cells, p) + np.minimum(k, series) * math.log(redraw_inflation(n_steps, p))
+
+
+def _log_weight_tail(j, cells: int, p: float, n_steps: int | None, series: int):
+    """``log sum_{k >= j} w_k`` (not capped at 0), vectorised over the integers ``j``: for j >= n it
+    is ``n log r + log Pr[Bin(C, p) >= j]``; below n the terms k < n are summed one by one (n is at
+    most the number of series, so no array of C entries is made)."""
+    j = np.asarray(j, dtype=np.int64)
+    log_r = math.log(redraw_inflation(n_steps, p))
     with np.errstate(divide="ignore"):
-        log_tail = np.logaddexp.accumulate(log_weight[::-1])[::-1]  # log sum_{i >= j}
-    tail = np.minimum(1.0, np.exp(log_tail))
-    tail[0] = 1.0
-    pmf = tail - np.append(tail[1:], 0.0)
-    pmf.setflags(write=False)
-    return pmf
+        out = np.asarray(series * log_r + stats.binom.logsf(j - 1, cells, p), dtype=float)
+        low = j < series
+        if np.any(low):
+            k = np.arange(min(series, cells + 1))
+            below = np.logaddexp.accumulate(_log_weight(k, cells, p, n_steps, series)[::-1])[::-1]
+            rest = series * log_r + float(stats.binom.logsf(series - 1, cells, p))  # k >= n
+            idx = j[low]
+            part = np.where(idx < k.size, below[np.minimum(idx, k.size - 1)], -np.inf)
+            out[low] = np.logaddexp(part, rest)
+    return out if out.ndim else float(out)
 
 
 def log_unit_tail(i, cells: int, p: float, n_steps: int | None = None, series: int = 1):
     """``log Pr[k > i]`` under :func:`unit_sample_law` (vectorised over ``i``; ``-inf`` for i >= C).
     For n = 1: ``log(r Pr[Bin(C, p) > i])``, capped at 0."""
     i = np.asarray(i)
-    if series == 1:
-        out = np.minimum(0.0, log_binomial_tail(i, cells, p) + math.log(redraw_inflation(n_steps, p)))
-        return out if out.ndim else float(out)
-    pmf = unit_sample_law(cells, p, n_steps, series)
-    tail = np.append(np.cumsum(pmf[::-1])[::-1], 0.0)  # tail[j] = Pr[k >= j]
-    with np.errstate(divide="ignore"):
-        out = np.log(np.minimum(1.0, tail[np.minimum(i.astype(int) + 1, cells + 1)]))
-    return out if out.ndim else float(out)
+    out = np.minimum(0.0, _log_weight_tail(np.floor(i).astype(np.int64) + 1, cells, p, n_steps, series))
+    return out if np.ndim(out) else float(out)
 
 
 def binomial_tail(i, n: int, p: float):
@@ -214,17 +225,29 @@ def solve_i_prime(I: int, epsilon: float, delta_fail: float, p: float,
                   n_steps: int | None = None, series: int = 1) -> int:
     """Smallest ``i in {1, ..., I}`` with ``B_{I,p}(i) (e^{epsilon sqrt(I/i)} - e^epsilon) < delta_fail``.
 
-    The authors' ``find_Ip`` (spec section 2.2), evaluated for all i at once in log space, with the
-    tail of :func:`log_unit_tail`. ``i = I`` always qualifies (the tail is 0), so the answer is at most I.
+    The authors' ``find_Ip`` (spec section 2.2), in log space, with the tail of :func:`log_unit_tail`.
+    Both factors decrease in i, so the first i that qualifies is found by bisection (I may be the
+    cells of a unit over thousands of series). ``i = I`` always qualifies (the tail is 0), so the
+    answer is at most I.
     """
     check_participation(I)
     check_epsilon(epsilon)
     check_delta(delta_fail, "delta_fail")
     check_rate(p)
-    i = np.arange(1, I + 1, dtype=float)
-    log_term = log_unit_tail(i, I, p, n_steps, series) + log_exp_gap(epsilon, epsilon * np.sqrt(I / i))
-    ok = np.flatnonzero(log_term < math.log(delta_fail))
-    return int(i[ok[0]]) if ok.size else I
+    target = math.log(delta_fail)
+
+    def qualifies(i: int) -> bool:
+        return float(log_unit_tail(i, I, p, n_steps, series) + log_exp_gap(epsilon, epsilon * math.sqrt(I / i))) \
+            < target
+
+    lo, hi = 1, I  # invariant: hi qualifies; every i < lo does not
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if qualifies(mid):
+            hi = mid
+        else:
+            lo = mid + 1
+    return hi
 
 
 # ---------------------------------------------------------------------------------------------
@@ -521,25 +544,36 @@ def subsample_mixture(I: int, p: float, M: float = 1.0, n_steps: int | None = No
     With ``truncation > 0`` the mass of the k whose lower tail is at most ``truncation`` is merged
     into the lowest kept k, and the mass above the upper ``truncation`` quantile into k = I (the
     largest sensitivity): both only increase the profile (deltaGauss is increasing in the
-    sensitivity), so it stays an upper bound.
+    sensitivity), so it stays an upper bound. Only the kept k are evaluated: the ends are found by
+    bisection on the tails, the kept weights are the w_k themselves (the law is uncapped there), the
+    top mass is the tail above the window and the lowest kept k takes the rest.
     """
     check_participation(I)
-    check_rate(p)
-    pmf = unit_sample_law(I, p, n_steps, series)
-    lo, hi = 0, I
-    if truncation > 0 and I > 1:
-        cdf = np.cumsum(pmf)
-        sf = np.cumsum(pmf[::-1])[::-1] - pmf  # sf[k] = mass above k
-        lo = int(np.argmax(cdf > truncation))
-        hi = max(int(np.argmax(sf <= truncation)), lo)
-    keep_k = np.arange(lo, hi + 1)
-    weights = pmf[lo:hi + 1].copy()
-    weights[0] = pmf[:lo + 1].sum()
-    if hi < I:
-        keep_k = np.append(keep_k, I)
-        weights = np.append(weights, pmf[hi + 1:].sum())
+    _check_law(I, p, series)
+    if truncation <= 0:  # the whole law
+        counts = np.arange(I + 1)
+        return Mixture(unit_sample_law(I, p, n_steps, series), M * np.sqrt(counts.astype(float)), counts)
+
+    def tail(j: int) -> float:  # Pr[k >= j], capped
+        return 1.0 if j <= 0 else min(1.0, math.exp(_log_weight_tail(j, I, p, n_steps, series)))
+
+    def first(pred) -> int:  # smallest k in 0..I with pred(k), pred monotone and pred(I) true
+        lo, hi = 0, I
+        while lo < hi:
+            mid = (lo + hi) // 2
+            lo, hi = (lo, mid) if pred(mid) else (mid + 1, hi)
+        return hi
+
+    lo = first(lambda k: 1.0 - tail(k + 1) > truncation)  # the lowest k whose cdf exceeds the truncation
+    hi = max(first(lambda k: tail(k + 1) <= truncation), lo)
+    kept = np.arange(lo + 1, hi + 1)
+    with np.errstate(under="ignore"):
+        inner = np.exp(_log_weight(kept, I, p, n_steps, series))  # tail(lo + 1) < 1: w_k is the law here
+    top = tail(hi + 1)
+    counts = np.concatenate(([lo], kept, [I] if hi < I else []))
+    weights = np.concatenate(([max(0.0, 1.0 - inner.sum() - top)], inner, [top] if hi < I else []))
     weights = weights / weights.sum()
-    return Mixture(weights, M * np.sqrt(keep_k.astype(float)), keep_k)
+    return Mixture(weights, M * np.sqrt(counts.astype(float)), counts.astype(np.int64))
 
 
 def mixture_delta(epsilon, sigma: float, mixture: Mixture):
