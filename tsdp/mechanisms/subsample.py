@@ -418,20 +418,20 @@ def _granularity(sampler: str, granularity: float | None, sigma0, sensitivity: f
 
 
 def _sampler_record(g: float | None, sigma_min: float, coords: int, epsilon: float,
-                    per_series: bool) -> tuple[dict, str, list[str]]:
+                    paper: bool) -> tuple[dict, str, list[str]]:
     """(report parameters, theorem suffix, warnings) of the sampler that drew the noise.
 
     Hardened: given the public J the release is a discrete Gaussian mechanism on the rounded
     values, which a unit changes in at most ``coords`` places; its profile is the continuous one of
     the rounded sensitivities plus the rounding slack ``(1 + e^eps) coords 0.025 (g / sigma)^2``
-    (:mod:`tsdp.accounting.discrete`), which the calibration paid out of delta (``per_series``: the
-    paper accountings pay it in each series' Gaussian branches instead).
+    (:mod:`tsdp.accounting.discrete`), which the calibration paid out of delta (``paper``: the
+    paper accountings pay it in the corollary's two Gaussian branches instead).
     """
     if g is None:
         return {"sampler": "float"}, "", [FLOAT_WARNING]
     disc.check_lattice_scale(sigma_min, g, "sigma")
     slack = disc.rounding_slack(epsilon, disc.slack_rate(sigma_min / g, coords))
-    where = "in each series' Gaussian branches" if per_series else "out of delta"
+    where = "in the corollary's Gaussian branches" if paper else "out of delta"
     theorem = (f"; {disc.GAUSSIAN_THEOREM}, given the public J (rounding slack {slack:.3g} paid {where}), the "
                "sensitivities above being those of the rounded samples")
     return {"sampler": "hardened", "granularity": g, "rounding_slack": slack}, theorem, []
