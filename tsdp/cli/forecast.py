@@ -259,9 +259,7 @@ def forecast_train(
         "stopped_by": plan.stopped_by, "noise_multiplier": plan.noise_multiplier, "theorem": claim.theorem,
         "checkpoint": train_config.checkpoint,
         "accuracy": acc_opts.shown(forecast_model(alpha), json_summary),
-        # held-out scores of the private series (also in the custodian file): not privacy-protected
-        "crps_model": scores["model (DP-SGD)"]["crps"], "crps_seasonal_naive": scores["seasonal naive (not private)"]["crps"],
-        "mase_model": scores["model (DP-SGD)"]["mase"], "mase_seasonal_naive": scores["seasonal naive (not private)"]["mase"],
+        # the held-out scores are figures of the private series: in the custodian file only, never on stdout
     }, "tsdp forecast-train")
 
 
