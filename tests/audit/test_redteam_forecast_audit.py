@@ -1,0 +1,126 @@
+"""Empirical audit of forecast-train's Poisson bottom level (specs/audit.md; schuchardt.md 2.2, 2.4).
+
+tests/audit/test_dpsgd_audit.py audits the default WOR top / WR bottom level (Theorem 4.4). This file
+audits the other bottom level, where a batch can hold SEVERAL windows that contain the protected value
+(a binomial number of them), through the code forecast-train runs: the batches from tsdp's own
+:class:`~tsdp.forecast.sampling.WindowSampler`, the windows through
+:class:`~tsdp.forecast.sampling.PaddedPanel`, the noisy sum through :func:`tsdp.forecast.trainer.dp_gradient`
+on the hardened lattice of the accountant's setting.
+
+Neighbours: one value of series 0 substituted (event level). Worst case of Theorems E.8 / F.2 (Lemma
+E.12): a window containing the value has clipped gradient +C e_1 under D and -C e_1 under D'; every other
+window 0. The released coordinate is then C J + noise under D and -C J + noise under D', J the number of
+windows in the batch containing the value: the double mixture sum_j Bin(j; k, r_P) N(+-j) (in units of
+2C apart per window). Its likelihood ratio is monotone in the release, so a threshold test is optimal.
+
+* deterministic top level (per EPOCH, Theorem E.8, tight): series 0 is in exactly one step per epoch
+  (checked); the lower bound must stay below the claim and come close to it;
+* WOR top level (per STEP, Theorem F.2, an upper bound): not refuted.
+
+A negative control (half the noise multiplier the claim assumes) must be refuted, so the audit can fail.
+Mutations this file catches (checked by hand): the Poisson bottom rate r_P doubled in
+``WindowSampler.__init__`` (binomial check and the audit: 3.01 > 1.90); the accountant's k one short
+(``L_C + L_F + w - 2`` in ``DpSgdSetting.affected_windows``; the audit: 1.57 > 1.18).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tsdp.accounting.audit import epsilon_lower_bound
+from tsdp.accounting.structured import DpSgdSetting, account_dpsgd
+from tsdp.forecast import sampling, trainer
+
+N_DRAWS = 40_000  # per side
+LENGTH, CONTEXT, HORIZON, INSTANCES = 6, 2, 1, 2  # T = 6 start positions, r_P = lambda / T = 1/3
+VALUE_AT = 3  # the substituted value (series 0, time 3) lies in k = 3 windows: starts 3, 4, 5
+CLIP, SIGMA, DELTA = 1.0, 3.0, 1e-3
+TOPS = {  # top level: (series, batch size) -> rho = batch / (lambda series)
+    "deterministic": (2, 2),  # one series per step, two steps per epoch; claim 1.90 per epoch
+    "wor": (4, 4),  # two of four series per step; claim 1.73 per step
+}
+
+
+def setting(top: str, sigma: float) -> DpSgdSetting:
+    series, batch = TOPS[top]
+    return DpSgdSetting(series, LENGTH, CONTEXT, HORIZON, batch, sigma, top=top, bottom="poisson",
+                        instances=INSTANCES, sampler="hardened", parameters=1, clip_norm=CLIP)
+
+
+def claim(top: str) -> float:
+    s = setting(top, SIGMA)
+    one = {"epochs": 1} if top == "deterministic" else {"steps": 1}
+    return account_dpsgd(s, DELTA, **one).epsilon
+
+
+def affected(top: str, seed: int) -> np.ndarray:
+    """J per composition (an epoch for the deterministic top level, a step for WOR): how many windows of
+    the batch(es) contain the substituted value, as the sampler draws them."""
+    s = setting(top, SIGMA)
+    marker = np.zeros((s.n_series, LENGTH))
+    marker[0, VALUE_AT] = 1.0
+    panel = sampling.PaddedPanel(marker, CONTEXT, HORIZON)
+    sampler = sampling.WindowSampler(s)
+    rng = np.random.default_rng(seed)
+    per_step = s.steps_per_epoch if top == "deterministic" else 1
+    counts = np.zeros((N_DRAWS, per_step))
+    for i in range(N_DRAWS):
+        for j in range(per_step):
+            series, starts = sampler.next_batch(rng)
+            ctx, tgt = panel.gather(series, starts)
+            counts[i, j] = ctx.sum() + tgt.sum()
+    if top == "deterministic":
+        # epoch-level accounting assumes the series is in ONE step of the epoch: the other step never sees it
+        assert np.all(counts[:, 1:] == 0)
+    return counts[:, 0]
+
+
+def released(j: np.ndarray, neighbour: str, top: str, sigma: float, seed: int) -> np.ndarray:
+    """The released coordinate of the step that holds series 0: +C per affected window under D, -C
+    under D' (one parameter per step, so a vector of N_DRAWS sums is N_DRAWS independent steps)."""
+    s = setting(top, sigma)
+    sums = CLIP * j * (1.0 if neighbour == "D" else -1.0)
+    return trainer.dp_gradient(sums, sigma, CLIP, s.batch_size, np.random.default_rng(seed), s.lattice.granularity)
+
+
+@pytest.fixture(scope="module", params=sorted(TOPS))
+def drawn(request):
+    top = request.param
+    return top, affected(top, 21), affected(top, 22)
+
+
+def test_affected_windows_follow_the_accountants_binomial(drawn):
+    """J ~ rho Bin(k, r_P) (+ (1 - rho) point mass at 0): mean rho k r_P, P[J = 3] = rho r_P^3."""
+    top, d, d_prime = drawn
+    geometry = setting(top, SIGMA).geometry()
+    k, r_p, rho = geometry["k"], geometry["r_poisson"], geometry["rho"]
+    assert (k, r_p) == (3, 1 / 3)
+    for j in (d, d_prime):
+        assert set(np.unique(j)) <= {0.0, 1.0, 2.0, 3.0}
+        mean, full = rho * k * r_p, rho * r_p ** 3
+        assert abs(j.mean() - mean) < 5.3 * np.sqrt(rho * k * r_p * (1 - r_p) / N_DRAWS + mean * (1 - mean) / N_DRAWS)
+        assert abs((j == 3).mean() - full) < 5.3 * np.sqrt(full * (1 - full) / N_DRAWS)
+
+
+def test_poisson_bottom_level_is_not_refuted(drawn):
+    """The lower bound stays below the claim; for the tight per-epoch pair (Theorem E.8) it also comes
+    within a factor 2 of it, so an audit that cannot see the affected windows would fail."""
+    top, d, d_prime = drawn
+    eps = claim(top)
+    release_d = released(d, "D", top, SIGMA, 31)
+    release_d_prime = released(d_prime, "D'", top, SIGMA, 32)
+    g = setting(top, SIGMA).lattice.granularity
+    assert np.all(np.mod(release_d * setting(top, SIGMA).batch_size, g) == 0)  # lattice points (over B)
+    bound = epsilon_lower_bound(release_d, release_d_prime, DELTA)
+    assert bound.eps_lower <= eps, (top, bound.eps_lower, eps)
+    if top == "deterministic":
+        assert bound.eps_lower > 0.5 * eps, (bound.eps_lower, eps)
+
+
+def test_audit_refutes_half_the_claimed_noise(drawn):
+    """Negative control: the same attack on half the noise multiplier refutes the claim."""
+    top, d, d_prime = drawn
+    bound = epsilon_lower_bound(released(d, "D", top, SIGMA / 2, 33), released(d_prime, "D'", top, SIGMA / 2, 34),
+                                DELTA)
+    assert bound.eps_lower > claim(top), (top, bound.eps_lower, claim(top))
