@@ -17,10 +17,16 @@ windows in the batch containing the value: the double mixture sum_j Bin(j; k, r_
   (checked); the lower bound must stay below the claim and come close to it;
 * WOR top level (per STEP, Theorem F.2, an upper bound): not refuted.
 
+* label and context noise (Theorem G.1, WOR / WR, lambda = 1): the augmentation's amplification, attacked
+  through ``sampling.augment`` (hardened) at the coupling's weakest point: not refuted; without the
+  augmentation the same attack refutes the augmented claim (the test's lower bound is loose, about a
+  quarter of the claim: it catches a missing augmentation, not a slightly smaller one).
+
 A negative control (half the noise multiplier the claim assumes) must be refuted, so the audit can fail.
 Mutations this file catches (checked by hand): the Poisson bottom rate r_P doubled in
 ``WindowSampler.__init__`` (binomial check and the audit: 3.01 > 1.90); the accountant's k one short
-(``L_C + L_F + w - 2`` in ``DpSgdSetting.affected_windows``; the audit: 1.57 > 1.18).
+(``L_C + L_F + w - 2`` in ``DpSgdSetting.affected_windows``; the audit: 1.57 > 1.18); ``augment``
+returning its inputs unchanged (the G.1 audit: 1.49 > 1.33).
 """
 
 from __future__ import annotations
@@ -124,3 +130,63 @@ def test_audit_refutes_half_the_claimed_noise(drawn):
     bound = epsilon_lower_bound(released(d, "D", top, SIGMA / 2, 33), released(d_prime, "D'", top, SIGMA / 2, 34),
                                 DELTA)
     assert bound.eps_lower > claim(top), (top, bound.eps_lower, claim(top))
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Label and context noise (Theorem G.1): the augmentation's amplification, audited with its own noise
+# ---------------------------------------------------------------------------------------------------------
+# WOR top level, WR bottom level, lambda = 1, w = 1, label = context noise sigma_X = 1 in units of v = 1: the
+# claim charges rho r tau instead of rho r (tau = 2 Phi(1 / (2 sigma_X)) - 1 = 0.38, hardened a little more).
+# Neighbours: the value of series 0 at time 3 is v under D and 0 under D'. Attack (the coupling of Lemma G.3
+# at its weakest point): a window holding that position has gradient +C when its NOISY copy of the value
+# exceeds v / 2, every other window -C. The windows are drawn by WindowSampler, gathered by PaddedPanel
+# and noised by sampling.augment (hardened), all steps at once (the augmentation noise is i.i.d. per value).
+AUG_SERIES, AUG_BATCH, AUG_NOISE, AUG_BOUND, AUG_SIGMA = 4, 2, 1.0, 1.0, 1.5  # claim 1.33 (2.56 without augmentation)
+
+
+def augmented_setting(noise: float) -> DpSgdSetting:
+    return DpSgdSetting(AUG_SERIES, LENGTH, CONTEXT, HORIZON, AUG_BATCH, AUG_SIGMA, label_noise=noise,
+                        context_noise=noise, value_bound=AUG_BOUND if noise else None, sampler="hardened",
+                        parameters=1, clip_norm=CLIP)
+
+
+def augmented_release(neighbour: str, noise: float, seed: int) -> np.ndarray:
+    """One released coordinate per step of the attack above (N_DRAWS steps); ``noise`` is the label and
+    context noise the windows actually get (the claim's is AUG_NOISE)."""
+    s = augmented_setting(AUG_NOISE)
+    values = np.zeros((AUG_SERIES, LENGTH))
+    values[0, VALUE_AT] = AUG_BOUND if neighbour == "D" else 0.0
+    panel = sampling.PaddedPanel(values, CONTEXT, HORIZON)
+    sampler = sampling.WindowSampler(s)
+    rng = np.random.default_rng(seed)
+    batches = [sampler.next_batch(rng) for _ in range(N_DRAWS)]
+    series = np.concatenate([b[0] for b in batches])
+    starts = np.concatenate([b[1] for b in batches])
+    assert series.size == N_DRAWS * AUG_BATCH  # WR bottom level, lambda = 1: exactly B windows a step
+    ctx, tgt = panel.gather(series, starts)
+    ctx, tgt = sampling.augment(ctx, tgt, noise, noise, AUG_BOUND, rng, hardened=True)
+    windows = np.concatenate([ctx, tgt], axis=1)
+    offset = VALUE_AT - starts + CONTEXT  # where the value sits in a window of series 0
+    holds = (series == 0) & (offset >= 0) & (offset < CONTEXT + HORIZON)
+    noisy = windows[np.arange(series.size), np.clip(offset, 0, CONTEXT + HORIZON - 1)]
+    grads = np.where(holds & (noisy > AUG_BOUND / 2), CLIP, -CLIP)
+    sums = grads.reshape(N_DRAWS, AUG_BATCH).sum(axis=1)
+    return trainer.dp_gradient(sums, AUG_SIGMA, CLIP, AUG_BATCH, rng, s.lattice.granularity)
+
+
+@pytest.fixture(scope="module")
+def augmented_claim() -> float:
+    return account_dpsgd(augmented_setting(AUG_NOISE), DELTA, steps=1).epsilon
+
+
+def test_label_and_context_noise_amplification_is_not_refuted(augmented_claim):
+    bound = epsilon_lower_bound(augmented_release("D", AUG_NOISE, 41), augmented_release("D'", AUG_NOISE, 42), DELTA)
+    assert bound.eps_lower <= augmented_claim, (bound.eps_lower, augmented_claim)
+
+
+def test_audit_refutes_the_augmented_claim_without_augmentation(augmented_claim):
+    """Negative control: windows that do not get the noise the claim credits are caught (the claim
+    with augmentation is 1.33; the same steps without it reach about 1.8 here)."""
+    assert augmented_claim < account_dpsgd(augmented_setting(0.0), DELTA, steps=1).epsilon
+    bound = epsilon_lower_bound(augmented_release("D", 0.0, 43), augmented_release("D'", 0.0, 44), DELTA)
+    assert bound.eps_lower > augmented_claim, (bound.eps_lower, augmented_claim)
