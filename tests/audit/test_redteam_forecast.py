@@ -62,3 +62,61 @@ def test_held_out_metrics_stay_in_the_custodian_file(tsdp_cli, panel, tmp_path, 
     if json_mode:
         summary = json.loads(run.out)
         assert summary["custodian"].endswith(CUSTODIAN)  # where the custodian finds the figures
+
+
+# ---------------------------------------------------------------------------------------------------------
+# verify: the training length the recorded command asked for
+# ---------------------------------------------------------------------------------------------------------
+# A report's epsilon is recomputed by 'tsdp account verify' from claim.parameters (steps, compositions, the
+# lattice's slack and shift), and the claim's setting is checked against the recorded command line (batch
+# size, top/bottom levels, noise multiplier, ...) so that the claim cannot be edited alone. The training
+# length was not: a claim edited to fewer steps, with its epsilon, compositions, slack and shift recomputed,
+# passed verify although the command line says --steps 20 (epsilon 6.88 claimed as 4.27 for one step).
+LENGTHS = {
+    "steps": ["--noise-multiplier", "1", "--steps", "20"],
+    "epochs (shuffle top level)": ["--noise-multiplier", "1", "--epochs", "4", "--top", "shuffle"],
+    "budget, no length": ["--noise-multiplier", "1", "--epsilon", "6"],
+    "budget binding before --steps": ["--noise-multiplier", "1", "--epsilon", "6", "--steps", "20"],
+    "auto noise for --epochs": ["--noise-multiplier", "auto", "--epsilon", "4", "--epochs", "2"],
+}
+TRAIN = ["--time-col", "time", "--value-col", "v", "--series-col", "id", "--context-length", "4",
+         "--forecast-length", "2", "--batch-size", "2", "--model", "linear", "--delta", "1e-5", "--quiet"]
+
+
+def shortened(report: dict, count: int) -> dict:
+    """The report's claim rewritten, consistently, for ``count`` compositions (steps, epsilon, slack, shift)."""
+    from tsdp.accounting.structured import DpSgdSetting, account_dpsgd
+
+    edited = json.loads(json.dumps(report))
+    p = edited["claim"]["parameters"]
+    setting = DpSgdSetting(p["series"], p["train_length"], p["context"], p["horizon"], p["batch_size"],
+                           p["noise_multiplier"], top=p["top"], bottom=p["bottom"], instances=p["instances"],
+                           sampler="hardened", parameters=p["parameters"], clip_norm=p["clip_norm"])
+    length = {"steps": count} if setting.step_level else {"epochs": count}
+    slack, shift = setting.lattice_cost(count)
+    p.update(compositions=count, steps=setting.noise_draws(count), rounding_slack=slack, epsilon_shift=shift)
+    edited["claim"]["epsilon"] = account_dpsgd(setting, edited["claim"]["delta"], **length,
+                                               discretization=p["discretization"]).epsilon
+    return edited
+
+
+@pytest.mark.xfail(strict=True, reason="DEFECT: verify does not check the claim's training length against --steps/--epochs/--epsilon")
+@pytest.mark.parametrize("name", list(LENGTHS))
+def test_a_claim_shortened_below_the_commands_training_length_fails_verify(tsdp_cli, panel, tmp_path, name):
+    run = tsdp_cli("forecast-train", panel, *TRAIN, *LENGTHS[name], "-o", tmp_path / "fc.csv")
+    assert run.code == 0, run.err
+    report = json.loads((tmp_path / "fc.report.json").read_text())
+    count = report["claim"]["parameters"]["compositions"]
+    assert count >= 2
+    genuine = tsdp_cli("account", "verify", tmp_path / "fc.report.json", "--quiet")
+    assert genuine.code == 0, genuine.err
+    edited = shortened(report, count // 2)
+    assert edited["claim"]["epsilon"] < report["claim"]["epsilon"]
+    path = tmp_path / "edited.report.json"
+    path.write_text(json.dumps(edited))
+    run = tsdp_cli("account", "verify", path, "--json")
+    out = json.loads(run.out)
+    failed = {c["name"]: c["detail"] for c in out["reports"][0]["checks"] if not c["passed"]}
+    assert run.code == 3, failed
+    assert set(failed) == {"command"}, failed  # the claim itself is consistent: only the command line differs
+    assert "compositions" in failed["command"], failed
