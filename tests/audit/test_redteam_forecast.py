@@ -133,7 +133,6 @@ class _Terminal(io.StringIO):
         return True
 
 
-@pytest.mark.xfail(strict=True, reason="DEFECT: the progress bar shows each batch's training loss (private) on a terminal")
 def test_progress_bar_shows_epsilon_but_no_training_loss(panel, tmp_path, monkeypatch):
     """On a terminal the progress bar showed the loss of every step's batch (``loss 2.96``): the mean NLL of
     a few private windows, not privacy-protected. It may show the epsilon spent (public)."""
