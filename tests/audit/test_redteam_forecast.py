@@ -147,3 +147,38 @@ def test_progress_bar_shows_epsilon_but_no_training_loss(panel, tmp_path, monkey
     text = err.getvalue()
     assert re.search(r"eps \d", text), "the progress bar never rendered a step: the test would pass vacuously"
     assert not re.search(r"loss", text), sorted(set(re.findall(r"loss [^ \x1b]*", text)))
+
+
+def with_more_series(report: dict, n_series: int) -> dict:
+    """The report rewritten, consistently, for a panel of ``n_series`` series: claim geometry (rho, q),
+    grid.series, the lattice's slack and shift, and the epsilon they give."""
+    from tsdp.accounting.structured import DpSgdSetting, account_dpsgd
+
+    edited = json.loads(json.dumps(report))
+    p = edited["claim"]["parameters"]
+    setting = DpSgdSetting(n_series, p["train_length"], p["context"], p["horizon"], p["batch_size"],
+                           p["noise_multiplier"], top=p["top"], bottom=p["bottom"], instances=p["instances"],
+                           sampler="hardened", parameters=p["parameters"], clip_norm=p["clip_norm"])
+    p.update({k: (round(v, 10) if isinstance(v, float) else v) for k, v in setting.geometry().items()})
+    slack, shift = setting.lattice_cost(p["compositions"])
+    p.update(series=n_series, rounding_slack=slack, epsilon_shift=shift)
+    edited["grid"]["series"] = n_series
+    edited["claim"]["epsilon"] = account_dpsgd(setting, edited["claim"]["delta"], steps=p["compositions"],
+                                               discretization=p["discretization"]).epsilon
+    return edited
+
+
+@pytest.mark.xfail(strict=True, reason="DEFECT: verify does not anchor claim.parameters.series to the released "
+                                       "forecasts (one row per series and forecast step), whose sha256 it checks")
+def test_a_claim_over_more_series_than_the_released_forecasts_hold_fails_verify(tsdp_cli, panel, tmp_path):
+    """The forecasts file verify hashes holds 6 series x 2 steps; a report rewritten for 60 series (rho ten
+    times smaller: epsilon 9.66 -> 3.41 here) passes every check."""
+    run = tsdp_cli("forecast-train", panel, *TRAIN, "--noise-multiplier", "1", "--steps", "20", "-o", tmp_path / "fc.csv")
+    assert run.code == 0, run.err
+    report = json.loads((tmp_path / "fc.report.json").read_text())
+    assert report["claim"]["parameters"]["series"] == 6
+    edited = with_more_series(report, 60)
+    assert edited["claim"]["epsilon"] < 0.5 * report["claim"]["epsilon"]
+    path = tmp_path / "edited.report.json"
+    path.write_text(json.dumps(edited))
+    assert tsdp_cli("account", "verify", path, "--quiet").code == 3
