@@ -182,3 +182,13 @@ def test_a_claim_over_more_series_than_the_released_forecasts_hold_fails_verify(
     path = tmp_path / "edited.report.json"
     path.write_text(json.dumps(edited))
     assert tsdp_cli("account", "verify", path, "--quiet").code == 3
+
+
+@pytest.mark.parametrize("value", ["10", "1.5", "5e-6"])
+def test_a_discretization_verify_refuses_is_refused_before_training(refuse, panel, value):
+    """``account verify`` refuses a DP-SGD report whose PLD grid step is outside [1e-5, 1]; forecast-train
+    used to train and publish such a report (``--discretization 10``: exit 0, and its own report then
+    failed verify with exit 3). It is refused up front now: exit 2 naming the option, nothing written."""
+    line = refuse(["forecast-train", panel, *TRAIN, "--noise-multiplier", "1", "--steps", "5",
+                   "--discretization", value, "-o", panel.parent / "fc.csv"], 2, "--discretization")
+    assert "1e-05" in line and f"{float(value):g}" in line
