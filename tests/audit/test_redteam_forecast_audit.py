@@ -17,6 +17,7 @@ windows in the batch containing the value: the double mixture sum_j Bin(j; k, r_
   (checked); the lower bound must stay below the claim and come close to it;
 * WOR top level (per STEP, Theorem F.2, an upper bound): not refuted.
 
+* WR bottom level with lambda = 2, deterministic top level (per epoch, Theorem E.1): not refuted;
 * label and context noise (Theorem G.1, WOR / WR, lambda = 1): the augmentation's amplification, attacked
   through ``sampling.augment`` (hardened) at the coupling's weakest point: not refuted; without the
   augmentation the same attack refutes the augmented claim (the test's lower bound is loose, about a
@@ -26,7 +27,9 @@ A negative control (half the noise multiplier the claim assumes) must be refuted
 Mutations this file catches (checked by hand): the Poisson bottom rate r_P doubled in
 ``WindowSampler.__init__`` (binomial check and the audit: 3.01 > 1.90); the accountant's k one short
 (``L_C + L_F + w - 2`` in ``DpSgdSetting.affected_windows``; the audit: 1.57 > 1.18); ``augment``
-returning its inputs unchanged (the G.1 audit: 1.49 > 1.33).
+returning its inputs unchanged (the G.1 audit: 1.49 > 1.33); the deterministic top level giving every step
+of an epoch the same block of series (the epoch-level checks). The WR lambda = 2 audit below is loose (0.6-0.7
+against a claim of 1.86): it does not catch an E.1 pair with means +-j or lambda taken as 1 (claims 0.82).
 """
 
 from __future__ import annotations
@@ -190,3 +193,52 @@ def test_audit_refutes_the_augmented_claim_without_augmentation(augmented_claim)
     assert augmented_claim < account_dpsgd(augmented_setting(0.0), DELTA, steps=1).epsilon
     bound = epsilon_lower_bound(augmented_release("D", 0.0, 43), augmented_release("D'", 0.0, 44), DELTA)
     assert bound.eps_lower > augmented_claim, (bound.eps_lower, augmented_claim)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# WR bottom level with lambda = 2, deterministic top level (per epoch, Theorem E.1, an upper bound)
+# ---------------------------------------------------------------------------------------------------------
+# Attack of Theorem 4.3 (the optimistic lower bound): a window containing the value has gradient +C e_1
+# under D, every other window -C e_1, so a step's sum is (2 J - lambda) C under D and -lambda C under D',
+# J ~ Bin(lambda, r) the windows of series 0 (drawn WITH replacement) that contain it.
+WR_SIGMA = 6.0  # claim 1.86 per epoch (the Theorem 4.3 lower bound is 1.03)
+
+
+def wr_setting(sigma: float) -> DpSgdSetting:
+    return DpSgdSetting(2, LENGTH, CONTEXT, HORIZON, 2, sigma, top="deterministic", bottom="wr", instances=2,
+                        sampler="hardened", parameters=1, clip_norm=CLIP)
+
+
+def wr_release(neighbour: str, sigma: float, seed: int) -> np.ndarray:
+    """The released coordinate of the step of each epoch that holds series 0 (N_DRAWS epochs)."""
+    s = wr_setting(sigma)
+    marker = np.zeros((2, LENGTH))
+    marker[0, VALUE_AT] = 1.0
+    panel = sampling.PaddedPanel(marker, CONTEXT, HORIZON)
+    sampler = sampling.WindowSampler(s)
+    rng = np.random.default_rng(seed)
+    j = np.empty(N_DRAWS)
+    for i in range(N_DRAWS):
+        counts = []
+        for _ in range(s.steps_per_epoch):
+            series, starts = sampler.next_batch(rng)
+            assert series.size == INSTANCES  # lambda windows of one series, with replacement
+            ctx, tgt = panel.gather(series, starts)
+            counts.append(ctx.sum() + tgt.sum())
+        assert counts[1] == 0  # series 0 is in the first step of every epoch only
+        j[i] = counts[0]
+    sums = CLIP * (2 * j - INSTANCES) if neighbour == "D" else np.full(N_DRAWS, -CLIP * INSTANCES)
+    return trainer.dp_gradient(sums, sigma, CLIP, s.batch_size, rng, s.lattice.granularity)
+
+
+def test_wr_bottom_level_with_two_instances_is_not_refuted():
+    claim_wr = account_dpsgd(wr_setting(WR_SIGMA), DELTA, epochs=1).epsilon
+    bound = epsilon_lower_bound(wr_release("D", WR_SIGMA, 51), wr_release("D'", WR_SIGMA, 52), DELTA)
+    assert bound.eps_lower <= claim_wr, (bound.eps_lower, claim_wr)
+
+
+def test_wr_audit_refutes_a_third_of_the_claimed_noise():
+    """Negative control (half the noise reaches only about the claim here: this attack is loose for lambda > 1)."""
+    claim_wr = account_dpsgd(wr_setting(WR_SIGMA), DELTA, epochs=1).epsilon
+    bound = epsilon_lower_bound(wr_release("D", WR_SIGMA / 3, 53), wr_release("D'", WR_SIGMA / 3, 54), DELTA)
+    assert bound.eps_lower > claim_wr, (bound.eps_lower, claim_wr)
