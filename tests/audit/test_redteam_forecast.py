@@ -192,3 +192,29 @@ def test_a_discretization_verify_refuses_is_refused_before_training(refuse, pane
     line = refuse(["forecast-train", panel, *TRAIN, "--noise-multiplier", "1", "--steps", "5",
                    "--discretization", value, "-o", panel.parent / "fc.csv"], 2, "--discretization")
     assert "1e-05" in line and f"{float(value):g}" in line
+
+
+@pytest.mark.xfail(strict=True, reason="DEFECT: a forecast-train report does not record the grid's public extent "
+                                       "(first and last time), so verify cannot anchor claim.parameters.train_length")
+def test_a_claim_over_longer_series_than_the_grid_holds_fails_verify(tsdp_cli, panel, tmp_path):
+    """The panel has 60 hourly steps (48 for training after the test tail and 5 validation windows of 2); a
+    report rewritten for training series of 480 steps (T ten times larger, r ten times smaller) passes every
+    check: nothing in the report fixes the series' length, though the claim says it is public."""
+    from tsdp.accounting.structured import DpSgdSetting, account_dpsgd
+
+    run = tsdp_cli("forecast-train", panel, *TRAIN, "--noise-multiplier", "1", "--steps", "20", "-o", tmp_path / "fc.csv")
+    assert run.code == 0, run.err
+    report = json.loads((tmp_path / "fc.report.json").read_text())
+    p = report["claim"]["parameters"]
+    assert p["train_length"] == 48
+    setting = DpSgdSetting(p["series"], 480, p["context"], p["horizon"], p["batch_size"], p["noise_multiplier"],
+                           sampler="hardened", parameters=p["parameters"], clip_norm=p["clip_norm"])
+    p.update({k: (round(v, 10) if isinstance(v, float) else v) for k, v in setting.geometry().items()})
+    p["train_length"] = report["grid"]["train_length"] = 480
+    before = report["claim"]["epsilon"]
+    report["claim"]["epsilon"] = account_dpsgd(setting, report["claim"]["delta"], steps=p["compositions"],
+                                               discretization=p["discretization"]).epsilon
+    assert report["claim"]["epsilon"] < 0.5 * before
+    path = tmp_path / "edited.report.json"
+    path.write_text(json.dumps(report))
+    assert tsdp_cli("account", "verify", path, "--quiet").code == 3
