@@ -1158,6 +1158,7 @@ def _dpsgd(r: _Report, out: _Outcome) -> None:
     c.equal("unit.level (--unit)", "user" if u.level == "user" else "event", recorded)
     c.equal("unit.w (--w)", w, cmd.get("w"))
     c.same("claim delta (--delta)", r.claim.delta, cmd.get("delta"))
+    _dpsgd_length(c, cmd, setting, prm, r.claim.delta)
     if not c.problems:
         c.ok("the claim is the one the recorded command line asks for")
     p.equal("grid.series", r.grid.get("series"), setting.n_series)
@@ -1216,6 +1217,47 @@ def _dpsgd(r: _Report, out: _Outcome) -> None:
                 f"{r.claim.epsilon:g}"):
         g.ok(f"{count} {derivation.accounting_unit}s at noise multiplier {setting.noise_multiplier:g} give epsilon "
              f"{epsilon:.6g} at delta {delta:g} ({derivation.theorem}; as tsdp account dpsgd)")
+
+
+def _dpsgd_length(c, cmd: dict, setting, prm: dict, delta) -> None:
+    """The training length the recorded command asked for, as forecast-train plans it: --steps or --epochs,
+    cut short only where the --epsilon budget binds (the accountant's largest count), and without either
+    the budget's count up to the step cap. Without this check, claim.parameters.steps and compositions
+    could be lowered together with the epsilon (and the lattice's slack and shift) they give."""
+    from tsdp.accounting import structured as st
+    from tsdp.forecast.trainer import STEP_CAP
+
+    steps, count, stopped = prm.get("steps"), prm.get("compositions"), prm.get("stopped_by")
+    if not (_is_int(steps) and _is_int(count) and steps >= 1 and count >= 1):
+        return  # reported by the parameters group
+    want_steps, want_epochs, budget = cmd.get("steps"), cmd.get("epochs"), cmd.get("epsilon")
+    try:
+        requested = (st.compositions(setting, steps=want_steps) if want_steps is not None else
+                     st.compositions(setting, epochs=want_epochs) if want_epochs is not None else None)
+    except TsdpError as exc:
+        c.fail(f"--steps {want_steps!r} / --epochs {want_epochs!r}: {exc}")
+        return
+    if stopped == "budget":
+        if not c.expect(_is_real(budget), "stopped_by is 'budget', but the recorded command has no --epsilon"):
+            return
+        try:
+            allowed, _ = st.max_compositions(setting, budget, delta, prm.get("discretization"))
+        except TsdpError as exc:
+            c.fail(f"--epsilon {budget!r}: {exc}")
+            return
+        c.equal("parameters.compositions (the most the --epsilon budget allows)", count, allowed)
+        c.expect(requested is None or allowed < requested,
+                 f"stopped_by is 'budget', but the budget allows the {requested} compositions asked for")
+    elif stopped in ("steps", "epochs"):
+        cap = STEP_CAP if setting.step_level else max(1, STEP_CAP // setting.steps_per_epoch)
+        c.equal("parameters.compositions (--steps/--epochs, or the step cap without them)", count,
+                cap if requested is None else requested)
+    else:
+        c.fail(f"parameters.stopped_by is {stopped!r}, not budget, steps or epochs")
+    expected_steps = setting.noise_draws(count)
+    if not setting.step_level and _is_int(want_steps):
+        expected_steps = min(expected_steps, want_steps)
+    c.equal("parameters.steps (the steps of those compositions)", steps, expected_steps)
 
 
 def _dpsgd_sampler(prm: dict, group) -> dict:

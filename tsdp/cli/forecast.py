@@ -259,9 +259,7 @@ def forecast_train(
         "stopped_by": plan.stopped_by, "noise_multiplier": plan.noise_multiplier, "theorem": claim.theorem,
         "checkpoint": train_config.checkpoint,
         "accuracy": acc_opts.shown(forecast_model(alpha), json_summary),
-        # held-out scores of the private series (also in the custodian file): not privacy-protected
-        "crps_model": scores["model (DP-SGD)"]["crps"], "crps_seasonal_naive": scores["seasonal naive (not private)"]["crps"],
-        "mase_model": scores["model (DP-SGD)"]["mase"], "mase_seasonal_naive": scores["seasonal naive (not private)"]["mase"],
+        # the held-out scores are figures of the private series: in the custodian file only, never on stdout
     }, "tsdp forecast-train")
 
 
@@ -416,7 +414,8 @@ def _load(input, layout, time_col, value_col, series_col, series_cols, freq, tim
 
 
 class _training_progress:
-    """A rich progress bar with step, epsilon spent and loss (stderr, terminal only, not with --quiet)."""
+    """A rich progress bar with step and epsilon spent (stderr, terminal only, not with --quiet). No loss: a
+    batch's loss is a figure of its private windows, not privacy-protected (the history is custodian-only)."""
 
     def __init__(self, console: common.Console, total: int) -> None:
         self.console, self.total, self.bar = console, total, None
@@ -430,15 +429,15 @@ class _training_progress:
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
         self.bar = Progress(TextColumn("training"), BarColumn(), MofNCompleteColumn(),
-                            TextColumn("eps {task.fields[eps]}  loss {task.fields[loss]}"), TimeRemainingColumn(),
+                            TextColumn("eps {task.fields[eps]}"), TimeRemainingColumn(),
                             console=RichConsole(stderr=True), transient=True)
         self.bar.__enter__()
-        task = self.bar.add_task("train", total=self.total, eps="-", loss="-")
+        task = self.bar.add_task("train", total=self.total, eps="-")
         every = max(1, self.total // 200)
 
         def update(step: int, total: int, loss: float, eps) -> None:
             if step % every == 0 or step == total:
-                self.bar.update(task, completed=step, loss=f"{loss:.4g}", eps="-" if eps is None else f"{eps:.3g}")
+                self.bar.update(task, completed=step, eps="-" if eps is None else f"{eps:.3g}")
 
         return update
 

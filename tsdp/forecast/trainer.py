@@ -133,6 +133,11 @@ class TrainConfig:
             raise UsageError("--delta is required: DP-SGD is (epsilon, delta)-DP and the accountant needs delta")
         if self.epsilon is not None:
             check_epsilon(self.epsilon, "--epsilon")  # finite, > 0 and within the range tsdp calibrates
+        from tsdp.accounting.verify import MIN_DPSGD_DISCRETIZATION
+
+        if not MIN_DPSGD_DISCRETIZATION <= self.discretization <= 1:  # else 'account verify' refuses the report
+            raise UsageError(f"--discretization must be in [{MIN_DPSGD_DISCRETIZATION:g}, 1] (the privacy-loss grid "
+                             f"step 'tsdp account verify' recomputes DP-SGD reports with), got {self.discretization:g}")
         if self.noise_multiplier is None and (self.epsilon is None or (self.steps is None and self.epochs is None)):
             raise UsageError("--noise-multiplier auto needs --epsilon and --epochs (or --steps) to calibrate for")
         if self.epsilon is None and self.steps is None and self.epochs is None:
