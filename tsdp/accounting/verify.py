@@ -98,11 +98,15 @@ def check_thresholds(max_epsilon: float | None, max_delta: float | None) -> None
 
 
 def verify_report(data: dict[str, Any], max_epsilon: float | None = None, max_delta: float | None = None,
-                  output_sha256: str | None = None, output_note: str | None = None) -> ReportVerification:
+                  output_sha256: str | None = None, output_note: str | None = None,
+                  output_shape: tuple[int, int] | None = None) -> ReportVerification:
     """Recheck a parsed report (validated against the schema by :func:`tsdp.report.load_report`).
 
     ``output_sha256`` is the digest of the released file when the caller found it (``--released``, or
     the file the report names next to it); otherwise ``output_note`` says why it was not hashed.
+    ``output_shape``: ``(rows, distinct values of the first column)`` of that file, for DP-SGD reports
+    (:func:`needs_output_shape`): the released forecasts hold one row per series and forecast step,
+    which anchors the number of series the claim is accounted for.
     Raises DataError (exit 4) when ``data`` is not a report (non-finite numbers, a claim that cannot
     be parsed) and UsageError (exit 2) for a meaningless budget.
     """
@@ -128,7 +132,32 @@ def verify_report(data: dict[str, Any], max_epsilon: float | None = None, max_de
         checks.append(Check("output_sha256", same, "the released file matches the report's sha256" if same else
                             f"the released file has sha256 {output_sha256[:16]}..., the report says "
                             f"{str(expected)[:16]}...: it is not the file this report covers"))
+        if same and needs_output_shape(data):
+            checks.append(_forecast_shape(claim, output_shape))
     return ReportVerification(tuple(checks))
+
+
+def needs_output_shape(data: dict[str, Any]) -> bool:
+    """Whether :func:`verify_report` checks the released file's shape: a DP-SGD (forecast-train)
+    report, whose claim depends on the number of series and whose forecasts fix it."""
+    return str((data.get("claim") or {}).get("mechanism")) == DPSGD_MECHANISM
+
+
+def _forecast_shape(claim: PrivacyClaim, shape: tuple[int, int] | None) -> Check:
+    """The released forecasts, one row per series and forecast step (first column: the series), against
+    the series and horizon the claim is accounted for: more series in the claim than in the forecasts
+    would make its epsilon smaller than the training's."""
+    series, horizon = claim.parameters.get("series"), claim.parameters.get("horizon")
+    if shape is None:
+        return Check("output_shape", True, "not checked: the released forecasts could not be read")
+    rows, distinct = shape
+    ok = _is_int(series) and _is_int(horizon) and distinct == series and rows == series * horizon
+    length = claim.parameters.get("train_length")
+    return Check("output_shape", ok, f"the released forecasts hold {distinct} series x {horizon} steps, as the claim "
+                                     f"is accounted for; the training length ({length} steps per series, public) is "
+                                     "in no released file and is taken as the report states it" if ok else
+                 f"the released forecasts hold {distinct} series in {rows} rows, but the claim is accounted for "
+                 f"{series} series x {horizon} steps")
 
 
 def publication_checks(data: dict[str, Any], claim: PrivacyClaim) -> list[Check]:

@@ -285,7 +285,7 @@ def verify(reports: Sequence[str], max_epsilon: float | None = None, max_delta: 
     the report names, when it sits next to it]."""
     from pathlib import Path
 
-    from tsdp.accounting.verify import check_thresholds, verify_report
+    from tsdp.accounting.verify import check_thresholds, needs_output_shape, verify_report
     from tsdp.io.files import sha256_file
     from tsdp.report import load_report
 
@@ -298,19 +298,37 @@ def verify(reports: Sequence[str], max_epsilon: float | None = None, max_delta: 
     documents = [load_report(path) for path in reports]  # missing: exit 2; not a report: exit 4
     results = []
     for i, (path, data) in enumerate(zip(reports, documents)):
-        digest, note = None, None
+        digest, note, file = None, None, None
         if released:
             if not Path(released[i]).is_file():
                 raise UsageError(f"--released: file {released[i]!r} does not exist")
-            digest = sha256_file(released[i])
+            file = released[i]
         else:
             named = str((data.get("output") or {}).get("file", ""))
             beside = Path(path).parent / named
             if named in ("", ".", "..", "<stdout>") or Path(named).name != named:
                 note = f"the report names {named!r}, not a file next to it; pass --released"
             elif beside.is_file():
-                digest = sha256_file(beside)
+                file = beside
             else:
                 note = f"{named!r} is not next to the report; pass --released to check the released file"
-        results.append((path, verify_report(data, max_epsilon, max_delta, digest, note)))
+        if file is not None:
+            digest = sha256_file(file)
+        shape = _table_shape(file) if file is not None and needs_output_shape(data) else None
+        results.append((path, verify_report(data, max_epsilon, max_delta, digest, note, shape)))
     return results
+
+
+def _table_shape(path) -> tuple[int, int] | None:
+    """``(rows, distinct values of the first column)`` of a released table, None when it cannot be read
+    as one (its sha256 check still stands)."""
+    from tsdp.errors import TsdpError
+    from tsdp.io.files import read_table
+
+    try:
+        table = read_table(path)
+    except (TsdpError, OSError):
+        return None
+    if not table.width:
+        return None
+    return table.height, table[table.columns[0]].n_unique()
