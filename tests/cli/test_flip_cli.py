@@ -152,6 +152,23 @@ def test_report_holds_no_figure_of_the_data(tsdp_cli, panel, tmp_path):
     assert report["command"]["parameters"]["custodian_file"] == CUSTODIAN
 
 
+@pytest.mark.parametrize("mode", ["--json", "table"])
+def test_stdout_holds_no_figure_of_the_data(tsdp_cli, panel, tmp_path, mode):
+    """The summary printed on stdout (which CI logs keep) names the custodian file but holds none of its
+    figures: it printed the smallest achieved LIP, the mean D_path and D_ACF and the median
+    guess-inversion LIP (found by the forecast-train red-team audit)."""
+    run = run_ok(tsdp_cli, panel, *PANEL, "-o", "out.csv", *(["--json"] if mode == "--json" else []))
+    for word in ("lip_applied", "d_path_mean", "d_acf_mean", "guess_inversion"):  # (the table shows keys with spaces)
+        assert word not in run.out and word.replace("_", " ") not in run.out
+    if mode == "--json":
+        data = json.loads(run.out)
+        assert data["custodian"] == CUSTODIAN
+        rows = custodian_rows()
+        figures = {r["lip_applied"] for r in rows} | {r["utility"]["D_path"] for r in rows}
+        numbers = {v for v in data.values() if isinstance(v, float)}
+        assert not numbers & figures
+
+
 def test_report_and_output_hold_no_secrets(tsdp_cli, panel, tmp_path):
     run_ok(tsdp_cli, panel, *PANEL, "--aux-cols", "z", "--lip-delta", "0.1", "-o", "out.csv", "--seed", BIG_SEED,
            "--secrets", "keys.json", "--quiet")
