@@ -37,6 +37,12 @@ class NumericalError(TsdpError):
     exit_code = 5
 
 
+class GridTooLarge(NumericalError):
+    """A privacy-loss grid would exceed its size limit, or the loss is unbounded (exit 5): the noise
+    is too small to account at this --discretization. Calibrations treat such a noise level as one
+    they cannot certify and search above it."""
+
+
 class ResourceError(NumericalError):
     """Memory or disk ran out, or would (exit 5, as a computation too large for this machine)."""
 

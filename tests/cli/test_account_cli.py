@@ -258,3 +258,70 @@ def test_series_options_are_still_required_for_series_units(capsys):
     assert code == 2 and "missing option --batch-size (required with --unit w-event)" in err
     code = main(["account", "dpsgd", *SMALL, "--noise-multiplier", "1", "--steps", "10", "--sampling-rate", "0.1"])
     assert code == 2 and "--sampling-rate applies to --unit record" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------- extreme but valid calibrations
+
+RECORD_Q = ["--unit", "record", "--delta", "1e-5"]
+
+
+@pytest.mark.parametrize("rate", ["0.01", "1"])
+def test_calibrate_a_huge_epsilon_gives_small_noise_that_account_confirms(capsys, rate):
+    """epsilon 1000 needs sigma near 0.025, where e^loss overflowed a float (exit 5 before)."""
+    args = [*RECORD_Q, "--sampling-rate", rate, "--steps", "1"]
+    code, out, err = run_json(capsys, "account", "calibrate", "dpsgd", *args, "--epsilon", "1000")
+    assert code == 0, err
+    sigma = out["noise_multiplier"]
+    assert 0.02 < sigma < 0.03 and out["epsilon"] <= 1000 and not out["warnings"]
+    _, check, _ = run_json(capsys, "account", "dpsgd", *args, "--noise-multiplier", repr(sigma))
+    assert check["epsilon"] == out["epsilon"] <= 1000
+    _, less, _ = run_json(capsys, "account", "dpsgd", *args, "--noise-multiplier", repr(sigma / 1.002))
+    assert less["epsilon"] > 1000  # the smallest such sigma, to rtol
+    if rate == "1":  # no subsampling: the exact Gaussian profile says the same
+        from tsdp.accounting.gaussian import analytic_sigma
+        assert analytic_sigma(1000, 1e-5, 1.0) <= sigma <= analytic_sigma(1000, 1e-5, 1.0) * 1.01
+
+
+def test_calibrate_below_the_grid_limit_is_the_smallest_accountable_noise_and_says_so(capsys):
+    """q = 1e-6 < delta: every sigma meets epsilon 1000, down to where the loss grid outgrows its
+    limit; that sigma is returned (on the safe side) with a warning, not exit 5."""
+    args = [*RECORD_Q, "--sampling-rate", "1e-6", "--steps", "1"]
+    code, out, err = run_json(capsys, "account", "calibrate", "dpsgd", *args, "--epsilon", "1000")
+    assert code == 0, err
+    assert out["epsilon"] <= 1000 and out["noise_multiplier"] < 0.01
+    assert any("smallest tsdp can account at --discretization" in w["message"] for w in out["warnings"])
+    _, check, _ = run_json(capsys, "account", "dpsgd", *args, "--noise-multiplier", repr(out["noise_multiplier"]))
+    assert check["epsilon"] == out["epsilon"]
+
+
+@pytest.mark.parametrize("unit", [RECORD_Q + ["--sampling-rate", "0.01"], SMALL])
+def test_calibrate_an_epsilon_below_the_grid_step_is_met_and_says_the_grid_costs_noise(capsys, unit):
+    """epsilon 1e-5 with --discretization 1e-3: noise beyond the old cap of 1e4 (exit 5 before)."""
+    args = [*unit, "--steps", "100"]
+    code, out, err = run_json(capsys, "account", "calibrate", "dpsgd", *args, "--epsilon", "1e-5")
+    assert code == 0, err
+    assert out["epsilon"] <= 1e-5 and out["noise_multiplier"] > 1e4
+    assert any("finer --discretization" in w["message"] for w in out["warnings"])
+    _, check, _ = run_json(capsys, "account", "dpsgd", *args, "--noise-multiplier", repr(out["noise_multiplier"]))
+    assert check["epsilon"] == out["epsilon"]
+
+
+def test_calibrate_a_tiny_epsilon_with_a_fine_grid_matches_the_gaussian(capsys):
+    """Beyond noise multiplier 1e4 (the old cap, exit 5): epsilon 1e-4 at delta 1e-15 needs 6e4."""
+    from tsdp.accounting.gaussian import analytic_sigma
+
+    code, out, err = run_json(capsys, "account", "calibrate", "dpsgd", "--unit", "record", "--delta", "1e-15",
+                              "--sampling-rate", "1", "--steps", "1", "--epsilon", "1e-4", "--discretization", "1e-6")
+    assert code == 0, err
+    assert analytic_sigma(1e-4, 1e-15, 1.0) <= out["noise_multiplier"] <= analytic_sigma(1e-4, 1e-15, 1.0) * 1.01
+
+
+@pytest.mark.parametrize("command", [["account", "dpsgd", "--noise-multiplier", "1.5"],
+                                     ["account", "calibrate", "dpsgd", "--epsilon", "1"]])
+@pytest.mark.parametrize("unit", [["--unit", "record", "--sampling-rate", "0.01"], SMALL[:-2]])
+def test_a_delta_below_the_fft_resolution_is_refused_once_composed(capsys, command, unit):
+    """At delta 1e-15 a composed PLD's epsilon is FFT rounding (it moved 20% with the grid step)."""
+    code, _, err = run_json(capsys, *command, *unit, "--delta", "1e-15", "--steps", "100")
+    assert code == 5 and err.count("\n") == 1 and "--delta 1e-15 is below 1e-12" in err
+    code, out, _ = run_json(capsys, *command, *unit, "--delta", "1e-15", "--steps", "1")  # nothing composed
+    assert code == 0

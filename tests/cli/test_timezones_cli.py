@@ -197,6 +197,66 @@ def test_events_ambiguous_start_is_a_usage_error(refuse, tmp_path):
             "-o", "out.csv"], 2, "--start '2024-10-27 02:00'", "ambiguous in Europe/Berlin")
 
 
+def clock_change_events(tmp_path: Path, odd: str, suffix: str = ".csv") -> Path:
+    """Three events on 2024-10-26 and one at the local time ``odd`` (row 2): CSV text, or Parquet
+    with a zone-less Datetime column (read with --timezone either way)."""
+    times = ["2024-10-26 10:00:00", odd, "2024-10-26 11:00:00", "2024-10-26 12:00:00"]
+    frame = pl.DataFrame({"user": ["a", "b", "c", "d"], "time": times})
+    if suffix == ".parquet":
+        frame = frame.with_columns(pl.col("time").str.to_datetime("%Y-%m-%d %H:%M:%S"))
+        frame.write_parquet(tmp_path / "odd.parquet")
+    else:
+        frame.write_csv(tmp_path / "odd.csv")
+    return tmp_path / f"odd{suffix}"
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".parquet"])
+@pytest.mark.parametrize("odd, start, end", [
+    ("2024-10-27 02:30:00", "2024-10-26", "2024-10-27"),  # repeated, after the grid
+    ("2024-10-27 02:30:00", "2024-10-27T03:00:00+01:00", "2024-10-28"),  # repeated, before it
+    ("2024-03-31 02:30:00", "2024-10-26", "2024-10-27"),  # skipped, long before it
+    # between the grid's ends: 00:30Z is before 00:45Z, 01:30Z at or after 01:30Z
+    ("2024-10-27 02:30:00", "2024-10-27T02:45:00+02:00", "2024-10-27T02:30:00+01:00"),
+])
+def test_events_clock_change_outside_the_grid_is_dropped(tsdp_cli, tmp_path, suffix, odd, start, end):
+    """A local time the clocks repeat or skip, outside the public grid under both readings, is
+    dropped like any other row outside it: one user's row does not decide between release and error."""
+    source = clock_change_events(tmp_path, odd, suffix)
+    result = ok(tsdp_cli, "release", source, *EVENTS, "--timezone", BERLIN, "--freq", "15min",
+                "--start", start, "--end", end, "--fill-missing", "zero", "-o", "out.csv")
+    diagnostics = json.loads(result.out)["diagnostics_not_private"]
+    inside = 3 if start == "2024-10-26" else 0
+    assert diagnostics["dropped_outside_grid"] == 4 - inside and diagnostics["rows_kept"] == inside
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".parquet"])
+@pytest.mark.parametrize("odd, end, problem", [
+    ("2024-10-27 02:30:00", "2024-10-27T02:45:00+02:00", "is ambiguous in Europe/Berlin"),  # first reading inside
+    ("2024-10-27 02:30:00", "2024-10-28", "is ambiguous in Europe/Berlin"),  # both inside
+    ("2024-10-27 02:30:00", "2024-10-27T02:45:00+01:00", "is ambiguous in Europe/Berlin"),
+    ("2024-03-31 02:30:00", "2024-03-31T01:45:00+01:00", "does not exist in Europe/Berlin"),
+])
+def test_events_clock_change_that_could_lie_inside_is_a_data_error(refuse, tmp_path, suffix, odd, end, problem):
+    """Which bucket such a row belongs to only its writer knows: the error names the column, the
+    value, its row and --timezone (write the offsets instead)."""
+    source = clock_change_events(tmp_path, odd, suffix)
+    refuse(["release", source, *EVENTS, "--timezone", BERLIN, "--freq", "1h", "--start", "2024-03-01",
+            "--end", end, "-o", "out.csv"], 4, "column 'time'", repr(odd) if suffix == ".csv" else odd[:16],
+           "at row 2", problem, "--timezone", "UTC offset")
+    assert not (tmp_path / "out.csv").exists()
+
+
+def test_events_skipped_midnight_of_a_date_column_outside_the_grid_is_dropped(tsdp_cli, refuse, tmp_path):
+    """Dates on a sub-day grid are local midnights; Santiago skips 2024-09-08 00:00."""
+    source = tmp_path / "dates.csv"
+    source.write_text("user,time\na,2024-09-01\nb,2024-09-08\nc,2024-09-02\n")
+    args = [source, *EVENTS, "--timezone", "America/Santiago", "--freq", "12h", "--start", "2024-09-01"]
+    result = ok(tsdp_cli, "release", *args, "--end", "2024-09-03", "--fill-missing", "zero", "-o", "out.csv")
+    assert json.loads(result.out)["diagnostics_not_private"]["dropped_outside_grid"] == 1
+    refuse(["release", *args, "--end", "2024-09-10", "--fill-missing", "zero", "-o", "in.csv"], 4,
+           "at row 2", "does not exist in America/Santiago")
+
+
 # ------------------------------------------------------------------------------- other commands
 
 

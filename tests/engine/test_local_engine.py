@@ -114,6 +114,25 @@ def test_error_in_a_shard_names_the_input_row(tmp_path):
         aggregate_events(read_table(path), "user", "time", "1h", START, END, CAPS["user"], "station", KEYS)
 
 
+def test_sharded_clock_change_rows_are_dropped_or_named_by_input_row(tmp_path):
+    """A local time Berlin repeats (2024-10-27 02:30) outside the grid is dropped in a shard as in
+    memory; inside it, the error names the row of the input."""
+    df = make_events(n_rows=500).with_columns(
+        pl.when(pl.int_range(pl.len()) == 321).then(pl.lit("2024-10-27 02:30:00")).otherwise(pl.col("time"))
+        .alias("time"))
+    path = write(df, tmp_path / "berlin.csv")
+    berlin = EventJob("user", "time", "1h", START, END, CAPS["user"], "station", KEYS, timezone="Europe/Berlin")
+    sharded = local.aggregate_events_local(path, berlin, memory_limit=TINY, work_dir=str(tmp_path))
+    in_memory = aggregate_events(read_table(path), "user", "time", "1h", START, END, CAPS["user"], "station",
+                                 KEYS, timezone="Europe/Berlin")
+    assert np.array_equal(sharded.table.values_matrix(), in_memory.table.values_matrix())
+    assert sharded.diagnostics == in_memory.diagnostics and sharded.diagnostics["dropped_outside_grid"] == 1
+    wide = EventJob("user", "time", "1h", START, "2024-10-28", CAPS["user"], "station", KEYS,
+                    timezone="Europe/Berlin")
+    with pytest.raises(DataError, match=r"'2024-10-27 02:30:00' at row 322 is ambiguous"):
+        local.aggregate_events_local(path, wide, memory_limit=TINY, work_dir=str(tmp_path))
+
+
 def test_shards_are_removed_after_success_and_failure(tmp_path):
     good = write(make_events(n_rows=200), tmp_path / "good.csv")
     bad = write(make_events(n_rows=200).with_columns(pl.lit(None, dtype=pl.String).alias("user")),

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tsdp.errors import NumericalError
+from tsdp.errors import GridTooLarge
 
 MAX_FFT = 2**26  # points of one composed PMF (0.5 GB of float64 in the transform)
 
@@ -58,7 +58,7 @@ class DensePmf:
         size = high - low + 1
         length = _fast_length(max(size, self.probs.size))
         if length > MAX_FFT:
-            raise NumericalError(
+            raise GridTooLarge(
                 f"composing {times:,} times needs a privacy-loss grid of {size:,} points; "
                 f"use --discretization {self.discretization * size / MAX_FFT:.2g} or coarser")
         spectrum = np.fft.rfft(self.probs, length)

@@ -29,6 +29,29 @@ Concurrency guarantee
     reservation pending, which keeps counting against the budget (the safe side) until a steward
     cancels it with ``tsdp ledger cancel``. A spent entry can never be cancelled.
 
+Running totals (why a spend costs the same with 10 or 10^6 entries)
+    Each dataset has a row in ``totals`` with its exact spent and pending sums (fractions written
+    as text), updated in the same transaction as every entry tsdp inserts, confirms, reopens or
+    cancels. A spend reads that row, the budget and (through an index) any entry with the same
+    output digest: O(log n), where it used to re-read and re-validate every entry.
+
+    Why the totals are the entries' sums: they are made from the validated entries (when the
+    file is created, or when a file made without them gets them on its first write), and every
+    tsdp transaction changes an entry and its total together, under the write lock. So they can
+    differ only after a change that was not tsdp's, and such changes are caught: SQLite triggers,
+    which are part of the file and fire for every connection (the ``sqlite3`` shell, or an older
+    tsdp, included), count each INSERT, UPDATE or DELETE on ``entries``, ``budgets`` and
+    ``totals`` in ``guard.seen``. Each tsdp write transaction first checks ``seen == made`` and
+    ends by setting ``made = seen``; holding the write lock throughout, every change in between
+    is its own. Any other change leaves ``seen > made``, and the next write re-reads every entry
+    exactly as every spend used to: an amount tsdp never writes (negative, text, infinite, delta
+    outside [0, 1), unknown state) is refused as damaged (exit 4) with the same message, and
+    otherwise the totals are set to the entries' exact sums again. The damaged-ledger detection
+    is therefore the old one (``tsdp ledger show`` still re-sums every entry), at O(1) per spend
+    while nothing else writes the file. A file whose triggers were dropped and guard rewritten
+    is a deliberate forgery, which no check inside the file can stop. The budget row is checked
+    on every spend, as before.
+
 The file stores its layout version (:data:`SCHEMA`) in a ``meta`` table; a file without it is not
 a tsdp ledger (:class:`~tsdp.errors.DataError`, exit 4). A missing ledger file or an unknown
 dataset is a :class:`~tsdp.errors.UsageError` (exit 2); an exceeded budget a
@@ -74,6 +97,21 @@ CREATE TABLE entries (
 );
 CREATE INDEX entries_by_dataset ON entries (dataset);
 """
+
+# The running totals and the change counter (module docstring), in every new file; a file made
+# before them gets them with its first write. Statements one by one: a trigger's body holds
+# semicolons, and executescript() would commit the open transaction.
+_GUARDED = ("entries", "budgets", "totals")
+_CREATE_2 = [
+    "CREATE TABLE totals (dataset TEXT PRIMARY KEY REFERENCES budgets (dataset), epsilon_spent TEXT NOT NULL, "
+    "delta_spent TEXT NOT NULL, epsilon_pending TEXT NOT NULL, delta_pending TEXT NOT NULL)",
+    "CREATE TABLE guard (id INTEGER PRIMARY KEY CHECK (id = 0), seen INTEGER NOT NULL, made INTEGER NOT NULL)",
+    "INSERT INTO guard VALUES (0, 0, 0)",
+    "CREATE INDEX IF NOT EXISTS entries_by_output ON entries (dataset, output_sha256)",
+    *(f"CREATE TRIGGER IF NOT EXISTS guard_{table}_{op.lower()} AFTER {op} ON {table} "
+      "BEGIN UPDATE guard SET seen = seen + 1 WHERE id = 0; END"
+      for table in _GUARDED for op in ("INSERT", "UPDATE", "DELETE")),
+]
 
 
 @dataclass(frozen=True)
@@ -131,6 +169,7 @@ def init_ledger(path: str | Path, dataset: str, epsilon: float, delta: float) ->
             raise UsageError(f"dataset {dataset!r} already has a budget in ledger {_name(path)!r}; "
                              "budgets are never changed: register the data under a new name")
         db.execute("INSERT INTO budgets VALUES (?, ?, ?, ?)", (dataset, float(epsilon), float(delta), _now()))
+        db.execute("INSERT INTO totals VALUES (?, '0', '0', '0', '0')", (dataset,))
 
 
 def reserve(path: str | Path, dataset: str, epsilon: float, delta: float, description: str = "") -> int:
@@ -146,9 +185,10 @@ def confirm(path: str | Path, reservation_id: int, output_name: str | None = Non
             output_sha256: str | None = None) -> None:
     """Mark a pending reservation as spent, recording what was released."""
     with _transaction(path) as db:
-        _pending_row(db, path, reservation_id, "confirm")
+        entry = _pending_row(db, path, reservation_id, "confirm")
         db.execute("UPDATE entries SET state = 'spent', output_name = ?, output_sha256 = ?, confirmed = ? "
                    "WHERE id = ?", (output_name, output_sha256, _now(), int(reservation_id)))
+        _move(db, path, entry, "pending", "spent")
 
 
 def reopen(path: str | Path, reservation_id: int, output_sha256: str | None) -> None:
@@ -156,8 +196,13 @@ def reopen(path: str | Path, reservation_id: int, output_sha256: str | None) -> 
     after all (another process won the race for the name). Only the entry confirmed for exactly
     ``output_sha256`` is reopened; a steward's ``cancel`` of a spent entry stays impossible."""
     with _transaction(path) as db:
+        row = db.execute(f"SELECT {_ENTRY_COLUMNS} FROM entries WHERE id = ? AND state = 'spent' "
+                         "AND output_sha256 IS ?", (int(reservation_id), output_sha256)).fetchone()
+        if row is None:
+            return
         db.execute("UPDATE entries SET state = 'pending', output_name = NULL, output_sha256 = NULL, confirmed = NULL "
-                   "WHERE id = ? AND state = 'spent' AND output_sha256 IS ?", (int(reservation_id), output_sha256))
+                   "WHERE id = ?", (int(reservation_id),))
+        _move(db, path, LedgerEntry(*row), "spent", "pending")
 
 
 def cancel(path: str | Path, reservation_id: int) -> LedgerEntry:
@@ -168,6 +213,7 @@ def cancel(path: str | Path, reservation_id: int) -> LedgerEntry:
     with _transaction(path) as db:
         entry = _pending_row(db, path, reservation_id, "cancel")
         db.execute("DELETE FROM entries WHERE id = ?", (entry.id,))
+        _move(db, path, entry, "pending", None)
         return entry
 
 
@@ -307,8 +353,12 @@ def _transaction(path: str | Path, create: bool = False, write: bool = True) -> 
     try:
         db.execute("BEGIN IMMEDIATE" if write else "BEGIN")
         try:
-            _check_schema(db, path, create)
+            _check_schema(db, path, create, write)
+            if write:
+                _check_guard(db, path)
             yield db
+            if write:  # every change since the check was this transaction's own
+                db.execute("UPDATE guard SET made = seen WHERE id = 0")
         except BaseException:
             if db.in_transaction:
                 db.execute("ROLLBACK")
@@ -333,21 +383,99 @@ def _not_a_ledger(path: str | Path, exc: Exception) -> DataError:
                      "give the file made by 'tsdp ledger init'")
 
 
-def _check_schema(db: sqlite3.Connection, path: str | Path, create: bool) -> None:
+def _check_schema(db: sqlite3.Connection, path: str | Path, create: bool, write: bool = False) -> None:
     tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     if not tables and create:
         for statement in _CREATE.split(";"):  # not executescript(), which would commit first
             if statement.strip():
                 db.execute(statement)
+        for statement in _CREATE_2:
+            db.execute(statement)
         db.execute("INSERT INTO meta VALUES ('schema', ?)", (SCHEMA,))
         return
     found = None
     if {"meta", "budgets", "entries"} <= tables:
         row = db.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
         found = row[0] if row else None
+    if found == SCHEMA and not {"totals", "guard"} & tables:
+        if write:  # a file made before the running totals: they are added by its first write
+            _upgrade(db, path)
+        return
+    if found == SCHEMA and not {"totals", "guard"} <= tables:
+        raise _damaged(path, "half of its running-total tables are missing")
     if found != SCHEMA:
         what = f"its layout is {found!r}, this tsdp reads {SCHEMA!r}" if found else "it has no tsdp ledger tables"
         raise DataError(f"{_name(path)!r} is not a tsdp ledger ({what}); give the file made by 'tsdp ledger init'")
+
+
+def _upgrade(db: sqlite3.Connection, path: str | Path) -> None:
+    """Add the running totals to a file made without them, summed from validated entries."""
+    for statement in _CREATE_2:
+        db.execute(statement)
+    for (dataset,) in db.execute("SELECT dataset FROM budgets").fetchall():
+        _budget_row(db, dataset, path)
+        db.execute("INSERT INTO totals VALUES (?, '0', '0', '0', '0')", (dataset,))
+        _store_totals(db, dataset, _sums(db, dataset, path))
+    db.execute("UPDATE guard SET made = seen WHERE id = 0")
+
+
+def _check_guard(db: sqlite3.Connection, path: str | Path) -> None:
+    """Re-read every entry when something other than tsdp wrote the file since tsdp last did: an
+    amount tsdp never writes is refused, and the running totals become the entries' exact sums
+    again (the module docstring says why this keeps the old detection); O(1) otherwise."""
+    row = db.execute("SELECT seen, made FROM guard WHERE id = 0").fetchone()
+    if row is None or not all(isinstance(v, int) for v in row):
+        raise _damaged(path, f"its change counter reads {row!r}")
+    if row[0] == row[1]:
+        return
+    for (dataset,) in db.execute("SELECT dataset FROM budgets").fetchall():
+        _budget_row(db, dataset, path)
+        sums = _sums(db, dataset, path)
+        if db.execute("SELECT 1 FROM totals WHERE dataset = ?", (dataset,)).fetchone() is None:
+            db.execute("INSERT INTO totals VALUES (?, '0', '0', '0', '0')", (dataset,))
+        _store_totals(db, dataset, sums)
+    known = {r[0] for r in db.execute("SELECT dataset FROM budgets")}
+    strays = [r[0] for r in db.execute("SELECT DISTINCT dataset FROM entries") if r[0] not in known]
+    if strays:
+        raise _damaged(path, f"entries of dataset {strays[0]!r}, which has no budget")
+
+
+_TOTAL_COLUMNS = "epsilon_spent, delta_spent, epsilon_pending, delta_pending"
+
+
+def _totals(db: sqlite3.Connection, dataset: str, path: str | Path) -> dict[str, tuple[Fraction, Fraction]]:
+    """The running (epsilon, delta) totals per state of a dataset, exact."""
+    row = db.execute(f"SELECT {_TOTAL_COLUMNS} FROM totals WHERE dataset = ?", (dataset,)).fetchone()
+    if row is None:
+        raise _damaged(path, f"dataset {dataset!r} has no running totals")
+    try:
+        values = [Fraction(v) for v in row]
+    except (TypeError, ValueError, ZeroDivisionError):
+        raise _damaged(path, f"the running totals of dataset {dataset!r} read {row!r}") from None
+    if min(values) < 0:
+        raise _damaged(path, f"the running totals of dataset {dataset!r} read {row!r}")
+    return {"spent": (values[0], values[1]), "pending": (values[2], values[3])}
+
+
+def _store_totals(db: sqlite3.Connection, dataset: str, sums: dict[str, tuple[Fraction, Fraction]]) -> None:
+    values = [str(v) for state in ("spent", "pending") for v in sums[state]]
+    db.execute("UPDATE totals SET epsilon_spent = ?, delta_spent = ?, epsilon_pending = ?, delta_pending = ? "
+               "WHERE dataset = ?", (*values, dataset))
+
+
+def _move(db: sqlite3.Connection, path: str | Path, entry: LedgerEntry, source: str, target: str | None) -> None:
+    """Move ``entry``'s amounts from the ``source`` running total to ``target`` (None: removed)."""
+    _check_stored(path, f"entry {entry.id} of dataset {entry.dataset!r}", entry.epsilon, entry.delta)
+    sums = _totals(db, entry.dataset, path)
+    amount = (_exact(entry.epsilon), _exact(entry.delta))
+    left = tuple(sums[source][i] - amount[i] for i in (0, 1))
+    if min(left) < 0:
+        raise _damaged(path, f"entry {entry.id} of dataset {entry.dataset!r} is larger than the running "
+                             f"{source} total it belongs to")
+    sums[source] = left
+    if target is not None:
+        sums[target] = tuple(sums[target][i] + amount[i] for i in (0, 1))
+    _store_totals(db, entry.dataset, sums)
 
 
 def _budget_row(db: sqlite3.Connection, dataset: str, path: str | Path | None = None):
@@ -424,7 +552,7 @@ def _add_entry(path: str | Path, dataset: str, epsilon: float, delta: float, des
             if same is not None:
                 raise UsageError(f"output {output_name or output_sha256!r} is already recorded for dataset "
                                  f"{dataset!r} as entry {same[0]} of ledger {_name(path)!r}; it is charged already")
-        sums = _sums(db, dataset, path)
+        sums = _totals(db, dataset, path)
         used = [sums["spent"][i] + sums["pending"][i] for i in (0, 1)]
         remaining = [_exact(budget[i]) - used[i] for i in (0, 1)]
         if _exact(epsilon) > remaining[0] or _exact(delta) > remaining[1]:
@@ -442,6 +570,9 @@ def _add_entry(path: str | Path, dataset: str, epsilon: float, delta: float, des
             "output_sha256, confirmed) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (dataset, now, float(epsilon), float(delta), "spent" if spent else "pending", description or "",
              output_name, output_sha256, now if spent else None))
+        state = "spent" if spent else "pending"
+        sums[state] = (sums[state][0] + _exact(epsilon), sums[state][1] + _exact(delta))
+        _store_totals(db, dataset, sums)
         return int(cursor.lastrowid)
 
 

@@ -25,7 +25,7 @@ import numpy as np
 
 from tsdp.accounting.grid import DEFAULT_DISCRETIZATION, TAIL_MASS, tail_mass_for  # noqa: F401  (re-exported)
 from tsdp.accounting.profiles import Profile
-from tsdp.errors import NumericalError, UsageError
+from tsdp.errors import GridTooLarge, NumericalError, UsageError
 
 MAX_GRID = 4_000_000  # points of one PMF (32 MB of float64)
 MAX_COMPOSED = 40_000_000  # predicted points of a composed PMF before truncation
@@ -35,7 +35,7 @@ def grid_bounds(profile: Profile, discretization: float) -> tuple[int, int]:
     """Integer range ``[lo, hi]`` of the rounded privacy losses of the PMF."""
     top = max(profile.max_loss(), discretization)
     if not math.isfinite(top):
-        raise NumericalError("the privacy loss is unbounded at this noise level (largest loss "
+        raise GridTooLarge("the privacy loss is unbounded at this noise level (largest loss "
                              f"{top}); raise --noise-multiplier")
     hi = int(math.ceil(top / discretization))
     return -hi, hi
@@ -81,7 +81,7 @@ class DiscretePLD:
         width = (abs(times * self.mean) + 12 * math.sqrt(times) * self.std) / self.discretization + self.size
         if width > MAX_COMPOSED:
             coarser = self.discretization * width / MAX_COMPOSED
-            raise NumericalError(
+            raise GridTooLarge(
                 f"composing {times:,} times would need a privacy-loss grid of about {width:,.0f} "
                 f"points; use --discretization {_round_up(coarser)} or coarser"
             )
@@ -118,7 +118,7 @@ def _discretize(profile: Profile, discretization: float):
     size = hi - lo + 1
     if size > MAX_GRID:
         coarser = discretization * size / MAX_GRID
-        raise NumericalError(
+        raise GridTooLarge(
             f"the privacy-loss grid would have {size:,} points (largest loss {hi * discretization:.4g}); "
             f"use --discretization {_round_up(coarser)} or coarser"
         )

@@ -38,8 +38,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from tsdp.accounting.dense import DensePld, DensePmf
+from tsdp.accounting.grid import check_composed_delta
 from tsdp.accounting.pld import DEFAULT_DISCRETIZATION, tail_mass_for
-from tsdp.errors import NumericalError, UsageError
+from tsdp.errors import GridTooLarge, NumericalError, UsageError
 
 SAMPLINGS = ("poisson", "fixed")
 RELATIONS = ("add-remove", "substitution")
@@ -115,22 +116,24 @@ def poisson_gaussian_pld(q: float, sigma: float, discretization: float) -> Dense
     def loss(x: float) -> float:  # remove-direction privacy loss at output x
         z = (x - 0.5) / sigma**2
         # q = 1: no subsampling, the loss is z itself (log1p(expm1(z)) fails once expm1(z) rounds to -1)
-        return z if q == 1 else math.log1p(q * math.expm1(z))
+        if q == 1:
+            return z
+        # log(1 - q + q e^z): e^z overflows past z = 709 (sigma below 0.03), so factor it out there
+        return z + math.log(q + (1 - q) * math.exp(-z)) if z > 1 else math.log1p(q * math.expm1(z))
 
     low, high = loss(-sigma * TAIL_Z), loss(1 + sigma * TAIL_Z)
 
     def grid(lo: float, hi: float) -> tuple[int, np.ndarray]:
         first, last = math.floor(lo / discretization), math.ceil(hi / discretization)
         if last - first + 1 > 8_000_000:
-            raise NumericalError(f"the privacy-loss grid would have {last - first + 1:,} points; "
+            raise GridTooLarge(f"the privacy-loss grid would have {last - first + 1:,} points; "
                                  f"use --discretization {discretization * 10:g} or coarser")
         return first, np.arange(first, last + 1) * discretization
 
     first, eps = grid(low, high)
     remove = np.ones_like(eps) - np.exp(np.minimum(eps, 0.0))  # 1 - e^eps below log(1-q)
     live = eps > log_keep
-    with np.errstate(divide="ignore"):
-        shifted = np.log1p(np.expm1(eps[live]) / q)
+    shifted = _gaussian_loss(eps[live], q)
     remove[live] = q * np.asarray(delta_for_epsilon(shifted, mu), dtype=float)
 
     first_add, eps_add = grid(-high, -low)
@@ -143,6 +146,19 @@ def poisson_gaussian_pld(q: float, sigma: float, discretization: float) -> Dense
     add[live] = rest * np.asarray(delta_for_epsilon(beta, mu), dtype=float)
     return DensePld((DensePmf.from_profile_deltas(first, remove, discretization),
                      DensePmf.from_profile_deltas(first_add, add, discretization)))
+
+
+def _gaussian_loss(eps: np.ndarray, q: float) -> np.ndarray:
+    """log(1 + (e^eps - 1) / q), the Gaussian's loss where the subsampled one's is ``eps``
+    (``eps > log(1 - q)``); for large ``eps`` as ``eps - log q + log(1 - (1 - q) e^-eps)``, since
+    e^eps overflows past 709 (an infinite loss would drop the profile's mass there)."""
+    out = np.empty_like(eps)
+    small = eps <= 1.0
+    with np.errstate(divide="ignore"):
+        out[small] = np.log1p(np.expm1(eps[small]) / q)
+    large = eps[~small]
+    out[~small] = large - math.log(q) + np.log1p(-(1 - q) * np.exp(-large))
+    return out
 
 
 def steps_for(steps: int | None, epochs: int | None, sampling_rate: float) -> int:
@@ -187,6 +203,7 @@ def epsilon(setting: SgdSetting, steps: int, delta: float,
 
 
 def _epsilon(step: DensePld, steps: int, delta: float) -> float:
+    check_composed_delta(delta, steps)
     value = step.self_compose(steps, tail_mass_for(delta)).epsilon(delta)
     if not math.isfinite(value):
         raise NumericalError(f"no finite epsilon reaches delta={delta:g}: the mass at infinite privacy loss "
@@ -195,39 +212,21 @@ def _epsilon(step: DensePld, steps: int, delta: float) -> float:
 
 
 def calibrate_noise(setting: SgdSetting, target_epsilon: float, steps: int, delta: float,
-                    discretization: float = DEFAULT_DISCRETIZATION, rtol: float = 1e-3) -> tuple[float, float]:
-    """Smallest noise multiplier (to ``rtol``, rounded up) whose epsilon is at most the target.
-
-    Bisection on log(sigma) (epsilon decreases as sigma grows); the sigma returned is the upper
-    end of the final bracket, whose epsilon was computed and is within the target.
-    """
-    from tsdp.accounting.budget import check_delta, check_epsilon
+                    discretization: float = DEFAULT_DISCRETIZATION, rtol: float = 1e-3):
+    """Smallest noise multiplier (to ``rtol``, rounded up) whose epsilon is at most the target:
+    a :class:`~tsdp.accounting.budget.Calibration` ``(sigma, epsilon)`` (the search and its limits:
+    :func:`~tsdp.accounting.budget.smallest_noise_within`)."""
+    from tsdp.accounting.budget import check_delta, check_epsilon, smallest_noise_within
 
     check_epsilon(target_epsilon, "--epsilon")
     check_delta(delta)
+    check_composed_delta(delta, steps)
 
     def eps_at(sigma: float) -> float:
         return _epsilon(SgdSetting(setting.sampling_rate, sigma, setting.sampling, setting.relation)
                         .pld(discretization), steps, delta)
 
-    lo, hi = 0.25, 1.0
-    hi_eps = eps_at(hi)
-    while hi_eps > target_epsilon:
-        lo, hi = hi, hi * 2
-        if hi > 1e4:
-            raise NumericalError(f"no noise multiplier up to 1e4 reaches epsilon {target_epsilon:g}")
-        hi_eps = eps_at(hi)
-    while lo > 1e-2 and eps_at(lo) <= target_epsilon:
-        hi, lo = lo, lo / 2
-        hi_eps = eps_at(hi)
-    while hi / lo > 1 + rtol:
-        mid = math.sqrt(lo * hi)
-        mid_eps = eps_at(mid)
-        if mid_eps <= target_epsilon:
-            hi, hi_eps = mid, mid_eps
-        else:
-            lo = mid
-    return hi, hi_eps
+    return smallest_noise_within(eps_at, target_epsilon, 0.25, 1.0, discretization, rtol)
 
 
 def max_steps(setting: SgdSetting, target_epsilon: float, delta: float,

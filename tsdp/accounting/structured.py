@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import special
 
+from tsdp.accounting.grid import check_composed_delta
 from tsdp.accounting.pld import DEFAULT_DISCRETIZATION, DiscretePLD, pld_from_profile, tail_mass_for
 from tsdp.accounting.profiles import DoubleMixture, MixtureVsGaussian, Profile, Truncated, WeightedWithPerfect
 from tsdp.errors import NumericalError, UsageError
@@ -411,6 +412,7 @@ def account_dpsgd(
 
     check_delta(delta)
     count = compositions(setting, steps, epochs)
+    check_composed_delta(delta, count)
     profile, derivation = composition_profile(setting, bound)
     base = pld_from_profile(profile, discretization)
     marks = _checkpoint_counts(count, checkpoints)
@@ -424,6 +426,7 @@ def account_dpsgd(
     standard = None
     if compare_standard:  # flattened DP-SGD composes once per step whatever the top level
         std_steps = steps if steps is not None else epochs * setting.steps_per_epoch
+        check_composed_delta(delta, std_steps)
         standard = epsilon_after(pld_from_profile(standard_dpsgd_profile(setting), discretization),
                                  std_steps, delta)
     return DpSgdAccount(history[-1][1], delta, count, derivation, setting,
@@ -432,12 +435,14 @@ def account_dpsgd(
 
 def epsilon_after(base: DiscretePLD, count: int, delta: float) -> float:
     """Epsilon at ``delta`` of ``count`` compositions of ``base`` (the continuous mechanism's figure)."""
+    check_composed_delta(delta, count)
     return base.self_compose(count, tail_mass_for(delta)).epsilon(delta)
 
 
 def epsilon_of(setting: DpSgdSetting, base: DiscretePLD, count: int, delta: float) -> float:
     """Epsilon at ``delta`` after ``count`` compositions of ``base`` = the pair of ``setting``, with the
     hardened sampler's slack (:mod:`tsdp.accounting.dpsgd_lattice`) paid out of delta."""
+    check_composed_delta(delta, count)
     composed = base.self_compose(count, tail_mass_for(delta)) if setting.sampler == "hardened" else None
     if composed is None:
         return epsilon_after(base, count, delta)
@@ -458,36 +463,25 @@ def _with_slack(setting: DpSgdSetting, epsilon_at, count: int, delta: float) -> 
 
 def calibrate_noise(setting: DpSgdSetting, target_epsilon: float, delta: float, steps: int | None = None,
                     epochs: int | None = None, discretization: float = DEFAULT_DISCRETIZATION,
-                    rtol: float = 1e-3) -> tuple[float, float]:
+                    rtol: float = 1e-3):
     """Smallest noise multiplier (to ``rtol``) whose epsilon is at most ``target_epsilon``.
 
-    Bisection on log(sigma): epsilon decreases in sigma. Returns (sigma, its epsilon); the sigma
-    returned is always on the safe side of the target.
+    Bisection on log(sigma): epsilon decreases in sigma. Returns a
+    :class:`~tsdp.accounting.budget.Calibration` ``(sigma, its epsilon)``; the sigma returned is
+    always on the safe side of the target (:func:`~tsdp.accounting.budget.smallest_noise_within`).
     """
-    from tsdp.accounting.budget import check_delta, check_epsilon
+    from tsdp.accounting.budget import check_delta, check_epsilon, smallest_noise_within
 
     check_epsilon(target_epsilon, "--epsilon")
     check_delta(delta)
     count = compositions(setting, steps, epochs)
+    check_composed_delta(delta, count)
 
     def eps_at(sigma: float) -> float:
         s = at_noise_multiplier(setting, sigma)
         return epsilon_of(s, pld_from_profile(composition_profile(s, "upper")[0], discretization), count, delta)
 
-    lo, hi = 0.05, 1.0
-    while eps_at(hi) > target_epsilon:
-        lo, hi = hi, hi * 2
-        if hi > 1e4:
-            raise NumericalError(f"no noise multiplier up to 1e4 reaches epsilon {target_epsilon:g}")
-    while lo > 1e-3 and eps_at(lo) <= target_epsilon:
-        hi, lo = lo, lo / 2
-    while hi / lo > 1 + rtol:
-        mid = math.sqrt(lo * hi)
-        if eps_at(mid) <= target_epsilon:
-            hi = mid
-        else:
-            lo = mid
-    return hi, eps_at(hi)
+    return smallest_noise_within(eps_at, target_epsilon, 0.05, 1.0, discretization, rtol)
 
 
 def at_noise_multiplier(setting: DpSgdSetting, sigma: float) -> DpSgdSetting:

@@ -161,7 +161,9 @@ def calibrate_dpsgd(*, epsilon: float, delta: float, noise_multiplier: float | N
     warnings: list[str] = []
     if noise_multiplier is None:
         _require_length(steps, epochs)
-        sigma, eps = st.calibrate_noise(_setting(o, unit, 1.0), epsilon, delta, steps, epochs, discretization)
+        calibration = st.calibrate_noise(_setting(o, unit, 1.0), epsilon, delta, steps, epochs, discretization)
+        sigma, eps = calibration
+        warnings += _grid_limit_warning(calibration, epsilon, discretization)
         setting = _setting(o, unit, sigma)
         derivation = st.composition_profile(setting)[1]
         summary = {"noise_multiplier": sigma, "epsilon": eps, "target_epsilon": epsilon, "delta": delta,
@@ -207,6 +209,22 @@ def _record_dpsgd(o: dict[str, Any], noise_multiplier: float, delta: float) -> d
             **_record_description(setting, o["discretization"]), "warnings": []}
 
 
+def _grid_limit_warning(calibration, target: float, discretization: float) -> list[str]:
+    """Say so when the noise multiplier is the smallest tsdp can account, not the smallest that
+    meets the target, or when the grid's rounding inflates it (it is on the safe side either way:
+    its epsilon is within the target)."""
+    sigma, eps = calibration
+    if target < 10 * discretization:
+        return [f"--epsilon {target:g} is below ten steps of the privacy-loss grid (--discretization "
+                f"{discretization:g}): the grid's pessimistic rounding inflates the noise multiplier; a finer "
+                f"--discretization (e.g. {target / 100:.2g}) gives less noise for the same guarantee"]
+    if not calibration.at_grid_limit:
+        return []
+    return [f"noise multiplier {sigma:.6g} is the smallest tsdp can account at --discretization {discretization:g} "
+            f"(less noise needs a privacy-loss grid beyond its size limit); it spends epsilon {eps:g} of the "
+            f"target {target:g}, and a coarser --discretization would allow less noise"]
+
+
 def _require_length(steps, epochs) -> None:
     """Calibrating the noise needs the training length (the other way round needs the noise)."""
     if steps is None and epochs is None:
@@ -223,7 +241,9 @@ def _record_calibrate(o: dict[str, Any], epsilon: float, noise_multiplier: float
         _require_length(steps, epochs)
         probe = _record_setting(o, 1.0)
         count = sgd.steps_for(steps, epochs, probe.sampling_rate)
-        sigma, eps = sgd.calibrate_noise(probe, epsilon, count, delta, discretization)
+        calibration = sgd.calibrate_noise(probe, epsilon, count, delta, discretization)
+        sigma, eps = calibration
+        warnings += _grid_limit_warning(calibration, epsilon, discretization)
         setting = _record_setting(o, sigma)
         summary = {"noise_multiplier": sigma, "epsilon": eps, "target_epsilon": epsilon, "delta": delta,
                    "steps": count, "epochs": epochs}

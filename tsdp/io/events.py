@@ -28,7 +28,9 @@ unit changes at most ``series_per_user`` series per bucket (user level: in total
 ``max_per_step * value_bound`` per cell, which is what :mod:`tsdp.accounting.sensitivity` assumes.
 
 The time grid (``start``, ``end``, ``freq``) and the series keys must be public: they are given as
-options, never read off the data. Events outside the grid or of undeclared series are dropped.
+options, never read off the data. Events outside the grid or of undeclared series are dropped;
+so is an event whose local time the zone skips or repeats when both instants it could mean lie
+outside the grid (one that could lie inside is an error: its bucket is unknown).
 The counts of dropped rows are returned as diagnostics for the operator; they are not private and
 never go into the report.
 """
@@ -44,7 +46,8 @@ from tsdp.engine.kernel import ORDER, SERIES, STEP, TIME, USER, VALUE, cap_and_s
 from tsdp.errors import DataError, UsageError
 from tsdp.io.ids import reject_nan_ids
 from tsdp.io.layouts import SeriesTable, numeric_values, require_columns
-from tsdp.io.timegrid import dates_as_times, fixed_grid, parse_instant, parse_time_column
+from tsdp.io.timegrid import dates_as_times_deferred, fixed_grid, parse_instant, parse_time_column_deferred
+from tsdp.io.timezones import ClockChanged
 from tsdp.limits import MAX_MAGNITUDE
 
 CAP_LEVELS = ("event", "w-event", "user")
@@ -184,12 +187,13 @@ def partial_cell_sums(df: pl.DataFrame, job: EventJob, order_col: str | None = N
             row = int(df[job.user_col].is_null().arg_true()[0])
             raise DataError(f"column {job.user_col!r}: missing user id at row {row + 1}")
         reject_nan_ids(df[job.user_col], job.user_col, "user id")
-        df = dates_as_times(parse_time_column(df, job.time_col, job.timezone), job.time_col, job.timezone,
-                            job.freq, job.start, job.end)
+        df, changed = parse_time_column_deferred(df, job.time_col, job.timezone)
+        if changed is None:
+            df, changed = dates_as_times_deferred(df, job.time_col, job.timezone, job.freq, job.start, job.end)
         like = df.schema[job.time_col]
         grid, end_at = job.grid(like)
         diag = {"rows_in": df.height}
-        rows = _prepared_rows(df, job, grid, end_at, order_col, diag)
+        rows = _prepared_rows(df, job, grid, end_at, order_col, diag, _clock_changes_outside(changed, grid, end_at))
     except DataError as exc:
         if order_col is None:
             raise
@@ -248,9 +252,27 @@ def input_rows(message: str, order: pl.Series) -> str:
     return re.sub(r"(at row|\(row) (\d+)", original, message)
 
 
-def _prepared_rows(df: pl.DataFrame, job: EventJob, grid, end_at, order_col: str | None, diag) -> pl.DataFrame:
+def _clock_changes_outside(changed: ClockChanged | None, grid, end_at) -> np.ndarray | None:
+    """The rows whose local time the zone skips or repeats, all of which lie outside the grid
+    ``[start, end)`` under both readings (to be dropped as outside); DataError for the first that
+    could lie inside, whose bucket only its writer knows.
+
+    Dropping such a row depends on the public grid alone, as for any other row outside it; an
+    error for it would let one user's row outside the grid decide between a release and none.
+    """
+    if changed is None:
+        return None
+    outside = changed.outside(grid.points[0], end_at)
+    if not outside.all():
+        raise changed.error(int(np.flatnonzero(~outside)[0]))
+    return changed.rows
+
+
+def _prepared_rows(df: pl.DataFrame, job: EventJob, grid, end_at, order_col: str | None, diag,
+                   dropped: np.ndarray | None = None) -> pl.DataFrame:
     """The kernel's input (:mod:`tsdp.engine.kernel` columns): events on the grid, of declared series,
-    values clipped to [0, V], with the tie-break ORDER (``order_col``, else the row number)."""
+    values clipped to [0, V], with the tie-break ORDER (``order_col``, else the row number).
+    ``dropped``: positions of rows outside the grid whatever their time column holds."""
     user_col, time_col, series_col, value_col = job.user_col, job.time_col, job.series_col, job.value_col
     cols = [pl.col(user_col).alias(USER), pl.col(time_col).alias(TIME),
             pl.col(series_col).cast(pl.String).alias(SERIES) if series_col else pl.lit("all").alias(SERIES)]
@@ -268,6 +290,8 @@ def _prepared_rows(df: pl.DataFrame, job: EventJob, grid, end_at, order_col: str
 
     # [start, end): the last bucket may be cut short by an --end that is not on the grid.
     inside = (pl.col(STEP) >= 0) & (pl.col(STEP) < grid.n_steps) & (pl.col(TIME) < end_at)
+    if dropped is not None and dropped.size:
+        inside = inside & ~pl.int_range(pl.len(), dtype=pl.Int64).is_in(pl.Series(dropped, dtype=pl.Int64).implode())
     diag["dropped_outside_grid"] = work.height - work.filter(inside).height
     work = work.filter(inside)
     if series_col:

@@ -30,8 +30,9 @@ import polars as pl
 
 from tsdp.errors import DataError, NumericalError, TsdpError, UsageError
 from tsdp.io.magnitudes import int64_times
-from tsdp.io.timezones import (EXAMPLE, check_offsets, check_zone, has_offset, is_zoned, localize,
-                               localize_instant, strip_offsets, wall_clock, with_zone)
+from tsdp.io.timezones import (EXAMPLE, ClockChanged, check_offsets, check_zone, has_offset, is_zoned,
+                               localize_deferred, localize_instant, strip_offsets, wall_clock,
+                               with_zone_deferred)
 
 _UNIT_ALIASES = {
     "ns": "ns", "us": "us", "ms": "ms", "s": "s", "sec": "s", "second": "s", "seconds": "s",
@@ -100,7 +101,19 @@ def parse_time_column(df: pl.DataFrame, column: str, timezone: str | None = None
     ``--timezone`` option) reads zone-less timestamps as local times of that zone. Dates are
     calendar days in any zone and stay dates. :mod:`tsdp.io.timezones` states the rules.
     """
+    out, changed = parse_time_column_deferred(df, column, timezone)
+    if changed is not None:
+        raise changed.error(0)
+    return out
+
+
+def parse_time_column_deferred(df: pl.DataFrame, column: str,
+                               timezone: str | None = None) -> tuple[pl.DataFrame, ClockChanged | None]:
+    """:func:`parse_time_column`, with the rows whose local clock time ``timezone`` skips or
+    repeats returned (they hold their earliest reading) instead of raised: for callers that drop
+    rows outside a public grid, which must drop these too when no reading lies inside."""
     timezone = check_zone(timezone)
+    changed = None
     dtype = df.schema[column]
     if dtype.is_integer():
         if timezone is not None:
@@ -110,7 +123,11 @@ def parse_time_column(df: pl.DataFrame, column: str, timezone: str | None = None
     elif dtype == pl.Date:
         out = df
     elif isinstance(dtype, pl.Datetime):
-        out = df if timezone is None else df.with_columns(with_zone(df[column], timezone, column))
+        if timezone is None:
+            out = df
+        else:
+            zoned, changed = with_zone_deferred(df[column], timezone, column)
+            out = df.with_columns(zoned)
     elif dtype == pl.String:
         parsed = df[column].str.strip_chars()
         # a value longer than YYYY-MM-DD is no date: skip the pass that would try every value as one
@@ -122,29 +139,39 @@ def parse_time_column(df: pl.DataFrame, column: str, timezone: str | None = None
         if as_date is not None and as_date.null_count() == parsed.null_count():
             converted = as_date
         else:
-            converted = _text_times(parsed, column, timezone, df[column])
+            converted, changed = _text_times(parsed, column, timezone, df[column])
         out = df.with_columns(converted.alias(column))
     else:
         raise DataError(f"column {column!r} has type {dtype}, which is not a time or integer column")
     nulls = out[column].is_null()
     if nulls.any():
         raise DataError(f"column {column!r}: missing timestamp at row {int(nulls.arg_true()[0]) + 1}")
-    return out
+    return out, changed
 
 
 def dates_as_times(df: pl.DataFrame, column: str, timezone: str | None, freq: str, *instants) -> pl.DataFrame:
+    """:func:`dates_as_times_deferred`, raising for a midnight ``timezone`` skips or repeats."""
+    out, changed = dates_as_times_deferred(df, column, timezone, freq, *instants)
+    if changed is not None:
+        raise changed.error(0)
+    return out
+
+
+def dates_as_times_deferred(df: pl.DataFrame, column: str, timezone: str | None, freq: str,
+                            *instants) -> tuple[pl.DataFrame, ClockChanged | None]:
     """``df`` with a Date ``column`` (from :func:`parse_time_column`) turned into midnight
     timestamps (local to ``timezone`` when given) when the public grid needs times of day: a
     ``freq`` finer than a day, or one of ``instants`` (``--start``/``--end``) with a time of day.
     The column's type then follows the public options only: otherwise a column of dates becomes
     timestamps when any one row has a time of day, and whether a sub-day release runs at all
-    would depend on that row (one user's data)."""
+    would depend on that row (one user's data). Midnights that ``timezone`` skips or repeats are
+    returned as in :func:`parse_time_column_deferred`."""
     if df.schema[column] != pl.Date or not _grid_needs_times(freq, instants):
-        return df
-    times = df[column].cast(pl.Datetime("us"))
+        return df, None
+    times, changed = df[column].cast(pl.Datetime("us")), None
     if timezone is not None:
-        times = with_zone(times, timezone, column)
-    return df.with_columns(times.alias(column))
+        times, changed = with_zone_deferred(times, timezone, column)
+    return df.with_columns(times.alias(column)), changed
 
 
 def _grid_needs_times(freq: str, instants) -> bool:
@@ -163,8 +190,10 @@ def _grid_needs_times(freq: str, instants) -> bool:
     return False
 
 
-def _text_times(texts: pl.Series, column: str, timezone: str | None, raw: pl.Series) -> pl.Series:
-    """Text timestamps (stripped) as Datetime: zone-less, or instants when they carry UTC offsets.
+def _text_times(texts: pl.Series, column: str, timezone: str | None,
+                raw: pl.Series) -> tuple[pl.Series, ClockChanged | None]:
+    """Text timestamps (stripped) as Datetime: zone-less, or instants when they carry UTC offsets
+    (and the local times ``timezone`` skips or repeats, see :func:`parse_time_column_deferred`).
 
     The first timestamp decides which: parsing the other kind costs nothing on the usual columns,
     and a column mixing both is an error (``raw``: the column as read, for messages).
@@ -188,9 +217,9 @@ def _text_times(texts: pl.Series, column: str, timezone: str | None, raw: pl.Ser
         )
     if offsets:
         if timezone is None:
-            return converted
-        return check_offsets(converted, _to_datetime(strip_offsets(texts)), timezone, column, raw)
-    return converted if timezone is None else localize(converted, timezone, column, raw)
+            return converted, None
+        return check_offsets(converted, _to_datetime(strip_offsets(texts)), timezone, column, raw), None
+    return (converted, None) if timezone is None else localize_deferred(converted, timezone, column, raw)
 
 
 ISO_DATETIME_FORMATS = (  # whole seconds first: parsing them without %.f is several times faster

@@ -13,7 +13,10 @@ The rules (the README's "Time zones" section says the same for users):
 * A timestamp without an offset is a local clock time. With ``--timezone ZONE`` it is read in ZONE:
   a local time that does not exist there (the hour skipped when clocks go forward) or exists twice
   (the hour repeated when they go back) is an error naming the timestamp, its row and the option.
-  Without ``--timezone`` such times stay zone-less, as before.
+  Event input is the one exception: rows outside the public grid are dropped, so a row that lies
+  outside it under both readings of its clock time (:class:`ClockChanged`) is dropped like any other
+  (one user's row must not decide between a release and an error); one that could lie inside is
+  the error above. Without ``--timezone`` such times stay zone-less, as before.
 * A zone-aware column (Parquet) keeps its zone; ``--timezone`` naming another zone is a usage
   error rather than a silent conversion.
 * Computation is on instants (polars keeps zone-aware times as UTC microseconds). Output: CSV
@@ -24,7 +27,9 @@ The rules (the README's "Time zones" section says the same for users):
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
+import numpy as np
 import polars as pl
 
 from tsdp.errors import DataError, UsageError
@@ -64,15 +69,79 @@ def strip_offsets(texts: pl.Series) -> pl.Series:
 def localize(times: pl.Series, zone: str, column: str, shown: pl.Series | None = None) -> pl.Series:
     """Naive local clock times as instants of ``zone``; DataError naming the first local time that
     does not exist in ``zone`` or exists twice (``shown``: the values as the input wrote them)."""
+    zoned, changed = localize_deferred(times, zone, column, shown)
+    if changed is not None:
+        raise changed.error(0)
+    return zoned
+
+
+@dataclass(frozen=True)
+class ClockChanged:
+    """Rows whose local clock time ``zone`` skips or repeats, and the two instants each could mean.
+
+    A repeated time (02:30 on a fall-back night) has two readings, its first and its second
+    occurrence. A skipped time (02:30 on a spring-forward night) has none; its readings are the
+    clock time taken with the offset in force before the change and with the one after it, the
+    two instants a writer could have meant. Whichever reading is right lies among these two.
+    """
+
+    column: str
+    zone: str
+    rows: np.ndarray  # positions in the column
+    walls: pl.Series  # the local clock times (zone-less), at ``rows``
+    shown: pl.Series  # the values as the input wrote them, at ``rows``
+    earliest: pl.Series  # instants (zone-aware), at ``rows``
+    latest: pl.Series
+
+    def error(self, k: int) -> DataError:
+        """The DataError for the ``k``-th row: the column, the value, its row and what to do."""
+        problem, why, advice = _problem(self.walls[k:k + 1], self.zone)
+        return DataError(f"column {self.column!r}: local time {str(self.shown[k])!r} at row "
+                         f"{int(self.rows[k]) + 1} {problem} ({OPTION} {self.zone}): {why}; {advice}")
+
+    def outside(self, start, end) -> np.ndarray:
+        """Per row, whether both readings lie outside ``[start, end)`` (instants of the column's
+        type): then no resolution of the clock change puts the row inside."""
+        bounds = pl.Series([start, end], dtype=self.earliest.dtype).to_physical()
+        lo, hi = int(bounds[0]), int(bounds[1])
+        out = np.ones(self.rows.size, dtype=bool)
+        for reading in (self.earliest, self.latest):
+            t = reading.to_physical().to_numpy()
+            out &= (t < lo) | (t >= hi)
+        return out
+
+
+def localize_deferred(times: pl.Series, zone: str, column: str,
+                      shown: pl.Series | None = None) -> tuple[pl.Series, ClockChanged | None]:
+    """Naive local clock times as instants of ``zone``, and the rows whose clock time ``zone``
+    skips or repeats (``None`` if there are none). Those rows hold their earliest reading: the
+    caller must drop them or raise :meth:`ClockChanged.error`, never use them as they are."""
     zoned = times.dt.replace_time_zone(zone, ambiguous="null", non_existent="null")
     failed = zoned.is_null() & times.is_not_null()
-    if failed.any():
-        row = int(failed.arg_true()[0])
-        value = str((shown if shown is not None else times)[row])
-        problem, why, advice = _problem(times[row:row + 1], zone)
-        raise DataError(f"column {column!r}: local time {value!r} at row {row + 1} {problem} "
-                        f"({OPTION} {zone}): {why}; {advice}")
-    return zoned
+    if not failed.any():
+        return zoned, None
+    rows = failed.arg_true().to_numpy()
+    walls = times.gather(rows)
+    first, second = _readings(walls, zone)
+    earliest = pl.select(pl.min_horizontal(first, second)).to_series()
+    latest = pl.select(pl.max_horizontal(first, second)).to_series()
+    changed = ClockChanged(column, zone, rows, walls, (shown if shown is not None else times).gather(rows),
+                           earliest, latest)
+    return zoned.scatter(rows, earliest), changed
+
+
+def _readings(walls: pl.Series, zone: str) -> tuple[pl.Series, pl.Series]:
+    """Each naive clock time read with the offset ``zone`` has one day earlier and with the one it
+    has one day later: the offsets on either side of the clock change (a zone changes its offset
+    at most a few times a year, never twice within two days)."""
+    as_utc = walls.dt.replace_time_zone("UTC")
+    day = pl.duration(days=1)
+    readings = []
+    for moment in (pl.col("t") - day, pl.col("t") + day):
+        offset = moment.dt.convert_time_zone(zone).dt.replace_time_zone(None) - moment.dt.replace_time_zone(None)
+        readings.append((pl.col("t") - offset).dt.convert_time_zone(zone))
+    frame = pl.DataFrame({"t": as_utc}).select(readings[0].alias("a"), readings[1].alias("b"))
+    return frame["a"], frame["b"]
 
 
 def localize_instant(time: pl.Series, zone: str, option: str, text: str) -> pl.Series:
@@ -112,13 +181,22 @@ def check_offsets(instants: pl.Series, walls: pl.Series, zone: str, column: str,
 def with_zone(times: pl.Series, zone: str, column: str) -> pl.Series:
     """A Datetime column read with ``--timezone zone``: naive times are localized; a zone-aware
     column must already be in ``zone`` (converting it silently would change what a day is)."""
+    zoned, changed = with_zone_deferred(times, zone, column)
+    if changed is not None:
+        raise changed.error(0)
+    return zoned
+
+
+def with_zone_deferred(times: pl.Series, zone: str, column: str) -> tuple[pl.Series, ClockChanged | None]:
+    """:func:`with_zone`, with the rows whose clock time ``zone`` skips or repeats returned as in
+    :func:`localize_deferred` instead of raised."""
     current = times.dtype.time_zone
     if current is None:
-        return localize(times, zone, column)
+        return localize_deferred(times, zone, column)
     if current != zone:
         raise UsageError(f"{OPTION} {zone}: column {column!r} already carries the time zone {current}; "
                          f"drop {OPTION} or pass {OPTION} {current}")
-    return times
+    return times, None
 
 
 def is_zoned(dtype: pl.DataType) -> bool:
