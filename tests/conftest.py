@@ -128,3 +128,15 @@ def custodian_diagnostics(summary: dict) -> dict:
     document = json.loads(path.read_text())
     assert document["publish"] is False and document["command"] == "release"
     return document["figures"]["diagnostics"]
+
+
+def hourly_panel_csv(path, series: str, steps: int = 60):
+    """A small long CSV panel (columns id, time, v) of hourly series from 2024-01-01, one per
+    character of ``series``, with values 10 + (7 t + 3 k) mod 13: for the forecast-train CLI tests."""
+    from datetime import datetime, timedelta
+
+    start = datetime(2024, 1, 1)
+    rows = [f"{sid},{start + timedelta(hours=t):%Y-%m-%d %H:%M:%S},{10 + (7 * t + 3 * k) % 13}"
+            for k, sid in enumerate(series) for t in range(steps)]
+    path.write_text("id,time,v\n" + "\n".join(rows) + "\n")
+    return path

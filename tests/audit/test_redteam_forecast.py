@@ -15,12 +15,11 @@ import json
 import math
 import re
 import sys
-from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
+from tests.conftest import hourly_panel_csv
 
-START = datetime(2024, 1, 1)
 ARGS = ["--time-col", "time", "--value-col", "v", "--series-col", "id", "--context-length", "4",
         "--forecast-length", "2", "--batch-size", "2", "--model", "linear", "--delta", "1e-5",
         "--noise-multiplier", "1", "--steps", "5", "--seed", "7"]
@@ -29,11 +28,7 @@ CUSTODIAN = ".custodian.NOT-FOR-PUBLICATION.json"
 
 @pytest.fixture
 def panel(tmp_path) -> Path:
-    rows = [f"{sid},{(START + timedelta(hours=t)).strftime('%Y-%m-%d %H:%M:%S')},{10 + (7 * t + 3 * k) % 13}"
-            for k, sid in enumerate("abcdef") for t in range(60)]
-    path = tmp_path / "panel.csv"
-    path.write_text("id,time,v\n" + "\n".join(rows) + "\n")
-    return path
+    return hourly_panel_csv(tmp_path / "panel.csv", "abcdef")
 
 
 def private_figures(custodian: dict) -> list[float]:

@@ -9,15 +9,13 @@ processes with fork.
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta
 from pathlib import Path
 
 import numpy as np
 import polars as pl
 import pytest
-from tests.conftest import dpsgd_sampler_options
+from tests.conftest import dpsgd_sampler_options, hourly_panel_csv
 
-START = datetime(2024, 1, 1)
 # series a, b, c of 60 hourly steps
 SMALL_ARGS = ["--time-col", "time", "--value-col", "v", "--series-col", "id", "--context-length", "4",
               "--forecast-length", "2", "--batch-size", "2", "--model", "linear", "--delta", "1e-5",
@@ -32,11 +30,7 @@ def in_tmp(tmp_path, monkeypatch):
 
 @pytest.fixture
 def small(tmp_path) -> Path:
-    rows = [f"{sid},{(START + timedelta(hours=t)):%Y-%m-%d %H:%M:%S},{10 + (7 * t + 3 * k) % 13}"
-            for k, sid in enumerate("abc") for t in range(60)]
-    path = tmp_path / "small.csv"
-    path.write_text("id,time,v\n" + "\n".join(rows) + "\n")
-    return path
+    return hourly_panel_csv(tmp_path / "small.csv", "abc")
 
 
 def run_ok(tsdp_cli, *args):
