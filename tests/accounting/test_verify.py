@@ -362,6 +362,23 @@ def test_composed_unit_is_the_strictest():
     assert same.unit["covers"] == "the bounds are the same in every report" and not same.warnings
 
 
+def test_compose_below_the_composed_delta_floor_states_basic_composition():
+    """At a total delta below 1e-12 the FFT composition's rounding is of the order of delta (epsilon moved
+    between discretizations, not always the coarse one higher): compose states basic composition only,
+    and a --delta below the reports' total there is refused."""
+    def claim(delta):
+        unit = PrivacyUnit("user", "add-remove", "text", 1.0, max_steps=24, series_per_unit=2)
+        return PrivacyClaim("approx-dp", unit, 3.0, delta, "gaussian", "T", (MechanismEvent("gaussian", 1.0, 1.5),))
+
+    low = compose_claims([claim(4e-13), claim(4e-13)])
+    assert low.epsilon == 6.0 and low.tight_epsilon is None and "basic" in low.method.lower()
+    assert any("below 1e-12" in w for w in low.warnings)
+    with pytest.raises(UsageError, match="below 1e-12"):
+        compose_claims([claim(4e-13), claim(4e-13)], delta=1e-13)
+    high = compose_claims([claim(1e-6), claim(1e-6)])
+    assert high.tight_epsilon is not None and high.epsilon < 6.0 and not high.warnings
+
+
 def test_lip_and_lower_bounds_are_usage_errors():
     lower = claim_of()
     lower = PrivacyClaim(lower.definition, lower.unit, 0.5, 1e-6, "gaussian", "T", lower.events, bound="lower")

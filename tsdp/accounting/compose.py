@@ -20,7 +20,7 @@ from typing import Any
 from typing import TYPE_CHECKING
 
 from tsdp.accounting.claim import LATTICE_GAUSSIAN_KINDS, MIXTURE_KINDS, MechanismEvent, PrivacyClaim
-from tsdp.accounting.grid import DEFAULT_DISCRETIZATION, TAIL_MASS, tail_mass_for
+from tsdp.accounting.grid import DEFAULT_DISCRETIZATION, MIN_COMPOSED_DELTA, TAIL_MASS, tail_mass_for
 from tsdp.accounting.normal import gaussian_delta
 from tsdp.errors import BudgetError, NumericalError, UsageError
 
@@ -195,14 +195,24 @@ def compose_claims(claims: list[PrivacyClaim], delta: float | None = None,
     if unit["covers"].startswith("the reports' bounds differ"):
         warnings.append(unit["covers"])
     tight = None
-    if all(c.events for c in claims) and target > 0:
-        events = [e for claim in claims for e in claim.events]
+    events = [e for claim in claims for e in claim.events]
+    below_floor = sum(e.count for e in events) > 1 and 0 < target < MIN_COMPOSED_DELTA
+    if below_floor and all(c.events for c in claims):
+        # (tsdp.accounting.grid): the FFT composition's rounding is of the order of such a delta
+        warnings.append(f"delta {target:g} is below {MIN_COMPOSED_DELTA:g}, the smallest delta tsdp reads off a "
+                        "composed privacy-loss distribution (its FFT rounding is of that order): the reports are "
+                        "composed by basic composition only")
+    if all(c.events for c in claims) and target > 0 and not below_floor:
         total, tail = None, tail_mass_for(target)
         for event in events:
             pld = event_pld(event, discretization, tail)
             total = pld if total is None else total.compose(pld, tail)
         tight = epsilon_with_slack(total.epsilon, target, slack_rate(events))
     if delta is not None and delta < basic_delta and tight is None:
+        if below_floor:
+            raise UsageError(f"--delta {delta:g} is below the reports' total delta {basic_delta:g} and below "
+                             f"{MIN_COMPOSED_DELTA:g}, the smallest delta tsdp reads off a composition; use --delta "
+                             f"{max(MIN_COMPOSED_DELTA, basic_delta):g} or larger")
         raise UsageError(f"--delta {delta:g} is below the reports' total delta {basic_delta:g}, and not "
                          "every report carries mechanism events to recompose at another delta")
     use_tight = tight is not None and (delta is not None and delta < basic_delta or tight < basic_eps)
