@@ -284,6 +284,36 @@ def test_mean_estimate_ambiguous_local_time_names_the_row(refuse, tmp_path):
            "'2024-10-27 02:30:00' at row 2", "ambiguous", "--timezone")
 
 
+RECORDS = "user,cell,time,v\n" + "".join(f"u{u},c1,2024-10-26 10:{k * 10:02d}:00,{(u + k) % 9}\n"
+                                             for u in range(12) for k in range(3))
+
+
+@pytest.mark.parametrize("clock, selection", [
+    ("2024-10-27 02:30:00", ["--slot", "2024-10-26 10:00"]),  # repeated: both readings in another slot
+    ("2024-03-31 02:30:00", ["--slot", "2024-10-26 10:00"]),  # skipped
+    ("2024-10-27 02:30:00", ["--cell-col", "cell", "--cell", "c1"]),  # another cell
+])
+def test_mean_estimate_clock_change_outside_the_selection_is_dropped(tsdp_cli, tmp_path, clock, selection):
+    """A record whose local time the zone repeats or skips, outside the --slot or --cell selection under
+    every reading, is dropped with the other unselected records: the estimate is the one without it (same
+    seed). It was an error, so one user's record outside the selection decided between an estimate and none."""
+    cell = "c2" if "--cell" in selection else "c1"
+    (tmp_path / "with.csv").write_text(RECORDS + f"zz,{cell},{clock},4\n")
+    (tmp_path / "without.csv").write_text(RECORDS)
+    args = [*MEAN, "--timezone", BERLIN, *selection]
+    ok(tsdp_cli, "mean-estimate", tmp_path / "with.csv", *args, "-o", "a.csv")
+    ok(tsdp_cli, "mean-estimate", tmp_path / "without.csv", *args, "-o", "b.csv")
+    assert (tmp_path / "a.csv").read_text() == (tmp_path / "b.csv").read_text()
+
+
+def test_mean_estimate_clock_change_the_selection_may_hold_is_an_error(refuse, tmp_path):
+    """The slot 02:00-03:00 +02:00 holds one reading of the repeated 02:30: its slot is unknown, an error."""
+    (tmp_path / "records.csv").write_text(RECORDS + "zz,c1,2024-10-27 02:30:00,4\n")
+    refuse(["mean-estimate", tmp_path / "records.csv", *MEAN, "--timezone", BERLIN, "--slot",
+            "2024-10-27T02:00:00+02:00", "-o", "out.csv"], 4, "'2024-10-27 02:30:00' at row 37", "ambiguous",
+           "--timezone")
+
+
 def test_flip_local_times_across_spring_forward(tsdp_cli, refuse, tmp_path):
     hours = berlin_hours(datetime(2024, 3, 27), datetime(2024, 4, 4))
     rng = np.random.default_rng(0)

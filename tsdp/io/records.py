@@ -27,7 +27,7 @@ import polars as pl
 from tsdp.errors import DataError, UsageError
 from tsdp.io.ids import reject_nan_ids
 from tsdp.io.layouts import numeric_values, require_columns
-from tsdp.io.timegrid import parse_freq, parse_instant, parse_time_column
+from tsdp.io.timegrid import parse_freq, parse_instant, parse_time_column_deferred
 
 SLOT = "slot"  # name of the derived time-slot column
 DEFAULT_SLOT_LENGTH = "1h"  # the paper's 1-hour time slots
@@ -188,7 +188,9 @@ def _load_records(df: pl.DataFrame, spec: RecordSpec, order_col: str | None, sha
                                           "(the guarantee then covers the cleaned dataset)")
         frame = frame.with_columns(values.cast(pl.Float64).alias(spec.value_col))
         if spec.time_col is not None:
-            frame = parse_time_column(frame, spec.time_col, spec.timezone)
+            frame, changed = parse_time_column_deferred(frame, spec.time_col, spec.timezone)
+            if changed is not None:
+                frame = _drop_unselected_clock_changes(frame, changed, spec)
         if spec.slot_length is not None:
             _slots(frame[spec.time_col][:0], spec.slot_length)  # a bad --slot-length is refused even if unused
         if slot_needed:
@@ -508,6 +510,30 @@ def slot_of(times: pl.Expr, length: str, integer: bool) -> pl.Expr:
         return (times // step.amount) * step.amount
     every = f"{step.amount}mo" if step.unit == "mo" else f"{step.amount}us"
     return times.dt.truncate(every)
+
+
+def _drop_unselected_clock_changes(frame: pl.DataFrame, changed, spec: RecordSpec) -> pl.DataFrame:
+    """``frame`` without the rows whose local time the zone skips or repeats
+    (:class:`tsdp.io.timezones.ClockChanged`) when the selection excludes them under both readings
+    of that time (another ``--cell``, or a ``--slot`` neither reading falls in): they would be
+    dropped by the selection anyway, and an error for them would let one user's record outside the
+    selection decide between an estimate and none. DataError (naming the column, value, row and
+    ``--timezone``) for the first such row the selection may include, as for any other use of its
+    time (the slot it belongs to, or its place in its user's time order)."""
+    excluded = np.zeros(changed.rows.size, dtype=bool)
+    if spec.cell is not None:
+        cells = frame[spec.cell_col].gather(changed.rows)
+        excluded |= ((cells if cells.dtype == pl.String else cells.cast(pl.String)) != str(spec.cell)).to_numpy()
+    if spec.slot is not None:
+        selected = _slot_instant(spec, frame.schema[spec.time_col])
+        length = spec.slot_length or DEFAULT_SLOT_LENGTH
+        excluded |= ((_slots(changed.earliest, length) != selected)
+                     & (_slots(changed.latest, length) != selected)).to_numpy()
+    if not excluded.all():
+        raise changed.error(int(np.flatnonzero(~excluded)[0]))
+    keep = np.ones(frame.height, dtype=bool)
+    keep[changed.rows] = False
+    return frame.filter(pl.Series(keep))
 
 
 def _slot_instant(spec: RecordSpec, like: pl.DataType):
