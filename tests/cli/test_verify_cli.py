@@ -279,6 +279,11 @@ TAMPERING = {  # id -> (report, edit, a check that must fail)
                                                                        lambda s: s / 2), "events"),
     "mean epsilon lowered": ("mean-estimate", _set("claim.epsilon", 1.0), "privacy_loss"),
     "mean value range narrowed": ("mean-estimate", _set("claim.unit.max_per_step", 10), "unit"),
+    # every figure of the group count rewritten together: only the released estimates (one row a group) tell
+    "mean groups understated with their epsilon": ("mean-estimate", _all(
+        _set("grid.n_groups", lambda n: n - 1), _set("claim.parameters.n_groups", lambda n: n - 1),
+        _set("claim.parameters.epsilon_total_bound", lambda e: round(e - 0.1, 12)),
+        _set("claim.epsilon", lambda e: round(e - 0.1, 12))), "output_shape"),
     "hardened mean event scale lowered": ("mean-estimate-aa", _set("claim.events.0.noise", lambda b: b / 2),
                                           "events"),
     "hardened mean event off its lattice": (
@@ -314,6 +319,8 @@ def test_tampering_fails_verification(tsdp_cli, copy, case):
     assert run.error_line.startswith("error: verification of")
     failed = {c["name"] for c in out["reports"][0]["checks"] if not c["passed"]}
     assert out["passed"] is False and check in failed, failed
+    if case == "mean groups understated with their epsilon":  # a consistent edit: only the released file tells
+        assert failed == {"output_shape"}, failed
 
 
 @pytest.mark.parametrize("text,needle", [

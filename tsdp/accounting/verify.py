@@ -99,14 +99,14 @@ def check_thresholds(max_epsilon: float | None, max_delta: float | None) -> None
 
 def verify_report(data: dict[str, Any], max_epsilon: float | None = None, max_delta: float | None = None,
                   output_sha256: str | None = None, output_note: str | None = None,
-                  output_shape: tuple[int, int] | None = None) -> ReportVerification:
+                  output_shape: dict[str, Any] | None = None) -> ReportVerification:
     """Recheck a parsed report (validated against the schema by :func:`tsdp.report.load_report`).
 
     ``output_sha256`` is the digest of the released file when the caller found it (``--released``, or
     the file the report names next to it); otherwise ``output_note`` says why it was not hashed.
-    ``output_shape``: ``(rows, distinct values of the first column)`` of that file, for DP-SGD reports
-    (:func:`needs_output_shape`): the released forecasts hold one row per series and forecast step,
-    which anchors the number of series the claim is accounted for.
+    ``output_shape``: ``{"rows", "columns", "distinct": {column: count}}`` of that file (the first column
+    and those of :func:`shape_columns`): a release's panel, mean-estimate's groups and forecast-train's
+    forecasts anchor the grid, groups or series the claim is computed for.
     Raises DataError (exit 4) when ``data`` is not a report (non-finite numbers, a claim that cannot
     be parsed) and UsageError (exit 2) for a meaningless budget.
     """
@@ -132,32 +132,50 @@ def verify_report(data: dict[str, Any], max_epsilon: float | None = None, max_de
         checks.append(Check("output_sha256", same, "the released file matches the report's sha256" if same else
                             f"the released file has sha256 {output_sha256[:16]}..., the report says "
                             f"{str(expected)[:16]}...: it is not the file this report covers"))
-        if same and needs_output_shape(data):
-            checks.append(_forecast_shape(claim, output_shape))
+        if same and shape_columns(data) is not None:
+            checks.append(_output_shape(data, claim, output_shape))
     return ReportVerification(tuple(checks))
 
 
-def needs_output_shape(data: dict[str, Any]) -> bool:
-    """Whether :func:`verify_report` checks the released file's shape: a DP-SGD (forecast-train)
-    report, whose claim depends on the number of series and whose forecasts fix it."""
-    return str((data.get("claim") or {}).get("mechanism")) == DPSGD_MECHANISM
+def shape_columns(data: dict[str, Any]) -> list[str] | None:
+    """The columns whose distinct values :func:`verify_report`'s ``output_shape`` check needs (besides
+    the first), or None when it checks no shape. The released file fixes the groups or series a claim
+    is computed for (mean-estimate's groups, forecast-train's series and horizon), which could
+    otherwise be rewritten together with the epsilon they give. A release's panel is not read: its
+    file may be gigabytes and its verify stays free of numerical libraries (its grid is taken as the
+    report states it, like every figure a consistent edit could change)."""
+    name = str((data.get("command") or {}).get("name"))
+    if name in ("mean-estimate", "forecast-train") or \
+            str((data.get("claim") or {}).get("mechanism")) == DPSGD_MECHANISM:
+        return []
+    return None
 
 
-def _forecast_shape(claim: PrivacyClaim, shape: tuple[int, int] | None) -> Check:
-    """The released forecasts, one row per series and forecast step (first column: the series), against
-    the series and horizon the claim is accounted for: more series in the claim than in the forecasts
-    would make its epsilon smaller than the training's."""
-    series, horizon = claim.parameters.get("series"), claim.parameters.get("horizon")
+def _output_shape(data: dict[str, Any], claim: PrivacyClaim, shape: dict[str, Any] | None) -> Check:
+    """The released file's rows (and distinct keys) against the groups or series of the claim.
+
+    ``shape``: ``{"rows", "columns", "distinct": {column: count}}`` of the released file, from the
+    caller (the first column's and those of :func:`shape_columns`)."""
     if shape is None:
-        return Check("output_shape", True, "not checked: the released forecasts could not be read")
-    rows, distinct = shape
-    ok = _is_int(series) and _is_int(horizon) and distinct == series and rows == series * horizon
-    length = claim.parameters.get("train_length")
-    return Check("output_shape", ok, f"the released forecasts hold {distinct} series x {horizon} steps, as the claim "
-                                     f"is accounted for; the training length ({length} steps per series, public) is "
-                                     "in no released file and is taken as the report states it" if ok else
-                 f"the released forecasts hold {distinct} series in {rows} rows, but the claim is accounted for "
-                 f"{series} series x {horizon} steps")
+        return Check("output_shape", True, "not checked: the released file could not be read as a table")
+    rows, columns, distinct = shape.get("rows"), list(shape.get("columns") or ()), shape.get("distinct") or {}
+    grid = data.get("grid") or {}
+    if str(claim.mechanism) == DPSGD_MECHANISM:
+        series, horizon = claim.parameters.get("series"), claim.parameters.get("horizon")
+        found = distinct.get(columns[0]) if columns else None
+        ok = _is_int(series) and _is_int(horizon) and found == series and rows == series * horizon
+        length = claim.parameters.get("train_length")
+        return Check("output_shape", ok, f"the released forecasts hold {found} series x {horizon} steps, as the "
+                                         f"claim is accounted for; the training length ({length} steps per series, "
+                                         "public) is in no released file and is taken as the report states it" if ok
+                     else f"the released forecasts hold {found} series in {rows} rows, but the claim is accounted "
+                          f"for {series} series x {horizon} steps")
+    if (data.get("command") or {}).get("name") == "mean-estimate":
+        groups = grid.get("n_groups")
+        ok = _is_int(groups) and rows == groups
+        return Check("output_shape", ok, f"the released estimates hold the {groups} groups the claim composes" if ok
+                     else f"the released estimates hold {rows} groups, but the claim composes {groups}")
+    return Check("output_shape", True, "not checked for this command")
 
 
 def publication_checks(data: dict[str, Any], claim: PrivacyClaim) -> list[Check]:

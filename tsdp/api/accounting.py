@@ -305,7 +305,7 @@ def verify(reports: Sequence[str], max_epsilon: float | None = None, max_delta: 
     the report names, when it sits next to it]."""
     from pathlib import Path
 
-    from tsdp.accounting.verify import check_thresholds, needs_output_shape, verify_report
+    from tsdp.accounting.verify import check_thresholds, shape_columns, verify_report
     from tsdp.io.files import sha256_file
     from tsdp.report import load_report
 
@@ -334,21 +334,26 @@ def verify(reports: Sequence[str], max_epsilon: float | None = None, max_delta: 
                 note = f"{named!r} is not next to the report; pass --released to check the released file"
         if file is not None:
             digest = sha256_file(file)
-        shape = _table_shape(file) if file is not None and needs_output_shape(data) else None
+        keys = shape_columns(data)
+        shape = _table_shape(file, keys) if file is not None and keys is not None else None
         results.append((path, verify_report(data, max_epsilon, max_delta, digest, note, shape)))
     return results
 
 
-def _table_shape(path) -> tuple[int, int] | None:
-    """``(rows, distinct values of the first column)`` of a released table, None when it cannot be read
-    as one (its sha256 check still stands)."""
+def _table_shape(path, keys: list[str]) -> dict | None:
+    """``{"rows", "columns", "distinct"}`` of a released table (distinct values of its first column and
+    of ``keys``), by a polars scan; None when it cannot be read as one (its sha256 check still stands)."""
+    import polars as pl
+
     from tsdp.errors import TsdpError
-    from tsdp.io.files import read_table
+    from tsdp.io.files import table_format
 
     try:
-        table = read_table(path)
-    except (TsdpError, OSError):
+        fmt = table_format(path, "--released", allowed=("csv", "parquet"))
+        frame = pl.scan_parquet(path) if fmt == "parquet" else pl.scan_csv(path, infer_schema=False)
+        names = frame.collect_schema().names()
+        wanted = [c for c in dict.fromkeys([*names[:1], *keys]) if c in names]
+        row = frame.select(pl.len().alias("__rows"), *(pl.col(c).n_unique().alias(c) for c in wanted)).collect()
+    except (TsdpError, OSError, pl.exceptions.PolarsError):
         return None
-    if not table.width:
-        return None
-    return table.height, table[table.columns[0]].n_unique()
+    return {"rows": int(row["__rows"][0]), "columns": names, "distinct": {c: int(row[c][0]) for c in wanted}}
