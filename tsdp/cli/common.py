@@ -431,5 +431,6 @@ class Console:
             return f"{val:.6g}" if isinstance(val, float) else str(val)
 
         for key, val in data.items():
-            table.add_row(key.replace("_", " "), fmt(val))
+            if val is not None:  # (a file not written, a figure that does not apply: JSON keeps it as null)
+                table.add_row(key.replace("_", " "), fmt(val))
         RichConsole(stderr=self.stdout_taken, soft_wrap=True).print(table)
