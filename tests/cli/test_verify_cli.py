@@ -279,6 +279,11 @@ TAMPERING = {  # id -> (report, edit, a check that must fail)
                                                                        lambda s: s / 2), "events"),
     "mean epsilon lowered": ("mean-estimate", _set("claim.epsilon", 1.0), "privacy_loss"),
     "mean value range narrowed": ("mean-estimate", _set("claim.unit.max_per_step", 10), "unit"),
+    "release grid series understated (wide CSV)": ("dft-laplace", _set("grid.n_series", lambda n: n - 1),
+                                                   "output_shape"),
+    "release grid steps understated (long Parquet)": ("subsample", _set("grid.n_steps", lambda n: n - 1),
+                                                      "output_shape"),
+    "release grid steps understated (long CSV)": ("events", _set("grid.n_steps", lambda n: n - 1), "output_shape"),
     # every figure of the group count rewritten together: only the released estimates (one row a group) tell
     "mean groups understated with their epsilon": ("mean-estimate", _all(
         _set("grid.n_groups", lambda n: n - 1), _set("claim.parameters.n_groups", lambda n: n - 1),
@@ -321,6 +326,18 @@ def test_tampering_fails_verification(tsdp_cli, copy, case):
     assert out["passed"] is False and check in failed, failed
     if case == "mean groups understated with their epsilon":  # a consistent edit: only the released file tells
         assert failed == {"output_shape"}, failed
+
+
+def test_csv_shape_counts_quoted_line_ends_once(tmp_path):
+    """A release's CSV is counted without numerical libraries; a quoted series name holding a line end
+    (or a comma) is one row, not two."""
+    from tsdp.api.accounting import _csv_shape
+
+    path = tmp_path / "out.csv"
+    path.write_text('series,time,value\n"a\nb",0,1.5\n"a\nb",1,2.5\n"c,d",0,3\n"c,d",1,4\n')
+    assert _csv_shape(path) == {"rows": 4, "columns": ["series", "time", "value"], "distinct": {}}
+    path.write_text("time,a,b\n0,1,2\n1,3,4")  # no final line end
+    assert _csv_shape(path)["rows"] == 2
 
 
 @pytest.mark.parametrize("text,needle", [

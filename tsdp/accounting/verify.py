@@ -139,13 +139,13 @@ def verify_report(data: dict[str, Any], max_epsilon: float | None = None, max_de
 
 def shape_columns(data: dict[str, Any]) -> list[str] | None:
     """The columns whose distinct values :func:`verify_report`'s ``output_shape`` check needs (besides
-    the first), or None when it checks no shape. The released file fixes the groups or series a claim
-    is computed for (mean-estimate's groups, forecast-train's series and horizon), which could
-    otherwise be rewritten together with the epsilon they give. A release's panel is not read: its
-    file may be gigabytes and its verify stays free of numerical libraries (its grid is taken as the
-    report states it, like every figure a consistent edit could change)."""
+    the first), or None when it checks no shape. The released file fixes the panel, groups or series
+    a claim is computed for (a release's series and steps, mean-estimate's groups, forecast-train's
+    series and horizon), which could otherwise be rewritten together with the epsilon they give. A
+    release's panel needs its rows and columns only (:func:`tsdp.api.accounting` counts them without
+    numerical libraries for CSV)."""
     name = str((data.get("command") or {}).get("name"))
-    if name in ("mean-estimate", "forecast-train") or \
+    if name in ("release", "mean-estimate", "forecast-train") or \
             str((data.get("claim") or {}).get("mechanism")) == DPSGD_MECHANISM:
         return []
     return None
@@ -175,7 +175,20 @@ def _output_shape(data: dict[str, Any], claim: PrivacyClaim, shape: dict[str, An
         ok = _is_int(groups) and rows == groups
         return Check("output_shape", ok, f"the released estimates hold the {groups} groups the claim composes" if ok
                      else f"the released estimates hold {rows} groups, but the claim composes {groups}")
-    return Check("output_shape", True, "not checked for this command")
+    if (data.get("command") or {}).get("name") != "release":
+        return Check("output_shape", True, "not checked for this command")
+    S, T = grid.get("n_series"), grid.get("n_steps")
+    layout = (data.get("output") or {}).get("layout")
+    if not (_is_int(S) and _is_int(T)):
+        return Check("output_shape", False, f"grid n_series {S!r} / n_steps {T!r} are not counts")
+    if layout == "long":
+        ok, seen = rows == S * T, f"{rows} rows"
+    elif layout == "wide":
+        ok, seen = rows == T and len(columns) == S + 1, f"{rows} steps x {len(columns) - 1} series"
+    else:
+        return Check("output_shape", True, f"not checked: output layout {layout!r}")
+    return Check("output_shape", ok, f"the released panel holds the {S} series x {T} steps of the claim's grid" if ok
+                 else f"the released panel holds {seen}, but the claim's grid is {S} series x {T} steps")
 
 
 def publication_checks(data: dict[str, Any], claim: PrivacyClaim) -> list[Check]:
