@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tsdp.accounting.claim import MechanismEvent, PrivacyClaim
+from tsdp.accounting.grid import MIN_DPSGD_DISCRETIZATION  # (re-exported: verify's range)
 from tsdp.errors import DataError, NumericalError, TsdpError, UsageError
 from tsdp.forecast.claim import MECHANISM as DPSGD_MECHANISM
 
@@ -49,7 +50,6 @@ FLIP_MECHANISM = "FLIP all-pass filtering (McElroy, Roy & Hore 2022)"  # tsdp.fl
 MEAN_ALGORITHMS = ("baseline", "array-averaging", "levy", "quantile")  # tsdp.mean.api.ALGORITHMS
 DP_LEVELS = ("event", "w-event", "user")
 DP_RELATIONS = ("add-remove", "substitute")
-MIN_DPSGD_DISCRETIZATION = 1e-5  # a finer grid is refused rather than computed (it could take hours)
 
 
 @dataclass(frozen=True)

@@ -133,7 +133,7 @@ class TrainConfig:
             raise UsageError("--delta is required: DP-SGD is (epsilon, delta)-DP and the accountant needs delta")
         if self.epsilon is not None:
             check_epsilon(self.epsilon, "--epsilon")  # finite, > 0 and within the range tsdp calibrates
-        from tsdp.accounting.verify import MIN_DPSGD_DISCRETIZATION
+        from tsdp.accounting.grid import MIN_DPSGD_DISCRETIZATION
 
         if not MIN_DPSGD_DISCRETIZATION <= self.discretization <= 1:  # else 'account verify' refuses the report
             raise UsageError(f"--discretization must be in [{MIN_DPSGD_DISCRETIZATION:g}, 1] (the privacy-loss grid "
