@@ -29,6 +29,13 @@ that tsdp time is from the former hand-written LSTM backward pass, whose clipped
 one matches: 0.10-0.11 s each, idle) and 1.3x to 1.9x at loads 3 to 8 (JAX slows down under load too:
 0.37 to 0.54 s), far from the 50x target, which the bench reports as missed.
 
+Why no implementation reaches 50x here: the bench also prints an arithmetic floor, measured in the same
+run. A step needs at least 2 x 2 x |W| x positions x batch float operations (each weight used once per
+position and window forward, and again for each window's own gradient; 1.8 GFLOP at these sizes), and
+this CPU's best float32 matrix product (a jitted 1024 x 1024 JAX matmul, the most favourable kernel)
+runs at about 220-270 GFLOP/s, so no step is faster than about 7 ms: at most about 30x an Opacus step
+of 0.21 s, before the recurrence, which keeps the LSTM's products small and sequential, is counted.
+
 Usage: python bench/forecast_deep.py [--steps 100] [--opacus-steps 5]
 """
 
@@ -83,6 +90,37 @@ def plain_seconds_per_step(values: np.ndarray, steps: int) -> float:
     started = time.perf_counter()
     trainer.train(net, split, trainer.TrainConfig(**config, steps=steps, val_every=steps), np.random.default_rng(1))
     return (time.perf_counter() - started) / steps
+
+
+def deepar_step_flops() -> float:
+    """A lower bound on the float operations of one DeepAR DP-SGD step, whatever the implementation.
+
+    Every weight matrix W of the LSTM layers and the head is used once per unrolled position of every window
+    in the forward pass (|W| multiply-adds), and each window's gradient of W is the sum over positions of
+    outer products (|W| multiply-adds again), which per-example clipping needs before the windows are
+    summed. Counted: 2 x 2 x |W| x positions x batch. Not counted (so the bound stays below the truth): the
+    back-propagation through the hidden states, the gate nonlinearities, biases, the Student-t loss."""
+    net = build("deepar")
+    weights = sum(int(np.prod(shape)) for _, shape, _ in net._param_specs() if len(shape) == 2)
+    return 2.0 * 2.0 * weights * len(net._positions) * BATCH
+
+
+def matmul_flops_per_second(size: int = 1024, repeats: int = 7) -> float:
+    """This CPU's float32 throughput: the best of `repeats` jitted JAX size x size matrix products, the
+    most favourable kernel there is (large, dense, no recurrence)."""
+    import jax
+    import jax.numpy as jnp
+
+    rng = np.random.default_rng(0)
+    a, b = (jnp.asarray(rng.random((size, size), dtype=np.float32)) for _ in range(2))
+    product = jax.jit(lambda x, y: x @ y)
+    product(a, b).block_until_ready()
+    best = float("inf")
+    for _ in range(repeats):
+        started = time.perf_counter()
+        product(a, b).block_until_ready()
+        best = min(best, time.perf_counter() - started)
+    return 2.0 * size**3 / best
 
 
 def opacus_seconds_per_step(steps: int) -> tuple[dict[int, float] | None, str]:
@@ -172,6 +210,12 @@ def main() -> int:
               f"{seconds:8.3f} s/step  {1 / seconds:7.3f} steps/s")
     best = min(opacus, key=opacus.get)
     ratio = opacus[best] / deepar
+    flops, peak = deepar_step_flops(), matmul_flops_per_second()
+    floor = flops / peak
+    print(f"arithmetic floor: a DeepAR DP-SGD step needs at least {flops / 1e9:.2f} GFLOP (forward and per-window "
+          f"weight gradients only); at this CPU's best float32 matmul rate, {peak / 1e9:.0f} GFLOP/s measured now, "
+          f"no implementation steps faster than {floor * 1e3:.1f} ms, i.e. at most {opacus[best] / floor:.0f}x the "
+          f"Opacus step above")
     print(f"DeepAR: tsdp is {ratio:.1f}x faster than Opacus at its best thread count ({best}); target >= "
           f"{TARGET:g}x -> {'PASS' if ratio >= TARGET else 'MISS'}")
     return 0 if ratio >= TARGET else 1
