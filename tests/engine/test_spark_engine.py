@@ -17,6 +17,7 @@ import sys
 import textwrap
 from contextlib import contextmanager
 from datetime import datetime, timedelta
+from pathlib import Path
 
 import numpy as np
 import polars as pl
@@ -300,14 +301,18 @@ def test_missing_column_and_bad_value(spark, files, tmp_path):
     assert str(info.value) == local_error(path, job_for(CAPS["user"]))
 
 
-def test_other_task_failure_is_one_line(spark, files):
+def test_other_task_failure_is_one_line(spark, files, monkeypatch):
     def broken(job, hint, batches):
         raise RuntimeError("the kernel broke")
 
+    monkeypatch.setitem(engine._LOG, "keep", engine._LOG["keep"])  # the suite leaves no kept log in /tmp
     with pytest.raises(TsdpError) as info:
         engine._aggregate(spark, files["parquet"], "parquet", job_for(CAPS["user"]), worker=broken)
     assert isinstance(info.value, engine.SparkJobError) and info.value.exit_code == 1
     assert "RuntimeError: the kernel broke" in str(info.value) and "\n" not in str(info.value)
+    # the log the error names is kept for the user, and holds the task's traceback
+    assert engine._LOG["keep"] and f"(Spark's log: {engine._LOG['path']})" in str(info.value)
+    assert "the kernel broke" in Path(engine._LOG["path"]).read_text()
 
 
 def test_missing_input_file(spark, tmp_path):
