@@ -264,3 +264,27 @@ def test_auxiliary_lagged_copy_is_refused_by_every_estimator(tsdp_cli, refuse, i
     args = ["flip", "in.csv", *FLIP, "--aux-cols", "z"]
     refuse(args + ["--spectral", "var"], 4, "perfectly", "undefined")
     refuse(args + ["--spectral", "flattop"], 4, "perfectly", "undefined")
+
+
+R_FIXED = '{"alpha": [0.3, 0.7], "a": [2, 3], "b": [1.5, 3.5]}'
+
+
+def test_fixed_r_params_release_is_deterministic_and_says_so(tsdp_cli, in_tmp):
+    """With --r-params and the default --lip-delta 0 the filter uses no randomness at all: two runs
+    without --seed release byte-identical files (the report still says ``os-entropy``). Anyone who knows
+    or guesses R can rebuild the filter from the estimated spectrum and invert the release, exactly as
+    with a published --seed, so tsdp must say so in stderr and in the report, as it does for --seed.
+    Fails without the FIXED_R_WARNING of tsdp/cli/flip.py (found by this audit)."""
+    write_series("in.csv", 10.0 + ar_path((0.5,), 200, seed=1))
+    outputs = []
+    for name in ("a", "b"):
+        run = tsdp_cli("flip", "in.csv", "--time-col", "t", "--value-cols", "v", "-o", f"{name}.csv",
+                       "--r-params", R_FIXED)
+        assert run.code == 0, run.err
+        outputs.append((in_tmp / f"{name}.csv").read_bytes())
+        with open(f"{name}.report.json") as handle:
+            report = json.load(handle)
+        assert any("--r-params" in w and "invert" in w for w in report["warnings"]), report["warnings"]
+        assert "--r-params" in run.err and "invert" in run.err, run.err
+        assert R_FIXED not in json.dumps(report) and "3.5" not in run.err  # the warning names no parameter
+    assert outputs[0] == outputs[1]  # the attack: no randomness was used

@@ -28,6 +28,10 @@ from tsdp.report import Report
 
 SEEDED_FLIP_WARNING = ("this run used a fixed --seed: anyone who knows the seed and the estimated spectra can "
                        "rebuild the filter and invert the release, so its output must not be published")
+FIXED_R_WARNING = ("this run fixed R with --r-params: the filter is then a function of R and the estimated spectra "
+                   "(with --lip-delta 0 no randomness is used at all, and a rerun releases the same file), so anyone "
+                   "who knows or guesses R can rebuild the filter and invert the release; its output must not be "
+                   "published")
 SECRETS_WARNING = ("the secrets file holds the master seed and every filter: anyone holding it can invert the "
                    "release exactly; keep it apart from the output")
 DISCLAIMER = ("LIP >= 1 - lip_budget_delta holds for the ideal filter under the ESTIMATED spectral model, against "
@@ -152,7 +156,9 @@ def flip(
         rows = _series_rows(panel, items, results)
         _check_min_lip(min_lip, rows)
         series_warnings = [w for r in results for w in r.warnings]  # their figures depend on the data
-        general = ([SEEDED_FLIP_WARNING] if seed is not None else []) + ([SECRETS_WARNING] if secrets else [])
+        general = (([SEEDED_FLIP_WARNING] if seed is not None else [])
+                   + ([FIXED_R_WARNING] if settings.r_params is not None else [])
+                   + ([SECRETS_WARNING] if secrets else []))
         warnings = general if not series_warnings else [
             f"{sum(1 for r in results if r.warnings)} of {len(results)} series carry warnings about their "
             "estimated model; their text depends on the data, so they are in the custodian file", *general]
