@@ -344,3 +344,20 @@ def test_fixed_r_params_release_is_deterministic_and_says_so(tsdp_cli, in_tmp):
         assert "--r-params" in run.err and "invert" in run.err, run.err
         assert R_FIXED not in json.dumps(report) and "3.5" not in run.err  # the warning names no parameter
     assert outputs[0] == outputs[1]  # the attack: no randomness was used
+
+
+def test_suffix_output_holds_the_private_column_and_the_report_says_so(tsdp_cli, in_tmp):
+    """--suffix (internal QA) writes the original sensitive column next to the release. The report,
+    which may be published, said "the output holds ... the released value columns only: no other input
+    column is published" and carried no warning: a false statement next to a file holding raw private
+    values. Fails without the suffix note and SUFFIX_WARNING of tsdp/cli/flip.py (found by this audit)."""
+    x = 10.0 + ar_path((0.5,), 120, seed=2)
+    write_series("in.csv", x)
+    run = tsdp_cli("flip", "in.csv", "--time-col", "t", "--value-cols", "v", "-o", "qa.csv", "--suffix", "_flip")
+    assert run.code == 0, run.err
+    np.testing.assert_array_equal(read_column("qa.csv", "v"), x)  # the attack: the raw series is in the output
+    with open("qa.report.json") as handle:
+        report = json.load(handle)
+    assert not any("released value columns only" in n for n in report["notes"]), report["notes"]
+    assert any("--suffix" in w and "'v'" in w and "must not be published" in w for w in report["warnings"])
+    assert "--suffix" in run.err and "must not be published" in run.err

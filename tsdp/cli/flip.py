@@ -158,7 +158,8 @@ def flip(
         series_warnings = [w for r in results for w in r.warnings]  # their figures depend on the data
         general = (([SEEDED_FLIP_WARNING] if seed is not None else [])
                    + ([FIXED_R_WARNING] if settings.r_params is not None else [])
-                   + ([SECRETS_WARNING] if secrets else []))
+                   + ([SECRETS_WARNING] if secrets else [])
+                   + ([_suffix_warning(panel.value_cols, suffix)] if suffix is not None else []))
         warnings = general if not series_warnings else [
             f"{sum(1 for r in results if r.warnings)} of {len(results)} series carry warnings about their "
             "estimated model; their text depends on the data, so they are in the custodian file", *general]
@@ -176,7 +177,7 @@ def flip(
             output={**described, "columns": table.columns},
             randomness="seeded" if seed is not None else "os-entropy",
             grid={"freq": panel.freq, "entities": panel.n_entities, "series": len(items)},
-            notes=_notes(panel, settings),
+            notes=_notes(panel, settings, suffix),
             warnings=warnings,
             lip={"statement": NOT_DP, "guarantee": GUARANTEE, "disclaimer": DISCLAIMER},
         ), private_files=private, force=force)
@@ -279,12 +280,21 @@ def _secrets_json(master: int, items, results) -> bytes:
     return (json.dumps(data, indent=1, default=str) + "\n").encode()
 
 
-def _notes(panel: EntityPanel, settings: FlipSettings) -> list[str]:
+def _suffix_warning(columns: list[str], suffix: str) -> str:
+    """--suffix writes the original sensitive columns into the output: say so wherever the run is read."""
+    names = ", ".join(repr(c) for c in columns)
+    return (f"--suffix {suffix}: the output keeps the original sensitive column(s) {names} next to the released "
+            "ones; it is for internal QA only and must not be published")
+
+
+def _notes(panel: EntityPanel, settings: FlipSettings, suffix: str | None = None) -> list[str]:
     notes = [
         NOT_DP,
         CUSTODIAN_NOTE,
-        "the output holds the time column, the entity column (if any) and the released value columns only: no "
-        "other input column is published",
+        ("the output holds the time column, the entity column (if any) and the released value columns only: no "
+         "other input column is published") if suffix is None else
+        (f"the output holds the time column, the entity column (if any), the original value columns and the released "
+         f"ones (suffix {suffix}): it is an internal QA file, not a release"),
         "secrets (the seed, R's parameters, L_R, B, the shift and the filter taps) are never written to the report "
         "or the output; --secrets writes them to a separate file on request",
         "each series gets its own filter drawn from a generator derived from the master seed and its "
