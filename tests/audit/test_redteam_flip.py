@@ -361,3 +361,17 @@ def test_suffix_output_holds_the_private_column_and_the_report_says_so(tsdp_cli,
     assert not any("released value columns only" in n for n in report["notes"]), report["notes"]
     assert any("--suffix" in w and "'v'" in w and "must not be published" in w for w in report["warnings"])
     assert "--suffix" in run.err and "must not be published" in run.err
+
+
+@pytest.mark.parametrize("spectral_method", ["var", "flattop"])
+def test_auxiliary_series_that_is_only_a_trend_is_refused(refuse, in_tmp, spectral_method):
+    """An auxiliary column that is exactly a polynomial of order <= d is constant after detrending:
+    its residual is rounding noise (~1e-15). The value series gets "constant after removing a trend"
+    (spec 4.3); the auxiliary series was accepted, and the flat-top estimator then fitted the rounding
+    noise and reported that Z explains about half of a white-noise X (cond_variance_ratio ~0.52-0.58),
+    building the filter for that phantom model. Fails without the check in tsdp/flip/mechanism.py
+    (found by this audit)."""
+    x = 10.0 + ar_path((0.0,), 200, seed=40)
+    write_series("in.csv", x, z=3.0 + 0.5 * np.arange(200.0))
+    refuse(["flip", "in.csv", *FLIP, "--aux-cols", "z", "--trend-order", "1", "--spectral", spectral_method],
+           4, "auxiliary series 1", "constant after removing a trend of order 1")
