@@ -28,6 +28,10 @@ from tsdp.report import Report
 
 SEEDED_FLIP_WARNING = ("this run used a fixed --seed: anyone who knows the seed and the estimated spectra can "
                        "rebuild the filter and invert the release, so its output must not be published")
+FIXED_R_WARNING = ("this run fixed R with --r-params: the filter is then a function of R and the estimated spectra "
+                   "(with --lip-delta 0 no randomness is used at all, and a rerun releases the same file), so anyone "
+                   "who knows or guesses R can rebuild the filter and invert the release; its output must not be "
+                   "published")
 SECRETS_WARNING = ("the secrets file holds the master seed and every filter: anyone holding it can invert the "
                    "release exactly; keep it apart from the output")
 DISCLAIMER = ("LIP >= 1 - lip_budget_delta holds for the ideal filter under the ESTIMATED spectral model, against "
@@ -152,7 +156,10 @@ def flip(
         rows = _series_rows(panel, items, results)
         _check_min_lip(min_lip, rows)
         series_warnings = [w for r in results for w in r.warnings]  # their figures depend on the data
-        general = ([SEEDED_FLIP_WARNING] if seed is not None else []) + ([SECRETS_WARNING] if secrets else [])
+        general = (([SEEDED_FLIP_WARNING] if seed is not None else [])
+                   + ([FIXED_R_WARNING] if settings.r_params is not None else [])
+                   + ([SECRETS_WARNING] if secrets else [])
+                   + ([_suffix_warning(panel.value_cols, suffix)] if suffix is not None else []))
         warnings = general if not series_warnings else [
             f"{sum(1 for r in results if r.warnings)} of {len(results)} series carry warnings about their "
             "estimated model; their text depends on the data, so they are in the custodian file", *general]
@@ -170,7 +177,7 @@ def flip(
             output={**described, "columns": table.columns},
             randomness="seeded" if seed is not None else "os-entropy",
             grid={"freq": panel.freq, "entities": panel.n_entities, "series": len(items)},
-            notes=_notes(panel, settings),
+            notes=_notes(panel, settings, suffix),
             warnings=warnings,
             lip={"statement": NOT_DP, "guarantee": GUARANTEE, "disclaimer": DISCLAIMER},
         ), private_files=private, force=force)
@@ -273,12 +280,21 @@ def _secrets_json(master: int, items, results) -> bytes:
     return (json.dumps(data, indent=1, default=str) + "\n").encode()
 
 
-def _notes(panel: EntityPanel, settings: FlipSettings) -> list[str]:
+def _suffix_warning(columns: list[str], suffix: str) -> str:
+    """--suffix writes the original sensitive columns into the output: say so wherever the run is read."""
+    names = ", ".join(repr(c) for c in columns)
+    return (f"--suffix {suffix}: the output keeps the original sensitive column(s) {names} next to the released "
+            "ones; it is for internal QA only and must not be published")
+
+
+def _notes(panel: EntityPanel, settings: FlipSettings, suffix: str | None = None) -> list[str]:
     notes = [
         NOT_DP,
         CUSTODIAN_NOTE,
-        "the output holds the time column, the entity column (if any) and the released value columns only: no "
-        "other input column is published",
+        ("the output holds the time column, the entity column (if any) and the released value columns only: no "
+         "other input column is published") if suffix is None else
+        (f"the output holds the time column, the entity column (if any), the original value columns and the released "
+         f"ones (suffix {suffix}): it is an internal QA file, not a release"),
         "secrets (the seed, R's parameters, L_R, B, the shift and the filter taps) are never written to the report "
         "or the output; --secrets writes them to a separate file on request",
         "each series gets its own filter drawn from a generator derived from the master seed and its "

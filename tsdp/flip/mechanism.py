@@ -233,6 +233,11 @@ def flip_series(x: np.ndarray, z: np.ndarray | None, settings: FlipSettings, rng
     z_resid = trend.detrend((z - z.mean(axis=0)) / z_scale, d)[0] if z.shape[1] else z
     if not np.var(resid) > 1e-20:
         raise DataError(f"{label}: the series is constant after removing a trend of order {d}")
+    # an auxiliary polynomial of order <= d leaves rounding noise that the spectral estimate would fit
+    flat_aux = [j for j in range(z.shape[1]) if not np.var(z_resid[:, j]) > 1e-20]
+    if flat_aux:
+        raise DataError(f"{label}: auxiliary series {flat_aux[0] + 1} is constant after removing a trend of "
+                        f"order {d}; drop it from --aux-cols or lower --trend-order")
     if period and period >= 2 and T >= 2 * period:
         peak = utility.seasonal_peak(resid, period)
         if peak > utility.SEASONAL_RATIO:
