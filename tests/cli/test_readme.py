@@ -82,3 +82,14 @@ def test_the_accuracy_a_release_example_shows_is_what_tsdp_prints(tsdp_cli, tmp_
     accuracy = json.loads(run.out)["accuracy"]
     assert f"{accuracy['half_width']:.4g}" == shown.group(1)
     assert bool(shown.group(2)) == (not accuracy["exact"]), "'at least' exactly when the interval is a bound"
+
+
+def test_help_lists_the_readme_exit_codes(tsdp_cli):
+    """A cron job or CI script reads the exit codes in ``tsdp --help``: the README's table, code for code."""
+    table = re.search(r"## Exit codes\n\n\| code \| meaning \|\n\|---\|---\|\n((?:\|.*\n)+)", README).group(1)
+    rows = [re.match(r"\| (\d) \| ([^:(|]*)", row).groups() for row in table.splitlines()]
+    assert [code for code, _ in rows] == ["0", "1", "2", "3", "4", "5"]
+    run = tsdp_cli("--help")
+    text = " ".join(run.out.split("Commands:")[1].split())
+    for code, meaning in rows:
+        assert f"{code} {meaning.strip()}" in text, (code, meaning)

@@ -34,6 +34,9 @@ _SETTINGS = dict(
 app = typer.Typer(
     name="tsdp",
     help="Privatize time series held in CSV and Parquet files, with an auditable privacy report.",
+    epilog="Exit codes: 0 success; 1 unexpected failure (rerun with --debug); 2 usage error (bad option or "
+           "value, missing input file, existing output without --force); 3 budget exceeded or verification "
+           "failed; 4 bad input data; 5 numerical failure or resources.",
     no_args_is_help=True,
     cls=lazy_group(_SETTINGS),
     **{**_SETTINGS, "add_completion": True},
