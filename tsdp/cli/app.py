@@ -87,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
         except KeyboardInterrupt:
             if committed():  # Ctrl-C while the files were being moved into place or after it
                 _error("interrupted after the commit point; check whether the output and report were published "
-                       "(they appear together or not at all) and 'tsdp ledger status' for the charge")
+                       "(they appear together or not at all) and 'tsdp ledger show' for the charge")
             else:
                 _error("interrupted; nothing was published and the ledger reservation, if any, was cancelled")
             code = 130
