@@ -129,6 +129,18 @@ def test_a_csv_with_another_separator_is_named(refuse, tmp_path, separator, need
     refuse(long_args(), 4, "--time-col", "'time'", "one column", needle)
 
 
+@pytest.mark.parametrize("command, option, value, fixed", [
+    (long_args(), "--epsilon", "0,5", "0.5"),
+    (long_args(), "--delta", "1,5e-6", "1.5e-6"),
+    (long_args(), "--epsilon", "1;5", None),
+    (["ledger", "spend", "budget.db", "--dataset", "d", "--epsilon", "1"], "--delta", "0,000001", "0.000001"),
+])
+def test_a_decimal_comma_is_named_and_corrected(refuse, long_csv, command, option, value, fixed):
+    """'0,5' (a decimal comma, as typed in much of Europe) names the option, the value and the fix."""
+    line = refuse([*command, option, value], 2, option, repr(value))
+    assert (f"write decimals with a point: {fixed}" in line) if fixed else ("decimals" not in line)
+
+
 def test_unknown_output_extension(refuse, long_csv):
     args = long_args()
     args[args.index("out.csv")] = "out.txt"

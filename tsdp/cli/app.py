@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import contextlib
+import re
 import signal
 import sys
 import threading
@@ -145,6 +146,8 @@ def _usage_message(exc: typer.TyperException) -> str:
     value = _rejected_value(exc)
     if value is not None and repr(value) not in message:
         message += f" (got {value!r})"
+    if isinstance(value, str) and re.fullmatch(r"[+-]?\d*,\d+([eE][+-]?\d+)?", value.strip()):  # a decimal comma: 0,5
+        message += f"; write decimals with a point: {value.strip().replace(',', '.')}"
     ctx = getattr(exc, "ctx", None)
     if exc.exit_code == 2 and ctx is not None:
         message += f" (see '{ctx.command_path} --help')"
