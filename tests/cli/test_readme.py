@@ -93,3 +93,24 @@ def test_help_lists_the_readme_exit_codes(tsdp_cli):
     text = " ".join(run.out.split("Commands:")[1].split())
     for code, meaning in rows:
         assert f"{code} {meaning.strip()}" in text, (code, meaning)
+
+
+@pytest.mark.parametrize("name", ["release", "mean-estimate", "flip", "forecast-train"])
+def test_every_input_help_names_the_formats_the_readme_names(name):
+    """The README: inputs are CSV (also .csv.gz or .tsv) or Parquet, or - for stdin; every command's
+    INPUT help says the same."""
+    from tsdp.cli.app import _SETTINGS
+    from tsdp.cli.lazy import load_subcommand
+
+    assert "(also gzipped, `.csv.gz`, or tab-separated, `.tsv`) or Parquet, or `-` for stdin" in README
+    text = next(p.help for p in load_subcommand(name, _SETTINGS).params if p.name == "input")
+    for needle in (".csv", ".csv.gz", ".tsv", "Parquet", "- "):
+        assert needle in text, (name, needle, text)
+
+
+def test_quiet_help_does_not_promise_silence_the_readme_denies(tsdp_cli):
+    """The README: an old option's warning prints 'also under `--quiet`'; -q's help says so too."""
+    assert "new option, also under `--quiet`" in README
+    run = tsdp_cli("release", "--help")
+    text = " ".join(run.out.split("--quiet")[1].split("--config")[0].split())
+    assert "deprecated option's warning still prints" in text, text
