@@ -236,4 +236,5 @@ def test_readme_python_example_runs(tmp_path):
     code = re.search(r"## Python API.*?```python\n(.*?)```", readme, re.S).group(1)
     (tmp_path / "sample_data").symlink_to(SAMPLE)
     exec(compile(code, "README.md", "exec"), {})
-    assert (tmp_path / "traffic_released.parquet").exists() and (tmp_path / "traffic_released.report.json").exists()
+    assert (tmp_path / "traffic_released_api.parquet").exists()
+    assert (tmp_path / "traffic_released_api.report.json").exists()

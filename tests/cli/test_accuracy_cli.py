@@ -141,6 +141,9 @@ def test_plan_refuses_bad_budgets(refuse, tmp_path):
     refuse(["plan", "release", "in.csv", "--delta", "1e-6", "--unit", "event", *LONG, "--epsilon", "1,x"], 2, "--epsilon")
     refuse(["plan", "release", "in.csv", "--delta", "1e-6", "--unit", "event", *LONG, "--epsilon", "1", "-o", "a.csv"],
            2, "-o")
+    # an option of the command planned for: the error points to that command's help, as it would alone
+    refuse(["plan", "release", "in.csv", "--delta", "1e-6", "--unit", "event", *LONG, "--epsilon", "1",
+            "--alpah", "0.1"], 2, "--alpah", "--alpha", "(see 'tsdp release --help')")
 
 
 def test_noisy_warning_fires_on_noise_and_stays_silent_on_signal(tsdp_cli, tmp_path):

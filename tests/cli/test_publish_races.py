@@ -257,3 +257,22 @@ def test_sigterm_after_the_commit_point_lets_the_run_complete(tmp_path, ledger_d
     assert (tmp_path / "out.csv").exists() and (tmp_path / "out.report.json").exists()
     assert [e.state for e in entries(ledger_db)] == ["spent"]
     assert hidden(tmp_path) == []
+
+
+def test_ctrl_c_after_the_commit_point_names_a_ledger_command_that_exists(tsdp_cli, monkeypatch):
+    """The message sends the steward to a real command ('tsdp ledger status' never existed)."""
+    import re
+
+    from tsdp.cli import app as cli_app
+    from tsdp.cli.lazy import load_subcommand
+
+    def interrupted(**_):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli_app, "app", interrupted)
+    monkeypatch.setattr(cli_app, "committed", lambda: True)
+    run = tsdp_cli("ledger", "show", "budget.db")
+    assert run.code == 130
+    named = re.findall(r"'tsdp ledger (\w+)'", run.error_line)
+    ledger = load_subcommand("ledger", cli_app._SETTINGS)
+    assert named and all(name in ledger.commands for name in named), run.error_line

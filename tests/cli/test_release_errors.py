@@ -8,6 +8,7 @@ temporary file, and the input's bytes and mtime unchanged.
 
 from __future__ import annotations
 
+import io
 import json
 import subprocess
 import sys
@@ -102,6 +103,42 @@ def test_unknown_input_extension(refuse, tmp_path, with_output):
         args += ["-o", "out.csv"]
     # Without -o the default output name derives from the input: the error must still blame INPUT.
     refuse(args, 2, "INPUT", "'data.txt'", ".csv", ".parquet")
+
+
+@pytest.mark.parametrize("name", ["data.csv", "data.tsv"])
+def test_parquet_named_as_text_is_named_as_parquet(refuse, tmp_path, name):
+    """A Parquet file saved under a .csv/.tsv name: the error says what the file is and what to do
+    (the CSV parser alone said 'invalid utf-8 sequence')."""
+    pl.read_csv(io.StringIO(LONG.strip())).write_parquet(tmp_path / name)
+    args = ["release", name, *GAUSS, "--series-col", "sensor", "--value-col", "count", "-o", "out.csv"]
+    refuse(args, 4, "INPUT", f"'{name}'", "is a Parquet file", ".parquet")
+
+
+def test_a_csv_whose_first_column_is_named_par1_is_still_csv(tsdp_cli, tmp_path):
+    """Only a file that begins and ends with Parquet's magic bytes is taken for Parquet."""
+    write(tmp_path / "par.csv", LONG.replace("sensor", "PAR1"))
+    run = tsdp_cli("release", "par.csv", *GAUSS, "--series-col", "PAR1", "--value-col", "count", "-o", "out.csv", "-q")
+    assert run.code == 0, run.err
+
+
+@pytest.mark.parametrize("separator, needle", [(";", "semicolons"), ("\t", "tabs: name it .tsv")])
+def test_a_csv_with_another_separator_is_named(refuse, tmp_path, separator, needle):
+    """A semicolon- or tab-separated .csv reads as one column; the error says why, not only which
+    column is missing."""
+    write(tmp_path / "data.csv", LONG.replace(",", separator))
+    refuse(long_args(), 4, "--time-col", "'time'", "one column", needle)
+
+
+@pytest.mark.parametrize("command, option, value, fixed", [
+    (long_args(), "--epsilon", "0,5", "0.5"),
+    (long_args(), "--delta", "1,5e-6", "1.5e-6"),
+    (long_args(), "--epsilon", "1;5", None),
+    (["ledger", "spend", "budget.db", "--dataset", "d", "--epsilon", "1"], "--delta", "0,000001", "0.000001"),
+])
+def test_a_decimal_comma_is_named_and_corrected(refuse, long_csv, command, option, value, fixed):
+    """'0,5' (a decimal comma, as typed in much of Europe) names the option, the value and the fix."""
+    line = refuse([*command, option, value], 2, option, repr(value))
+    assert (f"write decimals with a point: {fixed}" in line) if fixed else ("decimals" not in line)
 
 
 def test_unknown_output_extension(refuse, long_csv):

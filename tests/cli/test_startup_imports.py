@@ -69,7 +69,8 @@ def test_help_lists_every_command_and_an_unknown_one_is_a_usage_error(tsdp_cli):
 
     run = tsdp_cli("--help")
     assert run.code == 0
-    listed = [line.split()[0] for line in run.out.split("Commands:")[1].splitlines() if line.strip()]
+    commands = run.out.split("Commands:")[1].strip("\n").split("\n\n")[0]  # the epilog follows a blank line
+    listed = [line.split()[0] for line in commands.splitlines()]
     assert listed == list(SUBCOMMANDS)
     wrong = tsdp_cli("acount", "verify")
     assert wrong.code == 2 and "Did you mean 'account'" in wrong.error_line

@@ -80,6 +80,18 @@ def test_sharded_runs_equal_in_memory(files, tmp_path, fmt, settings):
         np.testing.assert_allclose(a.group_mean, b.group_mean, rtol=1e-9)
 
 
+def test_a_tsv_input_is_sharded_as_its_csv_twin(files, tmp_path):
+    """The streaming scan reads a .tsv with tabs, as the in-memory reader does (it read one column)."""
+    tsv = tmp_path / "records.tsv"
+    pl.read_csv(files["csv"]).write_csv(tsv, separator="\t")
+    want = in_memory(files["csv"], spec())
+    (tmp_path / "work").mkdir()
+    with engine.record_runs(str(tsv), spec(), memory_limit=TINY, work_dir=str(tmp_path / "work")) as got:
+        np.testing.assert_array_equal(got.counts, want.counts)
+        assert got.groups.equals(want.groups)
+        np.testing.assert_allclose(got.true_means(), want.true_means(), rtol=1e-12)
+
+
 def test_the_input_row_breaks_ties(files, tmp_path):
     """Reversing the rows changes which tied records a capped user keeps (so the tie-break
     matters on this input), and the sharded route follows the input rows, not the shard order."""

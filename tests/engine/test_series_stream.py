@@ -51,11 +51,12 @@ def chunked(monkeypatch):
 
 @pytest.mark.parametrize("mechanism", [["--mechanism", "gaussian", "--epsilon", "1", "--delta", "1e-6"],
                                        ["--mechanism", "laplace", "--epsilon", "1"]], ids=["gaussian", "laplace"])
-@pytest.mark.parametrize("fmt", ["parquet", "csv"])
+@pytest.mark.parametrize("fmt", ["parquet", "csv", "tsv"])
 def test_streamed_release_equals_in_memory(tmp_path, chunked, mechanism, fmt):
     df = long_frame()
     path = tmp_path / f"long.{fmt}"
-    df.write_parquet(path) if fmt == "parquet" else df.write_csv(path)
+    df.write_parquet(path) if fmt == "parquet" else df.write_csv(path, separator="\t" if fmt == "tsv" else ",")
+    fmt = "csv" if fmt == "tsv" else fmt  # the output's format (a .tsv input is released as CSV)
     whole = release(path, tmp_path / f"whole.{fmt}", *mechanism, "--memory-limit", "64GiB")
     assert chunked == []
     work = tmp_path / "work"

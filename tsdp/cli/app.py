@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import contextlib
+import re
 import signal
 import sys
 import threading
@@ -34,6 +35,9 @@ _SETTINGS = dict(
 app = typer.Typer(
     name="tsdp",
     help="Privatize time series held in CSV and Parquet files, with an auditable privacy report.",
+    epilog="Exit codes: 0 success; 1 unexpected failure (rerun with --debug); 2 usage error (bad option or "
+           "value, missing input file, existing output without --force); 3 budget exceeded or verification "
+           "failed; 4 bad input data; 5 numerical failure or resources.",
     no_args_is_help=True,
     cls=lazy_group(_SETTINGS),
     **{**_SETTINGS, "add_completion": True},
@@ -84,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
         except KeyboardInterrupt:
             if committed():  # Ctrl-C while the files were being moved into place or after it
                 _error("interrupted after the commit point; check whether the output and report were published "
-                       "(they appear together or not at all) and 'tsdp ledger status' for the charge")
+                       "(they appear together or not at all) and 'tsdp ledger show' for the charge")
             else:
                 _error("interrupted; nothing was published and the ledger reservation, if any, was cancelled")
             code = 130
@@ -142,6 +146,8 @@ def _usage_message(exc: typer.TyperException) -> str:
     value = _rejected_value(exc)
     if value is not None and repr(value) not in message:
         message += f" (got {value!r})"
+    if isinstance(value, str) and re.fullmatch(r"[+-]?\d*,\d+([eE][+-]?\d+)?", value.strip()):  # a decimal comma: 0,5
+        message += f"; write decimals with a point: {value.strip().replace(',', '.')}"
     ctx = getattr(exc, "ctx", None)
     if exc.exit_code == 2 and ctx is not None:
         message += f" (see '{ctx.command_path} --help')"

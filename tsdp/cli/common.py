@@ -126,7 +126,7 @@ SamplerOption = typer.Option(None, "--sampler", help="Noise sampler: hardened (e
 GranularityOption = typer.Option(None, "--granularity", help="--sampler hardened: power of two whose multiples the release takes [default: chosen from sigma and the sensitivity, about sigma x 2^-20].")
 ForceOption = typer.Option(False, "--force", help="Overwrite existing output files.")
 JsonOption = typer.Option(False, "--json", help="Print a machine-readable summary on stdout.")
-QuietOption = typer.Option(False, "--quiet", "-q", help="No progress bar, warnings or human summary.")
+QuietOption = typer.Option(False, "--quiet", "-q", help="No progress bar, human summary or warnings (a deprecated option's warning still prints).")
 
 
 def _check_timezone(value: str | None) -> str | None:

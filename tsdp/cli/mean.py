@@ -55,7 +55,7 @@ class OutOfRange(str, Enum):
 
 
 def mean_estimate(
-    input: str = typer.Argument(..., help="CSV or Parquet file of records (- for CSV on stdin)."),
+    input: str = typer.Argument(..., help="CSV (.csv, .csv.gz, .tsv) or Parquet file of records; - reads stdin (Parquet when it starts with PAR1, else CSV)."),
     user_col: str = typer.Option(..., help="User id column: the privacy unit (the guarantee protects whatever it identifies)."),
     value_col: str = typer.Option(..., help="Value column (e.g. speed)."),
     upper: float = typer.Option(..., help="PUBLIC upper bound U of the values; never derived from the data."),

@@ -28,14 +28,14 @@ PlanPlotOption = typer.Option(None, "--plot", help="PNG of the half-width agains
 def plan_release(ctx: typer.Context, epsilon: str = EpsilonsOption, plot: Optional[str] = PlanPlotOption,
                  json_summary: bool = common.JsonOption, quiet: bool = common.QuietOption) -> None:
     """Noise and accuracy of `tsdp release` at each epsilon (give INPUT and the release options)."""
-    _sweep("release", ctx.args, epsilon, plot, json_summary, quiet)
+    _sweep("release", ctx, epsilon, plot, json_summary, quiet)
 
 
 @app.command("mean-estimate", context_settings=PASS_THROUGH)
 def plan_mean(ctx: typer.Context, epsilon: str = EpsilonsOption, plot: Optional[str] = PlanPlotOption,
               json_summary: bool = common.JsonOption, quiet: bool = common.QuietOption) -> None:
     """Accuracy of `tsdp mean-estimate` at each epsilon per group (give INPUT and its options)."""
-    _sweep("mean-estimate", ctx.args, epsilon, plot, json_summary, quiet)
+    _sweep("mean-estimate", ctx, epsilon, plot, json_summary, quiet)
 
 
 def epsilons(text: str) -> list[float]:
@@ -54,7 +54,8 @@ def epsilons(text: str) -> list[float]:
     return values
 
 
-def _sweep(name: str, args: list[str], epsilon: str, plot: str | None, json_summary: bool, quiet: bool) -> None:
+def _sweep(name: str, ctx: typer.Context, epsilon: str, plot: str | None, json_summary: bool, quiet: bool) -> None:
+    args = ctx.args
     budgets = epsilons(epsilon)
     for flag in ("--dry-run", "--epsilon", "-o", "--output", "--report", "--ledger", "--fail-on-noisy"):
         if any(a == flag or a.startswith(flag + "=") for a in args):
@@ -71,7 +72,9 @@ def _sweep(name: str, args: list[str], epsilon: str, plot: str | None, json_summ
     rows = []
     with acc_opts.plan_mode():
         for value in budgets:
-            with command.make_context(name, [*args, "--epsilon", repr(value), "--dry-run"]) as sub:
+            # under the root context, so that errors point to 'tsdp release --help', not 'release --help'
+            with command.make_context(name, [*args, "--epsilon", repr(value), "--dry-run"],
+                                      parent=ctx.find_root()) as sub:
                 rows.append(_row(value, command.invoke(sub)))
     if plot is not None:
         from tsdp.cli import plots

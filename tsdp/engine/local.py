@@ -28,7 +28,7 @@ import polars as pl
 from tsdp.engine.kernel import ORDER
 from tsdp.errors import MEMORY_HINT, DataError, ResourceError, TsdpError, UsageError
 from tsdp.io.events import EventAggregation, EventJob, assemble, partial_cell_sums
-from tsdp.io.files import STDIO, read_table, table_format
+from tsdp.io.files import STDIO, read_table, table_format, text_separator
 
 GIB = 1 << 30
 DEFAULT_CAP = 2 * GIB
@@ -122,8 +122,8 @@ def scan_events(path: str, job: EventJob) -> pl.LazyFrame:
         scan = pl.scan_parquet(path)
     else:
         text = {c: pl.String for c in (job.user_col, job.series_col, job.value_col) if c is not None}
-        separator = "\t" if table_format(path).startswith("tsv") else ","
-        scan = pl.scan_csv(path, schema_overrides=text, infer_schema_length=10_000, separator=separator)
+        scan = pl.scan_csv(path, schema_overrides=text, infer_schema_length=10_000,
+                           separator=text_separator(table_format(path)))
     return scan.select(job.columns).with_row_index(ORDER)
 
 

@@ -38,7 +38,7 @@ from tsdp.engine.kernel import ORDER
 from tsdp.engine.local import (HEADROOM, default_memory_limit, loaded_shards, scratch_dir, shard_count,
                                write_user_shards)
 from tsdp.errors import DataError, ResourceError
-from tsdp.io.files import read_table, table_format
+from tsdp.io.files import read_table, table_format, text_separator
 from tsdp.io.records import RecordSpec, Records, load_records
 from tsdp.mean.algorithms import run_piece_sums
 
@@ -184,7 +184,8 @@ def scan_records(path: str, spec: RecordSpec) -> pl.LazyFrame:
         scan = pl.scan_parquet(path)
     else:
         text = {spec.user_col: pl.String, spec.value_col: pl.String}
-        scan = pl.scan_csv(path, schema_overrides=text, infer_schema_length=10_000)
+        scan = pl.scan_csv(path, schema_overrides=text, infer_schema_length=10_000,
+                           separator=text_separator(table_format(path)))
     return scan.select(record_columns(spec, scan.collect_schema().names())).with_row_index(ORDER)
 
 

@@ -34,7 +34,7 @@ from tsdp.engine.local import (HEADROOM, default_memory_limit, estimated_rows, s
                                write_partitions)
 from tsdp.errors import DataError
 from tsdp.io.events import input_rows
-from tsdp.io.files import table_format
+from tsdp.io.files import table_format, text_separator
 from tsdp.io.layouts import SeriesTable, load_long, require_columns
 from tsdp.io.load import InputSpec
 from tsdp.io.timegrid import TimeGrid, build_grid, parse_time_column
@@ -119,7 +119,8 @@ def _scan(path: str, spec: InputSpec) -> pl.LazyFrame:
     if table_format(path) == "parquet":
         scan = pl.scan_parquet(path)
     else:
-        scan = pl.scan_csv(path, schema_overrides={spec.value_col: pl.String}, infer_schema_length=10_000)
+        scan = pl.scan_csv(path, schema_overrides={spec.value_col: pl.String}, infer_schema_length=10_000,
+                           separator=text_separator(table_format(path)))
     names = scan.collect_schema().names()
     require_columns(pl.DataFrame({c: [] for c in names}),
                     {"--time-col": spec.time_col, "--value-col": spec.value_col, "--series-col": spec.series_col})

@@ -55,6 +55,11 @@ def table_format(path: str | Path, option: str = "INPUT", allowed=None) -> str:
     return fmt
 
 
+def text_separator(fmt: str) -> str:
+    """The field separator of a text format from :func:`table_format`: a tab for TSV, else a comma."""
+    return "\t" if fmt.startswith("tsv") else ","
+
+
 def read_table(path: str | Path, columns=None, rest: str | None = None) -> pl.DataFrame:
     """Read a CSV/TSV (optionally gzipped) or Parquet file, or stdin for ``-``, into a DataFrame.
 

@@ -3,6 +3,8 @@
 * A FIFO (named pipe), a device or a socket is refused before ``open()``, which would block until a
   writer appears (a cron job hanging for ever) or read an endless stream. Piped data goes to ``-``
   (stdin), which stays allowed.
+* A Parquet file named ``.csv`` or ``.tsv`` is refused with a message saying so (the CSV parser's
+  own error would be "invalid utf-8"); the format stays chosen by the extension.
 * A CSV header that names a column twice (``a,a``) is refused: polars would rename the second copy
   to ``a_duplicated_0``, so ``--value-col a`` would silently read only the first one and a wide
   release would publish a column under a name the file never had.
@@ -20,6 +22,8 @@ from tsdp.errors import DataError, UsageError
 
 STDIO = "-"
 HEADER_BYTES = 1 << 20  # a header longer than this is not checked (polars reads it all the same)
+PARQUET_MAGIC = b"PAR1"  # a Parquet file begins and ends with these bytes
+TEXT_SUFFIXES = (".csv", ".tsv")  # read as text by extension: Parquet bytes there get a clear error
 
 
 def check_input(path: str | Path, option: str = "INPUT") -> None:
@@ -39,13 +43,20 @@ def check_input(path: str | Path, option: str = "INPUT") -> None:
         kind = "a named pipe (FIFO)" if stat.S_ISFIFO(mode) else "a device or socket"
         raise UsageError(f"{option}: {str(path)!r} is {kind}, not a regular file; save the data to a file, or "
                          "pipe it to tsdp as '-' (stdin)")
-    if Path(path).suffix.lower() == ".csv":
+    suffix = Path(path).suffix.lower()
+    if suffix in TEXT_SUFFIXES:
         try:
             with open(path, "rb") as fh:
                 head = fh.read(HEADER_BYTES)
+                fh.seek(max(0, os.fstat(fh.fileno()).st_size - len(PARQUET_MAGIC)))
+                tail = fh.read()
         except OSError as exc:
             raise UsageError(f"{option}: cannot read {str(path)!r}: {exc.strerror or exc}") from None
-        check_header(head, f"{option} {str(path)!r}")
+        if head[:4] == PARQUET_MAGIC and tail == PARQUET_MAGIC:
+            raise DataError(f"{option}: {str(path)!r} is a Parquet file (it begins and ends with PAR1), not "
+                            f"{suffix[1:].upper()}; tsdp reads a file by its extension: name it .parquet")
+        if suffix == ".csv":
+            check_header(head, f"{option} {str(path)!r}")
 
 
 def check_header(head: bytes, where: str = "INPUT") -> None:

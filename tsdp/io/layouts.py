@@ -34,7 +34,26 @@ def require_columns(df: pl.DataFrame, columns: dict[str, str | None]) -> None:
         if name is not None and name not in df.columns:
             raise DataError(
                 f"{option}: column {name!r} not found; the input has columns: {', '.join(df.columns)}"
+                + _separator_hint(df.columns)
             )
+
+
+def _separator_hint(names: list[str]) -> str:
+    """A hint when the header was read as one column holding another separator (``time;a;b``).
+
+    Such a file was written with a separator other than its extension's (semicolons from a
+    spreadsheet in a decimal-comma locale, tabs in a ``.csv``); tsdp takes the separator from the
+    extension only, so the one column is the whole header line.
+    """
+    if len(names) != 1:
+        return ""
+    for separator, label, fix in ((";", "semicolons", "convert it to commas"),
+                                  ("\t", "tabs", "name it .tsv"),
+                                  ("|", "vertical bars", "convert it to commas")):
+        if separator in names[0]:
+            return (f" (one column: the header looks separated by {label}, but tsdp reads a .csv file as "
+                    f"separated by commas and a .tsv file by tabs: {fix})")
+    return ""
 
 
 FILL_HINT = "fix the input or pass --fill-missing zero to treat missing values as 0"

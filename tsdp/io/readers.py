@@ -28,10 +28,9 @@ import sys
 from pathlib import Path
 
 from tsdp.errors import DataError, UsageError
-from tsdp.io.inputs import HEADER_BYTES, check_header, check_input
+from tsdp.io.inputs import HEADER_BYTES, PARQUET_MAGIC, check_header, check_input
 
 KINDS = ("number", "text", "time")
-PARQUET_MAGIC = b"PAR1"
 _FAILED_COLUMN = re.compile(r"at column '.*' \(column number (\d+)\)", re.DOTALL)
 
 
