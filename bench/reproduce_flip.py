@@ -41,13 +41,14 @@ def run_example1(rho: float, reps: int, seed: int = 0) -> dict[str, np.ndarray]:
     paths = simulate_example1(rho, T, rng, reps)
     true_fx, true_cond = example1_model(rho).marginal_and_conditional(frequency_grid(8192))
     true_gamma = acvf(true_cond)
-    keys = ("lip_est", "lip_true", "D_path", "D_path_sample", "D_ACF", "guess", "lagged", "var_ratio")
+    keys = ("lip_est", "lip_dates_min", "lip_true", "D_path", "D_path_sample", "D_ACF", "guess", "lagged", "var_ratio")
     rows = {k: np.empty(reps) for k in keys}
     variance = stationary_covariance(rho)[0, 0]
     for i in range(reps):
         result = flip_series(paths[i, :, 0], paths[i, :, 1:], SETTINGS, series_generator(seed, i, rho))
         d = result.diagnostics
-        rows["lip_est"][i] = d["lip_applied"]
+        rows["lip_est"][i] = d["lip_applied_interior"]  # the paper's figure: Def. 4 for the taps
+        rows["lip_dates_min"][i] = d["lip_applied"]  # the lowest same-date LIP over the dates (the ends)
         rows["lip_true"][i] = taps_lip(np.asarray(result.secrets["taps"]), true_gamma)
         rows["D_path_sample"][i] = d["utility"]["D_path"]
         rows["D_path"][i] = d["utility"]["D_path"] * np.var(paths[i, :, 0]) / variance
@@ -77,6 +78,8 @@ def main() -> int:
         print(f"rho = {rho}: {args.reps} replicates, T = {T}, K = 25, M = 45 ({elapsed:.1f} s)")
         print(f"  LIP applied, estimated model  mean (q10, q90): {_describe(rows['lip_est'])}   paper: > 0.99")
         print(f"  LIP applied, true model       mean (q10, q90): {_describe(rows['lip_true'])}")
+        print(f"  LIP at the worst date (ends)  mean (q10, q90): {_describe(rows['lip_dates_min'])}   "
+              "(not in the paper: the taps run over forecasts there)")
         for key, name in (("D_path", "D_path, true Var X_t"), ("D_path_sample", "D_path, sample variance")):
             print(f"  {name:<30}mean (q10, q90): {_describe(rows[key])}")
             print(f"    P(D_path > 1) = {np.mean(rows[key] > 1):.3f} (paper >= 0.5);  "

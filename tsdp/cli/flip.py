@@ -36,7 +36,9 @@ SECRETS_WARNING = ("the secrets file holds the master seed and every filter: any
                    "release exactly; keep it apart from the output")
 DISCLAIMER = ("LIP >= 1 - lip_budget_delta holds for the ideal filter under the ESTIMATED spectral model, against "
               "a linear attacker using the released value at the same time point only. It is not a "
-              "differential-privacy guarantee. The filter is invertible by anyone who learns it; an attacker who "
+              "differential-privacy guarantee. The applied filter falls short of it near the two ends of each "
+              "series, where it runs on backcasts and forecasts of the series itself (or wraps around): the "
+              "custodian file gives each series' lowest same-date LIP and its date (lip_applied). The filter is invertible by anyone who learns it; an attacker who "
               "guesses R(x) = x recovers much of the series (lip_guess_inversion), and lagged released values "
               "can predict better than the same-date value (lip_lagged_min). Second-order features (mean, trend, "
               "variance, autocorrelation, spectrum) are released essentially exactly by design. Repeated releases "
@@ -90,7 +92,7 @@ def flip(
     r_params: Optional[str] = typer.Option(None, help='Fixed R as JSON {"alpha": [...], "a": [...], "b": [...]} (tests and reproduction; a secret).'),
     grid: int = typer.Option(8192, help="Frequencies on [0, pi]."),
     acf_lags: int = typer.Option(24, help="Lags H of the D_ACF utility figure."),
-    min_lip: Optional[float] = typer.Option(None, help="Fail (exit 3, nothing written) if any series' applied LIP is below this."),
+    min_lip: Optional[float] = typer.Option(None, help="Fail (exit 3, nothing written) if any series' applied LIP (its lowest over the dates) is below this."),
     suffix: Optional[str] = typer.Option(None, help="Keep the original value columns and add the released ones with this suffix (internal QA only)."),
     secrets: Optional[str] = typer.Option(None, "--secrets", help="Write the master seed and every filter to this JSON file (mode 0600). Anyone holding it can invert the release."),
     custodian: Optional[str] = common.CustodianOption,
@@ -267,7 +269,8 @@ def _check_min_lip(min_lip: float | None, rows: list[dict[str, Any]]) -> None:
         worst = min(low, key=lambda r: r["lip_applied"])
         where = f"entity {worst['entity']!r}, " if worst["entity"] is not None else ""
         raise BudgetError(f"--min-lip {min_lip:g}: {len(low)} series fall below it ({where}column "
-                          f"{worst['column']!r}: applied LIP {worst['lip_applied']:.6f}); nothing was written")
+                          f"{worst['column']!r}: applied LIP {worst['lip_applied']:.6f} at date "
+                          f"{worst['lip_applied_date']} of {worst['T']}); nothing was written")
 
 
 def _secrets_json(master: int, items, results) -> bytes:
@@ -311,5 +314,6 @@ def _notes(panel: EntityPanel, settings: FlipSettings, suffix: str | None = None
         notes.append("no auxiliary series: LIP is computed against an attacker with no side information (f_X|Z = f_X)")
     if settings.boundary == "circular":
         notes.append("--boundary circular is tsdp's frequency-domain mode (not the paper's): it keeps the periodogram "
-                     "exactly but wraps the two ends together; lip_applied equals lip_ideal there")
+                     "exactly but wraps the two ends together, so the dates near either end reach a lower "
+                     "same-date LIP than the ideal filter's (lip_applied in the custodian file is the lowest)")
     return notes

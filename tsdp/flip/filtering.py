@@ -47,6 +47,21 @@ def extend(x: np.ndarray, gamma: np.ndarray, M: int) -> tuple[np.ndarray, bool]:
     return np.concatenate((backcasts[::-1], x, forecasts)), W < T
 
 
+def projection_rows(T: int, gamma: np.ndarray, M: int) -> tuple[np.ndarray, np.ndarray, int]:
+    """The backcast and forecast weights of :func:`extend` as explicit rows: ``(back, fore, W)`` with
+    ``back[i - 1] @ x[:W]`` the backcast of time 1 - i and ``fore[i - 1] @ x[T - W:]`` the forecast of
+    time T + i (i = 1..M), i.e. ``c_i' Gamma_W^{-1}`` for the covariance vectors c_i of :func:`extend`."""
+    from scipy.linalg import solve_toeplitz
+
+    W = min(T, PROJECTION_WINDOW)
+    column = gamma[:W]
+    s = np.arange(W)
+    i = np.arange(1, M + 1)
+    fore = solve_toeplitz(column, gamma[W + i[:, None] - 1 - s[None, :]].T, check_finite=False).T
+    back = solve_toeplitz(column, gamma[s[None, :] + i[:, None]].T, check_finite=False).T
+    return back.reshape(M, W), fore.reshape(M, W), W
+
+
 def apply_taps(extended: np.ndarray, taps: np.ndarray) -> np.ndarray:
     """Xhat_t = sum_j psi_j X^E_{t-j} for the T interior points of an M-extended series."""
     return np.convolve(extended, taps, mode="valid")

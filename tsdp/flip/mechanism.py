@@ -13,8 +13,11 @@ For one sensitive series x (length T) and optional auxiliary series z (T x q):
 7. pad x with M backcasts and forecasts and filter (or filter circularly);
 8. add the trend back and undo the standardisation.
 
-The diagnostics (LIP of the ideal and of the applied filter, lagged LIP, the two inversion attacks,
-all-pass defect, utility) go to the report; R, Delta, B, L_R and the taps are secrets.
+The diagnostics (LIP of the ideal filter; the same-date LIP of the release at every date, whose lowest
+value and date are ``lip_applied`` and ``lip_applied_date`` (``tsdp.flip.datewise``: the ends, where the
+taps run over backcasts and forecasts or wrap around, can fall far below the stationary figure
+``lip_applied_interior``); lagged LIP, the two inversion attacks, all-pass defect, utility) are figures
+of the data and go to the custodian file; R, Delta, B, L_R and the taps are secrets.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ import numpy as np
 
 from tsdp.accounting.claim import PrivacyClaim, PrivacyUnit
 from tsdp.errors import DataError, NumericalError, UsageError
-from tsdp.flip import coefficients, filtering, lip, phase, spectral, trend, utility
+from tsdp.flip import coefficients, datewise, filtering, lip, phase, spectral, trend, utility
 
 SPECTRAL = ("var", "flattop")
 BOUNDARIES = ("extend", "circular")
@@ -246,7 +249,7 @@ def flip_series(x: np.ndarray, z: np.ndarray | None, settings: FlipSettings, rng
                             "input (spec P8)")
 
     joint = np.column_stack([resid, z_resid])
-    _refuse_collinear(joint, label)
+    _refuse_collinear(joint, label, M)
     fit_info: dict[str, Any] = {"method": settings.spectral, "order": None, "stable": True,
                                 "flattop_bandwidth": None, "notes": []}
     n = _grid_size(settings, T, M)
@@ -291,13 +294,19 @@ def flip_series(x: np.ndarray, z: np.ndarray | None, settings: FlipSettings, rng
 
     gamma_x = spectral.acvf(f_x)
     if settings.boundary == "extend":
+        def residual_filter(v):
+            return filtering.apply_taps(filtering.extend(v, gamma_x, M)[0], taps)
+
         extended, windowed = filtering.extend(resid, gamma_x, M)
         released_resid = filtering.apply_taps(extended, taps)
         if windowed:
             fit_info["notes"].append(f"backcasts and forecasts use the nearest {filtering.PROJECTION_WINDOW} "
                                      "observations")
     else:
-        released_resid = filtering.circular_filter(resid, theta)
+        def residual_filter(v):
+            return filtering.circular_filter(v, theta)
+
+        released_resid = residual_filter(resid)
     released = (fitted + released_resid) * scale + center
     if not np.isfinite(released).all():
         raise DataError(f"{label}: the released series overflows float64 (values up to {np.max(np.abs(x)):.3g}); "
@@ -309,6 +318,10 @@ def flip_series(x: np.ndarray, z: np.ndarray | None, settings: FlipSettings, rng
     if lip_ideal < floor - 1e-8:
         raise NumericalError(f"{label}: the ideal filter's LIP {lip_ideal:.10f} is below 1 - lip_delta = "
                              f"{floor:g}: the spectrum is too concentrated for the grid; raise --grid")
+    by_date = datewise.lip_by_date(
+        residual_filter, gamma_c, trend.trend_basis(T, d), taps=taps, gamma_x=gamma_x, M=M,
+        impulse=residual_filter(np.eye(1, T)[0]) if settings.boundary == "circular" else None)
+    worst = int(np.argmin(by_date))
     lagged_min, lagged_at = lip.lagged_lip(taps, gamma_c, M)
     guess = coefficients.filter_taps(math.pi * F, M, "direct")
     diagnostics = {
@@ -321,7 +334,12 @@ def flip_series(x: np.ndarray, z: np.ndarray | None, settings: FlipSettings, rng
         "lip_budget_delta": settings.lip_delta,
         "lip_lower_bound": floor,
         "lip_ideal": lip_ideal,
-        "lip_applied": lip_ideal if settings.boundary == "circular" else lip.taps_lip(taps, gamma_c),
+        "lip_applied": float(by_date[worst]),
+        "lip_applied_date": worst + 1,
+        # the stationary figure away from the ends: Def. 4 for the taps; the circular filter's response is
+        # the ideal filter's at the Fourier frequencies
+        "lip_applied_interior": lip_ideal if settings.boundary == "circular" else lip.taps_lip(taps, gamma_c),
+        "lip_dates_below_floor": int(np.count_nonzero(by_date < floor - SHORTFALL_WARN)),
         "lip_lagged_min": lagged_min,
         "lip_lagged_argmax_lag": lagged_at,
         "lip_guess_inversion": lip.inversion_lip(taps, guess, gamma_c),
@@ -342,6 +360,9 @@ def flip_series(x: np.ndarray, z: np.ndarray | None, settings: FlipSettings, rng
 # An applied LIP this far below 1 - delta, or an all-pass defect above ALLPASS_WARN, gets a warning.
 SHORTFALL_WARN = 0.01
 ALLPASS_WARN = 0.05
+# A lagged LIP below this (the best single lag explains more than 75 % of X_t's conditional variance)
+# gets a warning: the spec's AR(1) 0.6 and Example-1 releases sit near 0.4, a white-noise input near 0.
+LAGGED_WARN = 0.25
 
 
 def _shortfall_warnings(diagnostics: dict[str, Any], settings: FlipSettings, label: str) -> list[str]:
@@ -349,11 +370,28 @@ def _shortfall_warnings(diagnostics: dict[str, Any], settings: FlipSettings, lab
     seasonality puts the spectrum's mass in features narrower than 2M+1 taps resolve)."""
     out = []
     floor = diagnostics["lip_lower_bound"]
+    interior = diagnostics["lip_applied_interior"]
     applied = diagnostics["lip_applied"]
-    if applied < floor - SHORTFALL_WARN:
-        out.append(f"{label}: the applied {2 * diagnostics['M'] + 1}-tap filter reaches LIP {applied:.4g}, well below "
+    if interior < floor - SHORTFALL_WARN:
+        out.append(f"{label}: the applied {2 * diagnostics['M'] + 1}-tap filter reaches LIP {interior:.4g}, well below "
                    f"the ideal filter's {floor:g}: the estimated spectrum has features narrower than the filter "
                    "resolves; remove the trend (--trend-order), seasonally adjust, or raise --filter-half-length")
+    if diagnostics["lip_dates_below_floor"] and applied < interior - SHORTFALL_WARN:
+        where = ("the filter wraps the two ends of the series together (--boundary circular)"
+                 if settings.boundary == "circular" else
+                 "the taps run over backcasts and forecasts, which are projections of the series itself")
+        out.append(f"{label}: {diagnostics['lip_dates_below_floor']} released dates have a same-date LIP below "
+                   f"{floor:g}, the lowest {applied:.4g} at date {diagnostics['lip_applied_date']} of "
+                   f"{diagnostics['T']}: near the ends {where}, so the released value there reveals more of the "
+                   "value at its date; withhold the first and last --filter-half-length dates from publication")
+    if diagnostics["lip_lagged_min"] < LAGGED_WARN:
+        lag = diagnostics["lip_lagged_argmax_lag"]
+        which = ("at the same date" if lag == 0 else
+                 f"{abs(lag)} date{'s' if abs(lag) != 1 else ''} {'later' if lag > 0 else 'earlier'}")
+        out.append(f"{label}: the release is close to a shifted copy of the series: under the estimated model the "
+                   f"released value {which} predicts each value with squared correlation "
+                   f"{1.0 - diagnostics['lip_lagged_min']:.3g} (LIP covers the same date only; spec section 7). A "
+                   "nearly white spectrum makes the filter nearly a pure shift; do not publish this series")
     if diagnostics["allpass_max_defect"] > ALLPASS_WARN:
         out.append(f"{label}: the applied filter is {diagnostics['allpass_max_defect']:.3g} away from all-pass, so "
                    "the spectrum and autocorrelations are only roughly kept (D_ACF "
@@ -394,16 +432,27 @@ def _spectral_estimate(joint: np.ndarray, settings: FlipSettings, fit_info: dict
     return flattop_spectra
 
 
-def _refuse_collinear(joint: np.ndarray, label: str) -> None:
-    """An auxiliary set that reproduces the sensitive series linearly at the same dates (a copy, a
-    rescaled copy) predicts it perfectly: LIP is undefined (Prop. 3)."""
+# Leads and lags of the auxiliary series searched for an exact linear copy of the sensitive series.
+COLLINEAR_LAGS = 24
+
+
+def _refuse_collinear(joint: np.ndarray, label: str, M: int) -> None:
+    """An auxiliary set that reproduces the sensitive series linearly, at the same dates or shifted
+    (a copy, a rescaled copy, a lagged copy: Z_t = X_{t-1}), predicts it perfectly: LIP is undefined
+    (Prop. 3). X is regressed on Z's values up to L = min(M, 24) dates apart, fewer when the series is
+    short (at most a quarter as many regressors as rows, so that an ordinary fit stays far from exact)."""
     if joint.shape[1] < 2:
         return
     x, z = joint[:, 0], joint[:, 1:]
-    beta, *_ = np.linalg.lstsq(z, x, rcond=None)
-    x_given_z = float(np.var(x - z @ beta) / np.var(x))
+    T, q = z.shape
+    L = max(0, min(M, COLLINEAR_LAGS, int((T / (4 * q) - 1) // 2)))
+    design = np.column_stack([z[L + k:T - L + k] for k in range(-L, L + 1)])
+    target = x[L:T - L]
+    beta, *_ = np.linalg.lstsq(design, target, rcond=None)
+    x_given_z = float(np.var(target - design @ beta) / np.var(target))
     if not x_given_z > spectral.DEGENERATE_SHARE:
-        raise DataError(f"{label}: the auxiliary series predict the sensitive series (almost) perfectly "
+        apart = "at the same dates" if L == 0 else f"from their values up to {L} dates apart"
+        raise DataError(f"{label}: the auxiliary series predict the sensitive series (almost) perfectly {apart} "
                         f"(unexplained variance share {max(x_given_z, 0.0):.2e}); LIP is undefined (paper Prop. 3)")
 
 
