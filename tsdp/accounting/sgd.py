@@ -215,18 +215,23 @@ def calibrate_noise(setting: SgdSetting, target_epsilon: float, steps: int, delt
                     discretization: float = DEFAULT_DISCRETIZATION, rtol: float = 1e-3):
     """Smallest noise multiplier (to ``rtol``, rounded up) whose epsilon is at most the target:
     a :class:`~tsdp.accounting.budget.Calibration` ``(sigma, epsilon)`` (the search and its limits:
-    :func:`~tsdp.accounting.budget.smallest_noise_within`)."""
-    from tsdp.accounting.budget import check_delta, check_epsilon, smallest_noise_within
+    :func:`~tsdp.accounting.noise_search.smallest_noise_within`). The same accountant on a coarser
+    grid guides the search; the sigma returned is certified at ``discretization``."""
+    from tsdp.accounting.budget import check_delta, check_epsilon, coarse_discretization, smallest_noise_within
 
     check_epsilon(target_epsilon, "--epsilon")
     check_delta(delta)
     check_composed_delta(delta, steps)
 
-    def eps_at(sigma: float) -> float:
-        return _epsilon(SgdSetting(setting.sampling_rate, sigma, setting.sampling, setting.relation)
-                        .pld(discretization), steps, delta)
+    def at(grid: float):
+        def eps_at(sigma: float) -> float:
+            return _epsilon(SgdSetting(setting.sampling_rate, sigma, setting.sampling, setting.relation)
+                            .pld(grid), steps, delta)
+        return eps_at
 
-    return smallest_noise_within(eps_at, target_epsilon, 0.25, 1.0, discretization, rtol)
+    coarse = coarse_discretization(target_epsilon, discretization)
+    return smallest_noise_within(at(discretization), target_epsilon, 0.25, 1.0, discretization, rtol,
+                                 estimate=at(coarse) if coarse else None)
 
 
 def max_steps(setting: SgdSetting, target_epsilon: float, delta: float,
