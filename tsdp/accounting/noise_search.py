@@ -34,11 +34,15 @@ COARSE_FACTOR = 10
 COARSE_OF_TARGET = 1e-2
 
 
-def coarse_discretization(target_epsilon: float, discretization: float) -> float | None:
-    """The grid step of the cheap estimate for a target, or None when no grid is both coarse
-    enough to save work and fine enough to resolve the target."""
+def coarse_discretization(target_epsilon: float, discretization: float, compositions: int = 1) -> float | None:
+    """The grid step of the cheap estimate for a target after ``compositions`` compositions, or
+    None when no grid is both coarse enough to save work and fine enough to resolve the target.
+    The pessimistic rounding can cost up to a grid step per composition, so a long training
+    gets no coarse estimate once that could reach the target (it would mislead more than guide)."""
     coarse = min(discretization * COARSE_FACTOR, target_epsilon * COARSE_OF_TARGET)
-    return coarse if coarse >= 2 * discretization else None
+    if coarse < 2 * discretization or compositions * coarse > target_epsilon:
+        return None
+    return coarse
 
 
 class Calibration(tuple):
@@ -63,12 +67,15 @@ class _Bracket:
         self.epsilon_at, self.target = epsilon_at, target
         self.lo = self.lo_eps = self.hi = self.hi_eps = None
         self.lo_measured = True
+        self.measured: list[tuple[float, float]] = []  # (sigma, epsilon) of every accounted probe
 
     def probe(self, sigma: float) -> bool:
         try:
             eps = self.epsilon_at(sigma)
         except GridTooLarge:  # too small a sigma to account counts as missing the target
             eps = None
+        if eps is not None:
+            self.measured.append((sigma, eps))
         if eps is not None and eps <= self.target:
             self.hi, self.hi_eps = sigma, eps
             return True
@@ -87,93 +94,118 @@ def smallest_noise_within(epsilon_at, target_epsilon: float, lo: float, hi: floa
     gets the smallest sigma tsdp can account, flagged ``at_grid_limit``. A target not reached by
     ``MAX_NOISE_MULTIPLIER`` is a UsageError naming --epsilon and the smallest epsilon reachable.
     """
-    guess = _estimated_root(estimate, target_epsilon, lo, hi, discretization, rtol) if estimate else None
-    bracket = _Bracket(epsilon_at, target_epsilon)
-    if guess is not None:
-        _bracket_near(bracket, guess, rtol, discretization)
-    else:
-        _bracket_by_doubling(bracket, lo, hi, discretization)
-    if bracket.lo is not None:
-        _close(bracket, rtol)
-    return Calibration(bracket.hi, bracket.hi_eps, not bracket.lo_measured)
+    del lo  # the walk finds its own lower end
+    b = _search(epsilon_at, target_epsilon, hi, discretization, rtol, estimate)
+    return Calibration(b.hi, b.hi_eps, not b.lo_measured)
 
 
-def _estimated_root(estimate, target: float, lo: float, hi: float, discretization: float,
-                    rtol: float) -> float | None:
-    """Where the cheap accountant puts the root (its own bracket's upper end), or None when it
-    cannot say (then the exact search starts from scratch)."""
+def _search(epsilon_at, target: float, start: float, discretization: float, rtol: float, estimate) -> _Bracket:
+    guess, slope = _estimated_root(estimate, target, start, discretization, rtol) if estimate else (None, None)
+    b = _Bracket(epsilon_at, target)
+    _walk(b, guess if guess is not None else start, slope, rtol, discretization)
+    _close(b, rtol)
+    return b
+
+
+def _estimated_root(estimate, target: float, start: float, discretization: float,
+                    rtol: float) -> tuple[float | None, float | None]:
+    """Where the cheap accountant puts the root (its bracket's upper end) and the slope of log
+    epsilon in log sigma there, or (None, None) when it cannot say (the exact search then starts
+    from scratch)."""
     try:
-        return smallest_noise_within(estimate, target, lo, hi, discretization, rtol)[0]
+        b = _search(estimate, target, start, discretization, rtol, None)
     except TsdpError:  # out of reach, or not computable, on the coarse grid: no estimate
+        return None, None
+    return b.hi, _slope(b.lo, b.lo_eps, b.hi, b.hi_eps)
+
+
+def _slope(s0: float, e0: float | None, s1: float, e1: float | None) -> float | None:
+    """d log epsilon / d log sigma between two measured points, when it is negative (as it should be)."""
+    if e0 is None or e1 is None or e0 <= 0 or e1 <= 0 or s0 == s1:
         return None
+    slope = (math.log(e1) - math.log(e0)) / (math.log(s1) - math.log(s0))
+    return slope if slope < 0 else None
 
 
-def _bracket_by_doubling(b: _Bracket, lo: float, hi: float, discretization: float) -> None:
-    """Doubling or halving from ``[lo, hi]`` until a probe meets the target and one misses it
-    (``b.lo`` stays None when every sigma down to the guard meets it)."""
-    if b.probe(hi):
-        while True:
-            if lo < MIN_NOISE_MULTIPLIER:  # every sigma down to the guard meets the target
-                b.lo, b.lo_eps, b.lo_measured = lo, None, False
-                return
-            if not b.probe(lo):
-                return
-            lo /= 2
+def _walk(b: _Bracket, sigma: float, slope: float | None, rtol: float, discretization: float) -> None:
+    """Probe from ``sigma`` until one probe meets the target and one misses it.
+
+    Each step aims just past the root extrapolated from the last two probes (log epsilon linear
+    in log sigma; before that, ``slope`` or -1, epsilon ~ 1/sigma), and moves at least ``margin``
+    (from 1 + rtol, growing fourfold in log to 2) and at most a factor 4 down (small noise levels
+    have large grids) or 1000 up; without a measured epsilon, by a factor 2. Every sigma down to
+    the guard meeting the target leaves an unaccountable lower end (flagged ``at_grid_limit``).
+    """
+    margin, previous, half = 1 + rtol, None, math.sqrt(1 + rtol)
     while True:
-        if b.lo >= MAX_NOISE_MULTIPLIER:
-            raise _out_of_reach(b.target, b.lo_eps, discretization)
-        if b.probe(min(b.lo * 2, MAX_NOISE_MULTIPLIER)):
+        passed = b.probe(sigma)
+        if b.lo is not None and b.hi is not None:
             return
-
-
-def _bracket_near(b: _Bracket, guess: float, rtol: float, discretization: float) -> None:
-    """A bracket around ``guess`` from the exact accountant: a probe just above it, then steps
-    away from it that grow fourfold (in log sigma) from ``rtol``, so that an accurate guess costs
-    two probes and a poor one a few more."""
-    step = 1 + rtol
-    sigma = min(guess * math.sqrt(step), MAX_NOISE_MULTIPLIER)
-    if b.probe(sigma):
-        while True:
-            sigma /= step
-            if sigma < MIN_NOISE_MULTIPLIER:
+        eps = b.hi_eps if passed else b.lo_eps
+        if previous is not None:
+            slope = _slope(previous[0], previous[1], sigma, eps) or slope
+        root = None
+        if eps is not None and eps > 0:
+            log_root = math.log(sigma) + (math.log(b.target) - math.log(eps)) / (slope or -1.0)
+            root = math.exp(min(max(log_root, -700.0), 700.0))
+        previous = (sigma, eps)
+        if passed:
+            step = min(sigma / margin, root / half) if root else sigma / 2
+            sigma = max(step, sigma / 4)
+            if sigma < MIN_NOISE_MULTIPLIER:  # every sigma down to the guard meets the target
                 b.lo, b.lo_eps, b.lo_measured = sigma, None, False
                 return
-            if not b.probe(sigma):
-                return
-            step = step ** 4
-    while True:
-        if sigma >= MAX_NOISE_MULTIPLIER:
-            raise _out_of_reach(b.target, b.lo_eps, discretization)
-        sigma = min(sigma * step, MAX_NOISE_MULTIPLIER)
-        if b.probe(sigma):
-            return
-        step = step ** 4
+        else:
+            if sigma >= MAX_NOISE_MULTIPLIER:
+                raise _out_of_reach(b.target, b.lo_eps, discretization)
+            step = max(sigma * margin, root * half) if root else sigma * 2
+            sigma = min(step, sigma * 1000, MAX_NOISE_MULTIPLIER)
+        margin = min(margin ** 4, 2.0)
 
 
 def _close(b: _Bracket, rtol: float) -> None:
     """Shrink ``[b.lo, b.hi]`` to ``hi / lo <= 1 + rtol``.
 
-    Each probe aims at the interpolated root (log epsilon linear in log sigma between the two
-    ends): just above it when the upper end is still far, else one ``rtol`` below the upper end;
-    a bisection instead whenever the last two probes did not halve the bracket (in log sigma),
-    so the search never stalls on a poor interpolation.
+    A probe aims just above the interpolated root (log epsilon linear in log sigma between the
+    two ends); when it meets the target, the next probe goes one ``rtol`` below it, which closes
+    the bracket if it misses. Epsilon on a grid is a staircase in sigma, so an interpolation can
+    be poor: the search bisects after a probe one rtol below still met the target, and whenever
+    the last two probes did not halve the bracket (in log sigma), so it never stalls.
     """
     half = 0.5 * math.log1p(rtol)
     widths: list[float] = []  # log(hi / lo) before each probe
+    aimed = below = False  # the last probe: just above the interpolated root / one rtol below hi
     while b.hi / b.lo > 1 + rtol:
         width = math.log(b.hi / b.lo)
         stalled = len(widths) >= 2 and width > 0.5 * widths[-2]
-        root = None if stalled else _interpolated(b)
-        if root is None:
-            sigma = math.sqrt(b.lo * b.hi)
+        passed_last = b.hi == last if widths else False
+        root = _root_estimate(b)
+        if aimed and passed_last:
+            sigma, aimed, below = b.hi / (1 + rtol) * (1 + 1e-12), False, True
+        elif stalled or root is None:
+            sigma, aimed, below = math.sqrt(b.lo * b.hi), False, False
         elif math.log(b.hi) - root > half:
-            sigma = math.exp(root + half * (1 - 1e-9))  # just above the root
+            sigma, aimed, below = math.exp(root + half * (1 - 1e-9)), True, False
         else:
-            sigma = b.hi / (1 + rtol) * (1 + 1e-12)  # one rtol below the upper end: closes if it misses
+            sigma, aimed, below = b.hi / (1 + rtol) * (1 + 1e-12), False, True
         if not b.lo < sigma < b.hi:
-            sigma = math.sqrt(b.lo * b.hi)
+            sigma, aimed, below = math.sqrt(b.lo * b.hi), False, False
         widths.append(width)
+        last = sigma
         b.probe(sigma)
+
+
+def _root_estimate(b: _Bracket) -> float | None:
+    """log sigma of the root: by the secant through the last two probes (their local slope) when
+    it falls inside the bracket, else by interpolation between the bracket's ends."""
+    if len(b.measured) >= 2:
+        (s0, e0), (s1, e1) = b.measured[-2:]
+        slope = _slope(s0, e0, s1, e1)
+        if slope is not None:
+            root = math.log(s1) + (math.log(b.target) - math.log(e1)) / slope
+            if math.log(b.lo) < root < math.log(b.hi):
+                return root
+    return _interpolated(b)
 
 
 def _interpolated(b: _Bracket) -> float | None:

@@ -485,7 +485,7 @@ def calibrate_noise(setting: DpSgdSetting, target_epsilon: float, delta: float, 
             return epsilon_of(s, pld_from_profile(composition_profile(s, "upper")[0], grid), count, delta)
         return eps_at
 
-    coarse = coarse_discretization(target_epsilon, discretization)
+    coarse = coarse_discretization(target_epsilon, discretization, count)
     return smallest_noise_within(at(discretization), target_epsilon, 0.05, 1.0, discretization, rtol,
                                  estimate=at(coarse) if coarse else None)
 
