@@ -6,9 +6,9 @@ evaluation of the exact accountant builds a privacy-loss grid and composes it, s
 spends as few of them as it can:
 
 1. an optional cheap ``estimate`` (the same accountant on a coarser grid) locates the root first;
-2. the exact accountant then brackets the root from that estimate with small steps (or, without
-   an estimate, by doubling and halving) and closes the bracket by interpolating log(epsilon) in
-   log(sigma), aiming each probe so that the bracket ends one ``rtol`` wide.
+2. the exact accountant then walks from that estimate (or from the caller's start) to a bracket,
+   extrapolating log(epsilon) in log(sigma), and closes the bracket by interpolation, aiming each
+   probe so that the bracket ends one ``rtol`` wide; bisection whenever that stalls.
 
 The answer is always certified by the exact accountant: the sigma returned is the upper end of
 the final bracket, whose exact epsilon was computed and is within the target, and the lower end
@@ -88,8 +88,8 @@ def smallest_noise_within(epsilon_at, target_epsilon: float, lo: float, hi: floa
     """Smallest noise multiplier (to ``rtol``, rounded up) whose ``epsilon_at`` is at most the target.
 
     ``epsilon_at`` is the exact accountant; ``estimate`` (optional) a cheaper one that only
-    guides the search (see the module docstring). Without an estimate the search starts from
-    ``[lo, hi]``. A sigma too small to account (GridTooLarge) counts as missing the target, so a
+    guides the search (see the module docstring). Without an estimate the search starts at
+    ``hi`` (``lo`` is not needed any more: the walk finds its own lower end). A sigma too small to account (GridTooLarge) counts as missing the target, so a
     target that only smaller noise would reach (a huge epsilon, or a sampling rate below delta)
     gets the smallest sigma tsdp can account, flagged ``at_grid_limit``. A target not reached by
     ``MAX_NOISE_MULTIPLIER`` is a UsageError naming --epsilon and the smallest epsilon reachable.
@@ -169,30 +169,29 @@ def _close(b: _Bracket, rtol: float) -> None:
     A probe aims just above the interpolated root (log epsilon linear in log sigma between the
     two ends); when it meets the target, the next probe goes one ``rtol`` below it, which closes
     the bracket if it misses. Epsilon on a grid is a staircase in sigma, so an interpolation can
-    be poor: the search bisects after a probe one rtol below still met the target, and whenever
-    the last two probes did not halve the bracket (in log sigma), so it never stalls.
+    be poor: the search bisects whenever the last two probes did not halve the bracket (in log
+    sigma), so it never stalls.
     """
     half = 0.5 * math.log1p(rtol)
     widths: list[float] = []  # log(hi / lo) before each probe
-    aimed = below = False  # the last probe: just above the interpolated root / one rtol below hi
+    aimed_hit = False  # the last probe aimed just above the root and met the target
     while b.hi / b.lo > 1 + rtol:
         width = math.log(b.hi / b.lo)
         stalled = len(widths) >= 2 and width > 0.5 * widths[-2]
-        passed_last = b.hi == last if widths else False
         root = _root_estimate(b)
-        if aimed and passed_last:
-            sigma, aimed, below = b.hi / (1 + rtol) * (1 + 1e-12), False, True
+        aim = False
+        if aimed_hit:
+            sigma = b.hi / (1 + rtol) * (1 + 1e-12)  # one rtol below: closes the bracket if it misses
         elif stalled or root is None:
-            sigma, aimed, below = math.sqrt(b.lo * b.hi), False, False
+            sigma = math.sqrt(b.lo * b.hi)
         elif math.log(b.hi) - root > half:
-            sigma, aimed, below = math.exp(root + half * (1 - 1e-9)), True, False
+            sigma, aim = math.exp(root + half * (1 - 1e-9)), True
         else:
-            sigma, aimed, below = b.hi / (1 + rtol) * (1 + 1e-12), False, True
+            sigma = b.hi / (1 + rtol) * (1 + 1e-12)
         if not b.lo < sigma < b.hi:
-            sigma, aimed, below = math.sqrt(b.lo * b.hi), False, False
+            sigma, aim = math.sqrt(b.lo * b.hi), False
         widths.append(width)
-        last = sigma
-        b.probe(sigma)
+        aimed_hit = b.probe(sigma) and aim
 
 
 def _root_estimate(b: _Bracket) -> float | None:
