@@ -159,3 +159,15 @@ def test_chernoff_window_keeps_all_but_the_tail_mass():
         full = np.convolve(full, pmf.probs)
     assert full[:low].sum() <= 5e-11 and full[high + 1:].sum() <= 5e-11
     assert high - low < full.size / 3  # and it does cut
+
+
+def test_a_huge_epsilon_under_substitution_is_calibrated_fast_and_certified_at_the_exact_grid():
+    """epsilon 1000, fixed batches under substitution (about 110 s before the coarse-grid guide and
+    the closed-form loss inversion): the sigma is checked at --discretization itself, meets the
+    target there, and sigma / (1 + rtol) misses it."""
+    setting = sgd.SgdSetting(0.01, 1.0, "fixed", "substitution")
+    sigma, eps = sgd.calibrate_noise(setting, 1000.0, 1, 1e-5)
+    at = lambda s: sgd.epsilon(sgd.SgdSetting(0.01, s, "fixed", "substitution"), 1, 1e-5, 1e-3)  # noqa: E731
+    assert eps == at(sigma) <= 1000.0
+    assert at(sigma / 1.001) > 1000.0
+    assert 0.045 < sigma < 0.05

@@ -724,3 +724,17 @@ def test_large_epsilon_regime_is_finite_and_ordered():
     assert 0 <= e10 <= e15 and e10 <= e10_many
     assert all(math.isfinite(e) for e in (e10, e15, e10_many))
     assert e15 > 50 and e10_many > 100  # the regime the test is meant to probe (65.9 and 197)
+
+
+@pytest.mark.parametrize("target, steps", [(200.0, 1), (2.0, 10)])
+def test_calibration_guided_by_a_coarse_grid_is_certified_at_the_exact_grid(target, steps):
+    """Few compositions and a target far above the grid step: a coarser grid guides the search
+    (the slow edge before), and the answer is still the exact accountant's: its epsilon at
+    ``D`` is the one returned, within the target, and sigma / (1 + rtol) misses it there."""
+    from tsdp.accounting.noise_search import coarse_discretization
+
+    assert coarse_discretization(target, D, steps) is not None
+    sigma, eps = calibrate_noise(setting(), target, 1e-5, steps=steps, discretization=D)
+    assert account_dpsgd(setting(noise_multiplier=sigma), 1e-5, steps=steps, discretization=D).epsilon == eps
+    assert eps <= target
+    assert account_dpsgd(setting(noise_multiplier=sigma / 1.001), 1e-5, steps=steps, discretization=D).epsilon > target

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import numbers
 
-from tsdp.errors import GridTooLarge, UsageError
+from tsdp.errors import UsageError
 
 
 # The largest epsilon tsdp calibrates for. e^epsilon overflows a float beyond 709, so far larger
@@ -62,82 +62,6 @@ def largest_count_within(epsilon_of, target_epsilon: float, limit: int) -> tuple
     return good, good_eps
 
 
-# The largest noise multiplier a calibration tries: beyond it training learns nothing, and a target
-# still out of reach there is refused (usually a target below the accountant's grid resolution).
-MAX_NOISE_MULTIPLIER = 1e6
-# A guard only: the privacy-loss grid outgrows its limit at far larger noise multipliers.
-MIN_NOISE_MULTIPLIER = 1e-6
-
-
-class Calibration(tuple):
-    """``(sigma, epsilon)``, as the noise calibrations return it, and ``at_grid_limit``: whether a
-    smaller sigma might still meet the target but cannot be accounted (its privacy-loss grid
-    outgrows the limit at this discretization), so that sigma is the smallest tsdp certifies
-    rather than the smallest that meets the target."""
-
-    at_grid_limit: bool
-
-    def __new__(cls, sigma: float, epsilon: float, at_grid_limit: bool = False):
-        self = super().__new__(cls, (sigma, epsilon))
-        self.at_grid_limit = at_grid_limit
-        return self
-
-
-def smallest_noise_within(epsilon_at, target_epsilon: float, lo: float, hi: float, discretization: float,
-                          rtol: float = 1e-3) -> Calibration:
-    """Smallest noise multiplier (to ``rtol``, rounded up) whose ``epsilon_at`` is at most the target.
-
-    Doubling or halving from ``[lo, hi]`` to a bracket, then bisection on log(sigma) (epsilon
-    decreases as sigma grows); the sigma returned is the upper end of the final bracket, whose
-    epsilon was computed and is within the target. A sigma too small to account (GridTooLarge)
-    counts as missing the target, so a target that only smaller noise would reach (a huge
-    epsilon, or a sampling rate below delta) gets the smallest sigma tsdp can account, flagged
-    ``at_grid_limit``. A target not reached by ``MAX_NOISE_MULTIPLIER`` is a UsageError naming
-    --epsilon and the smallest epsilon reachable.
-    """
-    def within(sigma: float) -> tuple[bool, float | None]:
-        try:
-            eps = epsilon_at(sigma)
-        except GridTooLarge:
-            return False, None
-        return eps <= target_epsilon, eps
-
-    ok, hi_eps = within(hi)
-    lo_measured = True  # lo's epsilon was computed (and exceeds the target), not only unaccountable
-    if ok:
-        while True:
-            if lo < MIN_NOISE_MULTIPLIER:
-                lo_measured = False
-                break
-            lo_ok, eps = within(lo)
-            if not lo_ok:
-                lo_measured = eps is not None
-                break
-            hi, hi_eps, lo = lo, eps, lo / 2
-    while not ok:
-        if hi >= MAX_NOISE_MULTIPLIER:
-            raise _out_of_reach(target_epsilon, hi_eps, discretization)
-        lo, lo_measured = hi, hi_eps is not None
-        hi = min(hi * 2, MAX_NOISE_MULTIPLIER)
-        ok, hi_eps = within(hi)
-    while hi / lo > 1 + rtol:
-        mid = math.sqrt(lo * hi)
-        mid_ok, eps = within(mid)
-        if mid_ok:
-            hi, hi_eps = mid, eps
-        else:
-            lo, lo_measured = mid, eps is not None
-    return Calibration(hi, hi_eps, not lo_measured)
-
-
-def _out_of_reach(target: float, smallest: float | None, discretization: float) -> UsageError:
-    """The refusal of a target that even the largest noise multiplier misses, and what to change."""
-    if smallest is not None and smallest < 10 * discretization:
-        hint = ("most of it is the rounding of the privacy-loss grid: pass a finer --discretization "
-                f"(e.g. {target / 10:.2g}) or a larger --epsilon")
-    else:
-        hint = "give a larger --epsilon or a shorter training (--steps or --epochs)"
-    reached = f"{smallest:.3g}" if smallest is not None else "not computable"
-    return UsageError(f"--epsilon {target:g} is out of reach for this training: at noise multiplier "
-                      f"{MAX_NOISE_MULTIPLIER:g}, the largest tsdp calibrates, epsilon is {reached} "
-                      f"(--discretization {discretization:g}); {hint}")
+# The noise search lives in its own module; its names are imported from here by the calibrations.
+from tsdp.accounting.noise_search import (  # noqa: E402,F401
+    MAX_NOISE_MULTIPLIER, MIN_NOISE_MULTIPLIER, Calibration, coarse_discretization, smallest_noise_within)

@@ -466,22 +466,28 @@ def calibrate_noise(setting: DpSgdSetting, target_epsilon: float, delta: float, 
                     rtol: float = 1e-3):
     """Smallest noise multiplier (to ``rtol``) whose epsilon is at most ``target_epsilon``.
 
-    Bisection on log(sigma): epsilon decreases in sigma. Returns a
+    Epsilon decreases in sigma; the same accountant on a coarser grid guides the search, and the
+    sigma returned is certified at ``discretization``
+    (:func:`~tsdp.accounting.noise_search.smallest_noise_within`). Returns a
     :class:`~tsdp.accounting.budget.Calibration` ``(sigma, its epsilon)``; the sigma returned is
     always on the safe side of the target (:func:`~tsdp.accounting.budget.smallest_noise_within`).
     """
-    from tsdp.accounting.budget import check_delta, check_epsilon, smallest_noise_within
+    from tsdp.accounting.budget import check_delta, check_epsilon, coarse_discretization, smallest_noise_within
 
     check_epsilon(target_epsilon, "--epsilon")
     check_delta(delta)
     count = compositions(setting, steps, epochs)
     check_composed_delta(delta, count)
 
-    def eps_at(sigma: float) -> float:
-        s = at_noise_multiplier(setting, sigma)
-        return epsilon_of(s, pld_from_profile(composition_profile(s, "upper")[0], discretization), count, delta)
+    def at(grid: float):
+        def eps_at(sigma: float) -> float:
+            s = at_noise_multiplier(setting, sigma)
+            return epsilon_of(s, pld_from_profile(composition_profile(s, "upper")[0], grid), count, delta)
+        return eps_at
 
-    return smallest_noise_within(eps_at, target_epsilon, 0.05, 1.0, discretization, rtol)
+    coarse = coarse_discretization(target_epsilon, discretization, count)
+    return smallest_noise_within(at(discretization), target_epsilon, 0.05, 1.0, discretization, rtol,
+                                 estimate=at(coarse) if coarse else None)
 
 
 def at_noise_multiplier(setting: DpSgdSetting, sigma: float) -> DpSgdSetting:
