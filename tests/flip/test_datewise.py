@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from scipy.linalg import toeplitz
 
+from tests.flip.lip_reference import conditional_same_date_lip
 from tsdp.flip import datewise, filtering, trend
 
 AR = 0.7 ** np.arange(6000) / (1 - 0.49)  # AR(1) 0.7 autocovariances
@@ -20,15 +21,7 @@ AR = 0.7 ** np.arange(6000) / (1 - 0.49)  # AR(1) 0.7 autocovariances
 def dense_lip(apply, T: int, d: int, gamma: np.ndarray) -> np.ndarray:
     L = np.column_stack([apply(e) for e in np.eye(T)])
     Q, _ = np.linalg.qr(trend.trend_basis(T, d))
-    R = L @ (np.eye(T) - Q @ Q.T)
-    G = toeplitz(gamma[:T])
-    out = np.empty(T)
-    for t in range(T):
-        A = np.vstack([np.eye(T)[t], R[t], Q.T])
-        C = A @ G @ A.T
-        cond = C[:2, :2] - C[:2, 2:] @ np.linalg.solve(C[2:, 2:], C[2:, :2])
-        out[t] = 1.0 - cond[0, 1] ** 2 / (cond[0, 0] * cond[1, 1])
-    return out
+    return conditional_same_date_lip(L @ (np.eye(T) - Q @ Q.T), Q, toeplitz(gamma[:T]))
 
 
 CASES = [(60, 7, 0), (61, 20, 2), (45, 30, 1), (160, 45, 3), (30, 25, 0)]
