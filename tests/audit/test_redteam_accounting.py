@@ -201,7 +201,7 @@ def test_record_dpsgd_without_subsampling_is_the_gaussian_mechanism(tsdp_cli, si
     (0.01, 1000, 1.0, 1e-5),
     (0.01, 10, 1e-3, 1e-5),     # tiny target: huge noise
     (0.5, 10, 50.0, 1e-5),      # huge target: tiny noise
-    (1e-4, 100_000, 1.0, 1e-12),
+    (1e-4, 100_000, 1.0, 1e-10),  # the smallest composed delta tsdp reads (tsdp.accounting.grid)
     (0.1, 10, 1.0, 0.5),        # delta far from 0
 ])
 def test_calibrated_noise_meets_the_target_by_two_accountants(tsdp_cli, q, steps, epsilon, delta):
