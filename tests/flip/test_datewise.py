@@ -39,6 +39,20 @@ def test_extend_mode_matches_the_dense_map(T, M, d):
     np.testing.assert_allclose(fast, dense_lip(apply, T, d, AR), atol=1e-12)
 
 
+def test_edge_rows_in_small_blocks(monkeypatch):
+    """Long series form their edge rows a few at a time (memory); the blocks join up exactly."""
+    T, M = 160, 45
+    taps = np.random.default_rng(5).standard_normal(2 * M + 1) * 0.3
+
+    def apply(v):
+        return filtering.apply_taps(filtering.extend(v, AR, M)[0], taps)
+
+    whole = datewise.lip_by_date(apply, AR, trend.trend_basis(T, 1), taps=taps, gamma_x=AR, M=M)
+    monkeypatch.setattr(datewise, "BLOCK_FLOATS", 7 * T)
+    np.testing.assert_array_equal(
+        datewise.lip_by_date(apply, AR, trend.trend_basis(T, 1), taps=taps, gamma_x=AR, M=M), whole)
+
+
 @pytest.mark.parametrize("T, M, d", CASES)
 def test_circular_mode_matches_the_dense_map(T, M, d):
     """The O(T log T) recurrences (direct, wrapped and cross terms) against the dense circulant."""

@@ -43,7 +43,7 @@ import numpy as np
 
 from tsdp.flip import filtering
 
-BLOCK = 256  # edge rows formed at once (memory: BLOCK x T floats)
+BLOCK_FLOATS = 1 << 24  # edge rows formed at once hold at most this many floats (128 MB)
 QUIET = 1e-12  # a residual release whose conditional variance is below QUIET gamma(0) is taken as 0
 
 
@@ -75,8 +75,9 @@ def _extend_diagonals(gamma_x: np.ndarray, gamma_T: np.ndarray, taps: np.ndarray
         return cov, var
     back, fore, W = filtering.projection_rows(T, gamma_x, M)
     edge = np.unique(np.concatenate([np.arange(min(M, T)), np.arange(max(T - M, 0), T)]))
-    for start in range(0, edge.size, BLOCK):
-        dates = edge[start:start + BLOCK]
+    block = max(1, BLOCK_FLOATS // T)
+    for start in range(0, edge.size, block):
+        dates = edge[start:start + block]
         rows = np.zeros((dates.size, T))
         for m in range(2 * M + 1):
             position = dates + m - M  # the time of extended[t + m]; < 0: backcast, >= T: forecast
