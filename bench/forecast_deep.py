@@ -30,11 +30,13 @@ one matches: 0.10-0.11 s each, idle) and 1.3x to 1.9x at loads 3 to 8 (JAX slows
 0.37 to 0.54 s), far from the 50x target, which the bench reports as missed.
 
 Why no implementation reaches 50x here: the bench also prints an arithmetic floor, measured in the same
-run. A step needs at least 2 x 2 x |W| x positions x batch float operations (each weight used once per
-position and window forward, and again for each window's own gradient; 1.8 GFLOP at these sizes), and
-this CPU's best float32 matrix product (a jitted 1024 x 1024 JAX matmul, the most favourable kernel)
-runs at about 220-270 GFLOP/s, so no step is faster than about 7 ms: at most about 30x an Opacus step
-of 0.21 s, before the recurrence, which keeps the LSTM's products small and sequential, is counted.
+run. A step by back-propagation needs at least 2 x (2 |W| + |W_h|) x positions x batch float operations
+(each weight used once per position and window forward, again for each window's own gradient, and the
+matrices fed by hidden states once more to carry the gradient back; 2.5 GFLOP at these sizes), and this
+CPU's best float32 matrix product (a jitted 1024 x 1024 JAX matmul, the most favourable kernel) runs at
+220-474 GFLOP/s (474 is the two cores' AVX-512 peak), so no step is faster than about 5 ms: about 31x an
+Opacus step of 0.16 s, before the recurrence, which keeps the LSTM's products small and sequential, is
+counted.
 
 Usage: python bench/forecast_deep.py [--steps 100] [--opacus-steps 5]
 """
@@ -93,16 +95,26 @@ def plain_seconds_per_step(values: np.ndarray, steps: int) -> float:
 
 
 def deepar_step_flops() -> float:
-    """A lower bound on the float operations of one DeepAR DP-SGD step, whatever the implementation.
+    """A lower bound on the float operations of one DeepAR DP-SGD step by back-propagation, whatever
+    the implementation.
 
-    Every weight matrix W of the LSTM layers and the head is used once per unrolled position of every window
-    in the forward pass (|W| multiply-adds), and each window's gradient of W is the sum over positions of
-    outer products (|W| multiply-adds again), which per-example clipping needs before the windows are
-    summed. Counted: 2 x 2 x |W| x positions x batch. Not counted (so the bound stays below the truth): the
-    back-propagation through the hidden states, the gate nonlinearities, biases, the Student-t loss."""
+    Per unrolled position of every window: every weight matrix W (LSTM layers and head) is used once
+    in the forward pass (|W| multiply-adds); each window's own gradient of W is a sum over positions of
+    outer products (|W| again), which per-example clipping needs before windows are summed; and reverse
+    mode carries the gradient back through every matrix whose input is a hidden state (the recurrent
+    blocks, the input blocks of layers 2.., the head: their |W| once more). Counted: 2 x (2 |W| + |W_h|)
+    x positions x batch. Not counted (so the bound stays below the truth): gate nonlinearities, biases,
+    the Student-t loss, the clipping and the noise."""
     net = build("deepar")
-    weights = sum(int(np.prod(shape)) for _, shape, _ in net._param_specs() if len(shape) == 2)
-    return 2.0 * 2.0 * weights * len(net._positions) * BATCH
+    n_in = net._n_inputs
+    weights = back = 0
+    for name, shape, _ in net._param_specs():
+        if len(shape) != 2:
+            continue
+        weights += int(np.prod(shape))
+        fed_by_hidden = shape[0] - n_in if name == "lstm1.W" else shape[0]
+        back += fed_by_hidden * shape[1]
+    return 2.0 * (2 * weights + back) * len(net._positions) * BATCH
 
 
 def matmul_flops_per_second(size: int = 1024, repeats: int = 7) -> float:
@@ -212,8 +224,8 @@ def main() -> int:
     ratio = opacus[best] / deepar
     flops, peak = deepar_step_flops(), matmul_flops_per_second()
     floor = flops / peak
-    print(f"arithmetic floor: a DeepAR DP-SGD step needs at least {flops / 1e9:.2f} GFLOP (forward and per-window "
-          f"weight gradients only); at this CPU's best float32 matmul rate, {peak / 1e9:.0f} GFLOP/s measured now, "
+    print(f"arithmetic floor: a DeepAR DP-SGD step needs at least {flops / 1e9:.2f} GFLOP (forward, per-window "
+          f"weight gradients, back-propagation through the hidden states); at this CPU's best float32 matmul rate, {peak / 1e9:.0f} GFLOP/s measured now, "
           f"no implementation steps faster than {floor * 1e3:.1f} ms, i.e. at most {opacus[best] / floor:.0f}x the "
           f"Opacus step above")
     print(f"DeepAR: tsdp is {ratio:.1f}x faster than Opacus at its best thread count ({best}); target >= "
