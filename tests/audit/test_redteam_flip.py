@@ -391,3 +391,32 @@ def test_auxiliary_series_that_is_only_a_trend_is_refused(refuse, in_tmp, spectr
     write_series("in.csv", x, z=3.0 + 0.5 * np.arange(200.0))
     refuse(["flip", "in.csv", *FLIP, "--aux-cols", "z", "--trend-order", "1", "--spectral", spectral_method],
            4, "auxiliary series 1", "constant after removing a trend of order 1")
+
+
+def test_withholding_the_ends_releases_only_dates_that_reach_the_floor(tsdp_cli, in_tmp):
+    """With seed 5 the last date of the AR(1) 0.5 / lip_delta 0.1 release reaches LIP 0.585 only, so
+    `--min-lip 0.89` refuses it (exit 3, nothing written). `--withhold-ends M` writes the first and last
+    M dates empty; the other dates are the same release (same seed: withholding is post-processing),
+    `lip_applied` covers the released dates only, and the gate passes."""
+    import polars as pl
+
+    x = 10.0 + ar_path((0.5,), 200, seed=100)
+    write_series("in.csv", x)
+    common = ["flip", "in.csv", "--time-col", "t", "--value-cols", "v", "--lip-delta", "0.1", "--seed", "5", "-q"]
+    refused = tsdp_cli(*common, "-o", "refused.csv", "--min-lip", "0.89")
+    assert refused.code == 3 and "--min-lip 0.89" in refused.err and not (in_tmp / "refused.csv").exists()
+    whole = tsdp_cli(*common, "-o", "whole.csv")
+    assert whole.code == 0, whole.err
+    held = tsdp_cli(*common, "-o", "held.csv", "--withhold-ends", "45", "--min-lip", "0.89")
+    assert held.code == 0, held.err
+    kept, full = pl.read_csv("held.csv")["v"], pl.read_csv("whole.csv")["v"]
+    assert kept[:45].null_count() == 45 and kept[-45:].null_count() == 45 and kept[45:-45].null_count() == 0
+    np.testing.assert_array_equal(kept[45:-45].to_numpy(), full[45:-45].to_numpy())
+    row = custodian_row("held.custodian.NOT-FOR-PUBLICATION.json")
+    assert row["lip_applied"] >= 0.89 and 46 <= row["lip_applied_date"] <= 155 and row["withheld_dates"] == 90
+    with open("held.report.json") as handle:
+        report = json.load(handle)
+    assert report["claim"]["parameters"]["withhold_ends"] == 45
+    assert any("withheld" in note for note in report["notes"])
+    refuse_all = tsdp_cli(*common, "-o", "none.csv", "--withhold-ends", "100")
+    assert refuse_all.code == 4 and "--withhold-ends 100" in refuse_all.err

@@ -92,6 +92,7 @@ def flip(
     r_params: Optional[str] = typer.Option(None, help='Fixed R as JSON {"alpha": [...], "a": [...], "b": [...]} (tests and reproduction; a secret).'),
     grid: int = typer.Option(8192, help="Frequencies on [0, pi]."),
     acf_lags: int = typer.Option(24, help="Lags H of the D_ACF utility figure."),
+    withhold_ends: int = typer.Option(0, "--withhold-ends", help="Write the first and last N dates of each series empty: near the ends the filter runs on backcasts and forecasts of the series and reveals more (lip_applied covers the dates released); M, the filter half-length, withholds every date whose taps reach past an end."),
     min_lip: Optional[float] = typer.Option(None, help="Fail (exit 3, nothing written) if any series' applied LIP (its lowest over the dates) is below this."),
     suffix: Optional[str] = typer.Option(None, help="Keep the original value columns and add the released ones with this suffix (internal QA only)."),
     secrets: Optional[str] = typer.Option(None, "--secrets", help="Write the master seed and every filter to this JSON file (mode 0600). Anyone holding it can invert the release."),
@@ -130,7 +131,7 @@ def flip(
         lip_delta=lip_delta, trend_order=trend_order, spectral=spectral.value, var_order=_var_order(var_order),
         K=DEFAULT_K if cepstral_terms is None else cepstral_terms, M=filter_half_length, coef_method=coef_method.value, boundary=boundary.value, bound=bound.value,
         r_components=r_components, r_range=_pair(r_range), r_params=_r_params(r_params), grid=grid,
-        acf_lags=acf_lags,
+        acf_lags=acf_lags, withhold=withhold_ends,
     )
     _check_grid_memory(settings)
     if min_lip is not None and not 0 <= min_lip <= 1:
@@ -312,6 +313,9 @@ def _notes(panel: EntityPanel, settings: FlipSettings, suffix: str | None = None
                      "not part of the output")
     else:
         notes.append("no auxiliary series: LIP is computed against an attacker with no side information (f_X|Z = f_X)")
+    if settings.withhold:
+        notes.append(f"the first and last {settings.withhold} dates of each series are withheld: their released "
+                     "values are empty")
     if settings.boundary == "circular":
         notes.append("--boundary circular is tsdp's frequency-domain mode (not the paper's): it keeps the periodogram "
                      "exactly but wraps the two ends together, so the dates near either end reach a lower "

@@ -73,6 +73,7 @@ class FlipSettings:
     r_params: phase.BetaMixture | None = None
     grid: int = DEFAULT_GRID
     acf_lags: int = 24
+    withhold: int = 0  # dates withheld (not released) at each end of every series
 
     def __post_init__(self) -> None:
         if not (0.0 <= self.lip_delta < 1.0) or not math.isfinite(self.lip_delta):
@@ -106,6 +107,8 @@ class FlipSettings:
             raise UsageError(f"--grid {self.grid}: must be at least 256 frequencies")
         if self.acf_lags < 1:
             raise UsageError(f"--acf-lags {self.acf_lags}: must be >= 1")
+        if self.withhold < 0:
+            raise UsageError(f"--withhold-ends {self.withhold}: must be an integer >= 0")
         if self.r_params is not None:
             phase.check_r(self.r_params, self.lip_delta, self.trend_order)
 
@@ -129,7 +132,7 @@ class FlipSettings:
             "r_family": "symmetrised beta mixture",
             "r_components": len(self.r_params.alpha) if self.r_params else self.r_components,
             "r_range": "fixed by --r-params (secret)" if self.r_params else [low, high],
-            "grid": self.grid, "acf_lags": self.acf_lags,
+            "grid": self.grid, "acf_lags": self.acf_lags, "withhold_ends": self.withhold,
         }
 
 
@@ -321,7 +324,10 @@ def flip_series(x: np.ndarray, z: np.ndarray | None, settings: FlipSettings, rng
     by_date = datewise.lip_by_date(
         residual_filter, gamma_c, trend.trend_basis(T, d), taps=taps, gamma_x=gamma_x, M=M,
         impulse=residual_filter(np.eye(1, T)[0]) if settings.boundary == "circular" else None)
-    worst = int(np.argmin(by_date))
+    kept = slice(settings.withhold, T - settings.withhold)  # the dates released
+    if settings.withhold and 2 * settings.withhold >= T:
+        raise DataError(f"{label}: --withhold-ends {settings.withhold} withholds every one of its {T} dates")
+    worst = settings.withhold + int(np.argmin(by_date[kept]))
     lagged_min, lagged_at = lip.lagged_lip(taps, gamma_c, M)
     guess = coefficients.filter_taps(math.pi * F, M, "direct")
     diagnostics = {
@@ -339,7 +345,8 @@ def flip_series(x: np.ndarray, z: np.ndarray | None, settings: FlipSettings, rng
         # the stationary figure away from the ends: Def. 4 for the taps; the circular filter's response is
         # the ideal filter's at the Fourier frequencies
         "lip_applied_interior": lip_ideal if settings.boundary == "circular" else lip.taps_lip(taps, gamma_c),
-        "lip_dates_below_floor": int(np.count_nonzero(by_date < floor - SHORTFALL_WARN)),
+        "lip_dates_below_floor": int(np.count_nonzero(by_date[kept] < floor - SHORTFALL_WARN)),
+        "withheld_dates": 2 * settings.withhold,
         "lip_lagged_min": lagged_min,
         "lip_lagged_argmax_lag": lagged_at,
         "lip_guess_inversion": lip.inversion_lip(taps, guess, gamma_c),
@@ -354,6 +361,8 @@ def flip_series(x: np.ndarray, z: np.ndarray | None, settings: FlipSettings, rng
         "r_params": r.as_dict(), "lipschitz": r.lipschitz, "shift_bound": bound if math.isfinite(bound) else None,
         "shift": shift, "alpha": alpha, "taps": taps.tolist(),
     }
+    released[:settings.withhold] = np.nan  # withheld: written empty
+    released[T - settings.withhold:] = np.nan
     return SeriesFlip(released, diagnostics, secrets, warnings)
 
 
@@ -383,7 +392,8 @@ def _shortfall_warnings(diagnostics: dict[str, Any], settings: FlipSettings, lab
         out.append(f"{label}: {diagnostics['lip_dates_below_floor']} released dates have a same-date LIP below "
                    f"{floor:g}, the lowest {applied:.4g} at date {diagnostics['lip_applied_date']} of "
                    f"{diagnostics['T']}: near the ends {where}, so the released value there reveals more of the "
-                   "value at its date; withhold the first and last --filter-half-length dates from publication")
+                   f"value at its date; withhold them with --withhold-ends (the filter half-length, "
+                   f"{diagnostics['M']}, withholds every date whose taps reach past an end)")
     if diagnostics["lip_lagged_min"] < LAGGED_WARN:
         lag = diagnostics["lip_lagged_argmax_lag"]
         which = ("at the same date" if lag == 0 else

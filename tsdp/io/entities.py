@@ -89,7 +89,7 @@ class EntityPanel:
                     sorted_out[self.rows(i)] = released[(entity, column)]
             out = np.empty_like(sorted_out)
             out[self.order] = sorted_out
-            columns.append(pl.Series(column + (suffix or ""), out, dtype=pl.Float64))
+            columns.append(pl.Series(column + (suffix or ""), out, dtype=pl.Float64, nan_to_null=True))  # withheld
         if suffix:
             frame = self.frame.select(keys + self.value_cols).with_columns(columns)
         else:
