@@ -19,6 +19,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from tests.audit.markers import marker_panel
 from tsdp.accounting.audit import epsilon_lower_bound
 from tsdp.accounting.structured import DpSgdSetting, account_dpsgd
 from tsdp.forecast import sampling, trainer
@@ -37,9 +38,7 @@ def setting(sigma: float) -> DpSgdSetting:
 def windows_with_the_value(seed: int) -> np.ndarray:
     """How many windows of each of N_DRAWS steps contain the substituted value, drawn by the sampler."""
     s = setting(SIGMA)
-    marker = np.zeros((SERIES, LENGTH))
-    marker[0, VALUE_AT] = 1.0
-    panel = sampling.PaddedPanel(marker, CONTEXT, HORIZON)
+    panel = marker_panel(SERIES, LENGTH, VALUE_AT, CONTEXT, HORIZON)
     sampler = sampling.WindowSampler(s)
     rng = np.random.default_rng(seed)
     counts = np.empty(N_DRAWS)

@@ -37,6 +37,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from tests.audit.markers import marker_panel
 from tsdp.accounting.audit import epsilon_lower_bound
 from tsdp.accounting.structured import DpSgdSetting, account_dpsgd
 from tsdp.forecast import sampling, trainer
@@ -67,9 +68,7 @@ def affected(top: str, seed: int) -> np.ndarray:
     """J per composition (an epoch for the deterministic top level, a step for WOR): how many windows of
     the batch(es) contain the substituted value, as the sampler draws them."""
     s = setting(top, SIGMA)
-    marker = np.zeros((s.n_series, LENGTH))
-    marker[0, VALUE_AT] = 1.0
-    panel = sampling.PaddedPanel(marker, CONTEXT, HORIZON)
+    panel = marker_panel(s.n_series, LENGTH, VALUE_AT, CONTEXT, HORIZON)
     sampler = sampling.WindowSampler(s)
     rng = np.random.default_rng(seed)
     per_step = s.steps_per_epoch if top == "deterministic" else 1
@@ -212,9 +211,7 @@ def wr_setting(sigma: float) -> DpSgdSetting:
 def wr_release(neighbour: str, sigma: float, seed: int) -> np.ndarray:
     """The released coordinate of the step of each epoch that holds series 0 (N_DRAWS epochs)."""
     s = wr_setting(sigma)
-    marker = np.zeros((2, LENGTH))
-    marker[0, VALUE_AT] = 1.0
-    panel = sampling.PaddedPanel(marker, CONTEXT, HORIZON)
+    panel = marker_panel(2, LENGTH, VALUE_AT, CONTEXT, HORIZON)
     sampler = sampling.WindowSampler(s)
     rng = np.random.default_rng(seed)
     j = np.empty(N_DRAWS)
