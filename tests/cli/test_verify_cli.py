@@ -309,6 +309,7 @@ TAMPERING = {  # id -> (report, edit, a check that must fail)
     "FLIP presented as DP": (
         "flip", _all(_set("claim.definition", "approx-dp"), _set("claim.epsilon", 1.0), _set("claim.delta", 1e-6)),
         "definition"),
+    "FLIP withheld dates rewritten": ("flip", _set("claim.parameters.withhold_ends", 45), "command"),
     "gaussian claim presented as FLIP's": (
         "gaussian", _set("claim.mechanism", "FLIP all-pass filtering (McElroy, Roy & Hore 2022)"), "definition"),
 }

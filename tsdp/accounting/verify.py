@@ -1410,6 +1410,9 @@ def _flip(r: _Report, out: _Outcome) -> None:
     cmd = _command_name(r, out, "flip")
     cmd.same("parameters.lip_budget_delta (--lip-delta)", budget, r.command.get("lip_delta")
              if _is_real(r.command.get("lip_delta")) else math.nan)
+    # the dates withheld at each end (reports written before --withhold-ends have neither: 0)
+    cmd.equal("parameters.withhold_ends (--withhold-ends)", c.parameters.get("withhold_ends", 0),
+              r.command.get("withhold_ends", 0))
     if not cmd.problems:
         cmd.ok("the claim is the one the recorded command line asks for")
     lip = r.data.get("lip")
