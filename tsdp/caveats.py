@@ -30,7 +30,6 @@ CODES: dict[str, str] = {
     "not_covered_by_guarantee": "part of what is written is not covered by the privacy claim (the warning says which)",
     "not_private_diagnostic": "a diagnostic mode (--evaluate, --evaluate-only) printed figures of the raw data",
     "output_not_checked": "account verify --no-output-check: the claims were verified without their released files",
-    "see_custodian_file": "figures that explain the warning are in the custodian file, not in public outputs",
     # budget and accounting
     "budget_too_small": "the budget does not allow a single composition at these settings",
     "delta_too_large": "delta is not small against the number of records, steps or series it protects",

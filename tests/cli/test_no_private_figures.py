@@ -153,6 +153,9 @@ def _run_all(root: Path, mode: list[str], capsys, monkeypatch) -> dict[str, tupl
     for name, (args, report) in RUNS.items():
         code = main([*args, *mode])
         out, err = capsys.readouterr()
+        if "--json" in mode:  # every warning carries one of the documented codes
+            codes = {w["code"] for w in json.loads(out)["warnings"]}
+            assert codes <= set(CODES), f"{name}: warnings without a documented code: {codes - set(CODES)}"
         released = RELEASED.get(name, set())
         seen[name] = (code, _normalised_text(out, root, released), _normalised_text(err, root, released),
                       _masked(json.loads((root / report).read_text()), RELEASED_KEYS | released) if report else None)
@@ -209,3 +212,10 @@ def test_every_warning_code_is_documented():
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
     missing = [code for code in CODES if f"`{code}`" not in readme]
     assert not missing, f"README lists no meaning for the warning codes {missing}"
+
+
+def test_every_warning_code_is_emitted_by_the_code():
+    """No code is listed that nothing emits (a code's meaning is fixed by the place that emits it)."""
+    source = "\n".join(p.read_text() for p in (Path(__file__).resolve().parents[2] / "tsdp").rglob("*.py")
+                       if p.name != "caveats.py")
+    assert [code for code in CODES if f'"{code}"' not in source] == []

@@ -335,11 +335,11 @@ def verify(reports: Sequence[str], max_epsilon: float | None = None, max_delta: 
             named = str((data.get("output") or {}).get("file", ""))
             beside = Path(path).parent / named
             if named in ("", ".", "..", "<stdout>") or Path(named).name != named:
-                note = f"the report names {named!r}, not a file next to it; pass --released"
+                note = f"the report names {named!r}, not a file next to it"
             elif beside.is_file():
                 file = beside
             else:
-                note = f"{named!r} is not next to the report; pass --released to check the released file"
+                note = f"{named!r} is not next to the report"
         if file is not None:
             digest = sha256_file(file)
         keys = shape_columns(data)

@@ -16,7 +16,7 @@ from typing import Any, Optional
 
 import typer
 
-from tsdp.caveats import Caveat, private, public
+from tsdp.caveats import Caveat, PrivateCaveat, is_private
 from tsdp.cli import common
 from tsdp.errors import BudgetError, ResourceError, UsageError
 from tsdp.flip import GUARANTEE, NOT_DP, BetaMixture, FlipSettings, claim_for, flip_many
@@ -166,8 +166,7 @@ def flip(
         _check_min_lip(min_lip, rows)
         # the per-series findings about the estimated model quote figures of the data (and even their presence
         # is one): custodian file only; the public ones depend on the series' lengths and the options
-        findings = private([w for r in results for w in r.warnings])
-        series_warnings = public([w for r in results for w in r.warnings])
+        findings, series_warnings = _split_series_warnings([w for r in results for w in r.warnings])
         general = (([SEEDED_FLIP_WARNING] if seed is not None else [])
                    + ([FIXED_R_WARNING] if settings.r_params is not None else [])
                    + ([SECRETS_WARNING] if secrets else [])
@@ -261,6 +260,16 @@ def _check_secrets_path(path: str, input: str, output: str, report: str, custodi
         if other != "-" and Path(other).resolve() == Path(path).resolve():
             raise UsageError(f"--secrets must differ from {option}")
     check_output_path(path, force, (input,), "--secrets")
+
+
+def _split_series_warnings(warnings: list[str]) -> tuple[list[PrivateCaveat], list[Caveat]]:
+    """(findings for the custodian file, public warnings) among the series' warnings. Fail closed: only
+    a public :class:`Caveat` (one about a series' length or the options) is printed and reported; any
+    other text is taken for a finding about the data."""
+    public = [w for w in warnings if isinstance(w, Caveat) and not is_private(w)]
+    findings = [w if is_private(w) else PrivateCaveat("flip_model", w) for w in warnings
+                if not (isinstance(w, Caveat) and not is_private(w))]
+    return findings, public
 
 
 def _series_rows(panel: EntityPanel, items, results) -> list[dict[str, Any]]:
