@@ -27,14 +27,15 @@ from tsdp.io.files import check_output_path, read_table
 from tsdp.jsonfile import loads_strict
 from tsdp.report import Report
 
-SEEDED_FLIP_WARNING = Caveat("seeded_run", "this run used a fixed --seed: anyone who knows the seed and the estimated spectra can "
-                       "rebuild the filter and invert the release, so its output must not be published")
-FIXED_R_WARNING = Caveat("fixed_filter", "this run fixed R with --r-params: the filter is then a function of R and the estimated spectra "
-                   "(with --lip-delta 0 no randomness is used at all, and a rerun releases the same file), so anyone "
-                   "who knows or guesses R can rebuild the filter and invert the release; its output must not be "
-                   "published")
-SECRETS_WARNING = Caveat("secrets_written", "the secrets file holds the master seed and every filter: anyone holding it can invert the "
-                   "release exactly; keep it apart from the output")
+SEEDED_FLIP_WARNING = Caveat("seeded_run", "this run used a fixed --seed: anyone who knows the seed and the "
+                             "estimated spectra can rebuild the filter and invert the release, so its output must "
+                             "not be published")
+FIXED_R_WARNING = Caveat("fixed_filter", "this run fixed R with --r-params: the filter is then a function of R and the "
+                         "estimated spectra (with --lip-delta 0 no randomness is used at all, and a rerun releases "
+                         "the same file), so anyone who knows or guesses R can rebuild the filter and invert the "
+                         "release; its output must not be published")
+SECRETS_WARNING = Caveat("secrets_written", "the secrets file holds the master seed and every filter: anyone holding "
+                         "it can invert the release exactly; keep it apart from the output")
 DISCLAIMER = ("LIP >= 1 - lip_budget_delta holds for the ideal filter under the ESTIMATED spectral model, against "
               "a linear attacker using the released value at the same time point only. It is not a "
               "differential-privacy guarantee. The applied filter falls short of it near the two ends of each "

@@ -137,7 +137,7 @@ def mean_estimate(
                 if not done:
                     estimated = chunked.estimated()
                     findings = acc_opts.noisy_check(estimated.accuracy, float(np.median(np.abs(chunked.true_means))),
-                                                   "the true group means", _REMEDY, fail_on_noisy)
+                                                    "the true group means", _REMEDY, fail_on_noisy)
                     done.update(estimated=estimated, findings=findings,
                                 warnings=estimated.warnings + ([SEEDED_WARNING] if randomness.seeded else []))
                 return done
@@ -153,7 +153,7 @@ def mean_estimate(
                 {**params, "input": common.display_name(input), "output": described["file"]},
             ), private_files=common.Deferred(private_files), force=force)
         estimated, warnings = finished()["estimated"], finished()["warnings"]
-        claim, estimates, participation = estimated.claim, estimated.estimates, estimated.participation
+        claim, estimates = estimated.claim, estimated.estimates
 
     for message in warnings:
         console.warn(message)
