@@ -56,6 +56,7 @@ CODES: dict[str, str] = {
     "dry_run_one_draw": "a dry run shows one fixed draw of what the release draws at random",
     "flip_short_series": "a FLIP series is short for its spectral estimate or its filter length",
     "deprecated_option": "an option or config key of an earlier version was used",
+    # (mean-estimate: from the per-group user and record counts, public under its relation)
     "few_arrays": "groups with fewer than 10 arrays: the private selection step is unreliable",
     "single_user": "groups with a single user: a user-level mean of one user is mostly noise",
     "values_clipped": "input values outside the public bounds are clipped record by record",

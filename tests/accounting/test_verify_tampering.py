@@ -189,3 +189,9 @@ def test_the_edit_is_caught_once_the_released_file_is_given(made, tsdp_cli, tmp_
     path = edited(made, tmp_path, "mean", _fewer_groups, keep_output=False)
     code, summary = verify(tsdp_cli, path, "--released", made["mean"].with_name("mean.csv"))
     assert code == 3 and "output_shape" in failed_checks(summary)
+
+
+def test_no_output_check_with_released_files_is_a_usage_error(made, tsdp_cli):
+    run = tsdp_cli("account", "verify", made["mean"], "--released", made["mean"].with_name("mean.csv"),
+                   "--no-output-check")
+    assert run.code == 2 and "--no-output-check" in run.err

@@ -200,6 +200,9 @@ def verify(
     from tsdp.api import accounting
     from tsdp.errors import BudgetError
 
+    if no_output_check and released:
+        raise UsageError("--no-output-check and --released contradict each other: give the released files to "
+                         "check them, or --no-output-check to verify the claims alone")
     results = accounting.verify(reports, max_epsilon, max_delta, released, output_check=not no_output_check)
     passed = all(r.passed for _, r in results)
     console = common.Console(quiet, json_summary, stdout_taken=False)
