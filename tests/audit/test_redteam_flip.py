@@ -324,10 +324,15 @@ def test_a_release_that_is_a_shifted_copy_is_flagged(tsdp_cli, in_tmp):
     measured, lag = best_lag_corr2(x, read_column("out.csv"))
     assert measured > 0.99 and lag == -1  # the attack: X_t is Xhat_{t-1}, i.e. Xhat_t = X_{t+1}
     row = custodian_row()
+    assert any("shifted copy" in w for w in row["warnings"]), ("no warning that the release is a shifted copy",
+                                                               row["warnings"])
+    with open("out.custodian.NOT-FOR-PUBLICATION.json") as handle:
+        findings = json.load(handle)["warnings"]
+    assert any(f["code"] == "flip_model" and "shifted copy" in f["message"] for f in findings), findings
+    # whether a series was flagged is a function of the data: the custodian's, never the report's (issue 33)
     with open("out.report.json") as handle:
         report_warnings = json.load(handle)["warnings"]
-    seeded_only = [w for w in report_warnings if "--seed" not in w]
-    assert row["warnings"] and seeded_only, ("no warning that the release is a shifted copy", run.err)
+    assert [w for w in report_warnings if "--seed" not in w] == [] and "shifted" not in run.err
 
 
 def test_auxiliary_lagged_copy_is_refused_by_every_estimator(tsdp_cli, refuse, in_tmp):

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 from tsdp.accounting.claim import LATTICE_GAUSSIAN_KINDS, MIXTURE_KINDS, MechanismEvent, PrivacyClaim
 from tsdp.accounting.grid import DEFAULT_DISCRETIZATION, MIN_COMPOSED_DELTA, TAIL_MASS, tail_mass_for
 from tsdp.accounting.normal import gaussian_delta
+from tsdp.caveats import Caveat
 from tsdp.errors import BudgetError, NumericalError, UsageError
 
 if TYPE_CHECKING:  # numpy and scipy load only when a PLD is built: checking a Gaussian claim needs neither
@@ -193,15 +194,15 @@ def compose_claims(claims: list[PrivacyClaim], delta: float | None = None,
     target = basic_delta if delta is None else delta
     warnings = []
     if unit["covers"].startswith("the reports' bounds differ"):
-        warnings.append(unit["covers"])
+        warnings.append(Caveat("bounds_differ", unit["covers"]))
     tight = None
     events = [e for claim in claims for e in claim.events]
     below_floor = sum(e.count for e in events) > 1 and 0 < target < MIN_COMPOSED_DELTA
     if below_floor and all(c.events for c in claims):
         # (tsdp.accounting.grid): the FFT composition's rounding is of the order of such a delta
-        warnings.append(f"delta {target:g} is below {MIN_COMPOSED_DELTA:g}, the smallest delta tsdp reads off a "
+        warnings.append(Caveat("basic_composition_only", f"delta {target:g} is below {MIN_COMPOSED_DELTA:g}, the smallest delta tsdp reads off a "
                         "composed privacy-loss distribution (its FFT rounding is of that order): the reports are "
-                        "composed by basic composition only")
+                        "composed by basic composition only"))
     if all(c.events for c in claims) and target > 0 and not below_floor:
         total, tail = None, tail_mass_for(target)
         for event in events:

@@ -22,7 +22,8 @@ states:
   (Laplace DFT, Koga et al.'s paper accounting, user-level means, DP-SGD through
   :mod:`tsdp.accounting.structured` exactly as the trainer accounts);
 * the bound is an upper bound, the numbers are within the given budget, the run was not seeded,
-  and (when the caller hashed it) the released file is the one the report names.
+  and the released file is the one the report names (its sha256; a report whose released file is
+  not given fails, unless the caller asks for the claim alone: ``output_check=False``).
 
 What it cannot prove: who wrote the report (a report edited consistently in every figure, or
 written by hand, verifies: sign or store reports where they cannot be altered); that the released
@@ -99,11 +100,14 @@ def check_thresholds(max_epsilon: float | None, max_delta: float | None) -> None
 
 def verify_report(data: dict[str, Any], max_epsilon: float | None = None, max_delta: float | None = None,
                   output_sha256: str | None = None, output_note: str | None = None,
-                  output_shape: dict[str, Any] | None = None) -> ReportVerification:
+                  output_shape: dict[str, Any] | None = None, output_check: bool = True) -> ReportVerification:
     """Recheck a parsed report (validated against the schema by :func:`tsdp.report.load_report`).
 
     ``output_sha256`` is the digest of the released file when the caller found it (``--released``, or
-    the file the report names next to it); otherwise ``output_note`` says why it was not hashed.
+    the file the report names next to it); otherwise ``output_note`` says why it was not hashed, and
+    the ``output_sha256`` check fails: a report verified without its released file would pass with
+    any file (or with figures edited to match another file), so leaving the output unchecked takes
+    ``output_check=False`` (``--no-output-check``), which the check's detail then states.
     ``output_shape``: ``{"rows", "columns", "distinct": {column: count}}`` of that file (the first column
     and those of :func:`shape_columns`): a release's panel, mean-estimate's groups and forecast-train's
     forecasts anchor the grid, groups or series the claim is computed for.
@@ -126,7 +130,12 @@ def verify_report(data: dict[str, Any], max_epsilon: float | None = None, max_de
     checks.extend(publication_checks(data, claim))
     expected = (data.get("output") or {}).get("sha256")
     if output_sha256 is None:
-        checks.append(Check("output_sha256", True, "not checked: " + (output_note or "no released file given")))
+        why = output_note or "no released file given"
+        checks.append(Check("output_sha256", False, f"the released file is not checked: {why}; pass --released "
+                                                    "FILE, or --no-output-check to verify the claim alone")
+                      if output_check else
+                      Check("output_sha256", True, f"not checked (--no-output-check): {why}; the claim is verified "
+                                                   "without the file it covers, which could be any file"))
     else:
         same = output_sha256 == expected
         checks.append(Check("output_sha256", same, "the released file matches the report's sha256" if same else
@@ -194,12 +203,34 @@ def _output_shape(data: dict[str, Any], claim: PrivacyClaim, shape: dict[str, An
 def publication_checks(data: dict[str, Any], claim: PrivacyClaim) -> list[Check]:
     """The randomness check (a seeded run) and the sampler check (floating-point noise): whether the
     release may be published at all, whatever its claim says."""
-    warned = any("fixed --seed" in str(w) for w in data.get("warnings") or ())
-    seeded = data.get("randomness") == "seeded" or warned
-    checks = [Check("randomness", not seeded, "the release used a fixed --seed and must not be published" if seeded
-                    else f"noise from {data.get('randomness')}")]
+    checks = [_randomness_check(data)]
     sampler = _sampler_check(data, claim)
     return checks + ([sampler] if sampler is not None else [])
+
+
+def _randomness_check(data: dict[str, Any]) -> Check:
+    """Fails for a seeded run. A report states the seed's use three times: ``randomness``, the
+    seeded-run warning, and ``command.parameters.seeded`` (the seed itself never); any of them saying
+    "seeded", or a report without ``seeded``, fails. A report relabelled ``os-entropy`` must therefore
+    be edited in all three places: verify cannot tell a report edited consistently everywhere from a
+    genuine one (the released file does not show how its noise was seeded), so this check catches
+    a partial edit, not a forger."""
+    label = data.get("randomness")
+    warned = any("fixed --seed" in str(w) for w in data.get("warnings") or ())
+    command = data.get("command") if isinstance(data.get("command"), dict) else {}
+    parameters = command.get("parameters") if isinstance(command.get("parameters"), dict) else {}
+    recorded = parameters.get("seeded")
+    if label == "seeded" or warned or recorded is True:
+        said = [what for what, says in (("randomness 'seeded'", label == "seeded"),
+                                        ("the seeded-run warning", warned),
+                                        ("command.parameters.seeded true", recorded is True)) if says]
+        edited = "" if len(said) == 3 else " (the report states it in " + ", ".join(said) + " only: it was edited)"
+        return Check("randomness", False, f"the release used a fixed --seed and must not be published{edited}")
+    if recorded is not False:
+        return Check("randomness", False, f"command.parameters.seeded is {recorded!r}: every tsdp report records "
+                                          "whether a --seed was used (true or false), so this one was edited")
+    return Check("randomness", True, f"noise from {label} (no fixed --seed: the label, the warnings and "
+                                     "command.parameters.seeded agree)")
 
 
 def _sampler_check(data: dict[str, Any], claim: PrivacyClaim) -> Check | None:
@@ -1184,6 +1215,8 @@ def _dpsgd(r: _Report, out: _Outcome) -> None:
     w = u.w
     unit.equal("relation", u.relation, "substitute")
     unit.equal("enforced (forecast-train states its unit as declared, never as enforced)", u.enforced, False)
+    for bound in ("id_column", "max_steps", "series_per_unit"):  # the (w, v) relation has none of them
+        unit.equal(bound, getattr(u, bound), None)
     if not unit.expect(_is_int(w) and w >= 1, f"w is {w!r}, not an integer >= 1"):
         return
     want_level = "user" if u.level == "user" else ("w-event" if w > 1 else "event")
@@ -1194,6 +1227,11 @@ def _dpsgd(r: _Report, out: _Outcome) -> None:
                                             "value may change by any amount (it must be null)")
     else:
         unit.same("max_per_step (--value-bound)", u.max_per_step, value_bound)
+    if not unit.problems:  # the relation in words: what compose and the ledger compare units by
+        from tsdp.forecast.claim import neighbouring
+
+        unit.equal("neighbouring (the relation the level, w and --value-bound give)", u.neighbouring,
+                   neighbouring(u.level, w, value_bound))
     if not unit.problems:
         unit.ok(f"{u.neighbouring}")
     setting = st.DpSgdSetting(
@@ -1402,6 +1440,9 @@ def _flip(r: _Report, out: _Outcome) -> None:
     c, unit, p, g = r.claim, out.group("unit"), out.group("parameters"), out.group("privacy_loss")
     unit.equal("level", c.unit.level, "value")
     unit.equal("relation", c.unit.relation, "none")
+    from tsdp.flip.mechanism import NEIGHBOURING as LIP_RELATION
+
+    unit.equal("neighbouring", c.unit.neighbouring, LIP_RELATION)
     if not unit.problems:
         unit.ok("no neighbouring relation (LIP is not differential privacy)")
     _expect_events(r, out, (), "LIP has no privacy-loss events")

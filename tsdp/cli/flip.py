@@ -16,6 +16,7 @@ from typing import Any, Optional
 
 import typer
 
+from tsdp.caveats import Caveat, PrivateCaveat, is_private
 from tsdp.cli import common
 from tsdp.errors import BudgetError, ResourceError, UsageError
 from tsdp.flip import GUARANTEE, NOT_DP, BetaMixture, FlipSettings, claim_for, flip_many
@@ -26,14 +27,15 @@ from tsdp.io.files import check_output_path, read_table
 from tsdp.jsonfile import loads_strict
 from tsdp.report import Report
 
-SEEDED_FLIP_WARNING = ("this run used a fixed --seed: anyone who knows the seed and the estimated spectra can "
-                       "rebuild the filter and invert the release, so its output must not be published")
-FIXED_R_WARNING = ("this run fixed R with --r-params: the filter is then a function of R and the estimated spectra "
-                   "(with --lip-delta 0 no randomness is used at all, and a rerun releases the same file), so anyone "
-                   "who knows or guesses R can rebuild the filter and invert the release; its output must not be "
-                   "published")
-SECRETS_WARNING = ("the secrets file holds the master seed and every filter: anyone holding it can invert the "
-                   "release exactly; keep it apart from the output")
+SEEDED_FLIP_WARNING = Caveat("seeded_run", "this run used a fixed --seed: anyone who knows the seed and the "
+                             "estimated spectra can rebuild the filter and invert the release, so its output must "
+                             "not be published")
+FIXED_R_WARNING = Caveat("fixed_filter", "this run fixed R with --r-params: the filter is then a function of R and the "
+                         "estimated spectra (with --lip-delta 0 no randomness is used at all, and a rerun releases "
+                         "the same file), so anyone who knows or guesses R can rebuild the filter and invert the "
+                         "release; its output must not be published")
+SECRETS_WARNING = Caveat("secrets_written", "the secrets file holds the master seed and every filter: anyone holding "
+                         "it can invert the release exactly; keep it apart from the output")
 DISCLAIMER = ("LIP >= 1 - lip_budget_delta holds for the ideal filter under the ESTIMATED spectral model, against "
               "a linear attacker using the released value at the same time point only. It is not a "
               "differential-privacy guarantee. The applied filter falls short of it near the two ends of each "
@@ -43,6 +45,11 @@ DISCLAIMER = ("LIP >= 1 - lip_budget_delta holds for the ideal filter under the 
               "can predict better than the same-date value (lip_lagged_min). Second-order features (mean, trend, "
               "variance, autocorrelation, spectrum) are released essentially exactly by design. Repeated releases "
               "of the same series are not analysed (no composition result).")
+CEPSTRAL_PAPER_WARNING = Caveat("flip_model", "--coef-method cepstral-paper truncates a winding phase (pitfall P1): "
+                                "the filters are not exactly all-pass (each series' defect is in the custodian file); "
+                                "prefer direct")
+# the codes of the findings about the private data that a run may write to the custodian file
+CUSTODIAN_CHECKS = ("flip_model", "flip_dates_below_floor")
 CUSTODIAN_NOTE = ("the per-series figures (the LIP values, the attack diagnostics, D_path, D_ACF, var_ratio, S_sup, "
                   "cond_variance_ratio, the trend moments) and the per-series model warnings are functions of the "
                   "original data: they are written to the custodian file, never to this report")
@@ -158,19 +165,21 @@ def flip(
         stage("writing output")
         rows = _series_rows(panel, items, results)
         _check_min_lip(min_lip, rows)
-        series_warnings = [w for r in results for w in r.warnings]  # their figures depend on the data
+        # the per-series findings about the estimated model quote figures of the data (and even their presence
+        # is one): custodian file only; the public ones depend on the series' lengths and the options
+        findings, series_warnings = _split_series_warnings([w for r in results for w in r.warnings])
         general = (([SEEDED_FLIP_WARNING] if seed is not None else [])
                    + ([FIXED_R_WARNING] if settings.r_params is not None else [])
                    + ([SECRETS_WARNING] if secrets else [])
+                   + ([CEPSTRAL_PAPER_WARNING] if settings.coef_method == "cepstral-paper" else [])
                    + ([_suffix_warning(panel.value_cols, suffix)] if suffix is not None else []))
-        warnings = general if not series_warnings else [
-            f"{sum(1 for r in results if r.warnings)} of {len(results)} series carry warnings about their "
-            "estimated model; their text depends on the data, so they are in the custodian file", *general]
+        warnings = series_warnings + general
         released = {(entity, column): r.released for (entity, column, _, _), r in zip(items, results)}
         table = panel.released_frame(released, suffix)
-        private = ((common.custodian_document("flip", {"lip_series": rows}), custodian, "--custodian"),)
+        private_files = ((common.custodian_document("flip", {"lip_series": rows}, findings), custodian,
+                          "--custodian"),)
         if secrets is not None:
-            private += ((_secrets_json(master, items, results), secrets, "--secrets"),)
+            private_files += ((_secrets_json(master, items, results), secrets, "--secrets"),)
         common.publish(table, output, report, lambda described: Report(
             command="flip",
             parameters={**params, "input": common.display_name(input), "output": described["file"],
@@ -183,9 +192,9 @@ def flip(
             notes=_notes(panel, settings, suffix),
             warnings=warnings,
             lip={"statement": NOT_DP, "guarantee": GUARANTEE, "disclaimer": DISCLAIMER},
-        ), private_files=private, force=force)
+        ), private_files=private_files, force=force)
 
-    for message in series_warnings + general:
+    for message in warnings:
         console.warn(message)
     # the achieved LIP, D_path, D_ACF and the attack diagnostics are figures of the original series: in the
     # custodian file only (DESIGN section 2), never on stdout where CI logs keep them
@@ -193,6 +202,7 @@ def flip(
         "output": output, "report": report, "custodian": custodian, "secrets": secrets,
         "definition": "lip", "differential_privacy": False, "lip_budget_delta": settings.lip_delta,
         "series": len(rows), "accuracy": _accuracy(json_summary),
+        "custodian_checks": list(CUSTODIAN_CHECKS),
     }, "tsdp flip")
 
 
@@ -253,6 +263,16 @@ def _check_secrets_path(path: str, input: str, output: str, report: str, custodi
     check_output_path(path, force, (input,), "--secrets")
 
 
+def _split_series_warnings(warnings: list[str]) -> tuple[list[PrivateCaveat], list[Caveat]]:
+    """(findings for the custodian file, public warnings) among the series' warnings. Fail closed: only
+    a public :class:`Caveat` (one about a series' length or the options) is printed and reported; any
+    other text is taken for a finding about the data."""
+    public = [w for w in warnings if isinstance(w, Caveat) and not is_private(w)]
+    findings = [w if is_private(w) else PrivateCaveat("flip_model", w) for w in warnings
+                if not (isinstance(w, Caveat) and not is_private(w))]
+    return findings, public
+
+
 def _series_rows(panel: EntityPanel, items, results) -> list[dict[str, Any]]:
     rows = []
     aux = ([str(panel.aux_entity)] if panel.aux_entity is not None else list(panel.aux_cols))
@@ -265,13 +285,11 @@ def _series_rows(panel: EntityPanel, items, results) -> list[dict[str, Any]]:
 def _check_min_lip(min_lip: float | None, rows: list[dict[str, Any]]) -> None:
     if min_lip is None:
         return
-    low = [r for r in rows if r["lip_applied"] < min_lip]
-    if low:
-        worst = min(low, key=lambda r: r["lip_applied"])
-        where = f"entity {worst['entity']!r}, " if worst["entity"] is not None else ""
-        raise BudgetError(f"--min-lip {min_lip:g}: {len(low)} series fall below it ({where}column "
-                          f"{worst['column']!r}: applied LIP {worst['lip_applied']:.6f} at date "
-                          f"{worst['lip_applied_date']} of {worst['T']}); nothing was written")
+    if any(r["lip_applied"] < min_lip for r in rows):
+        # the count and the figures are figures of the private data: the message names the gate only
+        raise BudgetError(f"--min-lip {min_lip:g}: a series' applied LIP (its lowest over the released dates) falls "
+                          "below it; nothing was written (rerun without --min-lip to find which in the custodian "
+                          "file)")
 
 
 def _secrets_json(master: int, items, results) -> bytes:
@@ -287,8 +305,8 @@ def _secrets_json(master: int, items, results) -> bytes:
 def _suffix_warning(columns: list[str], suffix: str) -> str:
     """--suffix writes the original sensitive columns into the output: say so wherever the run is read."""
     names = ", ".join(repr(c) for c in columns)
-    return (f"--suffix {suffix}: the output keeps the original sensitive column(s) {names} next to the released "
-            "ones; it is for internal QA only and must not be published")
+    return Caveat("unprotected_columns", f"--suffix {suffix}: the output keeps the original sensitive column(s) "
+                  f"{names} next to the released ones; it is for internal QA only and must not be published")
 
 
 def _notes(panel: EntityPanel, settings: FlipSettings, suffix: str | None = None) -> list[str]:

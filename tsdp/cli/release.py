@@ -9,6 +9,7 @@ from typing import Optional
 import typer
 
 from tsdp.api.series import Loaded, ReleaseOptions, ReleasePlan, load_frame, release_loaded, report_for
+from tsdp.caveats import Caveat
 from tsdp.cli import accuracy_options as acc_opts
 from tsdp.cli import common
 from tsdp.cli.engine_options import (Engine, EngineOption, MemoryLimitOption, SparkConfOption, SparkMasterOption,
@@ -184,8 +185,9 @@ def release(
     console = common.Console(quiet, json_summary, stdout_taken="-" in (output, report))
     if alpha is not None and plan.mechanism == "filter-subsample" and filter_alpha is None \
             and plan.options.accounting == "paper":
-        console.warn(f"--alpha {alpha:g} is the accuracy level (1 - alpha intervals); Koga et al.'s filter "
-                     "parameter is now --filter-alpha, and without it --accounting paper solves for it")
+        console.warn(Caveat("alpha_renamed", f"--alpha {alpha:g} is the accuracy level (1 - alpha intervals); Koga "
+                            "et al.'s filter parameter is now --filter-alpha, and without it --accounting paper "
+                            "solves for it"))
     charge = common.ledger_reservation(  # reserved before the data is read or any noise is drawn
         ledger, dataset, epsilon, delta or 0.0,
         f"tsdp release {common.display_name(input)} -> {common.display_name(output)} ({mechanism.value})")
@@ -195,7 +197,7 @@ def release(
     if streamed and (fail_on_noisy or plot):
         raise UsageError(f"{'--fail-on-noisy' if fail_on_noisy else '--plot'} needs the panel in memory, but this "
                          "input is released in chunks of series (see --memory-limit); raise --memory-limit or drop it")
-    swamped: list[str] = []  # the steward's noisy warning, printed once the release is published
+    findings: list = []  # about the private data (the noisy check): for the custodian file only
     with charge as held, console.progress(4) as stage, _chunks(streamed, input, spec, engine_options, stage) as chunks:
         if chunks is None:
             loaded = _read(input, plan, engine_options, stage, randomness.generator)
@@ -204,8 +206,8 @@ def release(
             stage("adding noise")
             released, result, notes = release_loaded(plan, loaded, randomness.generator)
             results = [result]
-            swamped = acc_opts.noisy_check(plan.accuracy(result), _robust_scale(table, plan.accuracy_for),
-                                           _SCALE_OF[plan.accuracy_for], _remedy(plan.mechanism), fail_on_noisy)
+            findings = acc_opts.noisy_check(plan.accuracy(result), _robust_scale(table, plan.accuracy_for),
+                                            _SCALE_OF[plan.accuracy_for], _remedy(plan.mechanism), fail_on_noisy)
         else:
             table, diagnostics = chunks, {}
             panel, notes = panel_of(chunks.n_series, chunks.n_steps, spec, plan.declared, None, False, [SERIES_NOTE])
@@ -218,9 +220,13 @@ def release(
             return (list(results[-1].warnings)
                     + ([SEEDED_WARNING] if randomness.seeded else []))
 
-        def private_files():  # the input's counts (rows kept, clipped, dropped, filled), known once written
-            return ((common.custodian_document("release", {"diagnostics": diagnostics}), custodian, "--custodian"),) \
-                if diagnostics else ()
+        def private_files():  # the input's counts (rows kept, clipped, dropped, filled), known once written,
+            # and the findings: written whatever they are, so that the file's presence tells nothing
+            figures = {"diagnostics": diagnostics}
+            if streamed:  # (whether the input is streamed follows from its size in bytes)
+                figures["checks_not_run"] = {acc_opts.NOISY_CODE: "the input was released in chunks of series; "
+                                                                  "the check needs the panel in memory"}
+            return ((common.custodian_document("release", figures, findings), custodian, "--custodian"),)
 
         common.publish(released, output, report, lambda described: report_for(
             plan, table, results[-1], randomness, described, notes, warnings_now(),
@@ -230,7 +236,7 @@ def release(
             force=force)
         result, warnings = results[-1], warnings_now()
 
-    for message in warnings + swamped:
+    for message in warnings:
         console.warn(message)
     claim = result.claim
     if plot is not None:
@@ -249,7 +255,9 @@ def release(
     }
     if held is not None:
         summary["ledger"] = {"dataset": dataset, "entry": held.id}
-    summary["custodian"] = custodian if diagnostics else None  # the input's counts: not for publication
+    # the input's counts and the data-dependent checks: not for publication, and nothing public says what they found
+    summary["custodian"] = custodian
+    summary["custodian_checks"] = [acc_opts.NOISY_CODE]
     console.summary(summary, "tsdp release")
 
 
@@ -322,8 +330,8 @@ def _dry_run(input, plan: ReleasePlan, console) -> dict | None:
         "accuracy": acc_opts.shown(accuracy, console.json_mode),
     }
     if plan.mechanism == "filter-subsample":
-        console.warn("--dry-run: filter-subsample's sigma depends on the sampled steps drawn at release; "
-                     "shown for one fixed draw")
+        console.warn(Caveat("dry_run_one_draw", "--dry-run: filter-subsample's sigma depends on the sampled steps "
+                            "drawn at release; shown for one fixed draw"))
     if acc_opts.planning():
         return {**summary, "accuracy": accuracy.to_dict()}
     console.summary(summary, "tsdp release --dry-run")
@@ -393,8 +401,8 @@ def _evaluate(input, plan: ReleasePlan, engine_options, randomness, repeats: int
         values = as_matrix()
         maes.append(mae(values, truth))
         mres.append(mre(values, truth))
-    console.warn("--evaluate compares releases with the true input: the figures are NOT private, "
-                 "are for choosing parameters only, and no release was written")
+    console.warn(Caveat("not_private_diagnostic", "--evaluate compares releases with the true input: the figures "
+                        "are NOT private, are for choosing parameters only, and no release was written"))
     console.summary({"runs": repeats, "mechanism": result.claim.mechanism, "epsilon": result.claim.epsilon,
                      "delta": result.claim.delta, "mae": summarize(maes), "mre": summarize(mres),
                      "mre_sanitary_bound": 1, "release_written": False}, "tsdp release --evaluate")

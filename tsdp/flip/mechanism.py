@@ -30,6 +30,7 @@ from typing import Any, Callable, Iterable
 import numpy as np
 
 from tsdp.accounting.claim import PrivacyClaim, PrivacyUnit
+from tsdp.caveats import Caveat, PrivateCaveat
 from tsdp.errors import DataError, NumericalError, UsageError
 from tsdp.flip import coefficients, datewise, filtering, lip, phase, spectral, trend, utility
 
@@ -161,10 +162,11 @@ def check_length(T: int, settings: FlipSettings, q: int, label: str) -> list[str
                         f"T >= {q * settings.var_order + d + 10}, but T = {T}")
     warnings = []
     if M > T / 4:
-        warnings.append(f"{label}: --filter-half-length {M} exceeds T/4 = {T / 4:g}; edge effects shrink the released "
-                        "variance (spec P7)")
+        warnings.append(Caveat("flip_short_series", f"{label}: --filter-half-length {M} exceeds T/4 = {T / 4:g}; "
+                               "edge effects shrink the released variance (spec P7)"))
     if T < SHORT_LENGTH:
-        warnings.append(f"{label}: only {T} observations; the spectral estimate is unreliable below {SHORT_LENGTH}")
+        warnings.append(Caveat("flip_short_series", f"{label}: only {T} observations; the spectral estimate is "
+                               f"unreliable below {SHORT_LENGTH}"))
     return warnings
 
 
@@ -247,9 +249,9 @@ def flip_series(x: np.ndarray, z: np.ndarray | None, settings: FlipSettings, rng
     if period and period >= 2 and T >= 2 * period:
         peak = utility.seasonal_peak(resid, period)
         if peak > utility.SEASONAL_RATIO:
-            warnings.append(f"{label}: the periodogram has a seasonal peak ({peak:.0f} times its neighbours at a "
+            warnings.append(PrivateCaveat("flip_model", f"{label}: the periodogram has a seasonal peak ({peak:.0f} times its neighbours at a "
                             f"multiple of 1/{period}); FLIP assumes a stationary series, so seasonally adjust the "
-                            "input (spec P8)")
+                            "input (spec P8)", series=label, seasonal_peak_ratio=peak))
 
     joint = np.column_stack([resid, z_resid])
     _refuse_collinear(joint, label, M)
@@ -272,28 +274,32 @@ def flip_series(x: np.ndarray, z: np.ndarray | None, settings: FlipSettings, rng
     if n > settings.grid:
         fit_info["notes"].append(f"frequency grid refined to {n} points to resolve a concentrated spectrum")
     if _unresolved(f_x, f_cond):
-        warnings.append(f"{label}: the estimated spectrum is concentrated at frequency 0 beyond what a grid of "
+        warnings.append(PrivateCaveat("flip_model", f"{label}: the estimated spectrum is concentrated at frequency 0 beyond what a grid of "
                         f"{n} frequencies resolves (a near unit root): the series looks non-stationary; remove "
-                        "its trend with --trend-order or difference it")
+                        "its trend with --trend-order or difference it", series=label))
 
     F = spectral.spectral_cdf(f_cond)
     S = phase.sup_deviation(f_cond)
     d_ks = phase.ks_distance(F)
     r = settings.r_params or phase.BetaMixture.draw(rng, settings.r_components, *settings.beta_range)
     if settings.r_params is None:
-        warnings += [f"{label}: {w}" for w in phase.check_r(r, settings.lip_delta, d)]
+        # R is a secret draw: whether it falls short is for the custodian only
+        warnings += [PrivateCaveat("flip_model", f"{label}: {w}", series=label)
+                     for w in phase.check_r(r, settings.lip_delta, d)]
     bound = phase.shift_bound(settings.lip_delta, r.lipschitz, S, d_ks, settings.bound)
     shift, capped = phase.draw_shift(rng, bound)
     if capped:
-        warnings.append(f"{label}: the spectrum is nearly flat (S = {S:.3g}), so every shift is admissible; "
-                        "the shift was capped at 1/pi and barely randomises the filter here (spec P4)")
+        warnings.append(PrivateCaveat("flip_model", f"{label}: the spectrum is nearly flat (S = {S:.3g}), so every "
+                                      "shift is admissible; the shift was capped at 1/pi and barely randomises the "
+                                      "filter here (spec P4)", series=label, S_sup=S))
     alpha = phase.mixing_weight(shift)
     theta = math.pi * r(phase.shifted_cdf(F, alpha))
     taps = coefficients.filter_taps(theta, M, settings.coef_method, settings.K)
     defect = coefficients.allpass_defect(taps, n)
     if settings.coef_method == "cepstral-paper":
-        warnings.append(f"{label}: --coef-method cepstral-paper truncates a winding phase (pitfall P1): the "
-                        f"filter is {defect:.3g} away from all-pass; prefer direct")
+        warnings.append(PrivateCaveat("flip_model", f"{label}: --coef-method cepstral-paper truncates a winding "
+                                      f"phase (pitfall P1): the filter is {defect:.3g} away from all-pass; prefer "
+                                      "direct", series=label, allpass_max_defect=defect))
 
     gamma_x = spectral.acvf(f_x)
     if settings.boundary == "extend":
@@ -382,30 +388,36 @@ def _shortfall_warnings(diagnostics: dict[str, Any], settings: FlipSettings, lab
     interior = diagnostics["lip_applied_interior"]
     applied = diagnostics["lip_applied"]
     if interior < floor - SHORTFALL_WARN:
-        out.append(f"{label}: the applied {2 * diagnostics['M'] + 1}-tap filter reaches LIP {interior:.4g}, well below "
-                   f"the ideal filter's {floor:g}: the estimated spectrum has features narrower than the filter "
-                   "resolves; remove the trend (--trend-order), seasonally adjust, or raise --filter-half-length")
+        out.append(PrivateCaveat(
+            "flip_model", f"{label}: the applied {2 * diagnostics['M'] + 1}-tap filter reaches LIP {interior:.4g}, "
+            f"well below the ideal filter's {floor:g}: the estimated spectrum has features narrower than the filter "
+            "resolves; remove the trend (--trend-order), seasonally adjust, or raise --filter-half-length",
+            series=label, lip_applied_interior=interior))
     if diagnostics["lip_dates_below_floor"] and applied < interior - SHORTFALL_WARN:
         where = ("the filter wraps the two ends of the series together (--boundary circular)"
                  if settings.boundary == "circular" else
                  "the taps run over backcasts and forecasts, which are projections of the series itself")
-        out.append(f"{label}: {diagnostics['lip_dates_below_floor']} released dates have a same-date LIP below "
+        out.append(PrivateCaveat("flip_dates_below_floor", f"{label}: {diagnostics['lip_dates_below_floor']} released dates have a same-date LIP below "
                    f"{floor:g}, the lowest {applied:.4g} at date {diagnostics['lip_applied_date']} of "
                    f"{diagnostics['T']}: near the ends {where}, so the released value there reveals more of the "
                    f"value at its date; withhold them with --withhold-ends (the filter half-length, "
-                   f"{diagnostics['M']}, withholds every date whose taps reach past an end)")
+                   f"{diagnostics['M']}, withholds every date whose taps reach past an end)", series=label,
+                   lip_dates_below_floor=diagnostics["lip_dates_below_floor"], lip_applied=applied,
+                   lip_applied_date=diagnostics["lip_applied_date"]))
     if diagnostics["lip_lagged_min"] < LAGGED_WARN:
         lag = diagnostics["lip_lagged_argmax_lag"]
         which = ("at the same date" if lag == 0 else
                  f"{abs(lag)} date{'s' if abs(lag) != 1 else ''} {'later' if lag > 0 else 'earlier'}")
-        out.append(f"{label}: the release is close to a shifted copy of the series: under the estimated model the "
+        out.append(PrivateCaveat("flip_model", f"{label}: the release is close to a shifted copy of the series: under the estimated model the "
                    f"released value {which} predicts each value with squared correlation "
                    f"{1.0 - diagnostics['lip_lagged_min']:.3g} (LIP covers the same date only; spec section 7). A "
-                   "nearly white spectrum makes the filter nearly a pure shift; do not publish this series")
+                   "nearly white spectrum makes the filter nearly a pure shift; do not publish this series",
+                   series=label, lip_lagged_min=diagnostics["lip_lagged_min"]))
     if diagnostics["allpass_max_defect"] > ALLPASS_WARN:
-        out.append(f"{label}: the applied filter is {diagnostics['allpass_max_defect']:.3g} away from all-pass, so "
+        out.append(PrivateCaveat("flip_model", f"{label}: the applied filter is {diagnostics['allpass_max_defect']:.3g} away from all-pass, so "
                    "the spectrum and autocorrelations are only roughly kept (D_ACF "
-                   f"{diagnostics['utility']['D_ACF']:.3g}); raise --filter-half-length")
+                   f"{diagnostics['utility']['D_ACF']:.3g}); raise --filter-half-length", series=label,
+                   allpass_max_defect=diagnostics["allpass_max_defect"]))
     return out
 
 
@@ -426,7 +438,8 @@ def _spectral_estimate(joint: np.ndarray, settings: FlipSettings, fit_info: dict
         fit = spectral.fit_var(joint, settings.var_order, settings.trend_order)
         fit_info.update(order=fit.order, stable=fit.stable, method=fit.method, notes=fit.notes)
         if fit.method == "var-yule-walker":
-            warnings.append(f"{label}: the least-squares VAR({fit.order}) was not stable; refitted by Yule-Walker")
+            warnings.append(PrivateCaveat("flip_model", f"{label}: the least-squares VAR({fit.order}) was not stable; "
+                                          "refitted by Yule-Walker", series=label))
 
         def var_spectra(lam: np.ndarray):
             f_x, f_cond = fit.marginal_and_conditional(lam)
