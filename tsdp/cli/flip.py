@@ -35,6 +35,8 @@ FIXED_R_WARNING = ("this run fixed R with --r-params: the filter is then a funct
                    "published")
 SECRETS_WARNING = ("the secrets file holds the master seed and every filter: anyone holding it can invert the "
                    "release exactly; keep it apart from the output")
+CEPSTRAL_PAPER_WARNING = ("--coef-method cepstral-paper truncates a winding phase (pitfall P1): the filters are not "
+                          "exactly all-pass (each series' defect is in the custodian file); prefer direct")
 DISCLAIMER = ("LIP is a model-based, second-order, same-date measure; it is not a differential-privacy guarantee. "
               "Each released value's same-date LIP, computed for the release actually applied under the ESTIMATED "
               "spectral model (for a linear attacker who knows the auxiliary series and the released trend), is at "
@@ -167,6 +169,7 @@ def flip(
         general = (([SEEDED_FLIP_WARNING] if seed is not None else [])
                    + ([FIXED_R_WARNING] if settings.r_params is not None else [])
                    + ([SECRETS_WARNING] if secrets else [])
+                   + ([CEPSTRAL_PAPER_WARNING] if settings.coef_method == "cepstral-paper" else [])
                    + ([_suffix_warning(panel.value_cols, suffix)] if suffix is not None else []))
         warnings = general
         released = {(entity, column): r.released for (entity, column, _, _), r in zip(items, results)}
