@@ -383,7 +383,7 @@ def test_output_in_an_unwritable_directory_is_a_usage_error(refuse, tmp_path, un
 
 def test_secrets_in_an_unwritable_directory_is_a_usage_error(refuse, tmp_path, unwritable):
     refuse(["flip", SAMPLE / "qwi_quarterly.csv", "--time-col", "quarter", "--value-cols", "ca_asian",
-            "-o", "out.csv", "--secrets", "locked/s.json"], 2, "--secrets", "locked/s.json")
+            "--lip-floor", "0", "-o", "out.csv", "--secrets", "locked/s.json"], 2, "--secrets", "locked/s.json")
 
 
 def test_read_only_directory_is_refused_before_any_work(refuse, tmp_path, monkeypatch):

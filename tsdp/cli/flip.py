@@ -116,8 +116,10 @@ def flip(
 
     It keeps the series' autocorrelation structure. Under the estimated time-series model, it ensures
     that the released value at the same date lowers the prediction-error variance of a linear attacker
-    who already knows the auxiliary series by at most a fraction delta (LIP >= 1 - delta). It provides
-    no differential-privacy guarantee.
+    who already knows the auxiliary series by at most a fraction delta (LIP >= 1 - delta). Every date
+    whose same-date LIP, for the release actually applied, is below the floor the report states
+    (--lip-floor, by default min(1 - delta, 0.99)) is written empty. It provides no
+    differential-privacy guarantee.
     """
     if delta is not None:
         raise UsageError(f"--delta {delta:g}: FLIP's budget is --lip-delta (LIP >= 1 - delta); --delta means the "
