@@ -306,10 +306,13 @@ def _withheld_pattern(panel: EntityPanel, items, results) -> list[dict[str, Any]
     """Per series, the dates written empty (``output.withheld``): the release's missing pattern, which
     the output shows anyway (tsdp.flip.withholding.pattern_note)."""
     out = []
+    index = {entity: i for i, entity in enumerate(panel.entities)}
     for (entity, column, _, _), result in zip(items, results):
-        i = panel.entities.index(entity)
-        times = [_time_text(v) for v in panel.times[panel.rows(i)].to_list()]
-        out.append(withholding.series_pattern(entity, column, times, result.released_dates))
+        rows = panel.rows(index[entity])
+        held = withholding.withheld_runs(result.released_dates)
+        times = panel.times[rows]  # only the runs' first and last times are formatted
+        labels = {k: _time_text(times[k]) for run in held for k in run}
+        out.append(withholding.series_pattern(entity, column, labels, result.released_dates))
     return out
 
 

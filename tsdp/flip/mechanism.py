@@ -445,8 +445,8 @@ def _withheld_warning(diagnostics: dict[str, Any], settings: FlipSettings, label
         where = ("the filter wraps the two ends of the series together (--boundary circular)"
                  if settings.boundary == "circular" else
                  "the taps run over backcasts and forecasts, projections of the series itself")
-        advice = (f"; --withhold-ends {M} withholds every date within M of an end by a public rule"
-                  if settings.withhold < M else "")
+        advice = (f"; --withhold-ends {M} would withhold every date within M of an end by a public rule, so that "
+                  "which of them are empty no longer depends on the data" if settings.withhold < M else "")
         parts.append(f"{near} within M = {M} dates of an end, where {where}{advice}")
     if inside:
         parts.append(f"{inside} farther in, where the taps cover observed dates only: there the attacker is given the "

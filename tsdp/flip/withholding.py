@@ -108,8 +108,8 @@ def pattern_note() -> str:
             "the output itself, and the report repeats it so that the release can be read without it")
 
 
-def series_pattern(entity: Any, column: str, times: list[Any], released: np.ndarray) -> dict[str, Any]:
+def series_pattern(entity: Any, column: str, times, released: np.ndarray) -> dict[str, Any]:
     """One series' entry of ``output.withheld``: its dates, the count released, and the withheld runs
-    as ``[first time, last time]``."""
+    as ``[first time, last time]`` (``times[k]``: the time of date k, a sequence or a mapping)."""
     return {"entity": entity, "column": column, "dates": int(released.size), "released": int(released.sum()),
             "withheld": [[times[a], times[b]] for a, b in withheld_runs(released)]}
