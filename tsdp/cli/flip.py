@@ -179,19 +179,19 @@ def flip(
         private = ((common.custodian_document("flip", {"lip_series": rows}), custodian, "--custodian"),)
         if secrets is not None:
             private += ((_secrets_json(master, items, results), secrets, "--secrets"),)
+        claim = claim_for(settings, entity_col)
         common.publish(table, output, report, lambda described: Report(
             command="flip",
             parameters={**params, "input": common.display_name(input), "output": described["file"],
                         "secrets_written": common.display_name(secrets) if secrets else False,
                         "custodian_file": Path(custodian).name},
-            claim=claim_for(settings, entity_col),
+            claim=claim,
             output={**described, "columns": table.columns, "withheld": _withheld_pattern(panel, items, results)},
             randomness="seeded" if seed is not None else "os-entropy",
             grid={"freq": panel.freq, "entities": panel.n_entities, "series": len(items)},
             notes=_notes(panel, settings, suffix),
             warnings=warnings,
-            lip={"statement": NOT_DP, "guarantee": claim_for(settings, entity_col).parameters["guarantee"],
-                 "disclaimer": DISCLAIMER},
+            lip={"statement": NOT_DP, "guarantee": claim.parameters["guarantee"], "disclaimer": DISCLAIMER},
         ), private_files=private, force=force)
 
     for message in general:

@@ -346,7 +346,7 @@ def flip_series(x: np.ndarray, z: np.ndarray | None, settings: FlipSettings, rng
     kept = withholding.released_dates(by_date, floor, settings.withhold)  # the dates released
     worst = int(np.argmin(np.where(kept, by_date, np.inf))) if kept.any() else None
     lowest = int(np.argmin(by_date))
-    below = (by_date < floor) & withholding.released_dates(np.ones(T), 0.0, settings.withhold)
+    below = (by_date < floor) & withholding.between_ends(T, settings.withhold)
     near_end = np.zeros(T, dtype=bool)
     near_end[:M] = near_end[T - M:] = True
     lagged_min, lagged_at = lip.lagged_lip(taps, gamma_c, M)

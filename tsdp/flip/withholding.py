@@ -59,14 +59,18 @@ def default_floor(lip_delta: float) -> float:
     return min(1.0 - lip_delta, DEFAULT_FLOOR_CAP)
 
 
+def between_ends(T: int, withhold_ends: int) -> np.ndarray:
+    """Boolean mask of the dates not among the first or last ``withhold_ends`` of T."""
+    inside = np.zeros(T, dtype=bool)
+    inside[withhold_ends:T - withhold_ends] = True
+    return inside
+
+
 def released_dates(lip_t: np.ndarray, floor: float, withhold_ends: int) -> np.ndarray:
     """Boolean mask of the released dates (module docstring): not among the first or last
     ``withhold_ends`` dates, and a same-date LIP of at least ``floor``."""
     lip_t = np.asarray(lip_t, dtype=float)
-    T = lip_t.size
-    inside = np.zeros(T, dtype=bool)
-    inside[withhold_ends:T - withhold_ends] = True
-    return inside & (lip_t >= floor)
+    return between_ends(lip_t.size, withhold_ends) & (lip_t >= floor)
 
 
 def withheld_runs(released: np.ndarray) -> list[tuple[int, int]]:
