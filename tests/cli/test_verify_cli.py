@@ -311,6 +311,10 @@ TAMPERING = {  # id -> (report, edit, a check that must fail)
         "flip", _all(_set("claim.definition", "approx-dp"), _set("claim.epsilon", 1.0), _set("claim.delta", 1e-6)),
         "definition"),
     "FLIP withheld dates rewritten": ("flip", _set("claim.parameters.withhold_ends", 45), "command"),
+    "FLIP floor of the released dates raised": ("flip", _set("claim.parameters.lip_floor", 0.95), "command"),
+    "FLIP guarantee sentence raised": ("flip", _set("claim.parameters.guarantee",
+                                                    lambda g: g.replace("lip_floor = 0.9;", "lip_floor = 0.99;")),
+                                       "privacy_loss"),
     "gaussian claim presented as FLIP's": (
         "gaussian", _set("claim.mechanism", "FLIP all-pass filtering (McElroy, Roy & Hore 2022)"), "definition"),
 }

@@ -21,6 +21,8 @@ states:
   for every mechanism that emits them, which must carry them; from the parameters otherwise
   (Laplace DFT, Koga et al.'s paper accounting, user-level means, DP-SGD through
   :mod:`tsdp.accounting.structured` exactly as the trainer accounts);
+* a LIP claim states the same-date LIP floor its released dates were held to (``--lip-floor``, or by
+  default min(1 - ``--lip-delta``, 0.99); a stated floor above it fails), in figures and in words;
 * the bound is an upper bound, the numbers are within the given budget, the run was not seeded,
   and the released file is the one the report names (its sha256; a report whose released file is
   not given fails, unless the caller asks for the claim alone: ``output_check=False``).
@@ -28,7 +30,8 @@ states:
 What it cannot prove: who wrote the report (a report edited consistently in every figure, or
 written by hand, verifies: sign or store reports where they cannot be altered); that the released
 file was produced with the stated noise (only its hash is compared); anything about the private
-data; and whether declared contribution bounds held for pre-aggregated input (``enforced: false``).
+data (FLIP's per-date LIP is such a figure: verify checks the floor the command held the dates to, not
+the LIP values, which are in the custodian file); and whether declared contribution bounds held for pre-aggregated input (``enforced: false``).
 For the conditional filter-subsample accounting the per-series spectral norms s_J, and for the
 paper filter accounting the kernel statistics (L, srank), are taken from the report: they depend on
 the released sampling pattern or the kernel, and are only checked for range and consistency.
@@ -1454,14 +1457,72 @@ def _flip(r: _Report, out: _Outcome) -> None:
     # the dates withheld at each end (reports written before --withhold-ends have neither: 0)
     cmd.equal("parameters.withhold_ends (--withhold-ends)", c.parameters.get("withhold_ends", 0),
               r.command.get("withhold_ends", 0))
+    floor = c.parameters.get("lip_floor")
+    given = r.command.get("lip_floor")
+    _flip_floor_command(cmd, floor, given, r.command.get("lip_delta"))
     if not cmd.problems:
         cmd.ok("the claim is the one the recorded command line asks for")
     lip = r.data.get("lip")
     p.expect(isinstance(lip, dict) and isinstance(lip.get("statement"), str),
              "the report has no 'lip' block with the LIP statement")
+    _flip_withheld(p, (r.data.get("output") or {}).get("withheld"))
     if g.expect(c.epsilon is None and c.delta is None, "a LIP claim must carry no epsilon and no delta") and \
-            g.expect(_is_real(budget) and 0 <= budget < 1, f"parameters.lip_budget_delta is {budget!r}, not in [0, 1)"):
-        g.ok(f"LIP >= 1 - {budget:g} under the estimated model; NOT differential privacy, no epsilon")
+            g.expect(_is_real(budget) and 0 <= budget < 1, f"parameters.lip_budget_delta is {budget!r}, not in [0, 1)") \
+            and _flip_floor_statement(g, c.parameters, lip, floor, budget, given is not None):
+        g.ok(f"every released date's same-date LIP >= lip_floor {floor:g} under the estimated model (the ideal "
+             f"filter's: >= 1 - {budget:g}); NOT differential privacy, no epsilon")
+
+
+def _flip_floor_command(cmd: _Group, floor: Any, given: Any, asked_delta: Any) -> None:
+    """The floor the released dates were held to is the recorded ``--lip-floor``, or by default
+    ``min(1 - --lip-delta, 0.99)`` (tsdp.flip.withholding); a claim stating more fails."""
+    from tsdp.flip.withholding import default_floor
+
+    if given is not None:
+        want = given if _is_real(given) and 0 <= given <= 1 else math.nan
+    else:
+        want = default_floor(asked_delta) if _is_real(asked_delta) and 0 <= asked_delta < 1 else math.nan
+    if not _is_real(want):
+        cmd.fail(f"the recorded --lip-floor {given!r} / --lip-delta {asked_delta!r} give no floor in [0, 1]")
+    elif _is_real(floor) and floor > want and not _close(floor, want, REL_TOL):
+        cmd.fail(f"parameters.lip_floor {floor:.10g} exceeds {want:.10g}, the floor the released dates were held to "
+                 "(--lip-floor, or min(1 - --lip-delta, 0.99)): the claim overstates the LIP of the released dates")
+    else:
+        cmd.same("parameters.lip_floor (the floor --lip-floor or --lip-delta give)", floor, want)
+
+
+def _flip_floor_statement(g: _Group, params: dict[str, Any], lip: Any, floor: Any, budget: float,
+                          given: bool) -> bool:
+    """The claim states the floor of its released dates, in figures and in words (the guarantee sentence
+    tsdp.flip.withholding writes for it, in the claim and in the report's 'lip' block)."""
+    from tsdp.flip.withholding import guarantee
+
+    if not g.expect(floor is not None, "the claim states no lip_floor: a report of a tsdp before the per-date floor "
+                                       "claimed the ideal filter's bound for released dates that may miss it; rerun "
+                                       "tsdp flip"):
+        return False
+    if not g.expect(_is_real(floor) and 0 <= floor <= 1, f"parameters.lip_floor is {floor!r}, not in [0, 1]"):
+        return False
+    want = guarantee(floor, budget, given)
+    ok = g.expect(params.get("guarantee") == want, "parameters.guarantee is not the sentence tsdp writes for "
+                                                    f"lip_floor {floor:g} (it was edited)")
+    stated = lip.get("guarantee") if isinstance(lip, dict) else None
+    return g.expect(stated in (None, want), "lip.guarantee is not the claim's guarantee (it was edited)") and ok
+
+
+def _flip_withheld(p: _Group, withheld: Any) -> None:
+    """output.withheld (the dates written empty, per series): every series releases at least one date
+    (tsdp flip refuses a series it would withhold entirely). Reports of earlier versions have none."""
+    if withheld is None:
+        return
+    entries = withheld if isinstance(withheld, list) else [None]
+    for entry in entries:
+        dates = entry.get("dates") if isinstance(entry, dict) else None
+        released = entry.get("released") if isinstance(entry, dict) else None
+        if not (_is_int(dates) and _is_int(released) and 1 <= released <= dates):
+            p.fail(f"output.withheld has an entry {entry!r}: each series states its dates and the number released "
+                   "(1 to dates)")
+            return
 
 
 RULES: dict[str, _Rule] = {
