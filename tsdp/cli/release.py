@@ -107,7 +107,7 @@ def release(
     fast_xi: Optional[float] = typer.Option(None, help="--mechanism fast: PID error threshold xi."),
     fast_q: Optional[float] = typer.Option(None, help="--mechanism fast: process noise variance Q of the Kalman filter."),
     fast_r: Optional[float] = typer.Option(None, help="--mechanism fast: measurement noise variance R (default: the noise variance)."),
-    evaluate: Optional[int] = typer.Option(None, help="Run the mechanism N times and print MAE and MRE against the input: an internal, NOT private diagnostic; writes no release.", min=1),
+    evaluate: Optional[int] = typer.Option(None, help="Run the mechanism N times and split its error against the raw input (before caps, clipping, fill) into bounding, approximation, noise and post-processing: a NOT private diagnostic, as tables on stdout (with --json or --custodian: in the custodian file); writes no release.", min=1),
     layout: Optional[Layout] = typer.Option(None, help="Input layout [default: events with --user-col, long with --value-col, else wide]."),
     time_col: str = typer.Option("time", help="Time column."),
     value_col: Optional[str] = typer.Option(None, help="Value column (long layout, or a value per event)."),
@@ -173,8 +173,14 @@ def release(
         return _dry_run(input, plan, common.Console(quiet, json_summary, stdout_taken=False))
     randomness = make_random_source(seed)
     if evaluate is not None:
+        from tsdp.cli.evaluation import custodian_path
+
+        if input == "-" and spec.resolved_layout == "events":
+            raise UsageError("--evaluate reads event input twice (with and without the caps): give a file, "
+                             "not - (stdin)")
         return _evaluate(input, plan, engine_options, randomness, evaluate,
-                         common.Console(quiet, json_summary, stdout_taken=False))
+                         common.Console(quiet, json_summary, stdout_taken=False),
+                         custodian_path(custodian, input, json_summary, force), force)
     output, report = common.resolve_outputs(input, output, report, force, json_summary)
     custodian = common.resolve_custodian(custodian, input, output, report, force)
     if plot is not None:
@@ -381,20 +387,43 @@ def _read(input: str, plan: ReleasePlan, options: EngineOptions, stage, generato
     return load_frame(read_table(input, *spec.read_schema()), plan, generator, stage)
 
 
-def _evaluate(input, plan: ReleasePlan, engine_options, randomness, repeats: int, console) -> None:
-    """Run the mechanism ``repeats`` times and print MAE/MRE against the input; writes nothing."""
-    from tsdp.mechanisms.metrics import mae, mre, summarize
+def _evaluate(input, plan: ReleasePlan, engine_options, randomness, repeats: int, console, custodian: str | None,
+              force: bool) -> None:
+    """Run the mechanism ``repeats`` times and split its error against the raw input (NOT private:
+    :mod:`tsdp.cli.evaluation` says where the figures go); writes no release and no report."""
+    from tsdp.api.series import evaluate_loaded
+    from tsdp.cli import evaluation as shown
 
-    loaded = _read(input, plan, engine_options, lambda name: None, None)
-    truth = loaded.loaded.table.values_matrix()
-    maes, mres = [], []
-    for _ in range(repeats):  # each run is a full release of the whole panel
-        result, as_matrix, _ = plan.run(loaded.loaded.table, loaded.panel, randomness.generator, None)
-        values = as_matrix()
-        maes.append(mae(values, truth))
-        mres.append(mre(values, truth))
-    console.warn("--evaluate compares releases with the true input: the figures are NOT private, "
-                 "are for choosing parameters only, and no release was written")
-    console.summary({"runs": repeats, "mechanism": result.claim.mechanism, "epsilon": result.claim.epsilon,
-                     "delta": result.claim.delta, "mae": summarize(maes), "mre": summarize(mres),
-                     "mre_sanitary_bound": 1, "release_written": False}, "tsdp release --evaluate")
+    with console.progress(3) as stage:
+        loaded = _read(input, plan, engine_options, stage, None)
+        raw, observed = _raw(input, plan, engine_options, loaded, stage)
+        stage("releasing and comparing")
+        evaluation, result = evaluate_loaded(plan, loaded, raw, observed, randomness.generator, repeats)
+    claim = result.claim
+    public = {"runs": repeats, "mechanism": claim.mechanism, "epsilon": claim.epsilon, "delta": claim.delta,
+              "release_written": False}
+    diagnostics = dict(loaded.loaded.diagnostics)
+    figures = {"evaluation": evaluation.to_dict(), "diagnostics": diagnostics, "parameters": public}
+    if custodian is not None:
+        shown.write_custodian(custodian, figures, force)
+    console.warn(shown.DIAGNOSTIC_WARNING)
+    if console.json_mode:
+        console.summary({**public, "custodian": custodian}, "tsdp release --evaluate")
+    elif not console.quiet:
+        shown.print_tables(figures["evaluation"], diagnostics, {**public, "custodian": custodian})
+
+
+def _raw(input: str, plan: ReleasePlan, options: EngineOptions, loaded: Loaded, stage):
+    """(the raw input as an (n_series, n_steps) panel, the cells it observes): events aggregated
+    again without caps or value clipping on the same public grid, series as read (filled cells
+    unobserved)."""
+    import numpy as np
+
+    from tsdp.engine.panel import raw_event_panel
+
+    table = loaded.loaded.table
+    if plan.spec.resolved_layout != "events":
+        return table.values_matrix(), table.observed_matrix()
+    stage("aggregating the raw events (no caps)")
+    raw = raw_event_panel(input, plan.spec, plan.declared, options, plan.caps.value_bound).values_matrix()
+    return raw, np.ones(raw.shape, dtype=bool)

@@ -37,7 +37,7 @@ never go into the report.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import polars as pl
@@ -126,6 +126,7 @@ class EventJob:
     value_col: str | None = None
     output_col: str | None = None
     timezone: str | None = None  # the zone of timestamps without an offset, and of --start/--end
+    bounded: bool = True  # False: no caps and no value clipping (:meth:`unbounded`)
 
     def __post_init__(self) -> None:
         if self.series_col is not None and not self.series_keys:
@@ -137,12 +138,20 @@ class EventJob:
             object.__setattr__(self, "series_keys", tuple(self.series_keys))
             if len(set(self.series_keys)) != len(self.series_keys):
                 raise UsageError("--series-keys: duplicate keys")
-        if self.value_col is not None and self.caps.value_bound is None:
+        if not self.bounded and (self.caps.level != "event" or self.caps.value_bound is not None):
+            raise ValueError("an unbounded event job enforces no caps and clips no value")
+        if self.value_col is not None and self.caps.value_bound is None and self.bounded:
             raise UsageError("--value-bound is required with --value-col for event input")
         if self.caps.value_bound is not None and not self.caps.value_bound > 0:
             raise UsageError(f"--value-bound must be > 0, got {self.caps.value_bound}")
         if self.caps.value_bound is not None and not self.caps.value_bound <= MAX_MAGNITUDE:
             raise UsageError(f"--value-bound {self.caps.value_bound}: must be at most 2**53; rescale the values")
+
+    def unbounded(self) -> "EventJob":
+        """The same aggregation without any cap or value clip: every event of a declared series on the
+        public grid counts with its own value. The panel a release is meant to approximate, which
+        ``--evaluate`` compares with (never released: it has no sensitivity bound)."""
+        return replace(self, caps=EventCaps(level="event"), bounded=False)
 
     @property
     def out_col(self) -> str:
@@ -279,8 +288,11 @@ def _prepared_rows(df: pl.DataFrame, job: EventJob, grid, end_at, order_col: str
     if value_col:
         values = numeric_values(df, value_col, allow_negative=True, allow_null=False,
                                 null_hint="give every event a value or drop the event")
-        clipped = values.clip(0.0, job.caps.value_bound).cast(pl.Float64)
-        diag["values_clipped"] = int((clipped != values).sum())
+        if job.bounded:
+            clipped = values.clip(0.0, job.caps.value_bound).cast(pl.Float64)
+            diag["values_clipped"] = int((clipped != values).sum())
+        else:
+            clipped = values.cast(pl.Float64)
         cols.append(clipped.alias(VALUE))
     else:
         cols.append(pl.lit(1.0).alias(VALUE))
