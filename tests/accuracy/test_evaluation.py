@@ -45,7 +45,7 @@ OPTIONS = {
 
 def plan_of(mechanism: str, sampler: str = "float", **extra):
     return ReleaseOptions(epsilon=1.0, unit="user", mechanism=mechanism, max_steps=T, value_col="count",
-                          series_col="sensor", sampler=sampler, allow_negative=True,
+                          series_col="sensor", sampler=sampler, allow_negative=True, max_per_step=1.0,
                           **{**OPTIONS[mechanism], **extra}).plan()
 
 

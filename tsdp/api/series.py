@@ -23,6 +23,8 @@ DEFAULT_DFT_K = 30  # Fourier coefficients kept by --mechanism dft when --dft-k 
 CELLWISE = ("gaussian", "laplace")  # cells released independently, in file order (no sorting)
 SUMMABLE = ("gaussian", "laplace", "dft")  # --accuracy-for sum: per-series sums independent of sampling
 ALL_STEPS_NOTE = "no participation bound: a user may appear in every step (I = T)"
+UNIT_HINT = ("give --max-per-step: the largest amount one protected unit can add to or remove from one cell, in "
+             "the values' own unit (see 'Choosing your unit' in the README)")
 
 
 def _choice(option: str, value: Any, allowed: Sequence[str]) -> str | None:
@@ -52,7 +54,7 @@ class ReleaseOptions:
     unit: str
     mechanism: str = "gaussian"
     delta: float | None = None
-    max_per_step: float = 1.0
+    max_per_step: float | None = None  # None: counts, 1 per unit and cell (series input: refused for non-counts)
     max_steps: int | None = None
     w: int | None = None
     series_per_user: int | None = None
@@ -166,15 +168,21 @@ class ReleaseOptions:
         for option, value in (("max-steps", self.max_steps), ("w", self.w), ("series-per-user", self.series_per_user)):
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
                 raise UsageError(f"--{option} {value!r}: must be an integer >= 1")
-        declared = ContributionBounds(
-            level=unit, max_per_step=self.max_per_step, max_steps=ALL_STEPS if self.assume_none else self.max_steps,
-            w=self.w, series_per_unit=self.series_per_user, neighbouring=self.neighbouring_value,
-        )
         spec = InputSpec(
             layout=layout, time_col=self.time_col, value_col=self.value_col, series_col=self.series_col,
             series_cols=_names(self.series_cols), user_col=self.user_col, series_keys=_names(self.series_keys),
             start=self.start, end=self.end, freq=self.freq, fill_missing=fill == "zero",
             allow_negative=self.allow_negative, timezone=self.timezone,
+        )
+        counts_assumed = self.max_per_step is None and spec.resolved_layout != "events"
+        if counts_assumed and self.allow_negative:
+            raise UsageError("--max-per-step is required with --allow-negative: values that may be negative are "
+                             "not counts, and the default bound (one unit adds at most 1 to a cell) means nothing "
+                             f"for them; {UNIT_HINT}")
+        declared = ContributionBounds(
+            level=unit, max_per_step=1.0 if self.max_per_step is None else self.max_per_step,
+            max_steps=ALL_STEPS if self.assume_none else self.max_steps,
+            w=self.w, series_per_unit=self.series_per_user, neighbouring=self.neighbouring_value,
         )
         if self.value_bound is not None and (spec.resolved_layout != "events" or self.value_col is None):
             raise UsageError(f"--value-bound {self.value_bound!r} clips each event's value: it applies only to "
@@ -199,7 +207,7 @@ class ReleaseOptions:
         run = mechanism_runner(mechanism, self.epsilon, self.delta, calibration, noise, dft_k, fast, koga,
                                sampling)
         return ReleasePlan(self, mechanism, noise, declared, spec, caps, run, sampling=sampling,
-                           accuracy_for=accuracy_for)
+                           accuracy_for=accuracy_for, counts_assumed=counts_assumed)
 
     @property
     def neighbouring_value(self) -> str:
@@ -221,6 +229,26 @@ class ReleasePlan:
     notes: list[str] = field(default_factory=list)
     sampling: dict = field(default_factory=lambda: {"sampler": "hardened", "granularity": None})
     accuracy_for: str = "cell"
+    counts_assumed: bool = False  # series input without --max-per-step: its values must be counts
+
+    def require_counts(self, table) -> None:
+        """UsageError naming --max-per-step when the plan assumed counts (no --max-per-step on series
+        input) but ``table`` holds a value that is not a whole number. The check reads the values; its
+        outcome only stops the run, and its message holds no figure of the data."""
+        if self.counts_assumed and not table.holds_whole_numbers():
+            where = (f"the values of --value-col {self.spec.value_col!r}" if self.spec.resolved_layout == "long"
+                     else "the series columns")
+            raise UsageError(f"--max-per-step is required: {where} are not all whole numbers, so they are not "
+                             "counts, and the default bound (one unit adds at most 1 to a cell) means nothing for "
+                             f"them; {UNIT_HINT}")
+
+    @property
+    def assumption_warning(self) -> str | None:
+        """What a dry run of series input without --max-per-step assumes (it reads no value)."""
+        if not self.counts_assumed:
+            return None
+        return ("--max-per-step not given: the dry run assumes counts (one unit adds at most 1 to a cell); "
+                "the release refuses values that are not whole numbers without --max-per-step")
 
     @property
     def cellwise(self) -> bool:
@@ -384,7 +412,9 @@ def load_frame(df, plan: ReleasePlan, generator=None, stage: Callable[[str], Non
             and plan.spec.resolved_layout == "long"):
         prefetched = PrefetchedNormals(generator, df.height)
     stage("checking")
-    return Loaded(*load_panel(df, plan.spec, plan.declared, plan.caps), prefetched)
+    loaded = Loaded(*load_panel(df, plan.spec, plan.declared, plan.caps), prefetched)
+    plan.require_counts(loaded.loaded.table)
+    return loaded
 
 
 class Released(NamedTuple):
@@ -408,6 +438,8 @@ def report_for(plan: ReleasePlan, table, result, randomness, described: dict, no
     """The privacy report of a release (``described``: the output's file, format and sha256)."""
     from tsdp.report import Report
 
+    if parameters.get("max_per_step") is None:  # the default the plan resolved (counts: 1)
+        parameters = {**parameters, "max_per_step": plan.declared.max_per_step}
     return Report(
         command="release",
         parameters={**parameters, "layout": plan.spec.resolved_layout},

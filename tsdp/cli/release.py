@@ -82,7 +82,7 @@ def release(
     epsilon: float = typer.Option(..., help="Privacy budget epsilon (> 0)."),
     delta: Optional[float] = typer.Option(None, help="Privacy budget delta in (0, 1); Gaussian only."),
     unit: Unit = typer.Option(..., help="What is protected: one event, a user's w-event window, or a whole user."),
-    max_per_step: float = typer.Option(1.0, help="M: largest contribution of one unit to one cell (events kept per user and bucket, for event input)."),
+    max_per_step: Optional[float] = typer.Option(None, help="M: largest contribution of one unit to one cell, in the values' unit (events kept per user and bucket, for event input) [default: 1, for counts; required for series whose values are not whole numbers]."),
     max_steps: Optional[int] = typer.Option(None, help="I: steps of a series in which one user may contribute (--unit user).", min=1),
     w: Optional[int] = typer.Option(None, help="Window length for --unit w-event.", min=1),
     series_per_user: Optional[int] = typer.Option(None, help="Series one user may contribute to [default: all].", min=1),
@@ -330,6 +330,8 @@ def _dry_run(input, plan: ReleasePlan, console) -> dict | None:
     if plan.mechanism == "filter-subsample":
         console.warn("--dry-run: filter-subsample's sigma depends on the sampled steps drawn at release; "
                      "shown for one fixed draw")
+    if plan.assumption_warning:
+        console.warn(plan.assumption_warning)
     if acc_opts.planning():
         return {**summary, "accuracy": accuracy.to_dict()}
     console.summary(summary, "tsdp release --dry-run")
@@ -367,6 +369,7 @@ def _release_chunks(chunks, panel, plan: ReleasePlan, rng, diagnostics: dict, st
     def frames():
         for k, table in enumerate(chunks.tables(), 1):
             stage(f"adding noise: chunk {k}/{chunks.n_chunks} ({table.n_series} series)")
+            plan.require_counts(table)
             result, _, rebuild = plan.run(table, panel, rng, None, stream)
             results[:] = [result]  # the claim and warnings; earlier chunks' values are let go
             if table.filled_cells:

@@ -183,6 +183,15 @@ class SeriesTable:
         """Values as an (n_series, n_steps) array in grid order."""
         return self.flat_to_matrix(self.values_flat())
 
+    def holds_whole_numbers(self) -> bool:
+        """True when every value is a whole number: integer columns by their type, float columns by
+        their values (an aggregation: no per-row output)."""
+        floats = [c for c in self.value_cols if not self.frame.schema[c].is_integer()]
+        if not floats:
+            return True
+        return bool(self.frame.select(pl.all_horizontal([(pl.col(c) == pl.col(c).round(0)).all()
+                                                          for c in floats])).item())
+
     def observed_matrix(self) -> np.ndarray:
         """(n_series, n_steps) booleans: True where the input gave the cell's value, False where
         ``--fill-missing zero`` filled it (its true value is unknown)."""
