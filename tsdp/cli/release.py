@@ -82,8 +82,10 @@ def release(
     epsilon: float = typer.Option(..., help="Privacy budget epsilon (> 0)."),
     delta: Optional[float] = typer.Option(None, help="Privacy budget delta in (0, 1); Gaussian only."),
     unit: Unit = typer.Option(..., help="What is protected: one event, a user's w-event window, or a whole user."),
-    max_per_step: Optional[float] = typer.Option(None, help="M: largest contribution of one unit to one cell, in the values' unit (events kept per user and bucket, for event input) [default: 1, for counts; required for series whose values are not whole numbers]."),
-    max_steps: Optional[int] = typer.Option(None, help="I: steps of a series in which one user may contribute (--unit user).", min=1),
+    max_per_step: Optional[str] = typer.Option(None, help="M: largest contribution of one unit to one cell, in the values' unit (events kept per user and bucket, for event input), or auto (event input: chosen privately, see --bound-selection-share) [default: 1, for counts; required for series whose values are not whole numbers]."),
+    max_steps: Optional[str] = typer.Option(None, help="I: steps of a series in which one user may contribute (--unit user), or auto (event input: chosen privately)."),
+    bound_selection_share: Optional[float] = typer.Option(None, help="With --max-per-step/--max-steps auto: the share of --epsilon spent choosing the caps (exponential mechanism on a quantile of the users' contributions; the release gets the rest) [default: 0.1]."),
+    bound_quantile: Optional[float] = typer.Option(None, help="With --max-per-step/--max-steps auto: the quantile of the users' contributions the caps aim at [default: 0.9]."),
     w: Optional[int] = typer.Option(None, help="Window length for --unit w-event.", min=1),
     series_per_user: Optional[int] = typer.Option(None, help="Series one user may contribute to [default: all].", min=1),
     neighbouring: Neighbouring = typer.Option(Neighbouring.add_remove, help="Neighbouring relation."),
@@ -163,9 +165,17 @@ def release(
         timezone=timezone, fill_missing=fill_missing, allow_negative=allow_negative, value_bound=value_bound,
         clip_min=clip_min, clip_max=clip_max, round_values=round_values, sampler=sampler, granularity=granularity,
         alpha=acc_opts.DEFAULT_ALPHA if alpha is None else alpha, accuracy_for=accuracy_for,
+        bound_selection_share=bound_selection_share, bound_quantile=bound_quantile,
     ).plan()
+    requested = plan.auto.options if plan.auto is not None else plan.options
+    params.update(max_per_step=requested.max_per_step, max_steps=requested.max_steps)  # parsed: 14, not "14"
     spec = plan.spec
     engine_options = _engine_options(spec, engine, memory_limit, work_dir, spark_master, spark_conf)
+    if plan.auto is not None and (dry_run or input == "-"):
+        raise UsageError(f"{'--max-per-step' if 'max_per_step' in plan.auto.caps else '--max-steps'} auto reads the "
+                         "events twice (to choose the cap, then to release)" + (
+                             ": give a file, not - (stdin)" if input == "-" else
+                             "; --dry-run reads none of them: give a number to see the accuracy at that cap"))
     if dry_run:
         if evaluate is not None or plot:
             raise UsageError(f"--dry-run reads no values, {'--evaluate' if evaluate is not None else '--plot'} needs them: "
@@ -204,6 +214,8 @@ def release(
     swamped: list[str] = []  # the steward's noisy warning, printed once the release is published
     with charge as held, console.progress(4) as stage, _chunks(streamed, input, spec, engine_options, stage) as chunks:
         if chunks is None:
+            if plan.auto is not None:  # the caps first, with their share of the budget (tsdp.mechanisms.bounds)
+                plan = _resolve(input, plan, engine_options, stage, randomness.generator)
             loaded = _read(input, plan, engine_options, stage, randomness.generator)
             table, diagnostics = loaded.loaded.table, loaded.loaded.diagnostics
 
@@ -381,6 +393,17 @@ def _release_chunks(chunks, panel, plan: ReleasePlan, rng, diagnostics: dict, st
     return frames(), results
 
 
+def _resolve(input: str, plan: ReleasePlan, options: EngineOptions, stage, generator) -> ReleasePlan:
+    """The plan at the caps chosen privately from the events of ``input`` (one pass over them)."""
+    from tsdp.engine.panel import aggregate_job
+    from tsdp.io.events import profile_histograms
+
+    job, grids = plan.profile_job()
+    stage("choosing the caps privately")
+    histograms = profile_histograms(aggregate_job(input, job, options, stage).diagnostics, grids)
+    return plan.resolve(histograms, grids, generator)
+
+
 def _read(input: str, plan: ReleasePlan, options: EngineOptions, stage, generator) -> Loaded:
     """The input loaded for release: events through the engine, series read and checked in memory."""
     spec = plan.spec
@@ -394,18 +417,35 @@ def _evaluate(input, plan: ReleasePlan, engine_options, randomness, repeats: int
               force: bool) -> None:
     """Run the mechanism ``repeats`` times and split its error against the raw input (NOT private:
     :mod:`tsdp.cli.evaluation` says where the figures go); writes no release and no report."""
-    from tsdp.api.series import evaluate_loaded
+    from tsdp.api.series import evaluate_auto, evaluate_loaded
     from tsdp.cli import evaluation as shown
+    from tsdp.engine.panel import aggregate_job
+    from tsdp.io.events import profile_histograms
 
     with console.progress(3) as stage:
-        loaded = _read(input, plan, engine_options, stage, None)
+        loaded = None if plan.auto is not None else _read(input, plan, engine_options, stage, None)
         raw, observed = _raw(input, plan, engine_options, loaded, stage)
         stage("releasing and comparing")
-        evaluation, result = evaluate_loaded(plan, loaded, raw, observed, randomness.generator, repeats)
+        if plan.auto is None:
+            evaluation, result = evaluate_loaded(plan, loaded, raw, observed, randomness.generator, repeats)
+        else:  # every run chooses its caps anew; a panel is aggregated once per distinct choice
+            job, grids = plan.profile_job()
+            histograms = profile_histograms(aggregate_job(input, job, engine_options, stage).diagnostics, grids)
+            panels: dict = {}
+
+            def load(resolved):
+                key = (resolved.options.max_per_step, resolved.options.max_steps)
+                if key not in panels:
+                    panels[key] = _read(input, resolved, engine_options, stage, None)
+                return panels[key]
+
+            evaluation, result = evaluate_auto(plan, histograms, grids, load, raw, observed, randomness.generator,
+                                               repeats)
+            loaded = next(iter(panels.values()))
     claim = result.claim
     public = {"runs": repeats, "mechanism": claim.mechanism, "epsilon": claim.epsilon, "delta": claim.delta,
               "release_written": False}
-    diagnostics = dict(loaded.loaded.diagnostics)
+    diagnostics = dict(loaded.loaded.diagnostics)  # (with auto caps: the first choice's)
     figures = {"evaluation": evaluation.to_dict(), "diagnostics": diagnostics, "parameters": public}
     if custodian is not None:
         shown.write_custodian(custodian, figures, force)
@@ -424,8 +464,8 @@ def _raw(input: str, plan: ReleasePlan, options: EngineOptions, loaded: Loaded, 
 
     from tsdp.engine.panel import raw_event_panel
 
-    table = loaded.loaded.table
     if plan.spec.resolved_layout != "events":
+        table = loaded.loaded.table
         return table.values_matrix(), table.observed_matrix()
     stage("aggregating the raw events (no caps)")
     raw = raw_event_panel(input, plan.spec, plan.declared, options, plan.caps.value_bound).values_matrix()

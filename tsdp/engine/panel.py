@@ -49,7 +49,7 @@ def load_event_panel(path: str, spec: InputSpec, declared: ContributionBounds, o
                      value_bound: float | None = None, stage=None) -> tuple[LoadedInput, Panel, list[str]]:
     """:func:`load_panel` for event input read from ``path`` by the engine of ``options``."""
     caps = event_caps(declared, value_bound)
-    agg = _aggregate(path, event_job(spec, caps), options, stage)
+    agg = aggregate_job(path, event_job(spec, caps), options, stage)
     return _panel(loaded_events(agg, caps), spec, declared, caps)
 
 
@@ -60,10 +60,10 @@ def raw_event_panel(path: str, spec: InputSpec, declared: ContributionBounds, op
     panel the release approximates, for ``--evaluate`` only (it has no sensitivity bound and is
     never released)."""
     job = event_job(spec, event_caps(declared, value_bound)).unbounded()
-    return _aggregate(path, job, options, stage).table
+    return aggregate_job(path, job, options, stage).table
 
 
-def _aggregate(path: str, job, options: EngineOptions, stage) -> EventAggregation:
+def aggregate_job(path: str, job, options: EngineOptions, stage=None) -> EventAggregation:
     """``job`` run on the events of ``path`` by the engine of ``options``."""
     if "://" not in path:
         check_input(path)  # before any engine opens it: a FIFO would block, a repeated column mislead
