@@ -53,6 +53,7 @@ CODES: dict[str, str] = {
     "selection_sampler": "a selection step of --algorithm stays floating-point under the hardened sampler",
     "epsilon_per_group": "mean-estimate spends --epsilon per group: the total depends on the number of groups",
     "alpha_renamed": "--alpha is the accuracy level; Koga et al.'s filter parameter is --filter-alpha",
+    "assumed_counts": "a dry run without --max-per-step assumed counts (the release refuses other values)",
     "dry_run_one_draw": "a dry run shows one fixed draw of what the release draws at random",
     "flip_short_series": "a FLIP series is short for its spectral estimate or its filter length",
     "deprecated_option": "an option or config key of an earlier version was used",

@@ -311,6 +311,15 @@ def claim_checks(data: dict[str, Any], _parsed: "_Report | None" = None) -> list
     """The checks of the claim alone (mechanism, definition, bound, unit, events, parameters,
     privacy loss): what ``tsdp account compose`` requires of every report it composes."""
     report = _parsed or _parse(data)
+    selected = _bound_selection(report)
+    if selected is not None:  # caps chosen privately: the release part is checked at its own epsilon
+        report, selection = selected
+        return [*_rule_checks(report), selection]
+    return _rule_checks(report)
+
+
+def _rule_checks(report: "_Report") -> list[Check]:
+    """The mechanism rule's checks of a claim (:func:`claim_checks` without the caps' selection)."""
     claim = report.claim
     checks = []
     rule = _rule_for(claim.mechanism)
@@ -338,6 +347,85 @@ def claim_checks(data: dict[str, Any], _parsed: "_Report | None" = None) -> list
     if theorem is not None:
         checks.append(theorem)
     return checks
+
+
+def _bound_selection(r: "_Report") -> "tuple[_Report, Check] | None":
+    """(the release part of a report whose caps were chosen privately, the check of the selection),
+    or None for a report without ``--max-per-step auto``/``--max-steps auto``, selection events or
+    a ``bound_selection`` record (:mod:`tsdp.mechanisms.bounds`).
+
+    The release part is the claim at ``release_epsilon`` without the ``exponential`` events, for the
+    command line with the chosen caps: every mechanism rule rechecks it as a release of its own. The
+    selection must be what the recorded options give: the share and quantile, the epsilon split
+    evenly over the caps chosen, the public candidate grids, one exponential event per cap with
+    score sensitivity b and noise 2 b / epsilon, a chosen cap among the candidates, the total epsilon
+    the release's plus the selection's (basic composition) and equal to --epsilon, and the theorem
+    named."""
+    from dataclasses import replace
+
+    from tsdp.mechanisms import bounds
+
+    c, cmd = r.claim, r.command
+    record = r.params.get("bound_selection")
+    auto = [cap for cap in bounds.CAPS if cmd.get(cap) == "auto"]
+    has_events = any(e.kind == "exponential" for e in c.events)
+    if record is None and not auto and not has_events:
+        return None
+    g = _Group()
+    if not isinstance(record, dict) or not auto:
+        g.fail("the claim records a private choice of the caps, but the command asked for none "
+               "(--max-per-step/--max-steps auto)" if not auto else "the command asked for caps chosen "
+               "privately (auto), but the claim records no bound_selection")
+        return r, g.result("bound_selection")
+    try:
+        release_epsilon = float(record["release_epsilon"])
+        share = cmd.get("bound_selection_share")
+        share = bounds.DEFAULT_SHARE * len(auto) if share is None else float(share)
+        q = bounds.quantile_fraction(bounds.DEFAULT_QUANTILE if cmd.get("bound_quantile") is None
+                                     else cmd["bound_quantile"])
+        epsilon = float(cmd["epsilon"])
+        n_steps = int(r.grid["n_steps"])
+        choices = {cap: record[cap] for cap in auto}
+        chosen = {cap: int(choice["chosen"]) for cap, choice in choices.items()}
+    except (KeyError, TypeError, ValueError) as exc:
+        g.fail(f"the bound_selection record or the command is malformed ({type(exc).__name__}: {exc})")
+        return r, g.result("bound_selection")
+    spent = epsilon * share
+    g.equal("command.layout (auto caps need raw events)", cmd.get("layout"), "events")
+    g.equal("caps chosen (bound_selection)", sorted(k for k in record if k in bounds.CAPS), sorted(auto))
+    g.same("bound_selection.share", record.get("share"), share)
+    g.same("bound_selection.epsilon (share x --epsilon)", record.get("epsilon"), spent)
+    g.same("bound_selection.release_epsilon (--epsilon minus the selection's)", release_epsilon, epsilon - spent)
+    g.same("claim epsilon (release + selection, basic composition)", c.epsilon, release_epsilon + spent)
+    for cap, choice in choices.items():
+        grid = bounds.grid_for(cap, n_steps)
+        g.equal(f"bound_selection.{cap}.candidates (the public grid)", choice.get("candidates"), list(grid))
+        g.expect(chosen[cap] in grid, f"bound_selection.{cap}.chosen {chosen[cap]} is not a candidate")
+        g.equal(f"bound_selection.{cap}.quantile_fraction", choice.get("quantile_fraction"),
+                f"{q.numerator}/{q.denominator}")
+        g.same(f"bound_selection.{cap}.epsilon", choice.get("epsilon"), spent / len(auto))
+    want = [bounds.selection_event(spent / len(auto), q) for _ in auto]
+    got = [e for e in c.events if e.kind == "exponential"]
+    g.expect(len(got) == len(want) and all(
+        (e.count, e.kind) == (w.count, w.kind) and _close(e.sensitivity, w.sensitivity)
+        and _close(e.noise, w.noise) for e, w in zip(got, want)),
+        f"the claim's exponential events {[(e.sensitivity, e.noise, e.count) for e in got]} are not the "
+        f"selections' {[(w.sensitivity, w.noise, w.count) for w in want]}")
+    g.expect(bounds.THEOREM in (c.theorem or ""), "the theorem does not name the private choice of the caps")
+    if len(got) < len(c.events):  # the whole claim from all its events (tsdp.accounting.compose.events_privacy)
+        from tsdp.accounting.compose import events_privacy
+
+        ok, detail = events_privacy(c.events, c.definition, c.epsilon, c.delta)
+        g.expect(ok, f"the events do not give the claim: {detail}")
+    if not g.problems:
+        g.ok(f"{', '.join(f'{cap} {chosen[cap]}' for cap in auto)} chosen with epsilon {spent:g} "
+             f"(quantile {q}); total epsilon {c.epsilon:g} = release {release_epsilon:g} + selection {spent:g}")
+    release = replace(c, epsilon=release_epsilon, events=tuple(e for e in c.events if e.kind != "exponential"),
+                      parameters={k: v for k, v in c.parameters.items() if k != "bound_selection"})
+    command = {**cmd, "epsilon": release_epsilon, **chosen, "bound_selection_share": None, "bound_quantile": None}
+    data = {**r.data, "claim": release.to_dict(),
+            "command": {**(r.data.get("command") or {}), "parameters": command}}
+    return _Report(data, release, release.parameters, r.grid, command), g.result("bound_selection")
 
 
 # The theorem each mechanism's claim rests on, as words every report of it has named (the subsampling

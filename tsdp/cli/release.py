@@ -83,8 +83,10 @@ def release(
     epsilon: float = typer.Option(..., help="Privacy budget epsilon (> 0)."),
     delta: Optional[float] = typer.Option(None, help="Privacy budget delta in (0, 1); Gaussian only."),
     unit: Unit = typer.Option(..., help="What is protected: one event, a user's w-event window, or a whole user."),
-    max_per_step: float = typer.Option(1.0, help="M: largest contribution of one unit to one cell (events kept per user and bucket, for event input)."),
-    max_steps: Optional[int] = typer.Option(None, help="I: steps of a series in which one user may contribute (--unit user).", min=1),
+    max_per_step: Optional[str] = typer.Option(None, help="M: largest contribution of one unit to one cell, in the values' unit (events kept per user and bucket, for event input), or auto (event input: chosen privately, see --bound-selection-share) [default: 1, for counts; required for series whose values are not whole numbers]."),
+    max_steps: Optional[str] = typer.Option(None, help="I: steps of a series in which one user may contribute (--unit user), or auto (event input: chosen privately)."),
+    bound_selection_share: Optional[float] = typer.Option(None, help="With --max-per-step/--max-steps auto: the share of --epsilon spent choosing the caps (exponential mechanism on a quantile of the users' contributions; the release gets the rest) [default: 0.1]."),
+    bound_quantile: Optional[float] = typer.Option(None, help="With --max-per-step/--max-steps auto: the quantile of the users' contributions the caps aim at [default: 0.9]."),
     w: Optional[int] = typer.Option(None, help="Window length for --unit w-event.", min=1),
     series_per_user: Optional[int] = typer.Option(None, help="Series one user may contribute to [default: all].", min=1),
     neighbouring: Neighbouring = typer.Option(Neighbouring.add_remove, help="Neighbouring relation."),
@@ -108,7 +110,7 @@ def release(
     fast_xi: Optional[float] = typer.Option(None, help="--mechanism fast: PID error threshold xi."),
     fast_q: Optional[float] = typer.Option(None, help="--mechanism fast: process noise variance Q of the Kalman filter."),
     fast_r: Optional[float] = typer.Option(None, help="--mechanism fast: measurement noise variance R (default: the noise variance)."),
-    evaluate: Optional[int] = typer.Option(None, help="Run the mechanism N times and print MAE and MRE against the input: an internal, NOT private diagnostic; writes no release.", min=1),
+    evaluate: Optional[int] = typer.Option(None, help="Run the mechanism N times and split its error against the raw input (before caps, clipping, fill) into bounding, approximation, noise and post-processing: a NOT private diagnostic, as tables on stdout (with --json or --custodian: in the custodian file); writes no release.", min=1),
     layout: Optional[Layout] = typer.Option(None, help="Input layout [default: events with --user-col, long with --value-col, else wide]."),
     time_col: str = typer.Option("time", help="Time column."),
     value_col: Optional[str] = typer.Option(None, help="Value column (long layout, or a value per event)."),
@@ -164,9 +166,17 @@ def release(
         timezone=timezone, fill_missing=fill_missing, allow_negative=allow_negative, value_bound=value_bound,
         clip_min=clip_min, clip_max=clip_max, round_values=round_values, sampler=sampler, granularity=granularity,
         alpha=acc_opts.DEFAULT_ALPHA if alpha is None else alpha, accuracy_for=accuracy_for,
+        bound_selection_share=bound_selection_share, bound_quantile=bound_quantile,
     ).plan()
+    requested = plan.auto.options if plan.auto is not None else plan.options
+    params.update(max_per_step=requested.max_per_step, max_steps=requested.max_steps)  # parsed: 14, not "14"
     spec = plan.spec
     engine_options = _engine_options(spec, engine, memory_limit, work_dir, spark_master, spark_conf)
+    if plan.auto is not None and (dry_run or input == "-"):
+        raise UsageError(f"{'--max-per-step' if 'max_per_step' in plan.auto.caps else '--max-steps'} auto reads the "
+                         "events twice (to choose the cap, then to release)" + (
+                             ": give a file, not - (stdin)" if input == "-" else
+                             "; --dry-run reads none of them: give a number to see the accuracy at that cap"))
     if dry_run:
         if evaluate is not None or plot:
             raise UsageError(f"--dry-run reads no values, {'--evaluate' if evaluate is not None else '--plot'} needs them: "
@@ -174,8 +184,14 @@ def release(
         return _dry_run(input, plan, common.Console(quiet, json_summary, stdout_taken=False))
     randomness = make_random_source(seed)
     if evaluate is not None:
+        from tsdp.cli.evaluation import custodian_path
+
+        if input == "-" and spec.resolved_layout == "events":
+            raise UsageError("--evaluate reads event input twice (with and without the caps): give a file, "
+                             "not - (stdin)")
         return _evaluate(input, plan, engine_options, randomness, evaluate,
-                         common.Console(quiet, json_summary, stdout_taken=False))
+                         common.Console(quiet, json_summary, stdout_taken=False),
+                         custodian_path(custodian, input, json_summary, force), force)
     output, report = common.resolve_outputs(input, output, report, force, json_summary)
     custodian = common.resolve_custodian(custodian, input, output, report, force)
     if plot is not None:
@@ -200,6 +216,8 @@ def release(
     findings: list = []  # about the private data (the noisy check): for the custodian file only
     with charge as held, console.progress(4) as stage, _chunks(streamed, input, spec, engine_options, stage) as chunks:
         if chunks is None:
+            if plan.auto is not None:  # the caps first, with their share of the budget (tsdp.mechanisms.bounds)
+                plan = _resolve(input, plan, engine_options, stage, randomness.generator)
             loaded = _read(input, plan, engine_options, stage, randomness.generator)
             table, diagnostics = loaded.loaded.table, loaded.loaded.diagnostics
 
@@ -332,6 +350,8 @@ def _dry_run(input, plan: ReleasePlan, console) -> dict | None:
     if plan.mechanism == "filter-subsample":
         console.warn(Caveat("dry_run_one_draw", "--dry-run: filter-subsample's sigma depends on the sampled steps "
                             "drawn at release; shown for one fixed draw"))
+    if plan.assumption_warning:
+        console.warn(plan.assumption_warning)
     if acc_opts.planning():
         return {**summary, "accuracy": accuracy.to_dict()}
     console.summary(summary, "tsdp release --dry-run")
@@ -369,6 +389,7 @@ def _release_chunks(chunks, panel, plan: ReleasePlan, rng, diagnostics: dict, st
     def frames():
         for k, table in enumerate(chunks.tables(), 1):
             stage(f"adding noise: chunk {k}/{chunks.n_chunks} ({table.n_series} series)")
+            plan.require_counts(table)
             result, _, rebuild = plan.run(table, panel, rng, None, stream)
             results[:] = [result]  # the claim and warnings; earlier chunks' values are let go
             if table.filled_cells:
@@ -380,6 +401,17 @@ def _release_chunks(chunks, panel, plan: ReleasePlan, rng, diagnostics: dict, st
     return frames(), results
 
 
+def _resolve(input: str, plan: ReleasePlan, options: EngineOptions, stage, generator) -> ReleasePlan:
+    """The plan at the caps chosen privately from the events of ``input`` (one pass over them)."""
+    from tsdp.engine.panel import aggregate_job
+    from tsdp.io.events import profile_histograms
+
+    job, grids = plan.profile_job()
+    stage("choosing the caps privately")
+    histograms = profile_histograms(aggregate_job(input, job, options, stage).diagnostics, grids)
+    return plan.resolve(histograms, grids, generator)
+
+
 def _read(input: str, plan: ReleasePlan, options: EngineOptions, stage, generator) -> Loaded:
     """The input loaded for release: events through the engine, series read and checked in memory."""
     spec = plan.spec
@@ -389,20 +421,60 @@ def _read(input: str, plan: ReleasePlan, options: EngineOptions, stage, generato
     return load_frame(read_table(input, *spec.read_schema()), plan, generator, stage)
 
 
-def _evaluate(input, plan: ReleasePlan, engine_options, randomness, repeats: int, console) -> None:
-    """Run the mechanism ``repeats`` times and print MAE/MRE against the input; writes nothing."""
-    from tsdp.mechanisms.metrics import mae, mre, summarize
+def _evaluate(input, plan: ReleasePlan, engine_options, randomness, repeats: int, console, custodian: str | None,
+              force: bool) -> None:
+    """Run the mechanism ``repeats`` times and split its error against the raw input (NOT private:
+    :mod:`tsdp.cli.evaluation` says where the figures go); writes no release and no report."""
+    from tsdp.api.series import evaluate_auto, evaluate_loaded
+    from tsdp.cli import evaluation as shown
+    from tsdp.engine.panel import aggregate_job
+    from tsdp.io.events import profile_histograms
 
-    loaded = _read(input, plan, engine_options, lambda name: None, None)
-    truth = loaded.loaded.table.values_matrix()
-    maes, mres = [], []
-    for _ in range(repeats):  # each run is a full release of the whole panel
-        result, as_matrix, _ = plan.run(loaded.loaded.table, loaded.panel, randomness.generator, None)
-        values = as_matrix()
-        maes.append(mae(values, truth))
-        mres.append(mre(values, truth))
-    console.warn(Caveat("not_private_diagnostic", "--evaluate compares releases with the true input: the figures "
-                        "are NOT private, are for choosing parameters only, and no release was written"))
-    console.summary({"runs": repeats, "mechanism": result.claim.mechanism, "epsilon": result.claim.epsilon,
-                     "delta": result.claim.delta, "mae": summarize(maes), "mre": summarize(mres),
-                     "mre_sanitary_bound": 1, "release_written": False}, "tsdp release --evaluate")
+    with console.progress(3) as stage:
+        loaded = None if plan.auto is not None else _read(input, plan, engine_options, stage, None)
+        raw, observed = _raw(input, plan, engine_options, loaded, stage)
+        stage("releasing and comparing")
+        if plan.auto is None:
+            evaluation, result = evaluate_loaded(plan, loaded, raw, observed, randomness.generator, repeats)
+        else:  # every run chooses its caps anew; a panel is aggregated once per distinct choice
+            job, grids = plan.profile_job()
+            histograms = profile_histograms(aggregate_job(input, job, engine_options, stage).diagnostics, grids)
+            panels: dict = {}
+
+            def load(resolved):
+                key = (resolved.options.max_per_step, resolved.options.max_steps)
+                if key not in panels:
+                    panels[key] = _read(input, resolved, engine_options, stage, None)
+                return panels[key]
+
+            evaluation, result = evaluate_auto(plan, histograms, grids, load, raw, observed, randomness.generator,
+                                               repeats)
+            loaded = next(iter(panels.values()))
+    claim = result.claim
+    public = {"runs": repeats, "mechanism": claim.mechanism, "epsilon": claim.epsilon, "delta": claim.delta,
+              "release_written": False}
+    diagnostics = dict(loaded.loaded.diagnostics)  # (with auto caps: the first choice's)
+    figures = {"evaluation": evaluation.to_dict(), "diagnostics": diagnostics, "parameters": public}
+    if custodian is not None:
+        shown.write_custodian(custodian, figures, force)
+    console.warn(shown.DIAGNOSTIC_WARNING)
+    if console.json_mode:
+        console.summary({**public, "custodian": custodian}, "tsdp release --evaluate")
+    elif not console.quiet:
+        shown.print_tables(figures["evaluation"], diagnostics, {**public, "custodian": custodian})
+
+
+def _raw(input: str, plan: ReleasePlan, options: EngineOptions, loaded: Loaded, stage):
+    """(the raw input as an (n_series, n_steps) panel, the cells it observes): events aggregated
+    again without caps or value clipping on the same public grid, series as read (filled cells
+    unobserved)."""
+    import numpy as np
+
+    from tsdp.engine.panel import raw_event_panel
+
+    if plan.spec.resolved_layout != "events":
+        table = loaded.loaded.table
+        return table.values_matrix(), table.observed_matrix()
+    stage("aggregating the raw events (no caps)")
+    raw = raw_event_panel(input, plan.spec, plan.declared, options, plan.caps.value_bound).values_matrix()
+    return raw, np.ones(raw.shape, dtype=bool)
