@@ -107,13 +107,21 @@ def group_range_chunks(directories: list[Path], spec: RecordSpec, tmp: Path,
     from tsdp.engine.records import runs_from_records
 
     groups = 0
+    last = None
     for k, records in loaded_shards(directories, spec, note, "checking, sorting and estimating the groups"):
+        last = records
         if records.n_groups == 0:
+            if records.dropped:  # the records this shard dropped still count
+                yield runs_from_records(records)
             continue
         user_runs(records).write_parquet(tmp / f"users_{k}.parquet")
         groups += records.n_groups
         yield runs_from_records(records)
     if groups == 0:
+        if last is not None and last.declared is not None:
+            if not last.dropped:
+                yield runs_from_records(last)  # no records in any declared group: every group is empty
+            return
         raise DataError(f"no records in the selection {_selection(spec)}; check the value(s) against the data")
 
 
