@@ -74,7 +74,7 @@ def _mean_plan(algorithm: str, grouping: str, epsilon: float, lower: float, uppe
     alpha = iv.check_alpha(alpha)
     width = upper - lower
     log = math.log(1.0 / alpha)
-    ds = 1 if grouping == "bestfit" else 2
+    ds = 2 if grouping == "wraparound" else 1  # (hash: private participation, one array per user)
     if algorithm == "baseline":
         return Accuracy(alpha, "group", "each group estimate", None, "analytic",
                         "b = R m_max / (eps sum_l m_l): ln(1/alpha) R / eps times the largest user's share "

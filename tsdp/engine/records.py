@@ -182,8 +182,9 @@ class RecordChunks:
     group order; iterate once. The totals (``n_groups``, ``max_groups_per_user``) and the chunks'
     common fields (key columns, clipping, notes) are known once the iteration has ended."""
 
-    def __init__(self, chunks, single: bool, max_groups: Callable[[], int] | None = None) -> None:
-        self._chunks, self.single, self._max_groups = chunks, single, max_groups
+    def __init__(self, chunks, single: bool, max_groups: Callable[[], int] | None = None,
+                 dropped: Callable[[], int] | None = None) -> None:
+        self._chunks, self.single, self._max_groups, self._dropped = chunks, single, max_groups, dropped
         self.n_groups, self.max_groups_per_user = 0, 0
         self.key_columns: list[str] = []
         self.clipped, self.notes = False, []
@@ -205,6 +206,8 @@ class RecordChunks:
             yield runs
         if self._max_groups is not None:
             self.max_groups_per_user = self._max_groups()
+        if self._dropped is not None:
+            self.dropped = self._dropped()
 
 
 @contextmanager
@@ -238,8 +241,9 @@ def record_chunks(path: str, spec: RecordSpec, memory_limit: int | None = None, 
         n_ranges = int(table[gr.RANGE].max()) + 1 if table.height else 1
         note(f"sharding input by group range into {n_ranges} shards")
         directories = gr.write_group_shards(scan, keys, table, tmp / "shards", path)
-        yield RecordChunks(gr.group_range_chunks(directories, spec, tmp, note), single=False,
-                           max_groups=lambda: gr.max_groups_per_user(tmp))
+        dropped = {"records": 0}
+        yield RecordChunks(gr.group_range_chunks(directories, spec, tmp, note, dropped), single=False,
+                           max_groups=lambda: gr.max_groups_per_user(tmp), dropped=lambda: dropped["records"])
 
 
 def scan_records(path: str, spec: RecordSpec) -> pl.LazyFrame:
@@ -330,8 +334,9 @@ def sharded_runs(directories: list[Path], spec: RecordSpec, tmp: Path,
         max_groups = max(max_groups, records.max_groups_per_user)
     keys = records.key_columns
     runs, group_starts, groups = merge_runs(tables, keys, spec, records.declared)
-    shard_of = runs[SHARD].to_numpy()
-    run_of = runs[RUN].to_numpy()
+    empty = np.zeros(0, dtype=np.int64)
+    shard_of = runs[SHARD].to_numpy() if SHARD in runs.columns else empty  # (no runs: declared groups only)
+    run_of = runs[RUN].to_numpy() if RUN in runs.columns else empty
 
     def piece_sums(cut1: np.ndarray, cut2: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         first = np.zeros(runs.height)

@@ -324,7 +324,7 @@ _THEOREMS = {
 
 
 PRIVATE_ARRAYS = ("private participation: K = --arrays public arrays per group, a user's first m_UB records in array "
-                  "hash(user id) mod K, an empty array's mean the midpoint of [lower, upper]; one user added, removed "
+                  "hash(user id) mod K, an empty array's mean the midpoint (lower + U)/2; one user added, removed "
                   "or replaced moves one array mean of each group by at most U - lower, so Delta = (U - lower)/K for "
                   "the array average, (b - a)/K clipped, and the selection scores change by 1")
 
