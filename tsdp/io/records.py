@@ -221,13 +221,10 @@ def _load_records(df: pl.DataFrame, spec: RecordSpec, order_col: str | None, sha
         if spec.slot is not None:
             frame = frame.filter(pl.col(SLOT) == _slot_instant(spec, frame.schema[spec.time_col]))
         declared = declared_table(frame.schema, keys, slot_needed, spec)
-        kept_rows = None
         if declared is not None and declared.width:
-            kept_rows = within_declared(frame, declared)
-            if kept_rows.all():
-                kept_rows = None
-            else:
-                frame = frame.filter(kept_rows)
+            kept = within_declared(frame, declared)
+            if not kept.all():
+                frame = frame.filter(kept)
         dropped = n_read - frame.height
         if frame.height == 0:
             if shard or declared is not None:
@@ -256,8 +253,8 @@ def _load_records(df: pl.DataFrame, spec: RecordSpec, order_col: str | None, sha
     del users
     if user is None:  # rows were selected: code the ids that remain
         user = _codes(frame[spec.user_col], as_text=True, distinct=user_distinct)
-    elif kept_rows is not None:  # records outside the declared groups were dropped: their codes too
-        user.codes = user.codes[kept_rows.to_numpy()]
+    elif frame.height != n_read:  # rows were dropped (outside the declared groups, clock changes): their codes too
+        user.codes = user.codes[frame[DF_ROW].to_numpy()]
     ucodes, n_users = user.codes, user.size
     user.codes = None
     group = np.zeros(frame.height, dtype=np.int64)
