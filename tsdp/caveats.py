@@ -60,6 +60,7 @@ CODES: dict[str, str] = {
     # (mean-estimate: from the per-group user and record counts, public under its relation)
     "few_arrays": "groups with fewer than 10 arrays: the private selection step is unreliable",
     "single_user": "groups with a single user: a user-level mean of one user is mostly noise",
+    "empty_groups": "declared groups without records (--participation public): their estimate is empty",
     "values_clipped": "input values outside the public bounds are clipped record by record",
     # findings about the private data: custodian file only (PrivateCaveat)
     "noisy": "the noise interval exceeds the median absolute value of the input (custodian file)",

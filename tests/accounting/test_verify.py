@@ -276,6 +276,37 @@ def test_mean_claim_verifies_and_epsilon_is_per_group_times_groups():
         assert not verify_report(bad).passed, path
 
 
+@pytest.mark.parametrize("participation", ["public", "private"])
+def test_mean_relation_text_is_recomputed(participation):
+    """Issue 33: the relation words of a mean-estimate claim follow from --participation; an edited
+    text (or relation name) fails verify (on main any text verified, composed and was charged)."""
+    from tsdp.mean.api import MeanSettings, claim_for
+
+    private = participation == "private"
+    settings = MeanSettings(epsilon=0.5, upper=30.0, algorithm="quantile", participation=participation,
+                            **({"arrays": 8, "m_ub": 4} if private else {}))
+    claim = claim_for(settings, 4, "uid", declared={"key_columns": ["cell"], "key_values": 4, "slots": 1})
+    command = {"epsilon": 0.5, "upper": 30.0, "lower": 0.0, "algorithm": "quantile", "user_col": "uid",
+               "participation": participation, "group_by": ["cell"], "group_keys": ["a", "b", "c", "d"]}
+    if private:
+        command.update(arrays=8, m_ub="4")
+    data = Report(command="mean-estimate", parameters=command, claim=claim,
+                  output={"file": "m.csv", "format": "csv", "sha256": "0" * 64,
+                          "columns": ["cell", "estimate", "laplace_scale", "algorithm", "num_arrays", "m_ub"]},
+                  randomness="os-entropy", grid={"n_groups": 4}).to_dict()
+    assert verify_report(data).passed, verify_report(data).failures
+    edits = [("claim.unit.neighbouring", "replace all values of one user; the user set and the per-user record "
+                                         "counts are public"),
+             ("claim.unit.neighbouring", claim.unit.neighbouring + " "),
+             ("claim.unit.relation", "add-remove" if not private else "substitute"),
+             ("claim.parameters.participation", "private" if not private else "public"),
+             ("claim.parameters.declared_groups.key_values", 3)]
+    for path, value in edits:
+        bad = copy.deepcopy(data)
+        _edit(path, value=value)(bad)
+        assert not verify_report(bad).passed, path
+
+
 def test_flip_claim_is_lip_only():
     from tsdp.flip.mechanism import FlipSettings, claim_for
 

@@ -148,8 +148,10 @@ def test_bad_input_raises_tsdp_errors(call, error, needle):
 
 # --------------------------------------------------------------------------------- mean-estimate
 
+CELLS = [f"c{i:02d}_{j:02d}" for i in range(5) for j in range(5)]
 MEAN = dict(user_col="bus_id", value_col="speed", time_col="timestamp", cell_col="cell_id", slot_length="1h",
-            group_by=["cell", "slot"], epsilon_per_group_ok=True, upper=65, epsilon=1.0)
+            group_by=["cell", "slot"], epsilon_per_group_ok=True, upper=65, epsilon=1.0,
+            group_keys=CELLS[:10], start="2024-05-06", end="2024-05-09", arrays=10, m_ub=5)
 
 
 def test_mean_estimate_equals_the_command_line(tmp_path):
@@ -169,8 +171,12 @@ def test_mean_estimate_pandas_and_custodian_figures():
     b = tsdp.mean_estimate(df.to_pandas(), seed=9, **MEAN)
     assert isinstance(b.frame, pd.DataFrame)
     assert np.array_equal(a.frame["estimate"].to_numpy(), b.frame["estimate"].to_numpy())
-    assert a.custodian is not None and "participation" in a.custodian
-    assert "participation" not in json.dumps(a.report.to_dict()["claim"])
+    # private participation: the records outside the declared groups, and no participation figure
+    assert a.custodian == {"records_outside_declared_groups": int((~df["cell_id"].is_in(CELLS[:10])).sum())}
+    assert a.frame.height == 10 * 72 and "users" not in a.frame.columns
+    public = tsdp.mean_estimate(df, seed=9, **{**MEAN, "participation": "public", "arrays": None, "m_ub": None})
+    assert "participation" in public.custodian and "users" in public.frame.columns
+    assert "max_groups_per_user" not in json.dumps(public.report.to_dict())
 
 
 def test_mean_estimate_errors():

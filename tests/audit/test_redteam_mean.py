@@ -320,7 +320,7 @@ def test_compose_does_not_widen_the_mean_estimate_relation(tmp_path, tsdp_cli):
                  ).write_csv(tmp_path / "rec.csv")
     rec = tmp_path / "rec.csv"
     mean = tsdp_cli("mean-estimate", rec, "--user-col", "bus_id", "--value-col", "speed", "--upper", "65",
-                    "--epsilon", "1", "--time-col", "ts", "--algorithm", "array-averaging",
+                    "--epsilon", "1", "--time-col", "ts", "--algorithm", "array-averaging", "--participation", "public",
                     "-o", tmp_path / "mean.csv", "--quiet")
     rel = tsdp_cli("release", rec, "--layout", "events", "--user-col", "bus_id", "--time-col", "ts",
                    "--series-col", "cell", "--series-keys", "a,b", "--start", str(START),

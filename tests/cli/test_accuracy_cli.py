@@ -106,7 +106,8 @@ def test_mean_and_forecast_dry_runs_are_value_free(tsdp_cli, tmp_path):
     for name, shift in (("a.csv", 0.0), ("b.csv", 30.0)):
         rows = [(f"u{u}", T0 + timedelta(minutes=m), 10.0 + shift + (u * m) % 7) for u in range(20) for m in range(5)]
         pl.DataFrame(rows, schema=["user", "time", "speed"], orient="row").write_csv(tmp_path / name)
-    mean = ["--user-col", "user", "--value-col", "speed", "--upper", "65", "--epsilon", "1", "--dry-run", "--json"]
+    mean = ["--user-col", "user", "--value-col", "speed", "--upper", "65", "--epsilon", "1", "--dry-run", "--json",
+            "--participation", "public"]
     a, b = (tsdp_cli("mean-estimate", n, *mean) for n in ("a.csv", "b.csv"))
     assert a.code == 0 and a.out == b.out
     assert "for a group of n arrays" in json.loads(a.out)["accuracy"]["statement"]
@@ -214,7 +215,7 @@ def _records(path, n_users=40):
 def test_mean_estimate_clips_rounds_and_states_accuracy(tsdp_cli, tmp_path):
     _records(tmp_path / "r.csv", n_users=3)  # few users: large noise, so clipping matters
     args = ["r.csv", "--user-col", "user", "--value-col", "speed", "--upper", "65", "--epsilon", "0.05",
-            "--algorithm", "array-averaging", "--seed", "1"]
+            "--algorithm", "array-averaging", "--seed", "1", "--participation", "public"]
     raw = tsdp_cli("mean-estimate", *args, "--no-clip", "-o", "raw.csv", "--json")
     clipped = tsdp_cli("mean-estimate", *args, "-o", "clipped.csv", "--json")
     assert raw.code == 0 and clipped.code == 0, raw.err

@@ -121,7 +121,7 @@ def test_nan_user_ids_are_refused_in_shards(refuse, tmp_path, monkeypatch):
 def test_nan_user_ids_are_refused_in_mean_records(refuse, tmp_path):
     write("records.csv", EVENTS_NAN)
     refuse(["mean-estimate", "records.csv", "--user-col", "user", "--value-col", "v", "--epsilon", "1",
-            "--upper", "5", "-o", "out.csv"], 4, "column 'user'", "row 2")
+            "--upper", "5", "--participation", "public", "-o", "out.csv"], 4, "column 'user'", "row 2")
 
 
 def test_nan_series_ids_are_refused(refuse, tmp_path):
@@ -423,7 +423,8 @@ HOSTILE = [
     ["release", "{dir}/big_value.csv", *GAUSS, "--unit", "event"],
     ["release", "{dir}/nope.csv", *GAUSS, "--unit", "event"],
     ["release", "{dir}/huge.csv", "--epsilon", "x" * 100_000, "--unit", "event"],
-    ["mean-estimate", "{dir}/huge.csv", "--user-col", "time", "--value-col", "a", "--epsilon", "1", "--upper", "1"],
+    ["mean-estimate", "{dir}/huge.csv", "--user-col", "time", "--value-col", "a", "--epsilon", "1", "--upper", "1",
+     "--participation", "public"],
     ["flip", "{dir}/huge.csv", "--time-col", "time", "--value-cols", "a"],
     ["account", "compose", "{dir}/deep.json"],
 ]

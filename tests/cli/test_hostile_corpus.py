@@ -123,7 +123,7 @@ REL_FAST = ["release", "long.csv", "--series-col", "series", "--value-col", "val
 REL_SUB = [*REL_LONG[:7], "subsample", *REL_LONG[8:], "--sampling-rate", "0.5"]
 REL_FSUB = [*REL_LONG[:7], "filter-subsample", *REL_LONG[8:], "--sampling-rate", "0.5", "--filter-sigma", "2"]
 MEAN = ["mean-estimate", "records.csv", "--user-col", "user", "--value-col", "value", "--upper", "10",
-        "--epsilon", "1", "-o", "out.csv", "-q"]
+        "--epsilon", "1", "-o", "out.csv", "-q", "--participation", "public"]
 # --lip-floor 0: every date released (without a trend order this trending series reaches no LIP floor,
 # and the run would be refused with exit 3 before the cases below reach what they test)
 FLIP = ["flip", "qwi.csv", "--time-col", "quarter", "--value-cols", "ca_asian", "--grid", "256",
@@ -279,7 +279,7 @@ case("release-events-offsets-z-ok", REL_EVENTS, 0,
 
 MALFORMED_RECORDS = {
     "empty": ("", 4, ()),
-    "header-only": ("user,value,time,cell\n", 4, ()),
+    "header-only": ("user,value,time,cell\n", {0, 4}, ()),  # no records in the one (declared) group: a row
     "nan-user": ("user,value\n" + "".join(f"{'' if i == 1 else 'u' + str(i % 3)},{i % 9}\n" for i in range(30)),
                  4, ("user",)),
     "nan-value": ("user,value\n" + "".join(f"u{i % 3},{'nan' if i == 4 else i % 9}\n" for i in range(30)), 4,
@@ -505,7 +505,7 @@ STRING_CASES = [
     ("mean-slot-length-bad", opt(opt(MEAN, "--time-col", "time"), "--slot-length", "soon"), 2, "--slot-length"),
     ("mean-slot-without-time", opt(MEAN, "--slot-length", "1h"), 2, "--time-col"),
     ("mean-cell-without-cell-col", opt(MEAN, "--cell", "c0"), 2, "--cell-col"),
-    ("mean-unknown-cell", opt(opt(MEAN, "--cell", "c9"), "--cell-col", "cell"), {2, 4}, "c9"),
+    ("mean-unknown-cell", opt(opt(MEAN, "--cell", "c9"), "--cell-col", "cell"), {0, 2, 4}, "c9"),  # a declared group
     ("mean-missing-value-col", opt(MEAN, "--value-col", "speed"), 4, "speed"),
     ("flip-delta-refused", opt(FLIP, "--delta", "0.1"), 2, "--delta"),
     ("flip-lip-delta-one", opt(FLIP, "--lip-delta", "1"), 2, "--lip-delta"),
@@ -1053,13 +1053,13 @@ def _api_cases():
             pl.Series("time", [2**63 + i for i in range(24)], pl.UInt64)), **rel), 4, "time"),
         ("mean-nan-user", lambda: tsdp.mean_estimate(API_RECORDS.with_columns(
             pl.when(pl.col("value") == 3).then(None).otherwise(pl.col("user")).alias("user")),
-            user_col="user", value_col="value", upper=10, epsilon=1), 4, "user"),
+            user_col="user", value_col="value", upper=10, epsilon=1, participation="public"), 4, "user"),
         ("mean-nan-upper", lambda: tsdp.mean_estimate(API_RECORDS, user_col="user", value_col="value",
                                                       upper=float("nan"), epsilon=1), 2, "upper"),
         ("mean-inf-epsilon", lambda: tsdp.mean_estimate(API_RECORDS, user_col="user", value_col="value", upper=10,
                                                         epsilon=float("inf")), 2, "epsilon"),
         ("mean-missing-col", lambda: tsdp.mean_estimate(API_RECORDS, user_col="bus", value_col="value", upper=10,
-                                                        epsilon=1), 4, "bus"),
+                                                        epsilon=1, participation="public"), 4, "bus"),
         ("account-dpsgd-nan", lambda: tsdp.account.dpsgd(series=320, length=20, context_length=1, forecast_length=1,
                                                          batch_size=32, noise_multiplier=float("nan"), steps=10,
                                                          delta=1e-5), 2, "noise"),

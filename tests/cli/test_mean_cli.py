@@ -16,8 +16,9 @@ import pytest
 from tsdp.report import schema
 
 SAMPLE = Path(__file__).resolve().parents[2] / "sample_data" / "itms_speeds.parquet"
+# the paper's relation (per-group participation public): its algorithms, caps and packings as published
 BASE = ["--user-col", "bus_id", "--value-col", "speed", "--upper", "65", "--epsilon", "1",
-        "--time-col", "timestamp", "--cell-col", "cell_id"]
+        "--time-col", "timestamp", "--cell-col", "cell_id", "--participation", "public"]
 HAT = ["--cell", "c02_02", "--slot", "2024-05-06T09:00"]
 GROUPED = ["--group-by", "cell,slot", "--epsilon-per-group-ok"]
 
@@ -30,7 +31,7 @@ b,2024-01-01 09:30:00,y,4
 c,2024-01-01 09:40:00,y,5
 """
 SMALL_ARGS = ["--user-col", "user", "--value-col", "v", "--upper", "10", "--epsilon", "1",
-              "--time-col", "ts", "--cell-col", "cell"]
+              "--time-col", "ts", "--cell-col", "cell", "--participation", "public"]
 
 
 @pytest.fixture
@@ -85,7 +86,7 @@ def test_group_by_cell_and_slot(tsdp_cli, itms, tmp_path, suffix):
     params = report["claim"]["parameters"]
     assert report["claim"]["epsilon"] == groups == params["n_groups"]
     # audit item 5: eps x the number of groups one user appears in is a figure of the data: custodian only
-    assert "participation" not in json.dumps(report["claim"])
+    assert "max_groups_per_user" not in json.dumps(report) and "if_participation" not in json.dumps(report)
     assert any("custodian file" in n and "participation" in n for n in report["notes"])
     custodian = tmp_path / "est.custodian.NOT-FOR-PUBLICATION.json"
     assert stat.S_IMODE(custodian.stat().st_mode) == 0o600
@@ -170,9 +171,6 @@ def test_existing_output_needs_force(tsdp_cli, refuse, small, tmp_path):
     (["small.csv", "--lower", "2"], 4, ["'v'", "1 value(s)", "the first 1"]),
     (["small.csv", "--upper", "3", "--group-by", "cell", "--epsilon-per-group-ok"], 4,
      ["2 value(s)", "the first 4", "group cell='y'"]),
-    # rule 5: no records after selecting the HAT; K (wraparound) = 0
-    (["small.csv", "--cell", "zz"], 4, ["--cell 'zz'", "no records"]),
-    (["small.csv", "--slot", "2025-01-01T00:00"], 4, ["--slot '2025-01-01T00:00'", "no records"]),
     # rule 6: epsilon, gamma, m_ub
     (["small.csv", "--epsilon", "0"], 2, ["--epsilon", "0"]),
     (["small.csv", "--epsilon", "-1"], 2, ["--epsilon", "-1"]),
@@ -221,6 +219,16 @@ def test_refusals(refuse, small, args, code, needles):
             i = rest.index(flag)
             del rest[i:i + 2]
     refuse(["mean-estimate", args[0], *rest, *args[1:], "-o", "o.csv"], code, *needles)
+
+
+@pytest.mark.parametrize("selection", [["--cell", "zz"], ["--slot", "2025-01-01T00:00"]])
+def test_a_selected_hat_without_records_is_an_empty_row(tsdp_cli, small, tmp_path, selection):
+    """Rule 5 under declared groups: --cell/--slot declare the one group, which gets its row even
+    without records (public participation: an empty estimate, 0 users; the warning says so)."""
+    result = run_ok(tsdp_cli, small, *SMALL_ARGS, *selection, "-o", "o.csv", "--json")
+    table = pl.read_csv(tmp_path / "o.csv")
+    assert table.height == 1 and table["estimate"][0] is None and table["users"][0] == 0
+    assert "no records" in result.err and json.loads(result.out)["groups"] == 1
 
 
 def test_missing_upper_is_refused(refuse, small):

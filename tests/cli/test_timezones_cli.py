@@ -261,7 +261,7 @@ def test_events_skipped_midnight_of_a_date_column_outside_the_grid_is_dropped(ts
 
 
 MEAN = ["--user-col", "user", "--value-col", "v", "--upper", "10", "--epsilon", "1", "--time-col", "time",
-        "--seed", "1", "--quiet"]
+        "--seed", "1", "--quiet", "--participation", "public"]
 
 
 @pytest.mark.parametrize("suffix", [".csv", ".parquet"])
@@ -306,6 +306,20 @@ def test_mean_estimate_clock_change_outside_the_selection_is_dropped(tsdp_cli, t
     assert (tmp_path / "a.csv").read_text() == (tmp_path / "b.csv").read_text()
 
 
+@pytest.mark.parametrize("clock", ["2024-10-27 02:30:00", "2024-03-31 02:30:00"])
+def test_mean_estimate_clock_change_outside_the_declared_slots_is_dropped(tsdp_cli, tmp_path, clock):
+    """--participation private with a declared slot grid: a repeated or skipped local time outside
+    the grid under every reading is dropped with the other records outside it, never an error."""
+    (tmp_path / "with.csv").write_text(RECORDS + f"zz,c1,{clock},4\n")
+    (tmp_path / "without.csv").write_text(RECORDS)
+    args = [*MEAN[:-2], "--timezone", BERLIN, "--group-by", "slot", "--epsilon-per-group-ok",
+            "--start", "2024-10-26 09:00", "--end", "2024-10-26 12:00", "--arrays", "4", "--m-ub", "3"]
+    ok(tsdp_cli, "mean-estimate", tmp_path / "with.csv", *args, "-o", "a.csv")
+    ok(tsdp_cli, "mean-estimate", tmp_path / "without.csv", *args, "-o", "b.csv")
+    assert (tmp_path / "a.csv").read_text() == (tmp_path / "b.csv").read_text()
+    assert pl.read_csv(tmp_path / "a.csv").height == 3
+
+
 def test_mean_estimate_clock_change_the_selection_may_hold_is_an_error(refuse, tmp_path):
     """The slot 02:00-03:00 +02:00 holds one reading of the repeated 02:30: its slot is unknown, an error."""
     (tmp_path / "records.csv").write_text(RECORDS + "zz,c1,2024-10-27 02:30:00,4\n")
@@ -345,7 +359,7 @@ def test_forecast_train_continues_in_instants_after_fall_back(tsdp_cli, tmp_path
 @pytest.mark.parametrize("command, args", [
     ("release", ["--value-col", "count", *GAUSS]),
     ("mean-estimate", ["--user-col", "user", "--value-col", "count", "--upper", "10", "--epsilon", "1",
-                       "--time-col", "time"]),
+                       "--time-col", "time", "--participation", "public"]),
     ("flip", ["--time-col", "time", "--value-cols", "count"]),
     ("forecast-train", ["--time-col", "time", "--value-col", "count", "--context-length", "4",
                         "--forecast-length", "2"]),

@@ -5,6 +5,8 @@ user in every group, and shards left empty by a selection."""
 
 from __future__ import annotations
 
+import json
+
 from datetime import datetime, timedelta
 
 import numpy as np
@@ -138,9 +140,15 @@ def test_a_selection_leaves_shards_empty(files, tmp_path):
                 SETTINGS[3])
 
 
-def test_empty_selection_is_one_error(files, tmp_path):
-    with pytest.raises(DataError, match="no records in the selection --cell 'nope'"):
-        chunked(files["parquet"], spec(cell="nope", group_by=()), SETTINGS[1], tmp_path)
+def test_empty_selection_is_one_empty_group(files, tmp_path):
+    """--cell declares its group: without records it is one empty chunk carrying the declared group
+    (its row is released without records), never an error that one user's records could decide."""
+    tmp_path.mkdir(exist_ok=True)
+    with engine.record_chunks(files["parquet"], spec(cell="nope", group_by=()), memory_limit=LIMIT,
+                              work_dir=str(tmp_path)) as chunks:
+        runs = list(chunks)
+    assert [r.n_groups for r in runs] == [0] and runs[0].declared.to_dicts() == [{"cell": "nope"}]
+    assert chunks.dropped == 12_000
 
 
 def test_out_of_bounds_counts_every_shard_and_names_the_earliest_row(tmp_path):
@@ -170,10 +178,19 @@ def test_null_group_key_names_the_input_row(tmp_path):
         chunked(path, spec(), SETTINGS[1], work)
 
 
-def test_cli_group_ranges_equal_in_memory(files, tmp_path, monkeypatch):
+# --participation private: declared cells (c5 left out, c99 without records, in the middle of the
+# order: c0, c1, c10, c11, c2, c3, c4, c6, c7, c8, c9, c99) and slots (06:00 without records, last)
+PRIVATE = ["--group-keys", ",".join([f"c{i}" for i in range(12) if i != 5] + ["c99"]),
+           "--start", "2024-05-06 00:00", "--end", "2024-05-06 07:00", "--arrays", "8", "--m-ub", "5"]
+PARTICIPATION = {"public": ["--participation", "public"], "private": PRIVATE}
+
+
+@pytest.mark.parametrize("participation", ["public", "private"])
+def test_cli_group_ranges_equal_in_memory(files, tmp_path, monkeypatch, participation):
     """`tsdp mean-estimate` over the memory limit writes the groups' rows chunk by chunk: the
     same groups, structure and (up to the noise, drawn chunk by chunk) estimates' scales, and the
-    same custodian figures."""
+    same custodian figures. With declared groups, those without records (between chunks and after
+    the last) get their rows in the declared order."""
     from typer.testing import CliRunner
 
     from tsdp.cli.app import app
@@ -182,7 +199,7 @@ def test_cli_group_ranges_equal_in_memory(files, tmp_path, monkeypatch):
     monkeypatch.setattr(group_ranges, "BYTES_PER_ROW", 8_000)  # of about 5,600 rows
     common = [files["parquet"], "--user-col", "bus", "--value-col", "speed", "--upper", "65",
               "--epsilon", "1", "--time-col", "ts", "--cell-col", "cell", "--group-by", "cell,slot",
-              "--epsilon-per-group-ok", "--seed", "3", "--algorithm", "array-averaging"]
+              "--epsilon-per-group-ok", "--seed", "3", "--algorithm", "array-averaging", *PARTICIPATION[participation]]
     outs, custodians = {}, {}
     for name, extra in {"memory": ["--memory-limit", "8GiB"], "ranges": ["--memory-limit", "64MiB"]}.items():
         out = tmp_path / f"{name}.parquet"
@@ -195,6 +212,11 @@ def test_cli_group_ranges_equal_in_memory(files, tmp_path, monkeypatch):
     assert pq.ParquetFile(tmp_path / "ranges.parquet").num_row_groups >= 2  # written chunk by chunk
     assert outs["memory"].drop("estimate").equals(outs["ranges"].drop("estimate"))
     assert custodians["memory"] == custodians["ranges"]
+    if participation == "private":
+        assert outs["ranges"].height == 12 * 7 and "users" not in outs["ranges"].columns
+        assert outs["ranges"]["cell"].unique(maintain_order=True).to_list()[-1] == "c99"
+        assert json.loads(custodians["ranges"])["figures"]["records_outside_declared_groups"] == int(
+            (make_records()["cell"] == "c5").sum())
 
 
 def test_integer_user_ids_are_ordered_as_text(tmp_path):
@@ -212,8 +234,9 @@ def test_integer_user_ids_are_ordered_as_text(tmp_path):
         assert_same(preps, prepare_groups(whole.values, whole.user_starts, whole.group_starts, settings), settings)
 
 
-def test_cli_evaluate_runs_chunk_by_chunk(files, tmp_path, monkeypatch):
-    """--evaluate over the memory limit: one MAE per group, every group of every shard."""
+@pytest.mark.parametrize("participation, groups", [("public", 72), ("private", 66)])
+def test_cli_evaluate_runs_chunk_by_chunk(files, tmp_path, monkeypatch, participation, groups):
+    """--evaluate over the memory limit: one MAE per group with records, every group of every shard."""
     from typer.testing import CliRunner
 
     from tsdp.cli.app import app
@@ -227,8 +250,8 @@ def test_cli_evaluate_runs_chunk_by_chunk(files, tmp_path, monkeypatch):
         "mean-estimate", files["parquet"], "--user-col", "bus", "--value-col", "speed", "--upper", "65",
         "--epsilon", "1", "--time-col", "ts", "--cell-col", "cell", "--group-by", "cell,slot",
         "--epsilon-per-group-ok", "--seed", "3", "--evaluate", "3", "--memory-limit", "64MiB",
-        "--work-dir", str(tmp_path), "--json"])
+        "--work-dir", str(tmp_path), "--json", *PARTICIPATION[participation]])
     assert result.exit_code == 0, result.output
     assert calls == [1]
-    assert '"groups": 72' in result.stdout
+    assert f'"groups": {groups}' in result.stdout
     assert list(tmp_path.iterdir()) == []

@@ -116,11 +116,12 @@ def test_one_selected_cell_and_slot(files, tmp_path):
         assert got.groups.equals(want.groups)
 
 
-def test_empty_selection_is_one_error(files, tmp_path):
-    with pytest.raises(DataError, match="no records in the selection --cell 'nope'"):
-        with engine.record_runs(files["csv"], spec(cell="nope", group_by=()), memory_limit=TINY,
-                                work_dir=str(tmp_path)):
-            pass
+def test_empty_selection_is_one_empty_group(files, tmp_path):
+    """--cell declares its group: without records, no runs and the declared group (no error)."""
+    with engine.record_runs(files["csv"], spec(cell="nope", group_by=()), memory_limit=TINY,
+                            work_dir=str(tmp_path)) as runs:
+        assert runs.n_groups == 0 and runs.counts.size == 0
+        assert runs.declared.to_dicts() == [{"cell": "nope"}]
 
 
 def test_out_of_bounds_counts_every_shard_and_names_the_earliest_row(tmp_path):
@@ -151,7 +152,11 @@ def test_missing_user_names_the_input_row(tmp_path):
             pass
 
 
-def test_cli_mean_estimate_sharded_equals_in_memory(files, tmp_path, monkeypatch):
+@pytest.mark.parametrize("participation", [
+    ["--participation", "public"],
+    ["--group-keys", "c1,c2,c4", "--start", "2024-05-06 00:00", "--end", "2024-05-06 08:00", "--arrays", "6",
+     "--m-ub", "4"]], ids=["public", "private"])
+def test_cli_mean_estimate_sharded_equals_in_memory(files, tmp_path, monkeypatch, participation):
     """`tsdp mean-estimate` publishes the same estimates (same seed) sharded or not."""
     from typer.testing import CliRunner
 
@@ -167,7 +172,7 @@ def test_cli_mean_estimate_sharded_equals_in_memory(files, tmp_path, monkeypatch
 
     common = [files["parquet"], "--user-col", "bus", "--value-col", "speed", "--upper", "65",
               "--epsilon", "1", "--time-col", "ts", "--cell-col", "cell", "--group-by", "cell,slot",
-              "--epsilon-per-group-ok", "--seed", "3"]
+              "--epsilon-per-group-ok", "--seed", "3", *participation]
     outs = {}
     for name, extra in {"memory": ["--memory-limit", "8GiB"], "sharded": ["--memory-limit", "64MiB"]}.items():
         out = tmp_path / f"{name}.csv"

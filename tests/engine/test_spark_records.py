@@ -256,8 +256,11 @@ def test_column_errors_name_the_input_columns(spark, files):
 
 
 def test_empty_selection(spark, files):
+    """--cell declares its group: no runs, the declared group, as in memory (no error)."""
     s = spec(cell="nope", group_by=())
-    assert spark_error(spark, files["parquet"], s) == in_memory_error(files["parquet"], s)
+    with spark_record_runs(files["parquet"], s, spark=spark) as runs:
+        assert runs.n_groups == 0 and runs.declared.to_dicts() == [{"cell": "nope"}]
+    assert load_records(read_table(files["parquet"]), s).declared.to_dicts() == [{"cell": "nope"}]
 
 
 def test_missing_pyspark_is_a_usage_error(monkeypatch, files):
@@ -272,7 +275,11 @@ def test_missing_pyspark_is_a_usage_error(monkeypatch, files):
 # ------------------------------------------------------------------------------------------
 
 
-def test_cli_mean_estimate_spark_equals_local(files, tmp_path):
+@pytest.mark.parametrize("participation, rows", [
+    (["--participation", "public"], 18),
+    (["--group-keys", "c1,c3,c9", "--start", "2024-05-06 00:00", "--end", "2024-05-06 07:00", "--arrays", "6",
+      "--m-ub", "4"], 21)], ids=["public", "private"])
+def test_cli_mean_estimate_spark_equals_local(files, tmp_path, participation, rows):
     """`tsdp mean-estimate --engine spark` publishes what `--engine local` publishes (same seed)."""
     from typer.testing import CliRunner
 
@@ -280,7 +287,7 @@ def test_cli_mean_estimate_spark_equals_local(files, tmp_path):
 
     common = [files["csv"], "--user-col", "bus", "--value-col", "speed", "--upper", "65", "--epsilon", "1",
               "--time-col", "ts", "--cell-col", "cell", "--group-by", "cell,slot", "--epsilon-per-group-ok",
-              "--algorithm", "array-averaging", "--seed", "3"]
+              "--algorithm", "array-averaging", "--seed", "3", *participation]
     outs = {}
     for name, extra in {"local": ["--engine", "local"],
                         "spark": ["--engine", "spark", "--spark-master", "local[2]"]}.items():
@@ -288,6 +295,6 @@ def test_cli_mean_estimate_spark_equals_local(files, tmp_path):
         result = CliRunner().invoke(app, ["mean-estimate", *common, *extra, "-o", str(out)])
         assert result.exit_code == 0, result.output
         outs[name] = pl.read_csv(out)
-    assert outs["local"].height == 18  # 3 cells x 6 hourly slots
+    assert outs["local"].height == rows  # 3 cells x 6 hourly slots (declared: 3 x 7)
     assert outs["spark"].drop("estimate").equals(outs["local"].drop("estimate"))
     np.testing.assert_allclose(outs["spark"]["estimate"], outs["local"]["estimate"], rtol=1e-9)

@@ -112,9 +112,10 @@ def test_missing_column_lists_existing_ones():
         load_records(frame(), spec(value_col="speed"))
 
 
-def test_empty_selection():
-    with pytest.raises(DataError, match=r"no records in the selection --cell 'zz'"):
-        load_records(frame(), spec(cell="zz"))
+def test_empty_selection_is_a_declared_group_without_records():
+    r = load_records(frame(), spec(cell="zz"))
+    assert r.n_groups == 0 and r.values.size == 0 and r.declared.to_dicts() == [{"cell": "zz"}]
+    assert r.dropped == frame().height
 
 
 def test_slot_not_on_a_boundary():

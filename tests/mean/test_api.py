@@ -289,12 +289,14 @@ def test_claim_for():
     assert c.definition == "pure-dp" and c.delta == 0.0 and c.epsilon == 6.0
     assert c.unit.level == "user" and c.unit.relation == "substitute"
     assert c.unit.neighbouring == NEIGHBOURING == (
-        "replace all values of one user; the user set and the per-user record counts are public")
+        "replace all values of one user; the user set, the groups each user appears in and the user's record count "
+        "in each group (per-group participation) are public")
     assert c.unit.id_column == "bus_id" and c.unit.enforced is False and c.unit.max_per_step == 60
     p = c.parameters
     assert p["epsilon_per_group"] == 0.5 and p["n_groups"] == 12 and p["epsilon_total_bound"] == 6.0
+    assert p["participation"] == "public"
     # eps x the number of groups one user appears in is a function of the data: never in the claim
-    assert not any("participation" in key for key in p)
+    assert not any("participation" in key for key in p if key != "participation")
     assert participation_epsilon(s, 3) == {"max_groups_per_user": 3, "epsilon_total_if_participation_public": 1.5,
                                            "assumption": participation_epsilon(s, 3)["assumption"]}
     assert "public" in participation_epsilon(s, 3)["assumption"]

@@ -1206,14 +1206,22 @@ def _paper_loss(r: _Report, out: _Outcome, eps_s: float, sens_success: float, ep
 
 
 def _mean(r: _Report, out: _Outcome) -> None:
+    from tsdp.mean.api import RELATIONS, neighbouring
+
     out.definition = "pure-dp"
     unit, p, g = out.group("unit"), out.group("parameters"), out.group("privacy_loss")
     algorithm = r.claim.mechanism.split("/", 1)[1]
     u = r.claim.unit
     p.equal("parameters.algorithm", r.params.get("algorithm"), algorithm)
     upper, lower = r.params.get("U"), r.params.get("lower")
+    participation = r.params.get("participation")
     unit.equal("level", u.level, "user")
-    unit.equal("relation", u.relation, "substitute")
+    if p.expect(participation in RELATIONS, f"parameters.participation is {participation!r}, not private or public "
+                                            "(a report must state whether per-group participation is public)"):
+        # the relation is the one the run states for its --participation, word for word
+        unit.equal("relation", u.relation, RELATIONS[participation])
+        unit.equal("neighbouring (the relation --participation " + str(participation) + " states)", u.neighbouring,
+                   neighbouring(participation))
     unit.expect(bool(u.id_column), "the unit names no user id column")
     unit.equal("enforced (mean-estimate states its bounds as declared, never as enforced)", u.enforced, False)
     if p.expect(_is_real(upper) and _is_real(lower) and upper > lower,
@@ -1225,8 +1233,15 @@ def _mean(r: _Report, out: _Outcome) -> None:
     if not p.expect(_is_real(eps) and eps > 0 and _is_int(groups) and groups >= 1,
                     f"parameters epsilon_per_group {eps!r} / n_groups {groups!r} are malformed"):
         return
-    _mean_events(r, out, algorithm, float(eps), int(groups))
+    empty = r.params.get("groups_without_records", 0)
+    if not p.expect(_is_int(empty) and 0 <= empty <= groups and (empty == 0 or participation == "public"),
+                    f"parameters.groups_without_records {empty!r}: a count of the groups, and only under "
+                    "--participation public (under private it would publish participation)"):
+        return
+    _mean_events(r, out, algorithm, float(eps), int(groups) - int(empty))
     p.equal("grid.n_groups", r.grid.get("n_groups"), groups)
+    if participation in RELATIONS:
+        _mean_participation(r, out, participation, algorithm, int(groups))
     split = r.params.get("budget_split")
     if p.expect(isinstance(split, dict) and split and all(_is_real(v) and v >= 0 for v in split.values()),
                 f"parameters.budget_split is {split!r}"):
@@ -1248,6 +1263,59 @@ def _mean(r: _Report, out: _Outcome) -> None:
                 f"{groups} groups at epsilon {eps:g} each compose to {total:g}, more than the claimed "
                 f"{r.claim.epsilon:g}"):
         g.ok(f"basic composition: {groups} groups x epsilon {eps:g} = {total:g} (claimed {r.claim.epsilon:g})")
+
+
+def _mean_participation(r: _Report, out: _Outcome, participation: str, algorithm: str, groups: int) -> None:
+    """What --participation implies: under private, the public --arrays and integer --m-ub, the hash
+    grouping, no per-group participation in the released columns, and declared groups whenever the
+    run grouped; the declared groups (when stated) multiply to n_groups and are the command line's."""
+    p, c = out.group("parameters"), out.group("command")
+    params, cmd = r.params, r.command
+    if "participation" in cmd:  # (reports of the command line and the Python API record it)
+        c.equal("parameters.participation (--participation)", participation, cmd.get("participation"))
+    columns = (r.data.get("output") or {}).get("columns") if isinstance(r.data.get("output"), dict) else None
+    declared = params.get("declared_groups")
+    if participation == "private":
+        arrays, m_ub = params.get("arrays"), params.get("m_ub")
+        p.expect(algorithm != "baseline", "BASELINE reads the per-user counts: it needs --participation public")
+        if p.expect(_is_int(arrays) and arrays >= 1 and _is_int(m_ub) and m_ub >= 1,
+                    f"parameters arrays {arrays!r} / m_ub {m_ub!r}: private participation needs public integers"):
+            c.equal("parameters.arrays (--arrays)", arrays, _as_int(cmd.get("arrays")))
+            c.equal("parameters.m_ub (--m-ub)", m_ub, _as_int(cmd.get("m_ub")))
+        p.equal("parameters.grouping", params.get("grouping"), "hash")
+        if isinstance(columns, list):
+            leaked = sorted({"users", "records_used"} & set(map(str, columns)))
+            p.expect(not leaked, f"the released columns {leaked} publish per-group participation, which "
+                                 "--participation private keeps private")
+        grouped = bool(cmd.get("group_by"))
+        p.expect(declared is not None or not grouped,
+                 "the run grouped its records (--group-by) but states no declared groups: under --participation "
+                 "private the groups must be public parameters")
+    elif params.get("arrays") is not None:
+        p.fail("parameters.arrays is stated, but --participation public packs users by their counts (no --arrays)")
+    if declared is None:
+        return
+    if not p.expect(isinstance(declared, dict), f"parameters.declared_groups is {declared!r}"):
+        return
+    keys, slots = declared.get("key_values"), declared.get("slots")
+    if p.expect(_is_int(keys) and _is_int(slots) and keys >= 0 and slots >= 0,
+                f"parameters.declared_groups key_values {keys!r} / slots {slots!r} are not counts"):
+        p.equal("parameters.declared_groups: key_values x slots (n_groups)", keys * slots, groups)
+    listed = cmd.get("group_keys")
+    if isinstance(listed, str):
+        listed = [v for v in listed.split(",") if v.strip()]
+    if isinstance(listed, list) and _is_int(keys):
+        c.equal("parameters.declared_groups.key_values (--group-keys)", keys, len(listed))
+    for field, option in (("slot_start", "start"), ("slot_end", "end")):
+        if field in declared and cmd.get(option) is not None:
+            c.equal(f"parameters.declared_groups.{field} (--{option})", declared.get(field), cmd.get(option))
+
+
+def _as_int(value: Any) -> Any:
+    """An integer option as recorded (the command line records --m-ub as text)."""
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value)
+    return value
 
 
 def _mean_events(r: _Report, out: _Outcome, algorithm: str, eps: float, groups: int) -> None:
@@ -1289,7 +1357,7 @@ def _mean_events(r: _Report, out: _Outcome, algorithm: str, eps: float, groups: 
                          f"{disc.MIN_LATTICE_SCALE:g}")
                 if fixed is not None:
                     g.same(f"event {i} granularity (--granularity)", step, fixed)
-    g.equal("events' total count (one per group)", sum(e.count for e in events), groups)
+    g.equal("events' total count (one per group with records)", sum(e.count for e in events), groups)
     if not g.problems:
         g.ok(f"{len(events)} {kind} event(s) covering the {groups} groups, each at epsilon {eps:g}")
         _events_loss(r, out)

@@ -48,7 +48,7 @@ def mean_groups(scales, alpha: float, granularities=None) -> Accuracy:
 
 
 def mean_plan(algorithm: str, grouping: str, epsilon: float, lower: float, upper: float, alpha: float,
-              sampler: str = "float") -> Accuracy:
+              sampler: str = "float", arrays: int | None = None) -> Accuracy:
     """Before the data is read: the half-width for a group of n arrays is at most C / n (bound).
 
     C = ln(1/alpha) x {Delta_s R / eps (array-averaging), 2 Delta_s R / eps (levy, quantile)},
@@ -57,8 +57,9 @@ def mean_plan(algorithm: str, grouping: str, epsilon: float, lower: float, upper
     The hardened sampler adds at most (ln(1/alpha) / eps_mean + 1) g per group, g its lattice step
     (the scale grows from Delta / eps_mean to at most (Delta + g) / eps_mean, and :func:`mean_groups`
     adds g), which the statement names; exact coverage is then a bound.
+    ``arrays`` (private participation: K public arrays in every group) fixes n = K.
     """
-    acc = _mean_plan(algorithm, grouping, epsilon, lower, upper, alpha)
+    acc = _mean_plan(algorithm, grouping, epsilon, lower, upper, alpha, arrays)
     if sampler != "hardened":
         return acc
     eps_mean = epsilon if algorithm in ("baseline", "array-averaging") else epsilon / 2
@@ -68,11 +69,12 @@ def mean_plan(algorithm: str, grouping: str, epsilon: float, lower: float, upper
                    statement=acc.statement.replace(" with ", " with at least ", 1).replace(" (noise only)", extra + " (noise only)"))
 
 
-def _mean_plan(algorithm: str, grouping: str, epsilon: float, lower: float, upper: float, alpha: float) -> Accuracy:
+def _mean_plan(algorithm: str, grouping: str, epsilon: float, lower: float, upper: float, alpha: float,
+               arrays: int | None = None) -> Accuracy:
     alpha = iv.check_alpha(alpha)
     width = upper - lower
     log = math.log(1.0 / alpha)
-    ds = 1 if grouping == "bestfit" else 2
+    ds = 2 if grouping == "wraparound" else 1  # (hash: private participation, one array per user)
     if algorithm == "baseline":
         return Accuracy(alpha, "group", "each group estimate", None, "analytic",
                         "b = R m_max / (eps sum_l m_l): ln(1/alpha) R / eps times the largest user's share "
@@ -81,6 +83,14 @@ def _mean_plan(algorithm: str, grouping: str, epsilon: float, lower: float, uppe
                                    "records / group's records) with "
                                    f"{100 * (1 - alpha):.4g}% probability (noise only)"))
     c = log * ds * width / epsilon * (1.0 if algorithm == "array-averaging" else 2.0)
+    if arrays is not None:
+        k = int(arrays)
+        return Accuracy(alpha, "group", "each group estimate", c / k, "analytic" if algorithm == "array-averaging"
+                        else "analytic bound",
+                        f"C / K, C = ln(1/alpha) x {'R / eps' if algorithm == 'array-averaging' else '2 R / eps'} "
+                        f"= {c:.6g}, K = --arrays {k}", exact=algorithm == "array-averaging", covers=MEAN_COVERS,
+                        statement=(f"each group estimate within ±{c / k:.4g} (K = {k} arrays) with "
+                                   f"{100 * (1 - alpha):.4g}% probability (noise only)"))
     return Accuracy(alpha, "group", "each group estimate", None, "analytic bound",
                     f"C / n, C = ln(1/alpha) x {'Delta_s R / eps' if algorithm == 'array-averaging' else '2 Delta_s R / eps'} "
                     f"= {c:.6g} (n: arrays in the group)", exact=algorithm == "array-averaging", covers=MEAN_COVERS,

@@ -15,7 +15,7 @@ import typer
 
 import numpy as np
 
-from tsdp.api.means import MeanOptions, MeanPlan, named_groups
+from tsdp.api.means import MeanOptions, MeanPlan
 from tsdp.caveats import Caveat
 from tsdp.cli import accuracy_options as acc_opts
 from tsdp.cli import common
@@ -24,7 +24,6 @@ from tsdp.cli.engine_options import (Engine, EngineOption, MemoryLimitOption, Sp
 from tsdp.engine.options import EngineOptions
 from tsdp.errors import UsageError
 from tsdp.io.records import RecordSpec
-from tsdp.mean import release_prepared
 from tsdp.rng import SEEDED_WARNING, make_random_source
 
 
@@ -55,6 +54,11 @@ class OutOfRange(str, Enum):
     clip = "clip"
 
 
+class Participation(str, Enum):
+    private = "private"
+    public = "public"
+
+
 def mean_estimate(
     input: str = typer.Argument(..., help="CSV (.csv, .csv.gz, .tsv) or Parquet file of records; - reads stdin (Parquet when it starts with PAR1, else CSV)."),
     user_col: str = typer.Option(..., help="User id column: the privacy unit (the guarantee protects whatever it identifies)."),
@@ -68,11 +72,17 @@ def mean_estimate(
     slot_length: Optional[str] = typer.Option(None, help="Time slot length, e.g. 1h, 30min, 1d [default: 1h when slots are used]."),
     cell: Optional[str] = typer.Option(None, help="Select one cell (value of --cell-col)."),
     slot: Optional[str] = typer.Option(None, help="Select one time slot by its start, e.g. 2024-05-06T09:00."),
-    group_by: Optional[str] = typer.Option(None, help="One estimate per group of these columns: cell, slot or any column names (comma-separated); needs --epsilon-per-group-ok."),
+    group_by: Optional[str] = typer.Option(None, help="One estimate per group of these columns: cell, slot or any column names (comma-separated); needs --epsilon-per-group-ok and, with --participation private, the declared groups."),
+    group_keys: Optional[str] = typer.Option(None, help="The declared values of the --group-by column other than slot (comma-separated; PUBLIC, never read off the data): every one gets an output row, records of other values are dropped."),
+    group_keys_file: Optional[str] = typer.Option(None, help="CSV or Parquet file of declared groups: one column per --group-by column other than slot, one row per group (instead of --group-keys)."),
+    start: Optional[str] = typer.Option(None, help="--group-by slot: the first declared slot (a slot start); without a UTC offset, a time of the data's zone."),
+    end: Optional[str] = typer.Option(None, help="--group-by slot: the end of the declared slots, exclusive: slots --start, --start + --slot-length, ... before --end."),
     epsilon_per_group_ok: bool = typer.Option(False, help="Acknowledge that --epsilon is spent per group: the total is epsilon x number of groups."),
-    algorithm: Algorithm = typer.Option(Algorithm.quantile, help="Estimator (the paper's names)."),
-    grouping: Optional[Grouping] = typer.Option(None, help="How users are packed into arrays [default: bestfit]."),
-    m_ub: Optional[str] = typer.Option(None, help="Per-user cap: median, opt or an integer [default: median for array-averaging, opt for levy/quantile]."),
+    participation: Participation = typer.Option(Participation.private, help="Whether which users appear in which groups, with how many records, is private (the default: add/remove or replace one user; needs --arrays and an integer --m-ub, publishes no per-group counts) or public (the paper's assumption; publishes users, records_used and num_arrays per group)."),
+    arrays: Optional[int] = typer.Option(None, help="--participation private: the public number K of arrays per group; users go to array hash(user id) mod K, and each estimate's noise scales as (upper - lower)/(K epsilon)."),
+    algorithm: Algorithm = typer.Option(Algorithm.quantile, help="Estimator (the paper's names; baseline needs --participation public)."),
+    grouping: Optional[Grouping] = typer.Option(None, help="--participation public: how users are packed into arrays by their record counts [default: bestfit]."),
+    m_ub: Optional[str] = typer.Option(None, help="Per-user cap of records per group: an integer (required with --participation private), or with --participation public median or opt [default: median for array-averaging, opt for levy/quantile]."),
     quantile_mode: Optional[QuantileMode] = typer.Option(None, help="--algorithm quantile: fixed levels or eps-dependent [default: fixed]."),
     quantiles: Optional[str] = typer.Option(None, help="--algorithm quantile, fixed mode: levels q_lo,q_hi [default: 0.1,0.9]."),
     gamma: Optional[float] = typer.Option(None, help="--algorithm levy: concentration failure probability gamma in (0, 1) [default: 0.2]."),
@@ -108,7 +118,8 @@ def mean_estimate(
         epsilon_per_group_ok=epsilon_per_group_ok, algorithm=algorithm, grouping=grouping, m_ub=m_ub,
         quantile_mode=quantile_mode, quantiles=quantiles, gamma=gamma, tau_k=tau_k,
         value_out_of_range=value_out_of_range, alpha=alpha, clip=not no_clip, round_values=round_values,
-        sampler=sampler, granularity=granularity,
+        sampler=sampler, granularity=granularity, participation=participation, arrays=arrays,
+        group_keys=group_keys, group_keys_file=group_keys_file, start=start, end=end,
     ).plan()
     settings, spec = plan.settings, plan.spec
     options = engine_options(engine, memory_limit, work_dir, spark_master, spark_conf)
@@ -129,22 +140,25 @@ def mean_estimate(
             chunked = plan.estimate_chunks(chunks, randomness.generator, stage)
             frames = chunked.frames()
             if chunks.single:  # one chunk: one table, written at once
-                frames = next(iter(frames))
+                import polars as pl
+
+                frames = pl.concat(list(frames), how="vertical")
                 stage("writing output")
             done: dict = {}
 
             def finished():  # once every chunk is estimated (the output is staged by then)
                 if not done:
                     estimated = chunked.estimated()
-                    findings = acc_opts.noisy_check(estimated.accuracy, float(np.median(np.abs(chunked.true_means))),
-                                                    "the true group means", _REMEDY, fail_on_noisy)
+                    means = np.abs(chunked.true_means)
+                    means = means[~np.isnan(means)]
+                    findings = [] if estimated.accuracy is None or not means.size else acc_opts.noisy_check(
+                        estimated.accuracy, float(np.median(means)), "the true group means", _REMEDY, fail_on_noisy)
                     done.update(estimated=estimated, findings=findings,
                                 warnings=estimated.warnings + ([SEEDED_WARNING] if randomness.seeded else []))
                 return done
 
             def private_files():  # written whatever the findings are: its presence tells nothing
-                participation = finished()["estimated"].participation
-                figures = {} if participation is None else {"participation": participation}
+                figures = finished()["estimated"].custodian or {}
                 return ((common.custodian_document("mean-estimate", figures, finished()["findings"]), custodian,
                          "--custodian"),)
 
@@ -153,20 +167,21 @@ def mean_estimate(
                 {**params, "input": common.display_name(input), "output": described["file"]},
             ), private_files=common.Deferred(private_files), force=force)
         estimated, warnings = finished()["estimated"], finished()["warnings"]
-        claim, estimates = estimated.claim, estimated.estimates
+        claim = estimated.claim
 
     for message in warnings:
         console.warn(message)
     summary = {
         "output": output, "report": report, "algorithm": settings.algorithm,
-        "groups": chunks.n_groups, "epsilon_per_group": settings.epsilon,
+        "participation": settings.participation,
+        "groups": estimated.n_groups, "epsilon_per_group": settings.epsilon,
         "epsilon_total_bound": claim.epsilon,
         "custodian": custodian, "custodian_checks": [acc_opts.NOISY_CODE],
         "unit": "user", "user_col": user_col,
-        "accuracy": acc_opts.shown(estimated.accuracy, json_summary),
+        "accuracy": acc_opts.shown(estimated.accuracy, json_summary) if estimated.accuracy is not None else None,
     }
-    if chunks.n_groups == 1 and chunks.single:
-        summary.update(estimate=frames["estimate"][0], laplace_scale=estimates[0].laplace_scale)
+    if estimated.n_groups == 1 and estimated.first is not None:
+        summary.update(estimate=estimated.first[0], laplace_scale=estimated.first[1])
     console.summary(summary, "tsdp mean-estimate")
 
 
@@ -176,20 +191,23 @@ _REMEDY = ("a larger --epsilon, fewer and larger groups (a longer --slot-length,
 
 def _dry_run(plan: MeanPlan, console) -> dict | None:
     """What the public parameters alone say: the per-group noise bound and the budget; the input is
-    not opened (the number of groups and of arrays per group depend on the records)."""
+    not opened. With declared groups their number is public, and so is the total epsilon; under
+    --participation private so is each group's number of arrays."""
     settings = plan.settings
     accuracy = plan.dry_run_accuracy()
     grouped = bool(plan.spec.group_by)
+    n_groups = plan.declared_count() if grouped else 1
     summary = {
-        "dry_run": "read nothing but the options (public bounds, algorithm, epsilon); nothing written",
-        "algorithm": settings.algorithm, "epsilon_per_group": settings.epsilon,
-        "epsilon_total_bound": None if grouped else settings.epsilon,
+        "dry_run": "read nothing but the options (public bounds, algorithm, epsilon, declared groups); nothing written",
+        "algorithm": settings.algorithm, "participation": settings.participation,
+        "epsilon_per_group": settings.epsilon, "groups": n_groups,
+        "epsilon_total_bound": None if n_groups is None else settings.epsilon * n_groups,
         "bounds": {"lower": settings.lower, "upper": settings.upper},
         "accuracy": accuracy.to_dict() if console.json_mode else accuracy.statement,
     }
-    if grouped:
-        console.warn(Caveat("epsilon_per_group", f"--dry-run: the total epsilon is {settings.epsilon:g} x the "
-                            "number of groups, which the records decide"))
+    if n_groups is None:
+        console.warn(Caveat("epsilon_per_group", f"--dry-run: the total epsilon is {settings.epsilon:g} x the number "
+                            "of groups, which the records decide (declare them: --group-keys, --start/--end)"))
     if acc_opts.planning():
         return {**summary, "accuracy": accuracy.to_dict()}
     console.summary(summary, "tsdp mean-estimate --dry-run")
@@ -218,16 +236,21 @@ def _evaluate(input, plan: MeanPlan, options: EngineOptions, randomness, repeats
     from tsdp.mechanisms.metrics import mae_over_runs, summarize
 
     parts = []
+    groups = 0
     with _record_chunks(input, plan.spec, options, lambda name: None) as chunks:
         for records in chunks:  # chunk by chunk: groups are independent
+            prep, present = plan.prepare(records)
+            if prep is None:
+                continue
             truth = records.true_means()
-            prep = plan.prepare(records)
-            with named_groups(records):
-                parts.append(mae_over_runs((release_prepared(prep, plan.settings, randomness.generator).estimate
-                                            for _ in range(repeats)), truth))
-    mae = np.concatenate(parts)
+            truth = truth if present is None else truth[present]
+            estimated = ~np.isnan(truth)  # (private participation: groups without records have no true mean)
+            groups += int(estimated.sum())
+            parts.append(mae_over_runs((plan.release(records, prep, present, randomness.generator).estimate[estimated]
+                                        for _ in range(repeats)), truth[estimated]))
+    mae = np.concatenate(parts) if parts else np.zeros(0)
     console.warn(Caveat("not_private_diagnostic", "--evaluate compares the estimates with the true means: the "
                         "figures are NOT private, are for choosing parameters only, and nothing was written"))
     console.summary({"runs": repeats, "algorithm": plan.settings.algorithm, "epsilon_per_group": plan.settings.epsilon,
-                     "groups": chunks.n_groups, "mae_per_group": summarize(mae.tolist()),
+                     "groups": groups, "mae_per_group": summarize(mae.tolist()),
                      "release_written": False}, "tsdp mean-estimate --evaluate")

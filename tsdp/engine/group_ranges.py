@@ -97,9 +97,12 @@ def write_group_shards(scan: pl.LazyFrame, keys: list[pl.Expr], table: pl.DataFr
 
 
 def group_range_chunks(directories: list[Path], spec: RecordSpec, tmp: Path,
-                       note: Callable[[str], None]) -> Iterator:
+                       note: Callable[[str], None], dropped: dict | None = None) -> Iterator:
     """The runs of each shard (:class:`tsdp.engine.records.RecordRuns`), shard by shard in group
-    order. Each shard's per-user run counts go to ``tmp`` for :func:`max_groups_per_user`.
+    order (shards without records in the selection or declared groups yield nothing, unless no
+    shard has any: then the last, empty, carries the declared groups). Each shard's per-user run
+    counts go to ``tmp`` for :func:`max_groups_per_user`; ``dropped["records"]`` adds up the
+    records outside the declared groups.
 
     Values outside the public bounds are counted over every shard and the earliest input row is
     named, as in memory (shards after the first such one are only checked); other data errors
@@ -107,13 +110,20 @@ def group_range_chunks(directories: list[Path], spec: RecordSpec, tmp: Path,
     from tsdp.engine.records import runs_from_records
 
     groups = 0
+    last = None
     for k, records in loaded_shards(directories, spec, note, "checking, sorting and estimating the groups"):
+        last = records
+        if dropped is not None:
+            dropped["records"] += records.dropped
         if records.n_groups == 0:
             continue
         user_runs(records).write_parquet(tmp / f"users_{k}.parquet")
         groups += records.n_groups
         yield runs_from_records(records)
     if groups == 0:
+        if last is not None and last.declared is not None:
+            yield runs_from_records(last)  # no records in any declared group: every group is empty
+            return
         raise DataError(f"no records in the selection {_selection(spec)}; check the value(s) against the data")
 
 

@@ -67,10 +67,18 @@ class RecordRuns:
     piece_sums: PieceSums        # (cut1, cut2) per run -> the two piece sums per run
     clipped: bool = False
     notes: list[str] = field(default_factory=list)
+    run_users: pl.Series | None = None      # the user id (as text) of every run
+    declared: pl.DataFrame | None = None    # every declared group (tsdp.io.records.declared_table), or None
+    dropped: int | None = 0                 # records outside the declared groups (a figure of the data; None: not counted)
 
     @property
     def n_groups(self) -> int:
         return int(self.group_starts.size - 1)
+
+    def user_hashes(self) -> np.ndarray:
+        """A 64-bit hash of every run's user id as text (polars' hash, seed 0): a function of the
+        id alone, which places a user in the same array whatever the other users are."""
+        return self.run_users.hash(seed=0).to_numpy()
 
     def group_label(self, index: int) -> str:
         """The group's keys in words, e.g. ``cell_id='c00_01', slot=2024-05-06 09:00:00``."""
@@ -80,11 +88,13 @@ class RecordRuns:
         return ", ".join(f"{k}={v!r}" if isinstance(v, str) else f"{k}={v}" for k, v in row.items())
 
     def true_means(self) -> np.ndarray:
-        """The exact per-group sample means (NOT private: for ``--evaluate`` diagnostics only)."""
+        """The exact per-group sample means (NOT private: for ``--evaluate`` diagnostics only; NaN
+        for a group without records)."""
         sums, _ = self.piece_sums(self.counts, self.counts)
         gid = np.repeat(np.arange(self.n_groups), np.diff(self.group_starts))
-        return (np.bincount(gid, weights=sums, minlength=self.n_groups)
-                / np.bincount(gid, weights=self.counts, minlength=self.n_groups))
+        total = np.bincount(gid, weights=sums, minlength=self.n_groups)
+        count = np.bincount(gid, weights=self.counts, minlength=self.n_groups)
+        return np.divide(total, count, out=np.full(self.n_groups, np.nan), where=count > 0)  # NaN: no records
 
 
 def runs_from_records(records: Records) -> RecordRuns:
@@ -93,7 +103,58 @@ def runs_from_records(records: Records) -> RecordRuns:
         return run_piece_sums(records.values, records.user_starts, cut1, cut2)
 
     return RecordRuns(records.counts, records.group_starts, records.groups, records.key_columns,
-                      records.max_groups_per_user, piece_sums, records.clipped, list(records.notes))
+                      records.max_groups_per_user, piece_sums, records.clipped, list(records.notes),
+                      records.run_users, records.declared, records.dropped)
+
+
+DECLARED_INDEX = "__declared"
+
+
+def declared_positions(runs: RecordRuns) -> np.ndarray:
+    """The position in ``runs.declared`` of each of ``runs``' groups (increasing: both are in the
+    canonical group order)."""
+    if runs.n_groups == 0:
+        return np.zeros(0, dtype=np.int64)
+    if not runs.key_columns:
+        return np.zeros(1, dtype=np.int64)
+    keys = runs.key_columns
+    table = runs.declared.with_row_index(DECLARED_INDEX)
+    found = runs.groups.select(keys).join(table, on=keys, how="left", maintain_order="left", nulls_equal=True)
+    index = found[DECLARED_INDEX]
+    if index.null_count():  # load_records keeps only records of declared groups
+        raise AssertionError("a group outside the declared groups")
+    positions = index.to_numpy().astype(np.int64)
+    if positions.size > 1 and not np.all(positions[1:] > positions[:-1]):
+        raise AssertionError("the runs' groups are not in the declared groups' order")
+    return positions
+
+
+def expand_declared(runs: RecordRuns, positions: np.ndarray, start: int, stop: int) -> RecordRuns:
+    """``runs`` (whose groups lie at ``positions`` of the declared groups, all within
+    ``[start, stop)``) as the declared groups ``start .. stop - 1``: the groups without records
+    get no runs. The runs themselves, their order and sums are unchanged."""
+    per_group = np.zeros(stop - start, dtype=np.int64)
+    per_group[positions - start] = np.diff(runs.group_starts)
+    group_starts = np.concatenate(([0], np.cumsum(per_group))).astype(np.int64)
+    groups = runs.declared.slice(start, stop - start) if runs.key_columns else runs.declared
+    return RecordRuns(runs.counts, group_starts, groups, runs.key_columns, runs.max_groups_per_user,
+                      runs.piece_sums, runs.clipped, runs.notes, runs.run_users, runs.declared, runs.dropped)
+
+
+def empty_declared(runs: RecordRuns, start: int, stop: int) -> RecordRuns:
+    """The declared groups ``start .. stop - 1`` of ``runs.declared``, none with records."""
+    def no_sums(cut1, cut2):
+        return np.zeros(0), np.zeros(0)
+
+    groups = runs.declared.slice(start, stop - start) if runs.key_columns else runs.declared
+    return RecordRuns(np.zeros(0, dtype=np.int64), np.zeros(stop - start + 1, dtype=np.int64), groups,
+                      runs.key_columns, 0, no_sums, runs.clipped, runs.notes, pl.Series(USER, [], dtype=pl.String),
+                      runs.declared, 0)
+
+
+def n_declared(runs: RecordRuns) -> int:
+    """The number of declared groups (one when there are no keys)."""
+    return runs.declared.height if runs.key_columns else 1
 
 
 @contextmanager
@@ -121,11 +182,14 @@ class RecordChunks:
     group order; iterate once. The totals (``n_groups``, ``max_groups_per_user``) and the chunks'
     common fields (key columns, clipping, notes) are known once the iteration has ended."""
 
-    def __init__(self, chunks, single: bool, max_groups: Callable[[], int] | None = None) -> None:
-        self._chunks, self.single, self._max_groups = chunks, single, max_groups
+    def __init__(self, chunks, single: bool, max_groups: Callable[[], int] | None = None,
+                 dropped: Callable[[], int] | None = None) -> None:
+        self._chunks, self.single, self._max_groups, self._dropped = chunks, single, max_groups, dropped
         self.n_groups, self.max_groups_per_user = 0, 0
         self.key_columns: list[str] = []
         self.clipped, self.notes = False, []
+        self.declared: pl.DataFrame | None = None
+        self.dropped: int | None = 0
 
     @classmethod
     def of(cls, runs: RecordRuns) -> "RecordChunks":
@@ -135,11 +199,15 @@ class RecordChunks:
         for runs in self._chunks:
             self.n_groups += runs.n_groups
             self.key_columns, self.clipped, self.notes = runs.key_columns, runs.clipped, runs.notes
+            self.declared = runs.declared
+            self.dropped = None if self.dropped is None or runs.dropped is None else self.dropped + runs.dropped
             if self._max_groups is None:
                 self.max_groups_per_user = max(self.max_groups_per_user, runs.max_groups_per_user)
             yield runs
         if self._max_groups is not None:
             self.max_groups_per_user = self._max_groups()
+        if self._dropped is not None:
+            self.dropped = self._dropped()
 
 
 @contextmanager
@@ -173,8 +241,9 @@ def record_chunks(path: str, spec: RecordSpec, memory_limit: int | None = None, 
         n_ranges = int(table[gr.RANGE].max()) + 1 if table.height else 1
         note(f"sharding input by group range into {n_ranges} shards")
         directories = gr.write_group_shards(scan, keys, table, tmp / "shards", path)
-        yield RecordChunks(gr.group_range_chunks(directories, spec, tmp, note), single=False,
-                           max_groups=lambda: gr.max_groups_per_user(tmp))
+        dropped = {"records": 0}
+        yield RecordChunks(gr.group_range_chunks(directories, spec, tmp, note, dropped), single=False,
+                           max_groups=lambda: gr.max_groups_per_user(tmp), dropped=lambda: dropped["records"])
 
 
 def scan_records(path: str, spec: RecordSpec) -> pl.LazyFrame:
@@ -205,13 +274,16 @@ def run_table(records: Records) -> pl.DataFrame:
     return records.groups[group_of_run].with_columns(runs)
 
 
-def merge_runs(tables: list[pl.DataFrame], keys: list[str], spec: RecordSpec
+def merge_runs(tables: list[pl.DataFrame], keys: list[str], spec: RecordSpec, declared: pl.DataFrame | None = None
                ) -> tuple[pl.DataFrame, np.ndarray, pl.DataFrame]:
     """The runs of several parts of the input (tables of :func:`run_table`, plus any columns of
     the engine's; every user's runs in one part) in the canonical order (group keys, then user
     id as text), the offsets of each group's first run (n_groups + 1), and the groups' keys.
-    DataError when there are no runs at all (the selection is empty)."""
+    DataError when there are no runs at all (the selection is empty) and no groups are ``declared``."""
     if not tables:
+        if declared is not None:  # declared groups, none with records: every group is empty
+            empty = pl.DataFrame({USER: pl.Series([], dtype=pl.String), COUNT: pl.Series([], dtype=pl.Int64)})
+            return empty, np.zeros(1, dtype=np.int64), declared.clear()
         from tsdp.io.records import _selection
 
         raise DataError(f"no records in the selection {_selection(spec)}; check the value(s) against the data")
@@ -240,7 +312,9 @@ def sharded_runs(directories: list[Path], spec: RecordSpec, tmp: Path,
     tables, stores = [], []
     max_groups = 0
     records = None
+    dropped = 0
     for k, records in loaded_shards(directories, spec, note, "checking and sorting the records"):
+        dropped += records.dropped
         if records.n_groups == 0:
             continue
         values, starts = tmp / f"values_{k}.npy", tmp / f"starts_{k}.npy"
@@ -259,9 +333,10 @@ def sharded_runs(directories: list[Path], spec: RecordSpec, tmp: Path,
             pl.int_range(records.counts.size, dtype=pl.Int64, eager=True).alias(RUN)))
         max_groups = max(max_groups, records.max_groups_per_user)
     keys = records.key_columns
-    runs, group_starts, groups = merge_runs(tables, keys, spec)
-    shard_of = runs[SHARD].to_numpy()
-    run_of = runs[RUN].to_numpy()
+    runs, group_starts, groups = merge_runs(tables, keys, spec, records.declared)
+    empty = np.zeros(0, dtype=np.int64)
+    shard_of = runs[SHARD].to_numpy() if SHARD in runs.columns else empty  # (no runs: declared groups only)
+    run_of = runs[RUN].to_numpy() if RUN in runs.columns else empty
 
     def piece_sums(cut1: np.ndarray, cut2: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         first = np.zeros(runs.height)
@@ -275,4 +350,4 @@ def sharded_runs(directories: list[Path], spec: RecordSpec, tmp: Path,
         return first, second
 
     return RecordRuns(runs[COUNT].to_numpy().astype(np.int64), group_starts, groups, keys, max_groups,
-                      piece_sums, records.clipped, list(records.notes))
+                      piece_sums, records.clipped, list(records.notes), runs[USER], records.declared, dropped)

@@ -79,11 +79,12 @@ def spark_record_runs(path: str, spec: RecordSpec, master: str = "local[*]", con
             task = partial(_partition_runs, spec, hints)
             with _spark_errors(path, fmt):
                 result = pl.from_arrow(_quiet(lambda: data.mapInArrow(task, RUNS_SCHEMA)).toArrow())
-            runs, group_starts, groups = merge_runs(_run_tables(result, spec), shape.key_columns, spec)
+            runs, group_starts, groups = merge_runs(_run_tables(result, spec), shape.key_columns, spec,
+                                                    shape.declared)
             pieces = partial(_piece_sums, session, data, spec, hints, runs, shape.key_columns, (path, fmt))
             yield RecordRuns(runs[COUNT].to_numpy().astype(np.int64), group_starts, groups, shape.key_columns,
-                             int(runs[USER].value_counts()["count"].max()), pieces, shape.clipped,
-                             list(shape.notes))
+                             int(runs[USER].value_counts()["count"].max()) if runs.height else 0, pieces,
+                             shape.clipped, list(shape.notes), runs[USER], shape.declared, None)
         finally:
             data.unpersist()
     finally:

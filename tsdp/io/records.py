@@ -11,6 +11,12 @@ columns, and returns the records in the compressed layout of :mod:`tsdp.mean.api
 * ``user_starts``: int64 offsets of each run (one user's records in one group), ``n_runs + 1``.
 * ``group_starts``: int64 offsets into ``user_starts`` of each group's first run, ``n_groups + 1``.
 
+Declared groups: when every group key is declared (a cell by ``--cell`` or ``--group-keys`` /
+``--group-keys-file``, a derived slot by ``--slot`` or the grid ``--start``/``--end`` with
+``--slot-length``), :func:`declared_table` lists every declared group (typed like the input's
+columns, in the canonical order), records outside them are dropped, and :class:`Records` carries
+the table (``declared``) and the number of records dropped (``dropped``, a figure of the data).
+
 Everything is vectorised (polars and numpy); there is no Python loop over records. This module
 knows nothing about privacy.
 """
@@ -51,6 +57,14 @@ class RecordSpec:
     group_by: tuple[str, ...] = ()
     out_of_range: str = "error"
     timezone: str | None = None  # --timezone: the zone of timestamps written without an offset
+    group_keys: tuple[str, ...] | None = None  # --group-keys: the declared values of the one non-slot key
+    group_keys_table: pl.DataFrame | None = None  # --group-keys-file: declared combinations (text columns)
+    start: str | None = None  # --start/--end: the declared slot grid [start, end) of --slot-length slots
+    end: str | None = None
+
+    def declares(self) -> bool:
+        """Whether a declaration of groups was given (beyond selecting one cell or slot)."""
+        return self.group_keys is not None or self.group_keys_table is not None or self.start is not None
 
 
 class OutOfBounds(DataError):
@@ -87,6 +101,8 @@ class Records:
     notes: list[str] = field(default_factory=list)
     run_users: pl.Series | None = None  # the user id (as text) of every run
     run_codes: np.ndarray | None = None  # the user code of every run (its rank among the ids as text)
+    declared: pl.DataFrame | None = None  # every declared group (declared_table), or None
+    dropped: int = 0  # records outside the declared groups or the selection (a figure of the data)
 
     @property
     def counts(self) -> np.ndarray:
@@ -159,6 +175,7 @@ def _load_records(df: pl.DataFrame, spec: RecordSpec, order_col: str | None, sha
     position = pl.int_range(df.height, dtype=pl.Int64, eager=True)
     frame = df.select(needed).with_columns(
         position.alias(DF_ROW), (df[order_col].cast(pl.Int64) if order_col else position).alias(ORDER_KEY))
+    n_read = frame.height
     if consume:
         for name in df.columns:
             df.drop_in_place(name)
@@ -203,9 +220,15 @@ def _load_records(df: pl.DataFrame, spec: RecordSpec, order_col: str | None, sha
             frame = frame.filter(as_text == str(spec.cell))
         if spec.slot is not None:
             frame = frame.filter(pl.col(SLOT) == _slot_instant(spec, frame.schema[spec.time_col]))
+        declared = declared_table(frame.schema, keys, slot_needed, spec)
+        if declared is not None and declared.width:
+            kept = within_declared(frame, declared)
+            if not kept.all():
+                frame = frame.filter(kept)
+        dropped = n_read - frame.height
         if frame.height == 0:
-            if shard:
-                return _empty_records(spec, keys, frame.select(keys))
+            if shard or declared is not None:
+                return _empty_records(spec, keys, frame.select(keys), declared, dropped)
             raise DataError(f"no records in the selection {_selection(spec)}; check the value(s) against the data")
 
         # Public value bounds: error (default) or per-record clipping (keeps every record).
@@ -230,6 +253,8 @@ def _load_records(df: pl.DataFrame, spec: RecordSpec, order_col: str | None, sha
     del users
     if user is None:  # rows were selected: code the ids that remain
         user = _codes(frame[spec.user_col], as_text=True, distinct=user_distinct)
+    elif frame.height != n_read:  # rows were dropped (outside the declared groups, clock changes): their codes too
+        user.codes = user.codes[frame[DF_ROW].to_numpy()]
     ucodes, n_users = user.codes, user.size
     user.codes = None
     group = np.zeros(frame.height, dtype=np.int64)
@@ -316,6 +341,8 @@ def _load_records(df: pl.DataFrame, spec: RecordSpec, order_col: str | None, sha
         notes=_notes(spec),
         run_users=run_users,
         run_codes=run_codes,
+        declared=declared,
+        dropped=dropped,
     )
 
 
@@ -368,14 +395,116 @@ def _notes(spec: RecordSpec) -> list[str]:
     return [] if spec.time_col else ["no --time-col: each user's records are taken in input row order"]
 
 
-def _empty_records(spec: RecordSpec, keys: list[str], key_frame: pl.DataFrame | None) -> Records:
-    """No records (a shard without any in the selection)."""
+def _empty_records(spec: RecordSpec, keys: list[str], key_frame: pl.DataFrame | None,
+                   declared: pl.DataFrame | None = None, dropped: int = 0) -> Records:
+    """No records (a shard without any in the selection, or no records in the declared groups)."""
     return Records(values=np.zeros(0), user_starts=np.zeros(1, dtype=np.int64),
                    group_starts=np.zeros(1, dtype=np.int64),
                    groups=key_frame.clear() if key_frame is not None else pl.DataFrame(),
                    key_columns=keys, n_groups=0, max_groups_per_user=0,
                    clipped=spec.out_of_range == "clip", notes=_notes(spec),
-                   run_users=pl.Series([], dtype=pl.String))
+                   run_users=pl.Series([], dtype=pl.String), run_codes=np.zeros(0, dtype=np.int64),
+                   declared=declared, dropped=dropped)
+
+
+def declared_table(schema: pl.Schema, keys: list[str], slot_derived: bool, spec: RecordSpec) -> pl.DataFrame | None:
+    """Every declared group, one row per group with the key columns in ``keys`` order, typed like
+    ``schema`` (the records' columns, with the derived slot), sorted in the canonical group order
+    (the order of the runs): a cell fixed by ``--cell``, the other non-slot keys' declared values
+    (``--group-keys``, or the rows of ``--group-keys-file``), the slot fixed by ``--slot`` or the
+    grid ``--start``, ``--start + --slot-length``, ... before ``--end``. An empty frame without
+    columns when there are no keys (one group). None when some key is not declared (the groups
+    are then read off the records, which only ``--participation public`` allows)."""
+    if not keys:
+        return pl.DataFrame()
+    slot_key = SLOT in keys and slot_derived
+    rest = [k for k in keys if not (k == SLOT and slot_key) and not (spec.cell is not None and k == spec.cell_col)]
+    parts: list[pl.DataFrame] = []
+    if spec.cell is not None and spec.cell_col in keys:
+        parts.append(_typed(pl.DataFrame({spec.cell_col: [str(spec.cell)]}), schema, "--cell"))
+    if rest:
+        if spec.group_keys_table is not None:
+            table = spec.group_keys_table
+            if sorted(table.columns) != sorted(rest):
+                raise UsageError(f"--group-keys-file: its columns {', '.join(table.columns) or '(none)'} must be the "
+                                 f"group key columns {', '.join(rest)} (one declared group per row)")
+            parts.append(_typed(table.select(rest), schema, "--group-keys-file"))
+        elif spec.group_keys is not None:
+            if len(rest) > 1:
+                raise UsageError(f"--group-keys lists the values of one key column, but the groups have "
+                                 f"{len(rest)} ({', '.join(rest)}); give their combinations in --group-keys-file")
+            parts.append(_typed(pl.DataFrame({rest[0]: list(spec.group_keys)}, schema={rest[0]: pl.String}),
+                                schema, "--group-keys"))
+        else:
+            return None
+    elif spec.group_keys is not None or spec.group_keys_table is not None:
+        raise UsageError("--group-keys/--group-keys-file declare the values of a --group-by column other than the "
+                         "slot, but the groups have no such key")
+    if slot_key:
+        like = schema[SLOT]
+        if spec.slot is not None:
+            if spec.start is not None or spec.end is not None:
+                raise UsageError("--start/--end declare a grid of slots, but --slot selects one: give one of them")
+            points = pl.Series(SLOT, [_slot_instant(spec, like)], dtype=like)
+        elif spec.start is not None and spec.end is not None:
+            points = slot_grid(spec, like)
+        else:
+            return None
+        parts.append(points.to_frame())
+    elif spec.start is not None or spec.end is not None:
+        raise UsageError("--start/--end declare the grid of time slots, but the groups have no slot key; add slot "
+                         "to --group-by or drop them")
+    table = parts[0]
+    for part in parts[1:]:
+        table = table.join(part, how="cross")
+    table = table.select(keys)
+    if table.is_duplicated().any():
+        row = table.filter(table.is_duplicated()).row(0)
+        raise UsageError(f"declared groups: {row!r} is declared twice (--group-keys / --group-keys-file)")
+    return table.sort(keys)
+
+
+def slot_grid(spec: RecordSpec, like: pl.DataType) -> pl.Series:
+    """The declared slots: ``--start``, then every ``--slot-length`` before ``--end`` (``--start``
+    must be a slot start, as ``--slot`` must)."""
+    from tsdp.io.timegrid import fixed_grid
+
+    length = spec.slot_length or DEFAULT_SLOT_LENGTH
+    start = parse_instant(spec.start, "--start", like)
+    end = parse_instant(spec.end, "--end", like)
+    first = _slots(pl.Series([start], dtype=like), length)[0]
+    if first != start:
+        raise UsageError(f"--start {spec.start!r} is not the start of a slot of length {length}; use {first}")
+    points = fixed_grid(start, end, length, SLOT, like).points
+    return points.cast(like).alias(SLOT)
+
+
+def _typed(table: pl.DataFrame, schema: pl.Schema, option: str) -> pl.DataFrame:
+    """Declared key values (text) as the input's column types; UsageError naming ``option`` and a
+    value that is not one of that type."""
+    out = {}
+    for name in table.columns:
+        column = table[name]
+        dtype = schema[name]
+        if column.null_count():
+            raise UsageError(f"{option}: a declared value of column {name!r} is empty")
+        if column.dtype == dtype:
+            out[name] = column
+            continue
+        cast = (column.cast(pl.String) if column.dtype != pl.String else column).cast(dtype, strict=False)
+        bad = cast.is_null()
+        if bad.any():
+            raise UsageError(f"{option}: {column.filter(bad)[0]!r} is not a value of column {name!r} ({dtype})")
+        out[name] = cast
+    return pl.DataFrame(out)
+
+
+def within_declared(frame: pl.DataFrame, declared: pl.DataFrame) -> pl.Series:
+    """Whether each record's keys are one of the declared groups."""
+    keys = declared.columns
+    if len(keys) == 1:
+        return frame.select(pl.col(keys[0]).is_in(declared[keys[0]].implode())).to_series()
+    return frame.select(pl.struct(keys).is_in(declared.select(pl.struct(keys)).to_series().implode())).to_series()
 
 
 def _dense_codes(series: pl.Series, as_text: bool = False) -> tuple[np.ndarray, int]:
@@ -529,6 +658,22 @@ def _drop_unselected_clock_changes(frame: pl.DataFrame, changed, spec: RecordSpe
         length = spec.slot_length or DEFAULT_SLOT_LENGTH
         excluded |= ((_slots(changed.earliest, length) != selected)
                      & (_slots(changed.latest, length) != selected)).to_numpy()
+    if spec.start is not None and spec.end is not None and spec.slot is None:
+        like = frame.schema[spec.time_col]
+        length = spec.slot_length or DEFAULT_SLOT_LENGTH
+        start, end = parse_instant(spec.start, "--start", like), parse_instant(spec.end, "--end", like)
+
+        def outside(times: pl.Series) -> np.ndarray:
+            slots = _slots(times, length)
+            return ((slots < start) | (slots >= end)).to_numpy()
+
+        excluded |= outside(changed.earliest) & outside(changed.latest)
+    if spec.group_keys is not None:
+        keys = [k for k in group_keys(frame.columns, spec)[0] if k != SLOT and k != (spec.cell_col if spec.cell else None)]
+        if len(keys) == 1:
+            values = frame[keys[0]].gather(changed.rows)
+            excluded |= ~(values if values.dtype == pl.String else values.cast(pl.String)).is_in(
+                list(spec.group_keys)).to_numpy()
     if not excluded.all():
         raise changed.error(int(np.flatnonzero(~excluded)[0]))
     keep = np.ones(frame.height, dtype=bool)

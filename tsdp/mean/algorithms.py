@@ -29,6 +29,16 @@ the m_UB places of the two arrays they span, so sum_i |A_i - A'_i| <= R (c_1 + c
 the average moves by at most R / K, half the paper's. (BESTFIT: one array of n_i >= t records,
 R t / n_i <= R.) The clipped averages of LEVY and QUANTILE keep 2 (b - a): a split user can move
 two clipped arrays across the whole interval.
+
+Private participation (grouping ``hash``, :func:`plan_buckets`): when which users appear in a group,
+and with how many records, is private, BESTFIT and WRAPAROUND do not apply (one user added or
+removed repacks every later user, and the median/opt caps read the counts). Each group instead has K
+public arrays; a user's first min(m_l, m_UB) records (m_UB a public integer) go to array
+h(user id) mod K, h a fixed hash of the id alone, and an empty array's mean is the public midpoint
+(lower + upper) / 2. Adding, removing or replacing one user's records changes the mean of one array
+of each group only, by at most R (every array mean lies in [lower, upper]), so the table holds with
+n = K and Delta_s = 1, whatever the other users do: the paper's Thm. II.1 argument with the arrays'
+membership a function of public parameters and the changed user's own id.
 """
 
 from __future__ import annotations
@@ -53,7 +63,7 @@ class Prepared:
     """Public structure and array means of every group (flat arrays, one entry per group unless noted)."""
 
     algorithm: str
-    grouping: str
+    grouping: str                # bestfit, wraparound or hash (private participation: plan_buckets)
     m_ub_rule: str
     users: np.ndarray
     records_total: np.ndarray
@@ -62,7 +72,7 @@ class Prepared:
     m_ub: np.ndarray
     num_arrays: np.ndarray       # K-bar (bestfit) or K (wraparound); 0 for baseline
     k_wraparound: np.ndarray     # floor(S(m_UB) / m_UB); 0 for baseline
-    records_used: np.ndarray
+    records_used: np.ndarray     # (m_max, m_min: -1 under grouping hash, which never reads them)
     arr_starts: np.ndarray       # n_groups + 1 offsets into array_means
     array_means: np.ndarray      # flat, group by group
     group_mean: np.ndarray | None = None  # baseline only: f(D)
@@ -137,6 +147,7 @@ class RunPlan:
     arr1: np.ndarray
     arr2: np.ndarray
     kept: np.ndarray             # records of each run inside some array (for the array sizes)
+    bounds: tuple[float, float] | None = None  # grouping hash: [lower, upper], the array means' range
 
 
 def run_piece_sums(values: np.ndarray, user_starts: np.ndarray, cut1: np.ndarray,
@@ -250,9 +261,51 @@ def plan_runs(counts: np.ndarray, group_starts: np.ndarray, *, algorithm: str, g
     return RunPlan(structure, cut1, cut2, arr1, arr2, in_array)
 
 
+def plan_buckets(counts: np.ndarray, group_starts: np.ndarray, buckets: np.ndarray, *, algorithm: str,
+                 m_ub: int, arrays: int, lower: float, upper: float) -> RunPlan:
+    """Private participation (module docstring): every group gets ``arrays`` = K arrays; run i (one
+    user's records in one group) puts its first min(counts[i], m_ub) records, in time order, in
+    array ``buckets[i]`` (in [0, K): a public function of the run's user id) of its group. Groups
+    may be empty (all their arrays then hold the midpoint). Nothing here depends on the counts but
+    which records are summed: K, m_UB and the array of each user are public."""
+    if algorithm == "baseline":
+        raise ValueError("BASELINE needs public participation (its sensitivity reads the counts)")
+    counts = np.asarray(counts, dtype=np.int64)
+    group_starts = np.asarray(group_starts, dtype=np.int64)
+    n_groups = group_starts.size - 1
+    runs = np.diff(group_starts)
+    k = int(arrays)
+    cap = int(m_ub)
+    t = np.minimum(counts, cap)
+    gid = np.repeat(np.arange(n_groups, dtype=np.int64), runs)
+    arr1 = gid * k + np.asarray(buckets, dtype=np.int64)
+    none = np.full(counts.size, -1, dtype=np.int64)
+    unknown = np.full(n_groups, -1, dtype=np.int64)
+    used = np.bincount(gid, weights=t, minlength=n_groups).astype(np.int64)
+    structure = Prepared(algorithm, "hash", "fixed", runs, unknown, unknown, unknown,
+                         np.full(n_groups, cap, dtype=np.int64), np.full(n_groups, k, dtype=np.int64),
+                         np.zeros(n_groups, dtype=np.int64), used,
+                         np.arange(n_groups + 1, dtype=np.int64) * k, np.zeros(0))
+    return RunPlan(structure, t, t, arr1, none, t, (float(lower), float(upper)))
+
+
 def finish_plan(plan: RunPlan, first: np.ndarray, second: np.ndarray) -> Prepared:
-    """The array means (or, for BASELINE, the group means) from each run's two piece sums."""
+    """The array means (or, for BASELINE, the group means) from each run's two piece sums.
+
+    Grouping hash: an empty array's mean is the midpoint of the public bounds, and every computed
+    mean is clamped to them (the exact mean lies in them; the clamp removes rounding beyond), so a
+    neighbour moves the computed mean of its one array by at most R, and leaves every other
+    array's computed mean bit for bit (its runs and their order are unchanged)."""
     s = plan.structure
+    if s.grouping == "hash":
+        n_tot = int(s.arr_starts[-1])
+        lower, upper = plan.bounds
+        sums = np.bincount(plan.arr1, weights=first, minlength=n_tot)
+        sizes = np.bincount(plan.arr1, weights=plan.cut1, minlength=n_tot)
+        filled = sizes > 0
+        means = np.full(n_tot, 0.5 * (lower + upper))
+        np.divide(sums, sizes, out=means, where=filled)
+        return replace(s, array_means=np.clip(means, lower, upper))
     if s.algorithm == "baseline":
         gid = np.repeat(np.arange(s.n_groups), s.users)
         group_mean = np.bincount(gid, weights=first, minlength=s.n_groups) / s.records_total
@@ -328,7 +381,7 @@ def release(prep: Prepared, rng: np.random.Generator, *, epsilon: float, lower: 
         scale = sens / epsilon
     else:
         n = prep.num_arrays
-        dsens = 1 if prep.grouping == "bestfit" else 2
+        dsens = 2 if prep.grouping == "wraparound" else 1
         starts = prep.arr_starts
         means = prep.array_means
         if algorithm == "array-averaging":
@@ -421,6 +474,10 @@ def float_error(prep: Prepared, lower: float, upper: float) -> float:
         return 0.0
     if prep.algorithm == "baseline":
         k = float(np.max(prep.records_total))
+    elif prep.grouping == "hash":
+        # the computed array means lie in [lower, upper] and all but one are the same in both
+        # neighbours (finish_plan): only the average of the n clipped means adds (n + 1) u B
+        k = float(np.max(prep.num_arrays))
     else:
         k = float(np.max(prep.m_ub.astype(np.float64) + prep.num_arrays.astype(np.float64)))
     k += 2.0

@@ -25,11 +25,23 @@ from tsdp.mean.lattice_quantile import selection_lattice
 MAX_M_UB = 2**31 - 1
 
 ALGORITHMS = ("baseline", "array-averaging", "levy", "quantile")
-GROUPINGS = ("bestfit", "wraparound")
+GROUPINGS = ("bestfit", "wraparound", "hash")  # hash: private participation only
 QUANTILE_MODES = ("fixed", "eps-dependent")
 TAU_KS = ("kbar", "k")
-NEIGHBOURING = ("replace all values of one user; the user set and the per-user record counts "
-                "are public")
+PARTICIPATIONS = ("private", "public")
+NEIGHBOURING_PRIVATE = ("add or remove one user with all of their records, or replace all records of one user by any "
+                        "others (any number, in any of the declared groups); which users appear in which groups, and "
+                        "with how many records, is private")
+NEIGHBOURING_PUBLIC = ("replace all values of one user; the user set, the groups each user appears in and the user's "
+                       "record count in each group (per-group participation) are public")
+NEIGHBOURING = NEIGHBOURING_PUBLIC  # the paper's relation (Def. II.1), which the core functions assume
+RELATIONS = {"private": "add-remove", "public": "substitute"}
+MAX_ARRAYS = 2**24  # arrays per group under private participation (K x groups array means are held)
+
+
+def neighbouring(participation: str) -> str:
+    """The neighbouring relation in words that a run with ``--participation`` states (and verify expects)."""
+    return NEIGHBOURING_PRIVATE if participation == "private" else NEIGHBOURING_PUBLIC
 DEFAULT_QUANTILES = (0.1, 0.9)
 DEFAULT_GAMMA = 0.2
 
@@ -62,6 +74,8 @@ class MeanSettings:
     tau_k: str = "kbar"
     sampler: str = "hardened"
     granularity: float | None = None
+    participation: str = "public"  # the core functions' default: the paper's relation (per-run counts given)
+    arrays: int | None = None      # private participation: K, the public number of arrays per group
 
     def __post_init__(self) -> None:
         def bad(option: str, value, hint: str) -> UsageError:
@@ -129,11 +143,55 @@ class MeanSettings:
             if self.sampler != "hardened":
                 raise UsageError("--granularity applies to --sampler hardened only")
             object.__setattr__(self, "granularity", check_granularity(self.granularity))
+        if self.participation not in PARTICIPATIONS:
+            raise bad("--participation", self.participation, "must be private or public")
+        if self.participation == "private":
+            self._check_private()
+        elif self.arrays is not None:
+            raise UsageError("--arrays is only used with --participation private (public participation packs "
+                             "users into arrays by their record counts: --grouping)")
+        elif self.grouping == "hash":
+            raise bad("--grouping", self.grouping, "hash is the grouping of --participation private")
         if algo == "baseline":
             if self.m_ub != "auto":
                 raise UsageError("--m-ub is not used by --algorithm baseline (it does not cap counts)")
             if self.grouping != "bestfit":
                 raise UsageError("--grouping is not used by --algorithm baseline (it forms no arrays)")
+
+    def _check_private(self) -> None:
+        """--participation private: no rule may read the per-user counts (module docstring of
+        :mod:`tsdp.mean.algorithms`): BASELINE, the median/opt caps, BESTFIT/WRAPAROUND and tau's K
+        are refused; K (--arrays) and an integer m_UB are public parameters."""
+        algo = self.algorithm
+        if algo == "baseline":
+            raise UsageError("--algorithm baseline needs --participation public: its sensitivity U m_max / sum m_l "
+                             "reads the per-user record counts; use array-averaging, levy or quantile")
+        if not isinstance(self.m_ub, int):
+            raise UsageError(f"--m-ub {self.m_ub!r}: with --participation private the per-user cap is a public "
+                             "integer (the median and opt rules read the per-user record counts); give e.g. "
+                             "--m-ub 10, or --participation public")
+        k = self.arrays
+        if k is None:
+            raise UsageError("--arrays is required with --participation private: the public number K of arrays "
+                             "per group, over which users are spread by a hash of their id (e.g. --arrays 20)")
+        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 1 <= int(k) <= MAX_ARRAYS:
+            raise UsageError(f"--arrays {k!r}: must be an integer in [1, {MAX_ARRAYS:,}]")
+        object.__setattr__(self, "arrays", int(k))
+        if self.grouping not in ("bestfit", "hash"):
+            raise UsageError(f"--grouping {self.grouping} packs users by their record counts, which --participation "
+                             "private keeps private; drop it (users go to arrays by a hash of their id) or use "
+                             "--participation public")
+        object.__setattr__(self, "grouping", "hash")
+        if self.tau_k != "kbar":
+            raise UsageError("--tau-k k reads WRAPAROUND's K, a function of the counts: with --participation "
+                             "private tau uses the public --arrays")
+        if algo == "quantile" and self.quantile_mode == "eps-dependent":
+            from tsdp.mean.algorithms import eps_dependent_rank
+
+            r = eps_dependent_rank(self.epsilon)
+            if r >= self.arrays / 2.0:
+                raise UsageError(f"--arrays {self.arrays}: too few arrays for eps-dependent quantiles (ceil(2/eps) = "
+                                 f"{r} >= K/2); use --quantile-mode fixed or more --arrays")
 
     def budget_split(self) -> dict[str, float]:
         """Spec 1.3: the sub-budgets, which sum to epsilon exactly (powers-of-two fractions)."""
@@ -174,13 +232,22 @@ def prepare_groups(values: np.ndarray, user_starts: np.ndarray, group_starts: np
                        grouping=settings.grouping, m_ub=settings.m_ub)
 
 
-def prepare_from_runs(counts: np.ndarray, group_starts: np.ndarray, piece_sums, settings: MeanSettings
-                      ) -> alg.Prepared:
+def prepare_from_runs(counts: np.ndarray, group_starts: np.ndarray, piece_sums, settings: MeanSettings,
+                      user_hashes: np.ndarray | None = None) -> alg.Prepared:
     """:func:`prepare_groups` when the records are held by an engine: the public plan from the
     per-run counts (:func:`tsdp.mean.algorithms.plan_runs`), then ``piece_sums(cut1, cut2)``, the
-    two piece sums of every run, which the engine computes where the records are."""
-    plan = alg.plan_runs(counts, group_starts, algorithm=settings.algorithm, grouping=settings.grouping,
-                         m_ub=settings.m_ub)
+    two piece sums of every run, which the engine computes where the records are.
+
+    Private participation: ``user_hashes`` (a 64-bit hash of each run's user id, a function of the id
+    alone) place each run in array ``hash mod K`` of its group (:func:`tsdp.mean.algorithms.plan_buckets`);
+    groups may then have no runs."""
+    if settings.participation == "private":
+        buckets = (np.asarray(user_hashes, dtype=np.uint64) % np.uint64(settings.arrays)).astype(np.int64)
+        plan = alg.plan_buckets(counts, group_starts, buckets, algorithm=settings.algorithm, m_ub=settings.m_ub,
+                                arrays=settings.arrays, lower=settings.lower, upper=settings.upper)
+    else:
+        plan = alg.plan_runs(counts, group_starts, algorithm=settings.algorithm, grouping=settings.grouping,
+                             m_ub=settings.m_ub)
     return alg.finish_plan(plan, *piece_sums(plan.cut1, plan.cut2))
 
 
@@ -257,6 +324,12 @@ _THEOREMS = {
 }
 
 
+PRIVATE_ARRAYS = ("private participation: K = --arrays public arrays per group, a user's first m_UB records in array "
+                  "hash(user id) mod K, an empty array's mean the midpoint (lower + U)/2; one user added, removed "
+                  "or replaced moves one array mean of each group by at most U - lower, so Delta = (U - lower)/K for "
+                  "the array average, (b - a)/K clipped, and the selection scores change by 1")
+
+
 # Selection steps of a hardened run that stay floating-point (none since QUANTILE's is exact too);
 # the warning below names them and what of them reaches the output.
 SELECTION_FLOAT: dict[str, str] = {}
@@ -295,30 +368,74 @@ def _events(settings: MeanSettings, estimates) -> tuple[MechanismEvent, ...]:
     by basic composition)."""
     if settings.algorithm not in ("baseline", "array-averaging") or estimates is None:
         return ()
-    counts: dict[tuple, int] = {}
-    for e in estimates:
-        key = ((e.rounded_sensitivity, e.laplace_scale, e.granularity) if settings.sampler == "hardened"
-               else (e.sensitivity, e.laplace_scale, None))
-        counts[key] = counts.get(key, 0) + 1
-    kind = "discrete-laplace" if settings.sampler == "hardened" else "laplace"
-    return tuple(MechanismEvent(kind, s, b, n, granularity=g) for (s, b, g), n in counts.items())
+    noise = estimates if isinstance(estimates, GroupNoise) else GroupNoise.of(estimates)
+    hardened = settings.sampler == "hardened"
+    rows = np.column_stack((noise.rounded_sensitivity, noise.laplace_scale, noise.granularity) if hardened
+                           else (noise.sensitivity, noise.laplace_scale))
+    if rows.shape[0] == 0:
+        return ()
+    # distinct rows in order of first appearance, with their counts
+    unique, first, counts = np.unique(rows, axis=0, return_index=True, return_counts=True)
+    order = np.argsort(first, kind="stable")
+    kind = "discrete-laplace" if hardened else "laplace"
+    return tuple(MechanismEvent(kind, float(unique[i, 0]), float(unique[i, 1]), int(counts[i]),
+                                granularity=float(unique[i, 2]) if hardened else None) for i in order.tolist())
 
 
-def claim_for(settings: MeanSettings, n_groups: int, user_column: str, estimates=None) -> PrivacyClaim:
+@dataclass
+class GroupNoise:
+    """The public parameters of the released groups' Laplace noise, one entry per group: what the
+    claim's events and the accuracy block need."""
+
+    sensitivity: np.ndarray
+    laplace_scale: np.ndarray
+    rounded_sensitivity: np.ndarray | None = None  # hardened sampler
+    granularity: np.ndarray | None = None          # hardened sampler
+
+    @classmethod
+    def of(cls, estimates) -> "GroupNoise":
+        """From objects with those attributes (e.g. :class:`GroupEstimate`)."""
+        def column(name):
+            values = [getattr(e, name, None) for e in estimates]
+            return None if any(v is None for v in values) else np.asarray(values, dtype=np.float64)
+
+        return cls(column("sensitivity"), column("laplace_scale"), column("rounded_sensitivity"),
+                   column("granularity"))
+
+    @classmethod
+    def concat(cls, parts: list["GroupNoise"]) -> "GroupNoise":
+        def joined(name):
+            arrays = [getattr(p, name) for p in parts]
+            return None if any(a is None for a in arrays) or not arrays else np.concatenate(arrays)
+
+        if not parts:
+            return cls(np.zeros(0), np.zeros(0))
+        return cls(joined("sensitivity"), joined("laplace_scale"), joined("rounded_sensitivity"), joined("granularity"))
+
+
+def claim_for(settings: MeanSettings, n_groups: int, user_column: str, estimates=None, declared: dict | None = None,
+              empty_groups: int = 0) -> PrivacyClaim:
     """The pure user-level claim for releasing ``n_groups`` estimates, each eps-DP.
 
-    epsilon = eps * n_groups by basic composition (a data-independent bound). The smaller figure
-    that holds when participation is public (:func:`participation_epsilon`) is a function of the
-    data and never part of the claim. ``estimates`` (the released groups) give the mechanism events
-    of BASELINE and ARRAY-AVERAGING: their per-group sensitivities and scales are published."""
+    epsilon = eps * n_groups by basic composition (a data-independent bound: under private
+    participation one user may appear in every declared group). The smaller figure that holds when
+    participation is public (:func:`participation_epsilon`) is a function of the data and never part
+    of the claim. ``estimates`` (the released groups: objects with ``sensitivity``, ``laplace_scale``,
+    ``rounded_sensitivity`` and ``granularity``, or :class:`GroupNoise`) give the mechanism events of
+    BASELINE and ARRAY-AVERAGING: their per-group sensitivities and scales are published.
+    ``declared``: the declared groups' description (keys, slots), recorded in the parameters;
+    ``empty_groups``: declared groups without records, released empty (public participation only)."""
     from tsdp.accounting.discrete import LAPLACE_THEOREM
 
     eps = settings.epsilon
-    unit = PrivacyUnit(level="user", relation="substitute", neighbouring=NEIGHBOURING,
+    private = settings.participation == "private"
+    unit = PrivacyUnit(level="user", relation=RELATIONS[settings.participation],
+                       neighbouring=neighbouring(settings.participation),
                        max_per_step=settings.upper - settings.lower, id_column=user_column,
                        enforced=False)
     params = {
         "algorithm": settings.algorithm,
+        "participation": settings.participation,
         "grouping": None if settings.algorithm == "baseline" else settings.grouping,
         "m_ub": None if settings.algorithm == "baseline" else settings.m_ub,
         "U": settings.upper,
@@ -328,10 +445,20 @@ def claim_for(settings: MeanSettings, n_groups: int, user_column: str, estimates
         "epsilon_total_bound": eps * n_groups,
         "budget_split": settings.budget_split(),
         "composition": "basic sequential",
-        "public_inputs": ["U", "lower", "L", "per-user counts", "m_ub", "grouping"],
+        "public_inputs": (["U", "lower", "the declared groups", "m_ub", "arrays", "each user's array: a hash of the "
+                           "user id"] if private else
+                          ["U", "lower", "L", "per-user counts", "per-group participation", "m_ub", "grouping"]),
         "sampler": settings.sampler,
     }
+    if private:
+        params["arrays"] = settings.arrays
+    if declared is not None:
+        params["declared_groups"] = dict(declared)
+    if empty_groups:
+        params["groups_without_records"] = int(empty_groups)
     theorem = _THEOREMS[settings.algorithm]
+    if private:
+        theorem += "; " + PRIVATE_ARRAYS
     if settings.sampler == "hardened":
         params["granularity"] = settings.granularity
         params["granularity_rule"] = ("--granularity, the same for every group" if settings.granularity is not None
