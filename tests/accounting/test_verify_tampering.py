@@ -169,15 +169,15 @@ def _fewer_groups(data):
 
 
 def test_a_report_without_its_released_file_fails_unless_asked_not_to_check(made, tsdp_cli, tmp_path):
-    assert json.loads(made["mean"].read_text())["grid"]["n_groups"] == 25
-    path = edited(made, tmp_path, "mean", _fewer_groups, keep_output=False)
+    path = edited(made, tmp_path, "mean", lambda data: None, keep_output=False)  # genuine, its file elsewhere
     code, summary = verify(tsdp_cli, path)
-    assert code == 3 and "output_sha256" in failed_checks(summary) and summary["output_checked"] is True
+    assert code == 3 and failed_checks(summary) == {"output_sha256"} \
+        and summary["output_checked"] is True
     run = tsdp_cli("account", "verify", path, "--quiet")
     assert run.code == 3 and "--no-output-check" in run.err
 
     code, summary = verify(tsdp_cli, path, "--no-output-check")
-    assert summary["output_checked"] is False
+    assert summary["output_checked"] is False and "output_sha256" not in failed_checks(summary)
     assert "output_not_checked" in {w["code"] for w in summary["warnings"]}
     sha = next(c for r in summary["reports"] for c in r["checks"] if c["name"] == "output_sha256")
     assert sha["passed"] and sha["detail"].startswith("not checked (--no-output-check)")
@@ -185,8 +185,14 @@ def test_a_report_without_its_released_file_fails_unless_asked_not_to_check(made
     assert "--no-output-check" in run.err  # the human summary says so too (stderr warning)
 
 
-def test_the_edit_is_caught_once_the_released_file_is_given(made, tsdp_cli, tmp_path):
+def test_fewer_groups_edited_consistently_fails_even_without_the_released_file(made, tsdp_cli, tmp_path):
+    """Issue 33's witness (25 groups at epsilon 12.5 rewritten as 5 at 2.5, no file at hand): the declared
+    groups and the claim's events anchor the group count, so the claim checks catch it, and the released
+    file catches it too."""
+    assert json.loads(made["mean"].read_text())["grid"]["n_groups"] == 25
     path = edited(made, tmp_path, "mean", _fewer_groups, keep_output=False)
+    code, summary = verify(tsdp_cli, path, "--no-output-check")
+    assert code == 3 and "events" in failed_checks(summary)
     code, summary = verify(tsdp_cli, path, "--released", made["mean"].with_name("mean.csv"))
     assert code == 3 and "output_shape" in failed_checks(summary)
 
