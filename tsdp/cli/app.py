@@ -73,9 +73,13 @@ def main(argv: list[str] | None = None) -> int:
             _error(str(exc))
             code = exc.exit_code
         except typer.Exit as exc:
+            if isinstance(exc.__cause__, KeyboardInterrupt):  # Typer turns Ctrl-C into a silent Exit(130)
+                _interrupted()
             code = exc.exit_code
-        except typer.Abort:
-            _error("aborted")
+        except typer.Abort as exc:
+            if isinstance(exc.__cause__, EOFError) and debug:  # Typer turns an EOFError into Abort
+                raise exc.__cause__
+            _error(_aborted_message(exc.__cause__))
             code = 1
         except typer.TyperException as exc:  # Typer's (vendored Click's) usage errors
             if debug:
@@ -86,11 +90,7 @@ def main(argv: list[str] | None = None) -> int:
                 _error(_usage_message(exc))
             code = exc.exit_code
         except KeyboardInterrupt:
-            if committed():  # Ctrl-C while the files were being moved into place or after it
-                _error("interrupted after the commit point; check whether the output and report were published "
-                       "(they appear together or not at all) and 'tsdp ledger show' for the charge")
-            else:
-                _error("interrupted; nothing was published and the ledger reservation, if any, was cancelled")
+            _interrupted()
             code = 130
         except Terminated:
             _error("terminated by SIGTERM; nothing was published and the ledger reservation, if any, was "
@@ -118,6 +118,23 @@ def main(argv: list[str] | None = None) -> int:
     with contextlib.suppress(OSError, ValueError):  # stdout closed by the reader: nothing to flush to
         sys.stdout.flush()
     return code
+
+
+def _interrupted() -> None:
+    """The one ``error:`` line of a run stopped by Ctrl-C (SIGINT), exit 130."""
+    if committed():  # Ctrl-C while the files were being moved into place or after it
+        _error("interrupted after the commit point; check whether the output and report were published "
+               "(they appear together or not at all) and 'tsdp ledger show' for the charge")
+    else:
+        _error("interrupted; nothing was published and the ledger reservation, if any, was cancelled")
+
+
+def _aborted_message(cause: BaseException | None) -> str:
+    """Typer turns an ``EOFError`` escaping a command into ``Abort``; say what ended early."""
+    if isinstance(cause, EOFError):
+        return (f"unexpected end of a file ({one_line(str(cause)) or 'EOFError'}); a compressed or streamed input "
+                "may be truncated (rerun with --debug for a traceback)")
+    return "aborted"
 
 
 def _error(message: str) -> None:

@@ -85,19 +85,32 @@ def estimated_rows(path: str) -> int:
             raise DataError(f"INPUT: cannot read {path!r} as Parquet: {exc}") from None
     size = Path(path).stat().st_size
     if table_format(path).endswith(".gz"):
-        import gzip
-
         with open(path, "rb") as fh:  # gzip's trailer holds the text's size modulo 4 GiB
             fh.seek(max(0, size - 4))
             isize = int.from_bytes(fh.read(4), "little")
         size = isize if isize >= size else 10 * size  # wrapped: assume 10x compression
-        with gzip.open(path, "rb") as fh:
-            head = fh.read(1 << 20)
+        head = _gunzipped_head(path, 1 << 20)
     else:
         with open(path, "rb") as fh:
             head = fh.read(1 << 20)
     lines = max(1, head.count(b"\n") - 1)  # the header line is not a row
     return math.ceil(size / (len(head) / lines)) if head else 0
+
+
+def _gunzipped_head(path: str, size: int) -> bytes:
+    """Up to ``size`` decompressed bytes from the start of a gzipped file; DataError naming the file
+    when its stream ends before its end marker (a truncated copy)."""
+    import gzip
+    import zlib
+
+    try:
+        with gzip.open(path, "rb") as fh:
+            return fh.read(size)
+    except EOFError:
+        raise DataError(f"INPUT: {path!r} is truncated: its gzip stream ends before the end-of-stream marker "
+                        "(an incomplete copy or download?); copy it again") from None
+    except (OSError, zlib.error) as exc:
+        raise DataError(f"INPUT: cannot read {path!r} as gzip: {exc}") from None
 
 
 def shard_count(path: str, memory_limit: int, bytes_per_row: int = BYTES_PER_ROW) -> int:
