@@ -15,7 +15,7 @@ import polars as pl
 
 from tsdp.errors import DataError, UsageError
 from tsdp.io.ids import reject_nan_ids
-from tsdp.io.magnitudes import check_magnitude
+from tsdp.io.magnitudes import check_magnitude, check_text_magnitude
 from tsdp.io.timegrid import TimeGrid, block_grid, build_grid, parse_time_column
 
 LAYOUTS = ("long", "wide", "events")
@@ -92,6 +92,7 @@ def numeric_values(df: pl.DataFrame, column: str, allow_negative: bool, allow_nu
         if bad.any():
             row = int(bad.arg_true()[0])
             raise DataError(f"column {column!r}: non-numeric value {raw[row]!r} at row {row + 1}")
+        check_text_magnitude(raw, values, column)  # digits beyond 2**53 that the float reading rounded
     elif raw.dtype.is_integer() or raw.dtype.is_float():
         values = raw
     elif raw.dtype.is_numeric() or raw.dtype == pl.Null:

@@ -72,12 +72,25 @@ def write_stdout(payload: bytes) -> None:
 
     with contextlib.suppress(OSError, ValueError):
         sys.stdout.flush()  # nothing of tsdp's own should be pending there, but keep the order
-    fd = sys.stdout.fileno()
     view, written = memoryview(payload), 0
     try:
+        fd = sys.stdout.fileno()
+    except (OSError, ValueError, AttributeError):  # stdout replaced in-process (a notebook, a test's capture)
+        fd = None
+    try:
+        if fd is None:
+            target = getattr(sys.stdout, "buffer", None)
+            if target is not None:
+                target.write(payload)
+            else:
+                sys.stdout.write(payload.decode())
+            sys.stdout.flush()
+            return
         while written < len(view):
             written += os.write(fd, view[written:])
     except OSError as exc:
+        if fd is None:
+            written = len(view)  # how much got through is unknown: count it as delivered (the charge stands)
         why = "its reader closed the pipe" if exc.errno == errno.EPIPE else (exc.strerror or type(exc).__name__)
         if written == 0:
             raise StdoutClosed(f"stdout (-): cannot write to it ({why}); nothing was published and nothing was "
