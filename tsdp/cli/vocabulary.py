@@ -135,6 +135,16 @@ class VocabularyCommand(TyperCommand):
     def parse_args(self, ctx, args: list[str]) -> list[str]:
         return super().parse_args(ctx, translate(_command(ctx.command_path), list(args), ctx))
 
+    def invoke(self, ctx):
+        """Run the command; a Ctrl-C, once it has unwound the command, leaves as
+        :class:`tsdp.cli.termination.Interrupted` (Typer would swallow a KeyboardInterrupt)."""
+        from tsdp.cli.termination import Interrupted
+
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt as exc:
+            raise Interrupted.of(exc) from exc
+
 
 @functools.cache
 def _debug_option():
