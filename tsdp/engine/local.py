@@ -174,11 +174,32 @@ def scratch_dir(work_dir: str | None, kind: str) -> Iterator[Path]:
     base = Path(work_dir or tempfile.gettempdir())
     if not base.is_dir():
         raise UsageError(f"--work-dir: {str(base)!r} is not a directory")
-    tmp = Path(tempfile.mkdtemp(prefix=f".tsdp-{kind}-", dir=base))
+    try:
+        tmp = Path(tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{kind}-", dir=base))
+    except OSError as exc:
+        raise scratch_error(exc, base) from None
     try:
         yield tmp
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+SCRATCH_PREFIX = ".tsdp-"
+
+
+def scratch_error(exc: BaseException, where: Path) -> TsdpError:
+    """The error for an OS failure writing scratch files under ``where`` (a scratch directory or the
+    --work-dir holding it): the work directory is named, never the input. A full disk is a resource
+    error (exit 5); a directory tsdp may not write, a usage error (exit 2), like --output's."""
+    from tsdp.io.publish import DISK_FULL, os_errno
+
+    base = next((d.parent for d in (where, *where.parents) if d.name.startswith(SCRATCH_PREFIX)), where)
+    reason = getattr(exc, "strerror", None) or str(exc).strip().splitlines()[0] or type(exc).__name__
+    if os_errno(exc) in DISK_FULL:
+        return ResourceError(f"--work-dir {str(base)!r}: cannot write the scratch shards ({reason}); free space "
+                             "there or pass --work-dir with room for about the input's size; nothing was published")
+    return UsageError(f"--work-dir {str(base)!r}: cannot write the scratch shards ({reason}); choose a directory "
+                      "you can write to; nothing was published")
 
 
 def write_user_shards(scan: pl.LazyFrame, user_col: str, shards: int, directory: Path,
@@ -198,10 +219,26 @@ def write_partitions(scan: pl.LazyFrame, key: pl.Expr, directory: Path, path: st
     except pl.exceptions.ColumnNotFoundError as exc:
         raise DataError(f"INPUT: {str(exc).strip().splitlines()[0]}") from None
     except (pl.exceptions.PolarsError, OSError) as exc:
+        if _writing_failed(exc, path):
+            raise scratch_error(exc, directory) from None
         raise _read_error(path, exc) from None
     if not directory.is_dir():
         return []
     return sorted(directory.iterdir(), key=lambda d: int(d.name.rpartition("=")[2]))
+
+
+def _writing_failed(exc: BaseException, path: str) -> bool:
+    """Whether an OS error in a read-and-shard pass came from writing the shards, not from reading
+    ``path``: an error number that writing gives (no space, no permission, a read-only file system);
+    a missing or unreadable input is reported as the input's."""
+    import errno
+
+    from tsdp.io.publish import DISK_FULL, os_errno
+
+    number = os_errno(exc)
+    if number in DISK_FULL or number == errno.EROFS:
+        return True
+    return number in (errno.EACCES, errno.EPERM) and os.access(path, os.R_OK)
 
 
 def _read_error(path: str, exc: Exception) -> TsdpError:

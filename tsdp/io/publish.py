@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
@@ -100,7 +101,21 @@ def write_stdout(payload: bytes) -> None:
                            "files were not published", written) from None
 
 
-def write_error(exc: OSError, path: str | Path, option: str | None = None) -> UsageError | ResourceError:
+_OS_ERROR = re.compile(r"\(os error (\d+)\)")
+
+
+def os_errno(exc: BaseException) -> int | None:
+    """The OS error number behind ``exc``: its ``errno``, or the ``(os error N)`` that polars' Rust
+    writers put in their message (an ``OSError`` without errno, or a ``ComputeError`` for Parquet);
+    None when there is none."""
+    number = getattr(exc, "errno", None)
+    if isinstance(number, int):
+        return number
+    match = _OS_ERROR.search(str(exc))
+    return int(match.group(1)) if match else None
+
+
+def write_error(exc: BaseException, path: str | Path, option: str | None = None) -> UsageError | ResourceError:
     """The tsdp error for an OS error while writing ``path`` (named by ``option``).
 
     A full disk or quota is a resource error (exit 5); anything else (a read-only directory, a
@@ -108,8 +123,8 @@ def write_error(exc: OSError, path: str | Path, option: str | None = None) -> Us
     chose a path tsdp cannot write.
     """
     where = f"{option}: " if option else ""
-    reason = exc.strerror or str(exc) or type(exc).__name__
-    if exc.errno in DISK_FULL:
+    reason = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
+    if os_errno(exc) in DISK_FULL:
         return ResourceError(f"{where}cannot write {str(path)!r}: {reason}; free space or write elsewhere; "
                              "nothing was published")
     return UsageError(f"{where}cannot write {str(path)!r}: {reason}; choose a directory you can write to; "
@@ -118,10 +133,15 @@ def write_error(exc: OSError, path: str | Path, option: str | None = None) -> Us
 
 @contextlib.contextmanager
 def writing(path: str | Path, option: str | None = None) -> Iterator[None]:
-    """Turn an ``OSError`` raised in the block into :func:`write_error` for ``path``."""
+    """Turn an ``OSError`` raised in the block (or a polars error wrapping one) into
+    :func:`write_error` for ``path``."""
     try:
         yield
     except OSError as exc:
+        raise write_error(exc, path, option) from None
+    except Exception as exc:
+        if os_errno(exc) is None:
+            raise
         raise write_error(exc, path, option) from None
 
 
