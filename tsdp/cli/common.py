@@ -58,15 +58,13 @@ def load_config(ctx: typer.Context, param: typer.CallbackParam, value: str | Non
     settings = _command_settings(data, ctx, refuse)
     names = _setting_names(ctx.command.params)
     params = {p.name: p for p in ctx.command.params}
-    defaults: dict[str, Any] = {}
+    command = ctx.command_path.partition(" ")[2]
     spelled: dict[str, str] = {}  # parameter name -> the key that set it
-    for key, val in settings.items():
+    for given, val in settings.items():  # every key checked before any deprecation warning is printed
         if isinstance(val, dict):
-            raise refuse(f"table [{key}] inside the settings of '{ctx.command_path}' is not a tsdp command or "
+            raise refuse(f"table [{given}] inside the settings of '{ctx.command_path}' is not a tsdp command or "
                          "option; option values are plain keys (epsilon = 1)")
-        given = key
-        key = vocabulary.config_key(ctx.command_path.partition(" ")[2], key, ctx)  # old spellings
-        name = names.get(key.replace("-", "_"))
+        name = names.get(vocabulary.config_key(command, given, ctx, warn=False).replace("-", "_"))
         if name == "debug":
             raise refuse("setting 'debug' is read from the command line only (it decides how a failure is "
                          "printed, before any file is read); pass --debug instead")
@@ -76,6 +74,10 @@ def load_config(ctx: typer.Context, param: typer.CallbackParam, value: str | Non
             raise refuse(f"settings {spelled[name]!r} and {given!r} are the same option (--{name.replace('_', '-')}); "
                          "which value counts would be a guess: keep one")
         spelled[name] = given
+    defaults: dict[str, Any] = {}
+    for name, given in spelled.items():
+        vocabulary.config_key(command, given, ctx)  # an old spelling: its warning
+        val = settings[given]
         problem = _setting_type_problem(val, params.get(name))
         if problem:
             raise refuse(f"setting {given!r} {problem}")
