@@ -16,7 +16,7 @@ import polars as pl
 from tsdp.errors import DataError, UsageError
 from tsdp.io.ids import reject_nan_ids
 from tsdp.io.magnitudes import check_magnitude, check_text_magnitude
-from tsdp.io.timegrid import TimeGrid, block_grid, build_grid, parse_time_column
+from tsdp.io.timegrid import MISSING_STEPS_HINT, TimeGrid, block_grid, build_grid, parse_time_column
 
 LAYOUTS = ("long", "wide", "events")
 
@@ -56,7 +56,8 @@ def _separator_hint(names: list[str]) -> str:
     return ""
 
 
-FILL_HINT = "fix the input or pass --fill-missing zero to treat missing values as 0"
+FILL_HINT = ("fix the input, or pass --fill-missing zero to treat missing values as 0 (counts) or --fill-missing "
+             "null to keep them missing (levels)")
 
 
 def _integer_median_abs(column: pl.Series) -> float:
@@ -127,6 +128,9 @@ class SeriesTable:
     series_names: list[str]
     grid: TimeGrid
     filled_cells: int = 0
+    # with filled cells: one boolean column per value column, true where the input had no value (the
+    # frame holds 0 there for the mechanism; --fill-missing null publishes those cells as missing)
+    missing: pl.DataFrame | None = None
 
     @property
     def n_series(self) -> int:
@@ -262,8 +266,7 @@ def load_long(
             present = df.filter(pl.col(series_col) == first[0])[time_col]
             raise DataError(
                 f"column {time_col!r}: series {first[0]!r} has {grid.n_steps - first[2]} missing "
-                f"step(s) (first missing: {_first_missing(grid, present)}); pass --fill-missing "
-                "zero to fill them with 0"
+                f"step(s) (first missing: {_first_missing(grid, present)}); {MISSING_STEPS_HINT}"
             )
     nulls = df[value_col].null_count()
     if complete and not nulls:
@@ -273,8 +276,9 @@ def load_long(
         full = pl.DataFrame({series_col: pl.Series(names, dtype=df.schema[series_col])}).join(full, how="cross")
     filled = full.join(df, on=keys + [time_col], how="left", maintain_order="left")
     n_filled = filled[value_col].null_count()
+    missing = filled.select(pl.col(value_col).is_null())
     filled = filled.with_columns(pl.col(value_col).fill_null(0.0))
-    return SeriesTable(filled, "long", time_col, [value_col], series_col, names, grid, n_filled)
+    return SeriesTable(filled, "long", time_col, [value_col], series_col, names, grid, n_filled, missing)
 
 
 def load_wide(
@@ -311,8 +315,9 @@ def load_wide(
         return SeriesTable(df, "wide", time_col, series_cols, None, series_cols, grid)
     filled = pl.DataFrame({time_col: grid.points}).join(df, on=time_col, how="left", maintain_order="left")
     n_filled = int(sum(filled[c].null_count() for c in series_cols))
+    missing = filled.select([pl.col(c).is_null() for c in series_cols])
     filled = filled.with_columns([pl.col(c).fill_null(0.0) for c in series_cols])
-    return SeriesTable(filled, "wide", time_col, series_cols, None, series_cols, grid, n_filled)
+    return SeriesTable(filled, "wide", time_col, series_cols, None, series_cols, grid, n_filled, missing)
 
 
 def _sorted_complete_panel(df, series_col, time_col, freq):

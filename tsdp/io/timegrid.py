@@ -46,6 +46,9 @@ _FIXED_US = {"ns": 1e-3, "us": 1, "ms": 1_000, "s": 1_000_000, "m": 60_000_000,
 _MONTHS = {"mo": 1, "q": 3, "y": 12}
 _PHYSICAL_US = {"ns": 1e-3, "us": 1, "ms": 1_000}
 MAX_STEPS = 10_000_000  # longer grids are refused (exit 5) instead of exhausting memory
+# what a command that has the option offers for missing steps (a command with another policy replaces it)
+MISSING_STEPS_HINT = ("pass --fill-missing zero for counts (a missing step is 0) or --fill-missing null for levels "
+                      "(kept missing)")
 
 
 @dataclass(frozen=True)
@@ -410,7 +413,7 @@ def build_grid(times: pl.Series, column: str, freq: str | None, fill_missing: bo
         first_gap = grid.points[int(np.flatnonzero(~present)[0])]
         raise DataError(
             f"column {column!r}: {missing} missing step(s) on the grid with step {step.label} "
-            f"(first missing: {_fmt(first_gap)}); pass --fill-missing zero to fill them with 0"
+            f"(first missing: {_fmt(first_gap)}); {MISSING_STEPS_HINT}"
             + _clock_change_hint(times.dtype, step)
         )
     return grid
