@@ -48,6 +48,11 @@ CUSTODIAN_NOTE = ("the per-series figures (the LIP values, the attack diagnostic
                   "original data: they are written to the custodian file, never to this report")
 
 
+class FillMissing(str, Enum):
+    error = "error"
+    null = "null"
+
+
 class Spectral(str, Enum):
     var = "var"
     flattop = "flattop"
@@ -92,6 +97,7 @@ def flip(
     r_params: Optional[str] = typer.Option(None, help='Fixed R as JSON {"alpha": [...], "a": [...], "b": [...]} (tests and reproduction; a secret).'),
     grid: int = typer.Option(8192, help="Frequencies on [0, pi]."),
     acf_lags: int = typer.Option(24, help="Lags H of the D_ACF utility figure."),
+    fill_missing: FillMissing = typer.Option(FillMissing.error, help="Gaps (dates absent from the grid, empty values): an error, or null: each series is cut at its gaps and every stretch between them is released as a series of its own (nothing is imputed; the gaps stay empty, stretches too short for FLIP are written empty)."),
     withhold_ends: int = typer.Option(0, "--withhold-ends", help="Write the first and last N dates of each series empty: near the ends the filter runs on backcasts and forecasts of the series and reveals more (lip_applied covers the dates released); M, the filter half-length, withholds every date whose taps reach past an end."),
     min_lip: Optional[float] = typer.Option(None, help="Fail (exit 3, nothing written) if any series' applied LIP (its lowest over the dates) is below this."),
     suffix: Optional[str] = typer.Option(None, help="Keep the original value columns and add the released ones with this suffix (internal QA only)."),
@@ -148,8 +154,9 @@ def flip(
     numbers = [*(common.split_list(value_cols) or []), *(common.split_list(aux_cols) or [])]
     df = read_table(input, {time_col: "time", **({entity_col: "text"} if entity_col else {}),
                             **{c: "number" for c in numbers}})
-    panel = load_entity_panel(df, time_col, common.split_list(value_cols) or [], entity_col,
-                              common.split_list(aux_cols), aux_entity, freq, timezone)
+    aux_list = common.split_list(aux_cols)
+    panel = load_entity_panel(df, time_col, common.split_list(value_cols) or [], entity_col, aux_list, aux_entity,
+                              freq, timezone, fill_missing.value, _filterable(settings, 1 + len(aux_list or [])))
     items = list(panel.series())
     with console.progress(len(items) + 1) as stage:
         stage(f"filtering {len(items)} series")
@@ -194,6 +201,22 @@ def flip(
         "definition": "lip", "differential_privacy": False, "lip_budget_delta": settings.lip_delta,
         "series": len(rows), "accuracy": _accuracy(json_summary),
     }, "tsdp flip")
+
+
+def _filterable(settings: FlipSettings, q: int):
+    """Whether a stretch of n dates meets FLIP's length rules (:func:`tsdp.flip.mechanism.check_length`)
+    with ``q`` series in its model: a shorter stretch between gaps is written empty."""
+    from tsdp.errors import DataError
+    from tsdp.flip.mechanism import check_length
+
+    def usable(n: int) -> bool:
+        try:
+            check_length(n, settings, q, "a stretch")
+        except DataError:
+            return False
+        return True
+
+    return usable
 
 
 def _accuracy(json_mode: bool):
@@ -313,6 +336,13 @@ def _notes(panel: EntityPanel, settings: FlipSettings, suffix: str | None = None
                      "not part of the output")
     else:
         notes.append("no auxiliary series: LIP is computed against an attacker with no side information (f_X|Z = f_X)")
+    if panel.blocks is not None:
+        notes.append("--fill-missing null: each series is cut at its gaps (dates absent from the grid and rows with an "
+                     "empty value or auxiliary cell), and every stretch of consecutive dates between them is filtered "
+                     "as a series of its own, with its own estimated model, secret filter and two ends; nothing is "
+                     f"imputed. {panel.gap_rows} row(s) are written empty (the gaps, and stretches too short for "
+                     "FLIP's length rules); dates with no row stay absent. The positions of the gaps are published "
+                     "as given (treated as public), and LIP is measured per stretch (the custodian file names them)")
     if settings.withhold:
         notes.append(f"the first and last {settings.withhold} dates of each series are withheld: their released "
                      "values are empty")

@@ -37,6 +37,7 @@ class PublicShape:
     missing: int = 0
     first_series: object = None
     first_time: object = None
+    absent: np.ndarray | None = None  # (n_series, n_steps), true where a row is absent (when asked for)
 
 
 def public_shape(path: str, spec: InputSpec) -> tuple[int, int, str]:
@@ -45,9 +46,10 @@ def public_shape(path: str, spec: InputSpec) -> tuple[int, int, str]:
     return shape.n_series, shape.n_steps, shape.read
 
 
-def public_panel(path: str, spec: InputSpec, refuse_gaps: bool | None = None) -> PublicShape:
+def public_panel(path: str, spec: InputSpec, refuse_gaps: bool | None = None, absent: bool = False) -> PublicShape:
     """The :class:`PublicShape` of the panel ``spec`` describes. ``refuse_gaps`` (default: unless
-    ``spec.fill_missing``) raises the release's own DataError for the first series with missing steps."""
+    ``spec.fill_missing``) raises the release's own DataError for the first series with missing steps;
+    ``absent`` asks for the matrix of absent rows (series in sorted order; not for events)."""
     refuse_gaps = (not spec.fill_missing) if refuse_gaps is None else refuse_gaps
     layout = spec.resolved_layout
     if layout == "events":
@@ -74,16 +76,15 @@ def public_panel(path: str, spec: InputSpec, refuse_gaps: bool | None = None) ->
         raise UsageError(f"--time-col {spec.time_col!r} is not a column of the input")
     times = parse_time_column(df.select(spec.time_col), spec.time_col, spec.timezone)[spec.time_col]
     grid = build_grid(times, spec.time_col, spec.freq, not refuse_gaps)  # a step absent from every series
-    if layout == "wide":
-        names = spec.series_cols or [c for c in df.columns if c != spec.time_col]
-        absent = grid.n_steps - times.n_unique()
-        first = _first_absent(grid, times) if absent else None
-        return PublicShape(len(names), grid.n_steps, "the column names and the time column; no value was read",
-                           absent * len(names), None if first is None else names[0], first)
-    if spec.series_col is None:
-        absent = grid.n_steps - times.n_unique()
-        return PublicShape(1, grid.n_steps, "the time column; no value was read", absent, None,
-                           _first_absent(grid, times) if absent else None)
+    if layout == "wide" or spec.series_col is None:
+        names = (spec.series_cols or [c for c in df.columns if c != spec.time_col]) if layout == "wide" else [None]
+        gone = grid.n_steps - times.n_unique()
+        first = _first_absent(grid, times) if gone else None
+        read = ("the column names and the time column; no value was read" if layout == "wide" else
+                "the time column; no value was read")
+        matrix = np.repeat(_absent_row(grid, times)[None, :], len(names), axis=0) if absent else None
+        return PublicShape(len(names), grid.n_steps, read, gone * len(names), None if first is None else names[0],
+                           first, matrix)
     if spec.series_col not in df.columns:
         raise UsageError(f"--series-col {spec.series_col!r} is not a column of the input")
     ids = df[spec.series_col]
@@ -91,18 +92,27 @@ def public_panel(path: str, spec: InputSpec, refuse_gaps: bool | None = None) ->
     counts = frame.group_by("id").agg(pl.col("t").n_unique().alias("n")).sort("id")
     short = counts.filter(pl.col("n") < grid.n_steps)
     read = "the series ids and the time column; no value was read"
+    matrix = None
+    if absent:
+        matrix = np.ones((counts.height, grid.n_steps), dtype=bool)
+        rows = frame.join(counts.with_row_index("_r").select("id", "_r"), on="id", how="left")
+        matrix[rows["_r"].to_numpy(), grid.positions(rows["t"])] = False
     if short.height == 0:
-        return PublicShape(counts.height, grid.n_steps, read)
+        return PublicShape(counts.height, grid.n_steps, read, absent=matrix)
     series = short["id"][0]
     first = _first_absent(grid, frame.filter(pl.col("id") == series)["t"])
     if refuse_gaps:
         raise DataError(f"column {spec.time_col!r}: series {series!r} has {grid.n_steps - short['n'][0]} missing "
                         f"step(s) (first missing: {first}); {MISSING_STEPS_HINT}")
     missing = int((grid.n_steps - short["n"]).sum())
-    return PublicShape(counts.height, grid.n_steps, read, missing, series, first)
+    return PublicShape(counts.height, grid.n_steps, read, missing, series, first, matrix)
+
+
+def _absent_row(grid, present: pl.Series) -> np.ndarray:
+    mask = np.ones(grid.n_steps, dtype=bool)
+    mask[grid.positions(present.unique())] = False
+    return mask
 
 
 def _first_absent(grid, present: pl.Series):
-    mask = np.ones(grid.n_steps, dtype=bool)
-    mask[grid.positions(present.unique())] = False
-    return grid.points[int(np.flatnonzero(mask)[0])]
+    return grid.points[int(np.flatnonzero(_absent_row(grid, present))[0])]
