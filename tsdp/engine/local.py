@@ -107,8 +107,9 @@ def _gunzipped_head(path: str, size: int) -> bytes:
         with gzip.open(path, "rb") as fh:
             return fh.read(size)
     except EOFError:
-        raise DataError(f"INPUT: {path!r} is truncated: its gzip stream ends before the end-of-stream marker "
-                        "(an incomplete copy or download?); copy it again") from None
+        from tsdp.io.inputs import truncated_gzip
+
+        raise truncated_gzip(path) from None
     except (OSError, zlib.error) as exc:
         raise DataError(f"INPUT: cannot read {path!r} as gzip: {exc}") from None
 
@@ -242,9 +243,13 @@ def _writing_failed(exc: BaseException, path: str) -> bool:
 
 
 def _read_error(path: str, exc: Exception) -> TsdpError:
+    from tsdp.io.inputs import is_truncation, truncated_gzip
+
     message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     if "memory" in message.lower() or isinstance(exc, MemoryError):
         return ResourceError(f"out of memory while sharding {path!r}: {MEMORY_HINT}")
+    if table_format(path).endswith(".gz") and is_truncation(message):
+        return truncated_gzip(path)
     return DataError(f"INPUT: cannot parse {path!r}: {message}")
 
 

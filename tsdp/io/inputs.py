@@ -71,6 +71,18 @@ def check_input(path: str | Path, option: str = "INPUT") -> None:
     check_header(head, f"{option} {str(path)!r}", SEPARATORS[ending])
 
 
+def truncated_gzip(path) -> DataError:
+    """The error for a gzipped input whose stream stops before its end marker."""
+    return DataError(f"INPUT: {str(path)!r} is truncated: its gzip stream ends before the end-of-stream marker (an "
+                     "incomplete copy or download?); copy it again")
+
+
+def is_truncation(message: str) -> bool:
+    """Whether a decompressor's message says the compressed stream ended early."""
+    text = message.lower()
+    return "end of file" in text or "end-of-stream" in text
+
+
 def _gunzipped_head(path) -> bytes | None:
     """The first line (at most HEADER_BYTES) of a gzipped file, decompressed; None if it does not
     decompress."""

@@ -28,7 +28,7 @@ import sys
 from pathlib import Path
 
 from tsdp.errors import DataError, UsageError
-from tsdp.io.inputs import HEADER_BYTES, PARQUET_MAGIC, check_header, check_input
+from tsdp.io.inputs import HEADER_BYTES, PARQUET_MAGIC, check_header, check_input, is_truncation, truncated_gzip
 
 KINDS = ("number", "text", "time")
 _FAILED_COLUMN = re.compile(r"at column '.*' \(column number (\d+)\)", re.DOTALL)
@@ -54,6 +54,8 @@ def read_input(path, fmt: str, columns: dict[str, str], rest: str | None = None)
         raise
     except (pl.exceptions.PolarsError, OSError, ValueError, EOFError, UnicodeDecodeError) as exc:
         first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        if fmt.endswith(".gz") and (isinstance(exc, EOFError) or is_truncation(first_line)):
+            raise truncated_gzip(path) from None
         raise DataError(f"INPUT: cannot parse {str(path)!r} as {fmt}: {first_line}") from None
 
 
