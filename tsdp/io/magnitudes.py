@@ -39,7 +39,8 @@ def check_magnitude(values: pl.Series, column: str) -> pl.Series:
     # Python compares an int with a float exactly; polars would compare an Int64 column as floats
     limit = MAX_INTEGER if values.dtype.is_integer() else MAX_MAGNITUDE
     in_range = -limit <= lo and hi <= limit
-    big = None if in_range else ((values > limit) | (values < -limit)).fill_null(False)
+    unsigned = values.dtype in (pl.UInt8, pl.UInt16, pl.UInt32, pl.UInt64)
+    big = None if in_range else ((values > limit) if unsigned else (values > limit) | (values < -limit)).fill_null(False)
     if big is not None and big.any():  # (a NaN fails the range test but is not big: NaN is checked elsewhere)
         row = int(big.arg_true()[0])
         raise beyond_error(column, values[row], row)
