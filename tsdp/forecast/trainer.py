@@ -369,7 +369,8 @@ def train(model, split: Split, config: TrainConfig, rng: np.random.Generator,
         raise UsageError(f"the plan's accounting setting is not this run's (model {model.name!r} with "
                          f"{config.parameters} parameters, {config.sampler} sampler): plan it for this model")
     setting = plan.setting or make_setting(config, n_series, train_length, 1.0)
-    sampler = sampling.WindowSampler(setting, admissible=split.admissible)
+    sampler = (sampling.WindowSampler(setting) if split.admissible is None
+               else sampling.WindowSampler(setting, admissible=split.admissible))
     panel = sampling.PaddedPanel(split.train, config.context, config.horizon)
     base = pld_from_profile(composition_profile(setting, "upper")[0], config.discretization) if config.private else None
     lattice = setting.lattice if config.private else None
