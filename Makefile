@@ -31,6 +31,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/release_throughput.py
 	$(BIN)/python bench/accountant.py
 	$(BIN)/python bench/release_mechanisms.py
+	$(BIN)/python bench/bound_selection.py
 	$(BIN)/python bench/flip_scale.py
 	$(BIN)/python bench/mean_scale.py
 	$(BIN)/python bench/bestfit_pack.py

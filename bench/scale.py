@@ -601,7 +601,7 @@ def mean_args(path: Path, out: Path) -> list[str]:
 def long_args(path: Path, out: Path) -> list[str]:
     return ["release", str(path), "--layout", "long", "--value-col", "value", "--series-col", "sensor",
             "--time-col", "time", "--freq", "1h", "--epsilon", "1", "--delta", "1e-6", "--unit", "user",
-            "--max-steps", "24", "--series-per-user", "1", "-o", str(out), "--force", "--quiet"]
+            "--max-per-step", "1", "--max-steps", "24", "--series-per-user", "1", "-o", str(out), "--force", "--quiet"]
 
 
 # ------------------------------------------------------------------------------------ reporting

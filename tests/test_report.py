@@ -15,7 +15,7 @@ RUNS = {
     "laplace-wide-event": ["sample_data/traffic_hourly_wide.csv", "--mechanism", "laplace", "--epsilon", "0.5",
                            "--unit", "event"],
     "classic-w-event": ["sample_data/qwi_quarterly.csv", "--time-col", "quarter", "--epsilon", "2",
-                        "--delta", "1e-5", "--unit", "w-event", "--w", "4", "--calibration", "classic"],
+                        "--delta", "1e-5", "--unit", "w-event", "--w", "4", "--calibration", "classic", "--max-per-step", "1"],
     "events": ["sample_data/events.csv", "--user-col", "user_id", "--time-col", "timestamp", "--freq", "1d",
                "--start", "2024-03-04", "--end", "2024-03-18", "--epsilon", "1", "--delta", "1e-6",
                "--unit", "user", "--max-steps", "3", "--max-per-step", "2"],

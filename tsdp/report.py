@@ -3,8 +3,10 @@
 Layout (``"schema": "tsdp-report/1"``, validated by ``tsdp/schemas/report.schema.json``):
 tool name and version, creation time, the command and its public parameters, the privacy claim,
 the released grid, the output file's name, format and sha256, the randomness source, notes and
-warnings, and the ``accuracy`` block (the noise's (1 - alpha) half-width, from public parameters). It never holds the seed of a run, raw or true values, data-dependent statistics that
-were not privatised, or a hash of the private input (DESIGN.md section 2).
+warnings (public texts: :class:`tsdp.caveats.Caveat`), and the ``accuracy`` block (the noise's
+(1 - alpha) half-width, from public parameters). It never holds the seed of a run, raw or true
+values, data-dependent statistics that were not privatised (a finding about the private data,
+:class:`tsdp.caveats.PrivateCaveat`, is refused), or a hash of the private input (DESIGN.md section 2).
 """
 
 from __future__ import annotations
@@ -37,19 +39,24 @@ class Report:
     accuracy: dict[str, Any] | None = None  # tsdp.accuracy.Accuracy.to_dict(): public parameters only
 
     def to_dict(self) -> dict[str, Any]:
+        from tsdp.caveats import require_public
+
+        require_public([*self.warnings, *self.notes], "a report")  # private findings: custodian file only
         params = {k: json_ready(v, where=f"parameters.{k}") for k, v in self.parameters.items()
                   if k not in FORBIDDEN_PARAMETERS}
         out = {
             "schema": SCHEMA_ID,
             "tool": {"name": "tsdp", "version": __version__},
             "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-            "command": {"name": self.command, "parameters": params},
+            # the seed's use, recorded apart from "randomness" and the seeded-run warning (never the seed):
+            # tsdp account verify requires the three to agree, so relabelling a seeded report takes them all
+            "command": {"name": self.command, "parameters": {**params, "seeded": self.randomness == "seeded"}},
             "claim": json_ready(self.claim.to_dict(), where="claim"),
             "grid": json_ready(self.grid, where="grid"),
             "output": json_ready(self.output, where="output"),
             "randomness": self.randomness,
-            "notes": list(self.notes),
-            "warnings": list(self.warnings),
+            "notes": [str(n) for n in self.notes],
+            "warnings": [str(w) for w in self.warnings],
         }
         if self.lip is not None:
             out["lip"] = json_ready(self.lip, where="lip")

@@ -14,9 +14,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-SEEDED_WARNING = (
+from tsdp.caveats import Caveat
+
+SEEDED_WARNING = Caveat(
+    "seeded_run",
     "this run used a fixed --seed: anyone who knows the seed can remove the noise, "
-    "so its output must not be published"
+    "so its output must not be published",
 )
 
 

@@ -20,13 +20,20 @@ from tsdp.accounting import timesubsampling as ts
 from tsdp.accounting.claim import MechanismEvent, PrivacyClaim, PrivacyUnit
 from tsdp.accounting.compose import check_composable, compose_claims, composed_unit, events_privacy
 from tsdp.accounting.sensitivity import ContributionBounds
-from tsdp.accounting.verify import RULES, check_thresholds, claim_checks, verify_report
+from tsdp.accounting.verify import RULES, check_thresholds, claim_checks
+from tsdp.accounting.verify import verify_report as verify_with_output
 from tsdp.errors import BudgetError, DataError, UsageError
 from tsdp.mechanisms import subsample as sm
 from tsdp.mechanisms.baseline import Panel, release_gaussian, release_laplace
 from tsdp.mechanisms.dft import release_dft
 from tsdp.mechanisms.fast import release_fast
 from tsdp.report import Report
+
+
+def verify_report(data, **options):
+    """The report's checks without its released file (these tests check claims; a report verified
+    without its file fails unless asked not to check it: test_budget_randomness_and_output_checks)."""
+    return verify_with_output(data, output_check=False, **options)
 
 S, T = 3, 60
 EPS, DELTA = 1.0, 1e-5
@@ -216,7 +223,11 @@ def test_budget_randomness_and_output_checks(reports):
     sha = {c.name: c for c in verify_report(data, output_sha256="0" * 64).checks}["output_sha256"]
     assert sha.passed and "matches" in sha.detail
     sha = {c.name: c for c in verify_report(data, output_note="x is elsewhere").checks}["output_sha256"]
-    assert sha.passed and sha.detail == "not checked: x is elsewhere"
+    assert sha.passed and sha.detail.startswith("not checked (--no-output-check): x is elsewhere")
+    # without its released file, and without output_check=False, a report fails (issue 33)
+    result = verify_with_output(data, output_note="x is elsewhere")
+    assert {c.name for c in result.failures} == {"output_sha256"}
+    assert "x is elsewhere" in result.failures[0].detail and "--no-output-check" in result.failures[0].detail
 
 
 def _nan_epsilon(data):

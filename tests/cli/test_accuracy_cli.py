@@ -13,7 +13,7 @@ import pytest
 from tsdp.report import load_report
 
 T0 = datetime(2024, 1, 1)
-GAUSS = ["--epsilon", "1", "--delta", "1e-6", "--unit", "event"]
+GAUSS = ["--epsilon", "1", "--delta", "1e-6", "--unit", "event", "--max-per-step", "1"]  # the panels hold non-integer values
 LONG = ["--series-col", "sensor", "--value-col", "count"]
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -146,24 +146,35 @@ def test_plan_refuses_bad_budgets(refuse, tmp_path):
             "--alpah", "0.1"], 2, "--alpah", "--alpha", "(see 'tsdp release --help')")
 
 
-def test_noisy_warning_fires_on_noise_and_stays_silent_on_signal(tsdp_cli, tmp_path):
+def test_noisy_finding_goes_to_the_custodian_file_only(tsdp_cli, tmp_path):
+    """Issue 33: whether the noise swamps the input's values is a function of the private data: the
+    finding (with the input's median absolute cell) is in the custodian file, and stdout, stderr and
+    the report are the same whichever way it comes out."""
     panel(tmp_path / "small.csv", 2)
     panel(tmp_path / "large.csv", 1000)
     noisy = tsdp_cli("release", "small.csv", *GAUSS, *LONG, "-o", "a.csv", "--json")
-    assert noisy.code == 0
-    assert "noise swamps the signal" in noisy.err and "--epsilon" in noisy.err
-    assert [w["code"] for w in json.loads(noisy.out)["warnings"]] == ["noisy"]
-    report = (tmp_path / "a.report.json").read_text()
-    assert "swamps" not in report and "median absolute" not in report  # steward only
     clean = tsdp_cli("release", "large.csv", *GAUSS, *LONG, "-o", "b.csv", "--json")
-    assert clean.code == 0 and clean.err == "" and json.loads(clean.out)["warnings"] == []
-    quiet = tsdp_cli("release", "small.csv", *GAUSS, *LONG, "-o", "c.csv", "--quiet")
-    assert quiet.err == "" and quiet.code == 0
+    assert noisy.code == clean.code == 0 and noisy.err == clean.err == ""
+    summaries = [json.loads(run.out) for run in (noisy, clean)]
+    assert [s["warnings"] for s in summaries] == [[], []]
+    assert [s["custodian_checks"] for s in summaries] == [["noisy"], ["noisy"]]
+    findings = [json.loads((tmp_path / s["custodian"]).read_text())["warnings"] for s in summaries]
+    assert [w["code"] for w in findings[0]] == ["noisy"] and findings[1] == []
+    assert "noise swamps the signal" in findings[0][0]["message"] and "--epsilon" in findings[0][0]["message"]
+    assert 2 <= findings[0][0]["figures"]["median_absolute_value"] <= 4  # counts 2 (1 + U(0, 1))
+    report = (tmp_path / "a.report.json").read_text()
+    assert "swamps" not in report and "median absolute" not in report
+    human = tsdp_cli("release", "small.csv", *GAUSS, *LONG, "-o", "c.csv")
+    assert human.code == 0 and "swamps" not in human.out + human.err and "noisy" in human.out
 
 
 def test_fail_on_noisy_exits_3_and_writes_nothing(refuse, tsdp_cli, tmp_path):
     panel(tmp_path / "small.csv", 2)
     refuse(["release", "small.csv", *GAUSS, *LONG, "-o", "a.csv", "--fail-on-noisy"], 3, "--fail-on-noisy")
+    panel(tmp_path / "smaller.csv", 1)  # its message names the public half-width, not the private median
+    messages = [tsdp_cli("release", name, *GAUSS, *LONG, "-o", "a.csv", "--fail-on-noisy").err
+                for name in ("small.csv", "smaller.csv")]
+    assert messages[0] == messages[1] and "not shown" in messages[0]
     panel(tmp_path / "large.csv", 1000)
     assert tsdp_cli("release", "large.csv", *GAUSS, *LONG, "-o", "b.csv", "--fail-on-noisy", "-q").code == 0
 
@@ -225,7 +236,8 @@ def test_release_round_writes_integers(tsdp_cli, tmp_path):
     """--round writes whole numbers as integers (Int64), not 11.0, in Parquet and in CSV."""
     panel(tmp_path / "in.csv", 1000)
     for name in ("r.parquet", "r.csv"):
-        run = tsdp_cli("release", "in.csv", *GAUSS, *LONG, "--round", "-o", name, "--report", name + ".report.json")
+        run = tsdp_cli("release", "in.csv", *GAUSS, *LONG, "--round", "-o", name, "--report", name + ".report.json",
+                       "--custodian", name + ".custodian.NOT-FOR-PUBLICATION.json")
         assert run.code == 0, run.err
     assert pl.read_parquet(tmp_path / "r.parquet").schema["count"] == pl.Int64
     counts = [line.split(",")[-1] for line in (tmp_path / "r.csv").read_text().splitlines()[1:]]

@@ -125,7 +125,8 @@ def test_concurrent_writers_of_one_report_never_leave_a_mixed_pair(tmp_path):
     assert sorted(codes) == [0, 2, 2]
     winner = codes.index(0)
     names = sorted(p.name for p in tmp_path.iterdir() if p.suffix in (".csv", ".json"))
-    assert names == sorted([f"out{winner}.csv", "shared.report.json"])
+    assert names == sorted([f"out{winner}.csv", f"out{winner}.custodian.NOT-FOR-PUBLICATION.json",
+                            "shared.report.json"])
     report = json.loads((tmp_path / "shared.report.json").read_text())
     assert report["output"]["file"] == f"out{winner}.csv"
 
@@ -154,7 +155,7 @@ def test_sigterm_cleans_up_like_sigint(tmp_path, ledger_db):
     temporary file, no output, no pending reservation."""
     proc = start(tmp_path, release_args("out.csv", "--ledger", "budget.db", "--dataset", "traffic"), pause=60)
     wait_for(tmp_path / "sync" / "staged.*")
-    assert len(hidden(tmp_path)) == 2  # the staged output and report
+    assert len(hidden(tmp_path)) == 3  # the staged output, report and custodian file
     assert [e.state for e in entries(ledger_db)] == ["pending"]
     proc.send_signal(signal.SIGTERM)
     code = proc.wait(timeout=60)

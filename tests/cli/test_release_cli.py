@@ -156,13 +156,18 @@ def test_default_output_and_report_names(tsdp_cli, tmp_path, long_frame):
     assert (tmp_path / "traffic.released.report.json").exists()
 
 
-def test_a_complete_panel_writes_no_custodian_file(tsdp_cli, tmp_path, long_frame):
-    """Nothing was dropped, clipped or filled: no figure of the input to keep, so no custodian file."""
+def test_a_complete_panel_writes_a_custodian_file_too(tsdp_cli, tmp_path, long_frame):
+    """Nothing was dropped, clipped or filled, but the custodian file is written all the same: whether it
+    exists must not tell anything about the input (issue 33); it holds the data-dependent checks."""
     save(long_frame, tmp_path / "traffic.csv")
     run = tsdp_cli("release", "traffic.csv", *GAUSS, "--series-col", "sensor", "--value-col", "count", "--json")
     assert run.code == 0, run.err
-    assert json.loads(run.out)["custodian"] is None
-    assert not list(tmp_path.glob("*NOT-FOR-PUBLICATION*"))
+    summary = json.loads(run.out)
+    assert summary["custodian"] == "traffic.released.custodian.NOT-FOR-PUBLICATION.json"
+    assert summary["custodian_checks"] == ["noisy"]
+    custodian = json.loads((tmp_path / summary["custodian"]).read_text())
+    assert custodian["publish"] is False and custodian["figures"] == {"diagnostics": {}}
+    assert (tmp_path / summary["custodian"]).stat().st_mode & 0o077 == 0
 
 
 def test_custodian_file_path_is_checked_before_any_work(tsdp_cli, tmp_path, dir_snapshot):
@@ -223,7 +228,7 @@ def test_stdin_to_stdout_end_to_end(tmp_path, long_frame):
     assert report["output"]["file"] == "<stdout>"
     assert report["output"]["sha256"] == hashlib.sha256(proc.stdout).hexdigest()
     assert report["command"]["parameters"]["input"] == "<stdin>"
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.json"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.custodian.NOT-FOR-PUBLICATION.json", "r.json"]
 
 
 def test_report_to_stdout(tsdp_cli, tmp_path, long_frame):
@@ -234,7 +239,7 @@ def test_report_to_stdout(tsdp_cli, tmp_path, long_frame):
     report = json.loads(run.out)  # the report alone: the human summary went to stderr
     assert report["output"]["sha256"] == sha256(tmp_path / "out.csv")
     assert "tsdp release" in run.err
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.csv", "out.csv"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.csv", "out.csv", "out.custodian.NOT-FOR-PUBLICATION.json"]
 
 
 def test_stdin_in_process(tsdp_cli, tmp_path, monkeypatch, long_frame):

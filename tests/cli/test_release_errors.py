@@ -343,7 +343,7 @@ def test_bad_value_wide(refuse, tmp_path, value, needles):
 
 def test_allow_negative_accepts_negative_values(tsdp_cli, tmp_path):
     write(tmp_path / "data.csv", long_with("-3"))
-    run = tsdp_cli(*long_args("data.csv", "--allow-negative", "-q"))
+    run = tsdp_cli(*long_args("data.csv", "--allow-negative", "--max-per-step", "1", "-q"))
     assert run.code == 0, run.err
     assert pl.read_csv(tmp_path / "out.csv").height == 6
 

@@ -42,16 +42,21 @@ def test_dft_k_out_of_range_is_a_usage_error(capsys, tmp_path, repo_root):
     assert not (tmp_path / "x.csv").exists()
 
 
+CUSTODIAN = "traffic_hourly_wide.evaluate.custodian.NOT-FOR-PUBLICATION.json"
+
+
 @pytest.mark.parametrize("mechanism", ["gaussian", "laplace", "dft"])
-def test_evaluate_writes_nothing_and_reports_errors(capsys, tmp_path, repo_root, mechanism, monkeypatch):
+def test_evaluate_writes_no_release_and_reports_errors(capsys, tmp_path, repo_root, mechanism, monkeypatch):
     monkeypatch.chdir(tmp_path)
     extra = [] if mechanism == "laplace" else ["--delta", "1e-6"]
     code = main(["release", str(repo_root / WIDE), "--mechanism", mechanism, "--epsilon", "1", *extra,
                  "--unit", "event", "--evaluate", "4", "--json"])
     captured = capsys.readouterr()
-    assert code == 0 and list(tmp_path.iterdir()) == []
+    assert code == 0 and [p.name for p in tmp_path.iterdir()] == [CUSTODIAN]  # its figures, no release
     out = json.loads(captured.out)
-    assert out["runs"] == 4 and out["mae"]["mean"] > 0 and out["mae"]["min"] <= out["mae"]["max"]
+    assert out["runs"] == 4 and out["custodian"] == CUSTODIAN and "mae" not in out  # no private figure on stdout
+    total = json.loads((tmp_path / CUSTODIAN).read_text())["figures"]["evaluation"]["error"]["total"]
+    assert total["mae"]["mean"] > 0 and total["mae"]["min"] <= total["mae"]["max"]
     assert "NOT private" in captured.err
 
 
@@ -60,13 +65,14 @@ def test_evaluate_gaussian_mae_matches_sigma(capsys, repo_root):
     assert main(["release", str(repo_root / WIDE), "--epsilon", "1", "--delta", "1e-6", "--unit", "user",
                  "--max-steps", "24", "--evaluate", "3", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
+    mae = json.loads(open(out["custodian"]).read())["figures"]["evaluation"]["error"]["total"]["mae"]
     from tsdp.accounting.gaussian import analytic_sigma
 
     sigma = analytic_sigma(1.0, 1e-6, np.sqrt(24 * 20))
     cells = 20 * 2000
     # each run's MAE is a mean of 40,000 |N(0, sigma^2)|: sd sigma sqrt(1 - 2/pi) / sqrt(cells)
     tolerance = 5 * sigma * np.sqrt(1 - 2 / np.pi) / np.sqrt(cells)
-    assert abs(out["mae"]["mean"] - sigma * np.sqrt(2 / np.pi)) <= tolerance
+    assert abs(mae["mean"] - sigma * np.sqrt(2 / np.pi)) <= tolerance
 
 
 def test_fast_release_laplace_by_default(tmp_path, repo_root):

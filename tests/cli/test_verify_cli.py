@@ -120,7 +120,8 @@ def test_every_genuine_report_verifies_and_the_json_has_one_shape(tsdp_cli, genu
     paths = [genuine[name][0] for name in genuine]
     run, out = verify_json(tsdp_cli, *paths)
     assert run.code == 0, run.err
-    assert set(out) == {"schema", "passed", "reports", "warnings"} and out["passed"] is True
+    assert set(out) == {"schema", "passed", "output_checked", "reports", "warnings"} and out["passed"] is True
+    assert out["output_checked"] is True
     assert out["schema"] == "tsdp.account.verify.summary/1" and out["warnings"] == []
     assert [r["path"] for r in out["reports"]] == [str(p) for p in paths]
     for name, report in zip(genuine, out["reports"]):
@@ -310,6 +311,10 @@ TAMPERING = {  # id -> (report, edit, a check that must fail)
         "flip", _all(_set("claim.definition", "approx-dp"), _set("claim.epsilon", 1.0), _set("claim.delta", 1e-6)),
         "definition"),
     "FLIP withheld dates rewritten": ("flip", _set("claim.parameters.withhold_ends", 45), "command"),
+    "FLIP floor of the released dates raised": ("flip", _set("claim.parameters.lip_floor", 0.95), "command"),
+    "FLIP guarantee sentence raised": ("flip", _set("claim.parameters.guarantee",
+                                                    lambda g: g.replace("lip_floor = 0.9;", "lip_floor = 0.99;")),
+                                       "privacy_loss"),
     "gaussian claim presented as FLIP's": (
         "gaussian", _set("claim.mechanism", "FLIP all-pass filtering (McElroy, Roy & Hore 2022)"), "definition"),
 }
@@ -398,14 +403,23 @@ def test_changed_output_next_to_the_report_is_detected_without_output_option(tsd
     assert sha["passed"] is False and "not the file this report covers" in sha["detail"]
 
 
-def test_output_not_next_to_the_report_is_said_not_checked(tsdp_cli, genuine, tmp_path):
+def test_output_not_next_to_the_report_fails_unless_not_checking_is_asked(tsdp_cli, genuine, tmp_path):
+    """Issue 33: a report whose released file is not at hand used to pass ('not checked', exit 0), so
+    any report verified in CI without its file; now it fails (exit 3) unless --no-output-check."""
     lonely = tmp_path / "alone" / "g.report.json"
     lonely.parent.mkdir()
     shutil.copy(genuine["gaussian"][0], lonely)
     run, out = verify_json(tsdp_cli, lonely)
-    assert run.code == 0
+    assert run.code == 3 and out["passed"] is False and out["output_checked"] is True
     sha = next(c for c in out["reports"][0]["checks"] if c["name"] == "output_sha256")
-    assert sha["detail"].startswith("not checked") and "--released" in sha["detail"]
+    assert not sha["passed"] and "not next to the report" in sha["detail"] and "--released" in sha["detail"]
+    assert "--no-output-check" in sha["detail"]
+    run, out = verify_json(tsdp_cli, lonely, "--no-output-check")
+    assert run.code == 0 and out["output_checked"] is False
+    assert [w["code"] for w in out["warnings"]] == ["output_not_checked"]
+    sha = next(c for c in out["reports"][0]["checks"] if c["name"] == "output_sha256")
+    assert sha["passed"] and sha["detail"].startswith("not checked (--no-output-check)")
+    assert tsdp_cli("account", "verify", lonely, "--released", genuine["gaussian"][1], "--quiet").code == 0
     run = tsdp_cli("account", "verify", lonely, "--released", genuine["laplace"][1], "--quiet")
     assert run.code == 3 and "sha256" in run.error_line
 

@@ -186,7 +186,7 @@ def test_config_refused_key_is_a_usage_error(capsys, tmp_path):
 def test_config_flip_k_m_keys(capsys, tmp_path):
     (tmp_path / "f.toml").write_text('[flip]\ntime-col = "quarter"\nvalue-cols = "ca_asian"\nM = 20\nK = 20\ncoef-method = "cepstral-unwrapped"\n')
     code, _, err = run(capsys, "flip", SAMPLE / "qwi_quarterly.csv", "--config", tmp_path / "f.toml", "--seed", "3",
-                       "-o", tmp_path / "o.csv")
+                       "--lip-floor", "0", "-o", tmp_path / "o.csv")  # (every date: a trending series at d = 0)
     assert code == 0 and "'M'" in err and "filter-half-length" in err and "'K'" in err
     params = json.loads((tmp_path / "o.report.json").read_text())["command"]["parameters"]
     assert params["filter_half_length"] == 20 and params["cepstral_terms"] == 20

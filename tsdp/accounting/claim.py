@@ -15,7 +15,7 @@ from typing import Any
 
 DEFINITIONS = ("approx-dp", "pure-dp", "lip")
 EVENT_KINDS = ("gaussian", "laplace", "gaussian-mixture", "discrete-gaussian", "discrete-laplace",
-               "discrete-gaussian-mixture")
+               "discrete-gaussian-mixture", "exponential")
 DISCRETE_KINDS = ("discrete-gaussian", "discrete-laplace", "discrete-gaussian-mixture")
 MIXTURE_KINDS = ("gaussian-mixture", "discrete-gaussian-mixture")
 LATTICE_GAUSSIAN_KINDS = ("discrete-gaussian", "discrete-gaussian-mixture")
@@ -67,6 +67,10 @@ class MechanismEvent:
     rounding. Conditionally on the public component the release is a discrete Gaussian mechanism
     changing at most ``lattice_coords`` values per repetition, so its profile is the mixture of
     continuous profiles plus the same rounding slack (:mod:`tsdp.accounting.discrete`).
+    ``exponential``: the exponential mechanism (McSherry and Talwar 2007, Theorem 6) choosing among
+    public candidates with probabilities proportional to ``exp(-score / noise)`` for a score of
+    sensitivity ``sensitivity``: pure ``2 sensitivity / noise``-DP per repetition
+    (:mod:`tsdp.mechanisms.bounds`).
     """
 
     kind: str

@@ -1,7 +1,9 @@
 """Composition of privacy claims, and checks that a claim is backed by its mechanism events.
 
 Claims whose mechanism events tsdp can rebuild (``gaussian``, ``laplace``, ``gaussian-mixture``,
-``discrete-gaussian``, ``discrete-laplace``, ``discrete-gaussian-mixture``) compose tightly: each event becomes a dominating privacy-loss distribution and the PLDs are composed
+``discrete-gaussian``, ``discrete-laplace``, ``discrete-gaussian-mixture``) compose tightly; a claim
+with ``exponential`` events (caps chosen privately, :mod:`tsdp.mechanisms.bounds`) composes basically,
+since its release's noise was calibrated to the selected caps: each event becomes a dominating privacy-loss distribution and the PLDs are composed
 (Schuchardt et al. 2025, Lemma D.13: dominating pairs of adaptively composed mechanisms compose as
 products). Other claims compose by basic composition (Dwork and Roth 2014, Theorem 3.16): the epsilons
 add and the deltas add. Both are upper bounds; the smaller epsilon at the same total delta is reported.
@@ -22,6 +24,7 @@ from typing import TYPE_CHECKING
 from tsdp.accounting.claim import LATTICE_GAUSSIAN_KINDS, MIXTURE_KINDS, MechanismEvent, PrivacyClaim
 from tsdp.accounting.grid import DEFAULT_DISCRETIZATION, MIN_COMPOSED_DELTA, TAIL_MASS, tail_mass_for
 from tsdp.accounting.normal import gaussian_delta
+from tsdp.caveats import Caveat
 from tsdp.errors import BudgetError, NumericalError, UsageError
 
 if TYPE_CHECKING:  # numpy and scipy load only when a PLD is built: checking a Gaussian claim needs neither
@@ -40,6 +43,8 @@ def event_pld(event: MechanismEvent, discretization: float = DEFAULT_DISCRETIZAT
     from tsdp.accounting.pld import pld_from_profile
     from tsdp.accounting.profiles import GaussianMixtureProfile, GaussianProfile, LaplaceProfile
 
+    if event.kind == "exponential":  # composed basically: see events_privacy and compose_claims
+        raise ValueError("an exponential (selection) event has no PLD here: it composes by basic composition")
     if event.kind == "discrete-laplace":
         return _discrete_laplace_pld(event, discretization, tail_mass)
     if event.kind in ("gaussian", "discrete-gaussian"):
@@ -193,16 +198,21 @@ def compose_claims(claims: list[PrivacyClaim], delta: float | None = None,
     target = basic_delta if delta is None else delta
     warnings = []
     if unit["covers"].startswith("the reports' bounds differ"):
-        warnings.append(unit["covers"])
+        warnings.append(Caveat("bounds_differ", unit["covers"]))
     tight = None
     events = [e for claim in claims for e in claim.events]
     below_floor = sum(e.count for e in events) > 1 and 0 < target < MIN_COMPOSED_DELTA
     if below_floor and all(c.events for c in claims):
         # (tsdp.accounting.grid): the FFT composition's rounding is of the order of such a delta
-        warnings.append(f"delta {target:g} is below {MIN_COMPOSED_DELTA:g}, the smallest delta tsdp reads off a "
+        warnings.append(Caveat("basic_composition_only", f"delta {target:g} is below {MIN_COMPOSED_DELTA:g}, the smallest delta tsdp reads off a "
                         "composed privacy-loss distribution (its FFT rounding is of that order): the reports are "
-                        "composed by basic composition only")
-    if all(c.events for c in claims) and target > 0 and not below_floor:
+                        "composed by basic composition only"))
+    adaptive = any(e.kind == "exponential" for e in events)
+    if adaptive:  # (tsdp.mechanisms.bounds) the release's noise depends on the caps chosen before it
+        warnings.append(Caveat("basic_composition_only", "a report's caps were chosen privately (exponential events): its "
+                               "release was calibrated to the chosen caps, so its events give no dominating pair for "
+                               "every choice, and the reports are composed by basic composition"))
+    if all(c.events for c in claims) and target > 0 and not below_floor and not adaptive:
         total, tail = None, tail_mass_for(target)
         for event in events:
             pld = event_pld(event, discretization, tail)
@@ -236,6 +246,17 @@ def events_privacy(events: tuple[MechanismEvent, ...], definition: str, epsilon:
         return False, "the claim carries no mechanism events to recompute its epsilon from"
     if epsilon is None or not math.isfinite(epsilon) or epsilon < 0:
         return False, f"the claim has no finite epsilon >= 0 (got {epsilon})"
+    selection = [e for e in events if e.kind == "exponential"]
+    if selection:
+        # the caps chosen privately: pure 2 sensitivity / noise each, composed basically with the release
+        # that follows (tsdp.mechanisms.bounds), whose events are checked at the epsilon left over
+        spent = sum(e.count * 2.0 * e.sensitivity / e.noise for e in selection)
+        rest = tuple(e for e in events if e.kind != "exponential")
+        if not rest:
+            ok = epsilon >= spent * (1 - rel_tol)
+            return ok, f"exponential events give pure epsilon {spent:.6g} (claimed {epsilon:g})" + ("" if ok else f": {STRONGER}")
+        ok, detail = events_privacy(rest, definition, epsilon - spent, delta, rel_tol)
+        return ok, f"the private choice of the caps spends {spent:.6g} (exponential events, basic composition); {detail}"
     kinds = {e.kind for e in events}
     if kinds <= {"laplace", "discrete-laplace"}:
         # discrete-laplace: the sensitivity is the rounded cell's lattice bound, so the same sum holds.

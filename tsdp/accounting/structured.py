@@ -237,9 +237,11 @@ class DpSgdSetting:
 
     def warnings(self) -> list[str]:
         if self.windows < self.context + self.horizon:
-            return [f"short series: T = {self.windows} < L_C + L_F = {self.context + self.horizon}; "
-                    "k is clipped to T (Schuchardt et al., App. I.1), and the tightness statements "
-                    "of the paper assume T >= L_C + L_F"]
+            from tsdp.caveats import Caveat
+
+            return [Caveat("short_series", f"short series: T = {self.windows} < L_C + L_F = "
+                           f"{self.context + self.horizon}; k is clipped to T (Schuchardt et al., App. I.1), and "
+                           "the tightness statements of the paper assume T >= L_C + L_F")]
         return []
 
 

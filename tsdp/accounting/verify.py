@@ -21,13 +21,17 @@ states:
   for every mechanism that emits them, which must carry them; from the parameters otherwise
   (Laplace DFT, Koga et al.'s paper accounting, user-level means, DP-SGD through
   :mod:`tsdp.accounting.structured` exactly as the trainer accounts);
+* a LIP claim states the same-date LIP floor its released dates were held to (``--lip-floor``, or by
+  default min(1 - ``--lip-delta``, 0.99); a stated floor above it fails), in figures and in words;
 * the bound is an upper bound, the numbers are within the given budget, the run was not seeded,
-  and (when the caller hashed it) the released file is the one the report names.
+  and the released file is the one the report names (its sha256; a report whose released file is
+  not given fails, unless the caller asks for the claim alone: ``output_check=False``).
 
 What it cannot prove: who wrote the report (a report edited consistently in every figure, or
 written by hand, verifies: sign or store reports where they cannot be altered); that the released
 file was produced with the stated noise (only its hash is compared); anything about the private
-data; and whether declared contribution bounds held for pre-aggregated input (``enforced: false``).
+data (FLIP's per-date LIP is such a figure: verify checks the floor the command held the dates to, not
+the LIP values, which are in the custodian file); and whether declared contribution bounds held for pre-aggregated input (``enforced: false``).
 For the conditional filter-subsample accounting the per-series spectral norms s_J, and for the
 paper filter accounting the kernel statistics (L, srank), are taken from the report: they depend on
 the released sampling pattern or the kernel, and are only checked for range and consistency.
@@ -99,11 +103,14 @@ def check_thresholds(max_epsilon: float | None, max_delta: float | None) -> None
 
 def verify_report(data: dict[str, Any], max_epsilon: float | None = None, max_delta: float | None = None,
                   output_sha256: str | None = None, output_note: str | None = None,
-                  output_shape: dict[str, Any] | None = None) -> ReportVerification:
+                  output_shape: dict[str, Any] | None = None, output_check: bool = True) -> ReportVerification:
     """Recheck a parsed report (validated against the schema by :func:`tsdp.report.load_report`).
 
     ``output_sha256`` is the digest of the released file when the caller found it (``--released``, or
-    the file the report names next to it); otherwise ``output_note`` says why it was not hashed.
+    the file the report names next to it); otherwise ``output_note`` says why it was not hashed, and
+    the ``output_sha256`` check fails: a report verified without its released file would pass with
+    any file (or with figures edited to match another file), so leaving the output unchecked takes
+    ``output_check=False`` (``--no-output-check``), which the check's detail then states.
     ``output_shape``: ``{"rows", "columns", "distinct": {column: count}}`` of that file (the first column
     and those of :func:`shape_columns`): a release's panel, mean-estimate's groups and forecast-train's
     forecasts anchor the grid, groups or series the claim is computed for.
@@ -126,7 +133,12 @@ def verify_report(data: dict[str, Any], max_epsilon: float | None = None, max_de
     checks.extend(publication_checks(data, claim))
     expected = (data.get("output") or {}).get("sha256")
     if output_sha256 is None:
-        checks.append(Check("output_sha256", True, "not checked: " + (output_note or "no released file given")))
+        why = output_note or "no released file given"
+        checks.append(Check("output_sha256", False, f"the released file is not checked: {why}; pass --released "
+                                                    "FILE, or --no-output-check to verify the claim alone")
+                      if output_check else
+                      Check("output_sha256", True, f"not checked (--no-output-check): {why}; the claim is verified "
+                                                   "without the file it covers, which could be any file"))
     else:
         same = output_sha256 == expected
         checks.append(Check("output_sha256", same, "the released file matches the report's sha256" if same else
@@ -194,12 +206,34 @@ def _output_shape(data: dict[str, Any], claim: PrivacyClaim, shape: dict[str, An
 def publication_checks(data: dict[str, Any], claim: PrivacyClaim) -> list[Check]:
     """The randomness check (a seeded run) and the sampler check (floating-point noise): whether the
     release may be published at all, whatever its claim says."""
-    warned = any("fixed --seed" in str(w) for w in data.get("warnings") or ())
-    seeded = data.get("randomness") == "seeded" or warned
-    checks = [Check("randomness", not seeded, "the release used a fixed --seed and must not be published" if seeded
-                    else f"noise from {data.get('randomness')}")]
+    checks = [_randomness_check(data)]
     sampler = _sampler_check(data, claim)
     return checks + ([sampler] if sampler is not None else [])
+
+
+def _randomness_check(data: dict[str, Any]) -> Check:
+    """Fails for a seeded run. A report states the seed's use three times: ``randomness``, the
+    seeded-run warning, and ``command.parameters.seeded`` (the seed itself never); any of them saying
+    "seeded", or a report without ``seeded``, fails. A report relabelled ``os-entropy`` must therefore
+    be edited in all three places: verify cannot tell a report edited consistently everywhere from a
+    genuine one (the released file does not show how its noise was seeded), so this check catches
+    a partial edit, not a forger."""
+    label = data.get("randomness")
+    warned = any("fixed --seed" in str(w) for w in data.get("warnings") or ())
+    command = data.get("command") if isinstance(data.get("command"), dict) else {}
+    parameters = command.get("parameters") if isinstance(command.get("parameters"), dict) else {}
+    recorded = parameters.get("seeded")
+    if label == "seeded" or warned or recorded is True:
+        said = [what for what, says in (("randomness 'seeded'", label == "seeded"),
+                                        ("the seeded-run warning", warned),
+                                        ("command.parameters.seeded true", recorded is True)) if says]
+        edited = "" if len(said) == 3 else " (the report states it in " + ", ".join(said) + " only: it was edited)"
+        return Check("randomness", False, f"the release used a fixed --seed and must not be published{edited}")
+    if recorded is not False:
+        return Check("randomness", False, f"command.parameters.seeded is {recorded!r}: every tsdp report records "
+                                          "whether a --seed was used (true or false), so this one was edited")
+    return Check("randomness", True, f"noise from {label} (no fixed --seed: the label, the warnings and "
+                                     "command.parameters.seeded agree)")
 
 
 def _sampler_check(data: dict[str, Any], claim: PrivacyClaim) -> Check | None:
@@ -277,6 +311,15 @@ def claim_checks(data: dict[str, Any], _parsed: "_Report | None" = None) -> list
     """The checks of the claim alone (mechanism, definition, bound, unit, events, parameters,
     privacy loss): what ``tsdp account compose`` requires of every report it composes."""
     report = _parsed or _parse(data)
+    selected = _bound_selection(report)
+    if selected is not None:  # caps chosen privately: the release part is checked at its own epsilon
+        report, selection = selected
+        return [*_rule_checks(report), selection]
+    return _rule_checks(report)
+
+
+def _rule_checks(report: "_Report") -> list[Check]:
+    """The mechanism rule's checks of a claim (:func:`claim_checks` without the caps' selection)."""
     claim = report.claim
     checks = []
     rule = _rule_for(claim.mechanism)
@@ -304,6 +347,85 @@ def claim_checks(data: dict[str, Any], _parsed: "_Report | None" = None) -> list
     if theorem is not None:
         checks.append(theorem)
     return checks
+
+
+def _bound_selection(r: "_Report") -> "tuple[_Report, Check] | None":
+    """(the release part of a report whose caps were chosen privately, the check of the selection),
+    or None for a report without ``--max-per-step auto``/``--max-steps auto``, selection events or
+    a ``bound_selection`` record (:mod:`tsdp.mechanisms.bounds`).
+
+    The release part is the claim at ``release_epsilon`` without the ``exponential`` events, for the
+    command line with the chosen caps: every mechanism rule rechecks it as a release of its own. The
+    selection must be what the recorded options give: the share and quantile, the epsilon split
+    evenly over the caps chosen, the public candidate grids, one exponential event per cap with
+    score sensitivity b and noise 2 b / epsilon, a chosen cap among the candidates, the total epsilon
+    the release's plus the selection's (basic composition) and equal to --epsilon, and the theorem
+    named."""
+    from dataclasses import replace
+
+    from tsdp.mechanisms import bounds
+
+    c, cmd = r.claim, r.command
+    record = r.params.get("bound_selection")
+    auto = [cap for cap in bounds.CAPS if cmd.get(cap) == "auto"]
+    has_events = any(e.kind == "exponential" for e in c.events)
+    if record is None and not auto and not has_events:
+        return None
+    g = _Group()
+    if not isinstance(record, dict) or not auto:
+        g.fail("the claim records a private choice of the caps, but the command asked for none "
+               "(--max-per-step/--max-steps auto)" if not auto else "the command asked for caps chosen "
+               "privately (auto), but the claim records no bound_selection")
+        return r, g.result("bound_selection")
+    try:
+        release_epsilon = float(record["release_epsilon"])
+        share = cmd.get("bound_selection_share")
+        share = bounds.DEFAULT_SHARE * len(auto) if share is None else float(share)
+        q = bounds.quantile_fraction(bounds.DEFAULT_QUANTILE if cmd.get("bound_quantile") is None
+                                     else cmd["bound_quantile"])
+        epsilon = float(cmd["epsilon"])
+        n_steps = int(r.grid["n_steps"])
+        choices = {cap: record[cap] for cap in auto}
+        chosen = {cap: int(choice["chosen"]) for cap, choice in choices.items()}
+    except (KeyError, TypeError, ValueError) as exc:
+        g.fail(f"the bound_selection record or the command is malformed ({type(exc).__name__}: {exc})")
+        return r, g.result("bound_selection")
+    spent = epsilon * share
+    g.equal("command.layout (auto caps need raw events)", cmd.get("layout"), "events")
+    g.equal("caps chosen (bound_selection)", sorted(k for k in record if k in bounds.CAPS), sorted(auto))
+    g.same("bound_selection.share", record.get("share"), share)
+    g.same("bound_selection.epsilon (share x --epsilon)", record.get("epsilon"), spent)
+    g.same("bound_selection.release_epsilon (--epsilon minus the selection's)", release_epsilon, epsilon - spent)
+    g.same("claim epsilon (release + selection, basic composition)", c.epsilon, release_epsilon + spent)
+    for cap, choice in choices.items():
+        grid = bounds.grid_for(cap, n_steps)
+        g.equal(f"bound_selection.{cap}.candidates (the public grid)", choice.get("candidates"), list(grid))
+        g.expect(chosen[cap] in grid, f"bound_selection.{cap}.chosen {chosen[cap]} is not a candidate")
+        g.equal(f"bound_selection.{cap}.quantile_fraction", choice.get("quantile_fraction"),
+                f"{q.numerator}/{q.denominator}")
+        g.same(f"bound_selection.{cap}.epsilon", choice.get("epsilon"), spent / len(auto))
+    want = [bounds.selection_event(spent / len(auto), q) for _ in auto]
+    got = [e for e in c.events if e.kind == "exponential"]
+    g.expect(len(got) == len(want) and all(
+        (e.count, e.kind) == (w.count, w.kind) and _close(e.sensitivity, w.sensitivity)
+        and _close(e.noise, w.noise) for e, w in zip(got, want)),
+        f"the claim's exponential events {[(e.sensitivity, e.noise, e.count) for e in got]} are not the "
+        f"selections' {[(w.sensitivity, w.noise, w.count) for w in want]}")
+    g.expect(bounds.THEOREM in (c.theorem or ""), "the theorem does not name the private choice of the caps")
+    if len(got) < len(c.events):  # the whole claim from all its events (tsdp.accounting.compose.events_privacy)
+        from tsdp.accounting.compose import events_privacy
+
+        ok, detail = events_privacy(c.events, c.definition, c.epsilon, c.delta)
+        g.expect(ok, f"the events do not give the claim: {detail}")
+    if not g.problems:
+        g.ok(f"{', '.join(f'{cap} {chosen[cap]}' for cap in auto)} chosen with epsilon {spent:g} "
+             f"(quantile {q}); total epsilon {c.epsilon:g} = release {release_epsilon:g} + selection {spent:g}")
+    release = replace(c, epsilon=release_epsilon, events=tuple(e for e in c.events if e.kind != "exponential"),
+                      parameters={k: v for k, v in c.parameters.items() if k != "bound_selection"})
+    command = {**cmd, "epsilon": release_epsilon, **chosen, "bound_selection_share": None, "bound_quantile": None}
+    data = {**r.data, "claim": release.to_dict(),
+            "command": {**(r.data.get("command") or {}), "parameters": command}}
+    return _Report(data, release, release.parameters, r.grid, command), g.result("bound_selection")
 
 
 # The theorem each mechanism's claim rests on, as words every report of it has named (the subsampling
@@ -1184,6 +1306,8 @@ def _dpsgd(r: _Report, out: _Outcome) -> None:
     w = u.w
     unit.equal("relation", u.relation, "substitute")
     unit.equal("enforced (forecast-train states its unit as declared, never as enforced)", u.enforced, False)
+    for bound in ("id_column", "max_steps", "series_per_unit"):  # the (w, v) relation has none of them
+        unit.equal(bound, getattr(u, bound), None)
     if not unit.expect(_is_int(w) and w >= 1, f"w is {w!r}, not an integer >= 1"):
         return
     want_level = "user" if u.level == "user" else ("w-event" if w > 1 else "event")
@@ -1194,6 +1318,11 @@ def _dpsgd(r: _Report, out: _Outcome) -> None:
                                             "value may change by any amount (it must be null)")
     else:
         unit.same("max_per_step (--value-bound)", u.max_per_step, value_bound)
+    if not unit.problems:  # the relation in words: what compose and the ledger compare units by
+        from tsdp.forecast.claim import neighbouring
+
+        unit.equal("neighbouring (the relation the level, w and --value-bound give)", u.neighbouring,
+                   neighbouring(u.level, w, value_bound))
     if not unit.problems:
         unit.ok(f"{u.neighbouring}")
     setting = st.DpSgdSetting(
@@ -1402,6 +1531,9 @@ def _flip(r: _Report, out: _Outcome) -> None:
     c, unit, p, g = r.claim, out.group("unit"), out.group("parameters"), out.group("privacy_loss")
     unit.equal("level", c.unit.level, "value")
     unit.equal("relation", c.unit.relation, "none")
+    from tsdp.flip.mechanism import NEIGHBOURING as LIP_RELATION
+
+    unit.equal("neighbouring", c.unit.neighbouring, LIP_RELATION)
     if not unit.problems:
         unit.ok("no neighbouring relation (LIP is not differential privacy)")
     _expect_events(r, out, (), "LIP has no privacy-loss events")
@@ -1413,14 +1545,72 @@ def _flip(r: _Report, out: _Outcome) -> None:
     # the dates withheld at each end (reports written before --withhold-ends have neither: 0)
     cmd.equal("parameters.withhold_ends (--withhold-ends)", c.parameters.get("withhold_ends", 0),
               r.command.get("withhold_ends", 0))
+    floor = c.parameters.get("lip_floor")
+    given = r.command.get("lip_floor")
+    _flip_floor_command(cmd, floor, given, r.command.get("lip_delta"))
     if not cmd.problems:
         cmd.ok("the claim is the one the recorded command line asks for")
     lip = r.data.get("lip")
     p.expect(isinstance(lip, dict) and isinstance(lip.get("statement"), str),
              "the report has no 'lip' block with the LIP statement")
+    _flip_withheld(p, (r.data.get("output") or {}).get("withheld"))
     if g.expect(c.epsilon is None and c.delta is None, "a LIP claim must carry no epsilon and no delta") and \
-            g.expect(_is_real(budget) and 0 <= budget < 1, f"parameters.lip_budget_delta is {budget!r}, not in [0, 1)"):
-        g.ok(f"LIP >= 1 - {budget:g} under the estimated model; NOT differential privacy, no epsilon")
+            g.expect(_is_real(budget) and 0 <= budget < 1, f"parameters.lip_budget_delta is {budget!r}, not in [0, 1)") \
+            and _flip_floor_statement(g, c.parameters, lip, floor, budget, given is not None):
+        g.ok(f"every released date's same-date LIP >= lip_floor {floor:g} under the estimated model (the ideal "
+             f"filter's: >= 1 - {budget:g}); NOT differential privacy, no epsilon")
+
+
+def _flip_floor_command(cmd: _Group, floor: Any, given: Any, asked_delta: Any) -> None:
+    """The floor the released dates were held to is the recorded ``--lip-floor``, or by default
+    ``min(1 - --lip-delta, 0.99)`` (tsdp.flip.withholding); a claim stating more fails."""
+    from tsdp.flip.withholding import default_floor
+
+    if given is not None:
+        want = given if _is_real(given) and 0 <= given <= 1 else math.nan
+    else:
+        want = default_floor(asked_delta) if _is_real(asked_delta) and 0 <= asked_delta < 1 else math.nan
+    if not _is_real(want):
+        cmd.fail(f"the recorded --lip-floor {given!r} / --lip-delta {asked_delta!r} give no floor in [0, 1]")
+    elif _is_real(floor) and floor > want and not _close(floor, want, REL_TOL):
+        cmd.fail(f"parameters.lip_floor {floor:.10g} exceeds {want:.10g}, the floor the released dates were held to "
+                 "(--lip-floor, or min(1 - --lip-delta, 0.99)): the claim overstates the LIP of the released dates")
+    else:
+        cmd.same("parameters.lip_floor (the floor --lip-floor or --lip-delta give)", floor, want)
+
+
+def _flip_floor_statement(g: _Group, params: dict[str, Any], lip: Any, floor: Any, budget: float,
+                          given: bool) -> bool:
+    """The claim states the floor of its released dates, in figures and in words (the guarantee sentence
+    tsdp.flip.withholding writes for it, in the claim and in the report's 'lip' block)."""
+    from tsdp.flip.withholding import guarantee
+
+    if not g.expect(floor is not None, "the claim states no lip_floor: a report of a tsdp before the per-date floor "
+                                       "claimed the ideal filter's bound for released dates that may miss it; rerun "
+                                       "tsdp flip"):
+        return False
+    if not g.expect(_is_real(floor) and 0 <= floor <= 1, f"parameters.lip_floor is {floor!r}, not in [0, 1]"):
+        return False
+    want = guarantee(floor, budget, given)
+    ok = g.expect(params.get("guarantee") == want, "parameters.guarantee is not the sentence tsdp writes for "
+                                                    f"lip_floor {floor:g} (it was edited)")
+    stated = lip.get("guarantee") if isinstance(lip, dict) else None
+    return g.expect(stated in (None, want), "lip.guarantee is not the claim's guarantee (it was edited)") and ok
+
+
+def _flip_withheld(p: _Group, withheld: Any) -> None:
+    """output.withheld (the dates written empty, per series): every series releases at least one date
+    (tsdp flip refuses a series it would withhold entirely). Reports of earlier versions have none."""
+    if withheld is None:
+        return
+    entries = withheld if isinstance(withheld, list) else [None]
+    for entry in entries:
+        dates = entry.get("dates") if isinstance(entry, dict) else None
+        released = entry.get("released") if isinstance(entry, dict) else None
+        if not (_is_int(dates) and _is_int(released) and 1 <= released <= dates):
+            p.fail(f"output.withheld has an entry {entry!r}: each series states its dates and the number released "
+                   "(1 to dates)")
+            return
 
 
 RULES: dict[str, _Rule] = {

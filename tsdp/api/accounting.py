@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 from typing import Any, Sequence
 
+from tsdp.caveats import Caveat
 from tsdp.errors import UsageError
 
 SERIES_UNITS = ("event", "w-event", "w-user")  # and "user", refused by series_unit
@@ -132,7 +133,8 @@ def dpsgd(*, noise_multiplier: float, delta: float, **options) -> dict[str, Any]
     warnings = list(result.warnings)
     label = "epsilon" if result.derivation.is_guarantee else "epsilon_lower_bound"
     if not result.derivation.is_guarantee:
-        warnings.append("--bound lower: the epsilon printed is an optimistic LOWER BOUND, never a privacy guarantee")
+        warnings.append(Caveat("lower_bound", "--bound lower: the epsilon printed is an optimistic LOWER BOUND, never "
+                                              "a privacy guarantee"))
     summary = {label: result.epsilon, "delta": delta, "compositions": result.compositions,
                "steps": o["steps"], "epochs": o["epochs"], "noise_multiplier": noise_multiplier,
                **_describe(setting, result.derivation, result.compositions)}
@@ -141,8 +143,8 @@ def dpsgd(*, noise_multiplier: float, delta: float, **options) -> dict[str, Any]
         summary["checkpoints"] = [{"compositions": count, label: eps} for count, eps in result.checkpoints]
     if result.standard_dpsgd_epsilon is not None:
         summary["standard_dpsgd_epsilon"] = result.standard_dpsgd_epsilon
-        warnings.append("standard_dpsgd_epsilon is the flattened 'standard DP-SGD' figure (Prop. C.1): record "
-                        "level only, NOT valid for event-level privacy")
+        warnings.append(Caveat("standard_dpsgd_not_event_level", "standard_dpsgd_epsilon is the flattened 'standard "
+                               "DP-SGD' figure (Prop. C.1): record level only, NOT valid for event-level privacy"))
     return {**summary, "warnings": warnings}
 
 
@@ -179,7 +181,8 @@ def calibrate_dpsgd(*, epsilon: float, delta: float, noise_multiplier: float | N
         summary = {what: count, "epsilon": eps, "target_epsilon": epsilon, "delta": delta,
                    "noise_multiplier": noise_multiplier, **_describe(setting, derivation)}
         if count == 0:
-            warnings.append(f"even one {derivation.accounting_unit} exceeds epsilon {epsilon:g}")
+            warnings.append(Caveat("budget_too_small",
+                                   f"even one {derivation.accounting_unit} exceeds epsilon {epsilon:g}"))
     return {**summary, "warnings": warnings + list(setting.warnings())}
 
 
@@ -215,14 +218,14 @@ def _grid_limit_warning(calibration, target: float, discretization: float) -> li
     its epsilon is within the target)."""
     sigma, eps = calibration
     if target < 10 * discretization:
-        return [f"--epsilon {target:g} is below ten steps of the privacy-loss grid (--discretization "
+        return [Caveat("grid_limit", f"--epsilon {target:g} is below ten steps of the privacy-loss grid (--discretization "
                 f"{discretization:g}): the grid's pessimistic rounding inflates the noise multiplier; a finer "
-                f"--discretization (e.g. {target / 100:.2g}) gives less noise for the same guarantee"]
+                f"--discretization (e.g. {target / 100:.2g}) gives less noise for the same guarantee")]
     if not calibration.at_grid_limit:
         return []
-    return [f"noise multiplier {sigma:.6g} is the smallest tsdp can account at --discretization {discretization:g} "
+    return [Caveat("grid_limit", f"noise multiplier {sigma:.6g} is the smallest tsdp can account at --discretization {discretization:g} "
             f"(less noise needs a privacy-loss grid beyond its size limit); it spends epsilon {eps:g} of the "
-            f"target {target:g}, and a coarser --discretization would allow less noise"]
+            f"target {target:g}, and a coarser --discretization would allow less noise")]
 
 
 def _require_length(steps, epochs) -> None:
@@ -255,8 +258,12 @@ def _record_calibrate(o: dict[str, Any], epsilon: float, noise_multiplier: float
         summary = {"steps": count, "epochs": count // sgd.steps_per_epoch(setting.sampling_rate),
                    "epsilon": eps, "target_epsilon": epsilon, "delta": delta, "noise_multiplier": noise_multiplier}
         if count == 0:
-            warnings.append(f"even one step exceeds epsilon {epsilon:g}")
+            warnings.append(Caveat("budget_too_small", f"even one step exceeds epsilon {epsilon:g}"))
     return {**summary, **_record_description(setting, discretization), "warnings": warnings}
+
+
+# the publication checks of tsdp.accounting.verify, and the code of the warning a failed one gives
+UNPUBLISHABLE = {"randomness": "seeded_run", "sampler": "float_sampler"}
 
 
 def _paths(reports) -> list:
@@ -291,7 +298,7 @@ def compose(reports: Sequence[str], delta: float | None = None, discretization: 
                               f"{failed[0].detail} (see 'tsdp account verify {path}')")
     result = compose_claims(claims, delta, discretization)
     # the figure is that of the ideal mechanisms: say so for releases that must not be published
-    unpublishable = [f"{path!r}: {check.detail}" for path, document, claim in zip(reports, documents, claims)
+    unpublishable = [Caveat(UNPUBLISHABLE[check.name], f"{path!r}: {check.detail}") for path, document, claim in zip(reports, documents, claims)
                      for check in publication_checks(document, claim) if not check.passed]
     return {"epsilon": result.epsilon, "delta": result.delta, "method": result.method, "reports": len(reports),
             "basic_composition_epsilon": result.basic_epsilon, "pld_composition_epsilon": result.tight_epsilon,
@@ -299,10 +306,11 @@ def compose(reports: Sequence[str], delta: float | None = None, discretization: 
 
 
 def verify(reports: Sequence[str], max_epsilon: float | None = None, max_delta: float | None = None,
-           released: Sequence[str] | None = None) -> list[tuple[str, Any]]:
+           released: Sequence[str] | None = None, output_check: bool = True) -> list[tuple[str, Any]]:
     """``[(report path, ReportVerification)]``: every check of every report (see ``tsdp account
     verify --help``); ``released``: the released file of each report, in order [default: the file
-    the report names, when it sits next to it]."""
+    the report names, when it sits next to it]. A report whose released file is not found fails,
+    unless ``output_check`` is False (``--no-output-check``: the claims alone are verified)."""
     from pathlib import Path
 
     from tsdp.accounting.verify import check_thresholds, shape_columns, verify_report
@@ -327,11 +335,11 @@ def verify(reports: Sequence[str], max_epsilon: float | None = None, max_delta: 
             named = str((data.get("output") or {}).get("file", ""))
             beside = Path(path).parent / named
             if named in ("", ".", "..", "<stdout>") or Path(named).name != named:
-                note = f"the report names {named!r}, not a file next to it; pass --released"
+                note = f"the report names {named!r}, not a file next to it"
             elif beside.is_file():
                 file = beside
             else:
-                note = f"{named!r} is not next to the report; pass --released to check the released file"
+                note = f"{named!r} is not next to the report"
         if file is not None:
             digest = sha256_file(file)
         keys = shape_columns(data)
@@ -339,7 +347,7 @@ def verify(reports: Sequence[str], max_epsilon: float | None = None, max_delta: 
         if file is not None and keys is not None:
             release = (data.get("command") or {}).get("name") == "release"
             shape = _csv_shape(file) if release and str(file).lower().endswith(".csv") else _table_shape(file, keys)
-        results.append((path, verify_report(data, max_epsilon, max_delta, digest, note, shape)))
+        results.append((path, verify_report(data, max_epsilon, max_delta, digest, note, shape, output_check)))
     return results
 
 

@@ -13,6 +13,7 @@ from typing import Any, NamedTuple, Sequence
 
 import numpy as np
 
+from tsdp.caveats import Caveat
 from tsdp.errors import DataError, UsageError
 from tsdp.io.records import RecordSpec
 from tsdp.mean import NEIGHBOURING, MeanSettings, claim_for, estimate_prepared, participation_epsilon, prepare_from_runs
@@ -140,7 +141,8 @@ class MeanPlan:
                          if records.max_groups_per_user is not None and records.n_groups > 1 else None)
         accuracy = _accuracy(settings, estimates, o.alpha)
         return Estimated(_output_table(records, estimates, settings, o.clip, o.round_values), estimates, claim,
-                         _warnings(records, estimates, settings) + sampler_warnings(settings),
+                         _warnings(records, estimates, settings, self.spec.out_of_range == "clip")
+                         + sampler_warnings(settings),
                          _notes(records, settings, user_col, claim, participation is not None)
                          + _post_notes(settings, o.clip, o.round_values), participation, accuracy)
 
@@ -213,7 +215,8 @@ class ChunkedEstimates:
         notes = (_notes(chunks, settings, user_col, claim, participation is not None)
                  + _post_notes(settings, o.clip, o.round_values))
         return Estimated(self.empty, [self.first] if self.first is not None else [], claim,
-                         self.tally.warnings(chunks.n_groups, chunks.clipped) + sampler_warnings(settings), notes,
+                         self.tally.warnings(chunks.n_groups, self.plan.spec.out_of_range == "clip")
+                         + sampler_warnings(settings), notes,
                          participation, _accuracy(settings, self.released, o.alpha))
 
 
@@ -242,7 +245,7 @@ def sampler_warnings(settings: MeanSettings) -> list[str]:
     if settings.sampler == "float":
         return [FLOAT_WARNING]
     selection = selection_warning(settings.algorithm)
-    return [selection] if selection else []
+    return [Caveat("selection_sampler", selection)] if selection else []
 
 
 def mean_estimate(frame, *, user_col: str, value_col: str, upper: float, epsilon: float, seed: int | None = None,
@@ -366,11 +369,11 @@ def _output_table(records, estimates, settings: MeanSettings, clip: bool = True,
     return frame
 
 
-def _warnings(records, estimates, settings: MeanSettings) -> list[str]:
+def _warnings(records, estimates, settings: MeanSettings, clipping: bool) -> list[str]:
     """The spec's warnings (K-bar < 10, L = 1, clipping), one line per kind, naming a group."""
     tally = WarningTally(settings)
     tally.add(records, estimates)
-    return tally.warnings(records.n_groups, records.clipped)
+    return tally.warnings(records.n_groups, clipping)
 
 
 class WarningTally:
@@ -398,24 +401,27 @@ class WarningTally:
         if self.first_warnings is None and estimates:
             self.first_warnings = list(estimates[0].warnings)
 
-    def warnings(self, n_groups: int, clipped: bool) -> list[str]:
+    def warnings(self, n_groups: int, clipping: bool) -> list[str]:
+        """The warnings of the groups seen; ``clipping``: --value-out-of-range clip was given (whether a
+        value was clipped is a bit of the private data: the warning says what the option does)."""
         settings = self.settings
         out: list[str] = []
         if n_groups == 1:
             out.extend(self.first_warnings or [])
         else:
             if self.few:
-                out.append(f"{self.few} of {n_groups} groups have fewer than 10 arrays (first: {self.first_few}): "
-                           f"their private {'median' if settings.algorithm == 'levy' else 'quantiles'} and hence "
-                           "the clipping interval are unreliable")
+                out.append(Caveat("few_arrays", f"{self.few} of {n_groups} groups have fewer than 10 arrays (first: "
+                                  f"{self.first_few}): their private "
+                                  f"{'median' if settings.algorithm == 'levy' else 'quantiles'} and hence the "
+                                  "clipping interval are unreliable"))
             if self.single:
-                out.append(f"{self.single} of {n_groups} groups have a single user (first: {self.first_single}): "
-                           "a user-level private mean of one user is mostly noise")
+                out.append(Caveat("single_user", f"{self.single} of {n_groups} groups have a single user (first: "
+                                  f"{self.first_single}): a user-level private mean of one user is mostly noise"))
             out.extend(sorted(self.extra))
-        if clipped:
-            out.append(f"--value-out-of-range clip: values outside the public bounds [{settings.lower:g}, "
-                       f"{settings.upper:g}] were clipped record by record; the estimates are of the "
-                       "clipped data")
+        if clipping:
+            out.append(Caveat("values_clipped", f"--value-out-of-range clip: values outside the public bounds "
+                              f"[{settings.lower:g}, {settings.upper:g}] are clipped record by record; the estimates "
+                              "are of the clipped data"))
         return out
 
 

@@ -10,7 +10,7 @@ the same options and seed give the same release.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Callable, NamedTuple, Sequence
 
 from tsdp.accounting.budget import check_delta, check_epsilon
@@ -23,6 +23,8 @@ DEFAULT_DFT_K = 30  # Fourier coefficients kept by --mechanism dft when --dft-k 
 CELLWISE = ("gaussian", "laplace")  # cells released independently, in file order (no sorting)
 SUMMABLE = ("gaussian", "laplace", "dft")  # --accuracy-for sum: per-series sums independent of sampling
 ALL_STEPS_NOTE = "no participation bound: a user may appear in every step (I = T)"
+UNIT_HINT = ("give --max-per-step: the largest amount one protected unit can add to or remove from one cell, in "
+             "the values' own unit (see 'Choosing your unit' in the README)")
 
 
 def _choice(option: str, value: Any, allowed: Sequence[str]) -> str | None:
@@ -52,8 +54,8 @@ class ReleaseOptions:
     unit: str
     mechanism: str = "gaussian"
     delta: float | None = None
-    max_per_step: float = 1.0
-    max_steps: int | None = None
+    max_per_step: float | str | None = None  # None: counts, 1 per unit and cell (series: refused for non-counts)
+    max_steps: int | str | None = None  # "auto" (either): chosen privately (tsdp.mechanisms.bounds)
     w: int | None = None
     series_per_user: int | None = None
     neighbouring: str = "add-remove"
@@ -99,13 +101,61 @@ class ReleaseOptions:
     granularity: float | None = None
     alpha: float = 0.05
     accuracy_for: str = "cell"
+    bound_selection_share: float | None = None  # with an "auto" cap: share of epsilon spent choosing it [0.1]
+    bound_quantile: float | None = None  # with an "auto" cap: the quantile of the users' contributions [0.9]
 
     def parameters(self) -> dict[str, Any]:
         """The public parameters the report records (enum values as their strings)."""
         return {k: getattr(v, "value", v) for k, v in asdict(self).items()}
 
     def plan(self) -> "ReleasePlan":
-        """Validate every option (UsageError naming it) and build the mechanism: before any data is read."""
+        """Validate every option (UsageError naming it) and build the mechanism: before any data is read.
+
+        With ``max_per_step`` or ``max_steps`` "auto" the plan releases with ``epsilon x (1 - share)``
+        once :meth:`ReleasePlan.resolve` has chosen the caps with the rest (:mod:`tsdp.mechanisms.bounds`)."""
+        caps = {"max_per_step": _cap_value("max-per-step", self.max_per_step, integer=False),
+                "max_steps": _cap_value("max-steps", self.max_steps, integer=True)}
+        auto = tuple(cap for cap, value in caps.items() if value == "auto")
+        if not auto:
+            for option, value in (("bound-selection-share", self.bound_selection_share),
+                                  ("bound-quantile", self.bound_quantile)):
+                if value is not None:
+                    raise UsageError(f"--{option} {value!r} applies only with --max-per-step auto or --max-steps auto")
+            return replace(self, **caps)._plan()
+        return self._auto_plan(caps, auto)
+
+    def _auto_plan(self, caps: dict, auto: tuple[str, ...]) -> "ReleasePlan":
+        """The plan of a release whose caps in ``auto`` are chosen privately: every other option is
+        validated by planning with placeholders (1) at the release's share of epsilon."""
+        from tsdp.mechanisms import bounds
+
+        share = bounds.DEFAULT_SHARE * len(auto) if self.bound_selection_share is None else self.bound_selection_share
+        if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0.0 < share < 1.0:
+            raise UsageError(f"--bound-selection-share must be in (0, 1), got {share!r}")
+        try:
+            quantile = bounds.quantile_fraction(bounds.DEFAULT_QUANTILE if self.bound_quantile is None
+                                                else self.bound_quantile)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+        check_epsilon(self.epsilon)
+        layout = InputSpec(layout=getattr(self.layout, "value", self.layout), value_col=self.value_col,
+                           user_col=self.user_col).resolved_layout
+        first = "--max-per-step" if "max_per_step" in auto else "--max-steps"
+        if layout != "events":
+            raise UsageError(f"{first} auto needs raw events (--layout events, --user-col): tsdp chooses and "
+                             "enforces the cap only where it aggregates the events itself")
+        unit = getattr(self.unit, "value", self.unit)
+        if "max_per_step" in auto and unit == "event":
+            raise UsageError("--max-per-step auto: --unit event keeps every event (no per-user cap to choose)")
+        if "max_steps" in auto and unit != "user":
+            raise UsageError(f"--max-steps auto applies to --unit user only, not {unit}")
+        placeholder = replace(self, **{cap: (1 if cap in auto else value) for cap, value in caps.items()},
+                              epsilon=self.epsilon * (1.0 - share), bound_selection_share=None, bound_quantile=None)
+        plan = placeholder._plan()
+        plan.auto = AutoBounds(replace(self, **caps), auto, share, quantile)
+        return plan
+
+    def _plan(self) -> "ReleasePlan":
         from tsdp.engine.panel import ALL_STEPS, event_caps
         from tsdp.io.timezones import check_zone
         from tsdp.mechanisms import postprocess as post
@@ -167,10 +217,6 @@ class ReleaseOptions:
         for option, value in (("max-steps", self.max_steps), ("w", self.w), ("series-per-user", self.series_per_user)):
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
                 raise UsageError(f"--{option} {value!r}: must be an integer >= 1")
-        declared = ContributionBounds(
-            level=unit, max_per_step=self.max_per_step, max_steps=ALL_STEPS if self.assume_none else self.max_steps,
-            w=self.w, series_per_unit=self.series_per_user, neighbouring=self.neighbouring_value,
-        )
         spec = InputSpec(
             layout=layout, time_col=self.time_col, value_col=self.value_col, series_col=self.series_col,
             series_cols=_names(self.series_cols), user_col=self.user_col, series_keys=_names(self.series_keys),
@@ -178,6 +224,16 @@ class ReleaseOptions:
             keep_missing=fill == "null", allow_negative=self.allow_negative, timezone=self.timezone,
         )
         _check_missing_policy(fill, self.interpolate_released, mechanism, spec.resolved_layout, self.accuracy_for)
+        counts_assumed = self.max_per_step is None and spec.resolved_layout != "events"
+        if counts_assumed and self.allow_negative:
+            raise UsageError("--max-per-step is required with --allow-negative: values that may be negative are "
+                             "not counts, and the default bound (one unit adds at most 1 to a cell) means nothing "
+                             f"for them; {UNIT_HINT}")
+        declared = ContributionBounds(
+            level=unit, max_per_step=1.0 if self.max_per_step is None else self.max_per_step,
+            max_steps=ALL_STEPS if self.assume_none else self.max_steps,
+            w=self.w, series_per_unit=self.series_per_user, neighbouring=self.neighbouring_value,
+        )
         if self.value_bound is not None and (spec.resolved_layout != "events" or self.value_col is None):
             raise UsageError(f"--value-bound {self.value_bound!r} clips each event's value: it applies only to "
                              f"--layout events with --value-col, not to the {spec.resolved_layout} layout"
@@ -201,7 +257,7 @@ class ReleaseOptions:
         run = mechanism_runner(mechanism, self.epsilon, self.delta, calibration, noise, dft_k, fast, koga,
                                sampling)
         return ReleasePlan(self, mechanism, noise, declared, spec, caps, run, sampling=sampling,
-                           accuracy_for=accuracy_for)
+                           accuracy_for=accuracy_for, counts_assumed=counts_assumed)
 
     @property
     def neighbouring_value(self) -> str:
@@ -223,6 +279,69 @@ class ReleasePlan:
     notes: list[str] = field(default_factory=list)
     sampling: dict = field(default_factory=lambda: {"sampler": "hardened", "granularity": None})
     accuracy_for: str = "cell"
+    counts_assumed: bool = False  # series input without --max-per-step: its values must be counts
+    auto: "AutoBounds | None" = None  # caps to be chosen privately (then the plan is a placeholder)
+    selection: dict | None = None  # the caps chosen (tsdp.mechanisms.bounds.Choice by cap), once resolved
+
+    def profile_job(self):
+        """(the event job counting the users' contributions over the candidate grids, the grids): the
+        pass that precedes the choice of the ``auto`` caps; fixed caps (series, fixed buckets) hold."""
+        from tsdp.io.events import EventCaps
+        from tsdp.io.load import event_job
+        from tsdp.mechanisms import bounds
+
+        options = self.auto.options
+        fixed_steps = None if "max_steps" in self.auto.caps else self.declared.max_steps
+        caps = EventCaps(series_per_user=self.declared.series_per_unit, max_steps=fixed_steps,
+                         value_bound=options.value_bound, level=self.declared.level)
+        job = event_job(self.spec, caps)
+        n_steps = job.grid(_time_type(self.spec))[0].n_steps
+        grids = {cap: bounds.grid_for(cap, n_steps) for cap in self.auto.caps}
+        return job.profiling(grids), grids
+
+    def resolve(self, histograms: dict, grids: dict, rng) -> "ReleasePlan":
+        """The plan of the release at the caps the exponential mechanism chooses from ``histograms``
+        (the profile job's, :func:`tsdp.io.events.profile_histograms`), with ``rng``; its claims are
+        composed with the selection (:func:`tsdp.mechanisms.bounds.with_selection`)."""
+        from tsdp.mechanisms import bounds
+
+        a = self.auto
+        epsilon = a.options.epsilon * a.share
+        choices = bounds.select(histograms, grids, a.quantile, epsilon, rng)
+        resolved = replace(a.options, **{cap: choice.chosen for cap, choice in choices.items()},
+                           epsilon=a.options.epsilon - epsilon, bound_selection_share=None,
+                           bound_quantile=None)._plan()
+        base = resolved.run
+
+        def run(*args, **kwargs):
+            result, as_matrix, rebuild = base(*args, **kwargs)
+            claim = bounds.with_selection(result.claim, choices, a.share)
+            return replace(result, claim=claim), as_matrix, rebuild
+
+        resolved.run = run
+        resolved.selection = choices
+        return resolved
+
+    def require_counts(self, table) -> None:
+        """UsageError naming --max-per-step when the plan assumed counts (no --max-per-step on series
+        input) but ``table`` holds a value that is not a whole number. The check reads the values; its
+        outcome only stops the run, and its message holds no figure of the data."""
+        if self.counts_assumed and not table.holds_whole_numbers():
+            where = (f"the values of --value-col {self.spec.value_col!r}" if self.spec.resolved_layout == "long"
+                     else "the series columns")
+            raise UsageError(f"--max-per-step is required: {where} are not all whole numbers, so they are not "
+                             "counts, and the default bound (one unit adds at most 1 to a cell) means nothing for "
+                             f"them; {UNIT_HINT}")
+
+    @property
+    def assumption_warning(self) -> str | None:
+        """What a dry run of series input without --max-per-step assumes (it reads no value)."""
+        if not self.counts_assumed:
+            return None
+        from tsdp.caveats import Caveat
+
+        return Caveat("assumed_counts", "--max-per-step not given: the dry run assumes counts (one unit adds at most 1 "
+                      "to a cell); the release refuses values that are not whole numbers without --max-per-step")
 
     @property
     def cellwise(self) -> bool:
@@ -274,13 +393,15 @@ class ReleasePlan:
         missing pattern, both published: no privacy cost); a series' leading and trailing missing
         steps stay null. Clipping holds for an interpolated value (a convex combination of clipped
         ones); ``--round`` is applied to it again."""
-        missing = getattr(table, "missing", None)
-        if not self.spec.keep_missing or missing is None:
+        mask = getattr(table, "filled_mask", None)
+        if not self.spec.keep_missing or mask is None:
             return frame
         import polars as pl
 
         columns = table.value_cols
-        frame = frame.with_columns([pl.when(missing[c]).then(None).otherwise(pl.col(c)).alias(c) for c in columns])
+        by_column = mask.reshape(frame.height, len(columns))  # values_flat order: row by row, columns within
+        frame = frame.with_columns([pl.when(pl.Series(by_column[:, j])).then(None).otherwise(pl.col(c)).alias(c)
+                                    for j, c in enumerate(columns)])
         if not self.options.interpolate_released:
             return frame
         filled = [pl.col(c).cast(pl.Float64).interpolate() for c in columns]
@@ -350,6 +471,172 @@ def _check_missing_policy(fill: str, interpolate: bool, mechanism: str, layout: 
                          "--accuracy-for cell")
 
 
+LINEAR = ("gaussian", "laplace", "dft", "subsample", "filter-subsample")  # release = A_w(values) + N_w
+
+
+class ZerosLike:
+    """A panel of zeros laid out as ``table`` (same cells, chunks and flat order): a linear
+    mechanism run on it with the same randomness releases its noise alone."""
+
+    def __init__(self, table) -> None:
+        import numpy as np
+
+        self.table = table
+        self.n_series, self.n_steps = table.n_series, table.n_steps
+        self._chunks = [np.zeros(len(c)) for c in table.value_chunks()]
+
+    def value_chunks(self):
+        return self._chunks
+
+    def values_matrix(self):
+        import numpy as np
+
+        return np.zeros((self.n_series, self.n_steps))
+
+    def flat_to_matrix(self, flat):
+        return self.table.flat_to_matrix(flat)
+
+    with_values_flat = with_values_matrix = None  # nothing is written
+
+
+def run_split(plan: "ReleasePlan", table, panel, rng):
+    """One release of ``table`` and, from the same randomness, its noiseless part:
+    ``(result, released matrix, noiseless matrix)``, both (n_series, n_steps), before post-processing.
+
+    The mechanisms of :data:`LINEAR` release ``A_w(b) + N_w`` for their randomness w (sampled steps
+    and noise, drawn in an order that never depends on the values), with ``A_w`` linear (identity,
+    rfft truncation, filter and interpolation; the hardened sampler's lattice rounding is applied to b
+    first). Running the mechanism on zeros with a copy of the generator gives ``N_w`` alone, and
+    ``A_w(b)`` is the difference. FAST's sampling pattern depends on the noisy values, but given the
+    released pattern its Kalman filter is linear in the observations
+    (:func:`tsdp.mechanisms.kalman.filter_given_pattern`), so the noiseless part is that filter run
+    on the (lattice-rounded) values at the released pattern."""
+    import copy
+
+    if plan.mechanism == "fast":
+        from tsdp.mechanisms.kalman import filter_given_pattern
+        from tsdp.mechanisms.noise import snap
+
+        result, as_matrix, _ = plan.run(table, panel, rng, None)
+        p = result.claim.parameters
+        g = p.get("granularity") if p.get("sampler") == "hardened" else None
+        sampled = result.sampled.reshape(table.n_series, table.n_steps)
+        noiseless = filter_given_pattern(snap(table.values_matrix(), g), sampled, p["Q"], p["R"], p["P0"])
+        return result, as_matrix().reshape(table.n_series, table.n_steps), noiseless
+    if plan.mechanism not in LINEAR:
+        raise ValueError(f"no noiseless part known for mechanism {plan.mechanism!r}")
+    twin = copy.deepcopy(rng)
+    result, as_matrix, _ = plan.run(table, panel, rng, None)
+    _, noise_matrix, _ = plan.run(ZerosLike(table), panel, twin, None)
+    released = as_matrix().reshape(table.n_series, table.n_steps)
+    return result, released, released - noise_matrix().reshape(table.n_series, table.n_steps)
+
+
+def evaluate_loaded(plan: "ReleasePlan", loaded: "Loaded", raw, observed, rng, repeats: int):
+    """``repeats`` releases of the loaded panel, each split against the raw input
+    (:class:`tsdp.accuracy.evaluation.Evaluation`; NOT private, nothing is written).
+
+    ``raw``: the input before caps, clipping and fill (n_series x n_steps); ``observed``: the cells
+    whose true value the input gives (False where --fill-missing zero filled one)."""
+    import numpy as np
+
+    from tsdp.accuracy.evaluation import Evaluation
+
+    table = loaded.loaded.table
+    bounded = table.values_matrix()
+    evaluation = Evaluation(raw, observed)
+    result = None
+    for _ in range(repeats):  # each run is a full release of the whole panel
+        result, released, noiseless = run_split(plan, table, loaded.panel, rng)
+        evaluation.add(bounded, noiseless, released, np.asarray(plan.postprocess(released.copy())))
+    return evaluation, result
+
+
+def evaluate_auto(plan: "ReleasePlan", histograms: dict, grids: dict, load, raw, observed, rng, repeats: int):
+    """:func:`evaluate_loaded` for caps chosen privately: every run chooses its caps anew from the
+    profile ``histograms`` (so the selection's randomness is in the evaluated error) and releases the
+    panel ``load(resolved plan)`` gives at those caps."""
+    import numpy as np
+
+    from tsdp.accuracy.evaluation import Evaluation
+
+    evaluation = Evaluation(raw, observed)
+    result = None
+    for _ in range(repeats):
+        resolved = plan.resolve(histograms, grids, rng)
+        loaded = load(resolved)
+        table = loaded.loaded.table
+        result, released, noiseless = run_split(resolved, table, loaded.panel, rng)
+        evaluation.add(table.values_matrix(), noiseless, released,
+                       np.asarray(resolved.postprocess(released.copy())))
+    return evaluation, result
+
+
+def resolve_frame(plan: "ReleasePlan", df, rng) -> "ReleasePlan":
+    """The plan at the caps chosen privately from the events of ``df`` (in memory); ``plan`` itself
+    when it has no ``auto`` cap."""
+    if plan.auto is None:
+        return plan
+    from tsdp.io.events import assemble, partial_cell_sums, profile_histograms
+
+    job, grids = plan.profile_job()
+    histograms = profile_histograms(assemble(job, [partial_cell_sums(df, job)]).diagnostics, grids)
+    return plan.resolve(histograms, grids, rng)
+
+
+def raw_input(df, plan: "ReleasePlan", loaded: "Loaded"):
+    """(the raw panel, the observed cells) of an in-memory input: for events the unbounded
+    aggregation on the public grid (:meth:`tsdp.io.events.EventJob.unbounded`), for series the
+    input itself, whose filled cells are not observed."""
+    table = loaded.loaded.table
+    if plan.spec.resolved_layout != "events":
+        return table.values_matrix(), table.observed_matrix()
+    import numpy as np
+
+    from tsdp.io.events import assemble, partial_cell_sums
+    from tsdp.io.load import event_job
+
+    job = event_job(plan.spec, plan.caps).unbounded()
+    raw = assemble(job, [partial_cell_sums(df, job)]).table.values_matrix()
+    return raw, np.ones(raw.shape, dtype=bool)
+
+
+@dataclass(frozen=True)
+class AutoBounds:
+    """The caps of a release to be chosen privately, with the options that asked for them."""
+
+    options: ReleaseOptions
+    caps: tuple[str, ...]
+    share: float
+    quantile: Any  # fractions.Fraction
+
+
+def _cap_value(option: str, value, integer: bool):
+    """A cap option: None, "auto", or a number (``integer``: a whole number >= 1); text from the
+    command line is parsed. UsageError naming ``--option`` otherwise."""
+    if value is None or value == "auto":
+        return value
+    given = value
+    if isinstance(value, str):
+        try:
+            value = int(value) if integer else float(value)
+        except ValueError:
+            raise UsageError(f"--{option} {value!r}: must be a {'whole number >= 1' if integer else 'number'} "
+                             "or auto") from None
+    if integer and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        raise UsageError(f"--{option} {given!r}: must be an integer >= 1 or auto")
+    if not integer and (isinstance(value, bool) or not isinstance(value, (int, float))):
+        raise UsageError(f"--{option} {given!r}: must be a number or auto")
+    return value
+
+
+def _time_type(spec: InputSpec):
+    """The time type the public grid of event input is built in (as --dry-run builds it)."""
+    import polars as pl
+
+    return pl.Datetime("us", spec.timezone) if spec.timezone else pl.Datetime("us")
+
+
 class Loaded(NamedTuple):
     """A frame loaded for release: the loaded input, the protected panel, the report's notes and
     (Gaussian noise on long input) normal draws started while the data was checked."""
@@ -371,7 +658,9 @@ def load_frame(df, plan: ReleasePlan, generator=None, stage: Callable[[str], Non
             and plan.spec.resolved_layout == "long"):
         prefetched = PrefetchedNormals(generator, df.height)
     stage("checking")
-    return Loaded(*load_panel(df, plan.spec, plan.declared, plan.caps), prefetched)
+    loaded = Loaded(*load_panel(df, plan.spec, plan.declared, plan.caps), prefetched)
+    plan.require_counts(loaded.loaded.table)
+    return loaded
 
 
 class Released(NamedTuple):
@@ -397,6 +686,8 @@ def report_for(plan: ReleasePlan, table, result, randomness, described: dict, no
     from tsdp.report import Report
 
     missing = getattr(table, "filled_cells", 0) if missing is None else missing
+    if parameters.get("max_per_step") is None:  # the default the plan resolved (counts: 1)
+        parameters = {**parameters, "max_per_step": plan.declared.max_per_step}
     return Report(
         command="release",
         parameters={**parameters, "layout": plan.spec.resolved_layout},
@@ -527,15 +818,17 @@ def release(frame, *, epsilon: float, unit: str, seed: int | None = None, **opti
     from tsdp.io.magnitudes import require_finite_output
     from tsdp.rng import SEEDED_WARNING, make_random_source
 
-    plan = options_from(epsilon=epsilon, unit=unit, **options).plan()
+    requested = options_from(epsilon=epsilon, unit=unit, **options)
+    plan = requested.plan()
     _check_seed(seed)
     df, kind = to_polars(frame)
     randomness = make_random_source(seed)
+    plan = resolve_frame(plan, df, randomness.generator)  # caps chosen privately first ("auto")
     loaded = load_frame(df, plan, randomness.generator)
     released = release_loaded(plan, loaded, randomness.generator)
     require_finite_output(released.frame)
     warnings = list(released.result.warnings) + ([SEEDED_WARNING] if randomness.seeded else [])
-    parameters = {**plan.options.parameters(), "input": IN_MEMORY_INPUT}
+    parameters = {**requested.parameters(), "input": IN_MEMORY_INPUT}
 
     def make_report(described: dict):
         return report_for(plan, loaded.loaded.table, released.result, randomness, described, released.notes,

@@ -7,6 +7,7 @@ from typing import Optional
 
 import typer
 
+from tsdp.caveats import Caveat
 from tsdp.cli import common
 from tsdp.cli.vocabulary import VocabularyCommand
 from tsdp.errors import UsageError
@@ -175,7 +176,8 @@ def verify(
     reports: list[str] = typer.Argument(..., help="tsdp report files (JSON); every one must pass."),
     max_epsilon: Optional[float] = typer.Option(None, "--max-epsilon", help="Fail if a claim's epsilon exceeds this (a finite number >= 0)."),
     max_delta: Optional[float] = typer.Option(None, "--max-delta", help="Fail if a claim's delta exceeds this (in [0, 1])."),
-    released: Optional[list[str]] = typer.Option(None, "--released", metavar="FILE", help="Released file (an input) whose sha256 must match the report; once per report, in order [default: the file the report names, when it sits next to the report]."),
+    released: Optional[list[str]] = typer.Option(None, "--released", metavar="FILE", help="Released file (an input) whose sha256 must match the report; once per report, in order [default: the file the report names, when it sits next to the report; without it the report fails]."),
+    no_output_check: bool = typer.Option(False, "--no-output-check", help="Verify the claims alone when a released file is not at hand (the output_sha256 check then passes as 'not checked', and the summary says so): a claim verified without its file could cover any file."),
     json_summary: bool = common.JsonOption, quiet: bool = common.QuietOption,
     config: Optional[str] = common.ConfigOption,
 ) -> None:
@@ -187,7 +189,8 @@ def verify(
     delta recomputed from the events or parameters (DP-SGD as 'tsdp account dpsgd') are no smaller
     than claimed, it is an upper bound within --max-epsilon/--max-delta, the run was not seeded,
     and the released file matches the report's sha256 (--released, or the file the report names next
-    to it; otherwise that check says 'not checked'). It does NOT prove who wrote the report (a
+    to it; without either the report fails, exit 3, unless --no-output-check asks for the claims
+    alone). It does NOT prove who wrote the report (a
     report edited consistently everywhere passes), that the file was made with the stated noise,
     anything about the data, or that declared bounds held for pre-aggregated input.
 
@@ -197,11 +200,19 @@ def verify(
     from tsdp.api import accounting
     from tsdp.errors import BudgetError
 
-    results = accounting.verify(reports, max_epsilon, max_delta, released)
+    if no_output_check and released:
+        raise UsageError("--no-output-check and --released contradict each other: give the released files to "
+                         "check them, or --no-output-check to verify the claims alone")
+    results = accounting.verify(reports, max_epsilon, max_delta, released, output_check=not no_output_check)
     passed = all(r.passed for _, r in results)
     console = common.Console(quiet, json_summary, stdout_taken=False)
+    if no_output_check:
+        console.warn(Caveat("output_not_checked", "--no-output-check: the released files were not compared with "
+                            "the reports' sha256; a pass covers the claims alone, whatever file is published "
+                            "with them"))
     if json_summary:
-        print(console.json_document({"passed": passed, "reports": [r.to_dict(path) for path, r in results]},
+        print(console.json_document({"passed": passed, "output_checked": not no_output_check,
+                                     "reports": [r.to_dict(path) for path, r in results]},
                                     "tsdp account verify"))
     else:
         for path, r in results:

@@ -5,12 +5,13 @@ What goes where:
 * the ``accuracy`` block (report, ``--json`` summary, the human summary's one line) is computed
   from public parameters only (:mod:`tsdp.accuracy`) and is publishable;
 * the noisy-release check compares the half-width with a robust scale of the PRIVATE input (the
-  median absolute value of its cells); its figures go only to stderr, for the steward, never into
-  the report. The ``--json`` summary (the steward's, on stdout) lists it under ``warnings`` with the
-  code ``"noisy"``, like every warning printed on stderr. ``--quiet`` silences the stderr warning;
-  ``--fail-on-noisy`` turns it into exit 3 before anything is written (no output, no report, no
-  ledger charge). Note that a gate on private data is itself a (one-bit) function of the data:
-  whether a release appears at all tells that bit.
+  median absolute value of its cells). Its outcome, whichever it is, is a function of the private
+  data: the finding (code ``"noisy"``, with both figures) goes to the custodian file only, and
+  nothing on stdout, stderr or in the report says whether the check fired (the summary names the
+  custodian file and the checks it holds, under ``custodian_checks``). ``--fail-on-noisy`` turns it
+  into exit 3 before anything is written (no output, no report, no ledger charge), with a message
+  that quotes the public half-width only. Note that such a gate is itself a (one-bit) function of
+  the data: whether a release appears at all tells that bit.
 """
 
 from __future__ import annotations
@@ -92,17 +93,18 @@ def noisy(acc, scale: Optional[float]) -> bool:
     return width is not None and scale is not None and width > scale
 
 
-def noisy_check(acc, scale: Optional[float], what: str, remedy: str, fail: bool) -> list[str]:
-    """The steward's warning when the noise swamps the signal (empty when it does not), or exit 3
-    under --fail-on-noisy, raised before anything is written. The caller prints the warning (stderr,
-    unless --quiet) once the release is published, and puts only the code "noisy" in --json."""
+def noisy_check(acc, scale: Optional[float], what: str, remedy: str, fail: bool) -> list:
+    """The finding for the custodian file when the noise swamps the signal (empty when it does not),
+    or exit 3 under --fail-on-noisy, raised before anything is written with a public message (the
+    half-width only: the private scale is not quoted)."""
+    from tsdp.caveats import PrivateCaveat
+
     if not noisy(acc, scale):
         return []
-    message = (f"the noise swamps the signal: {acc.line()}, but the median absolute value of {what} is "
-               f"{scale:.4g} (a figure of the PRIVATE data, shown to you only: it is in no report). "
-               f"To publish something useful, try {remedy}")
     if fail:
-        raise BudgetError(f"--fail-on-noisy: {message}; nothing was written")
-    return [message]
-
-
+        raise BudgetError(f"--fail-on-noisy: the noise interval ({acc.line()}) exceeds the median absolute value "
+                          f"of {what} (a figure of the PRIVATE data, not shown); nothing was written. To publish "
+                          f"something useful, try {remedy}")
+    return [PrivateCaveat(NOISY_CODE, f"the noise swamps the signal: {acc.line()}, but the median absolute value "
+                                      f"of {what} is {scale:.4g}. To publish something useful, try {remedy}",
+                          typical_half_width=typical_width(acc), median_absolute_value=scale)]

@@ -324,13 +324,16 @@ def resolve_custodian(custodian: str | None, input_path: str, output: str, repor
     return custodian
 
 
-def custodian_document(command: str, figures: dict[str, Any]) -> bytes:
-    """The custodian file: figures that are functions of the private data, marked not for publication.
+def custodian_document(command: str, figures: dict[str, Any], findings=()) -> bytes:
+    """The custodian file: figures that are functions of the private data, marked not for publication,
+    and the findings about the private data (:class:`tsdp.caveats.PrivateCaveat`: ``warnings``, each
+    ``{"code", "message", "figures"}``), which no public output mentions.
 
     Strict JSON: a non-finite float becomes ``null``.
     """
     data = {"schema": "tsdp-custodian/1", "publish": False, "note": CUSTODIAN_NOTE, "command": command,
-            "figures": json_ready(figures, nonfinite_as_null=True)}
+            "figures": json_ready(figures, nonfinite_as_null=True),
+            "warnings": json_ready([f.to_dict() for f in findings], nonfinite_as_null=True)}
     return (json.dumps(data, indent=2, allow_nan=False, default=str) + "\n").encode()
 
 
@@ -477,8 +480,10 @@ def display_name(path: str) -> str:
 class Console:
     """Where a command's human messages go: stderr, or nowhere under ``--quiet``.
 
-    Every warning is also kept for the ``--json`` summary (even under ``--quiet``), after the
-    deprecation warnings the command line or config file gave (:mod:`tsdp.cli.vocabulary`).
+    Every warning is a :class:`tsdp.caveats.Caveat` (a code and a public text), also kept for the
+    ``--json`` summary (even under ``--quiet``), after the deprecation warnings the command line or
+    config file gave (:mod:`tsdp.cli.vocabulary`). A finding about the private data
+    (:class:`tsdp.caveats.PrivateCaveat`) is refused: it goes to the custodian file only.
     """
 
     def __init__(self, quiet: bool, json_mode: bool, stdout_taken: bool) -> None:
@@ -488,9 +493,14 @@ class Console:
         self.warnings: list[str] = []
 
     def warn(self, message: str) -> None:
-        self.warnings.append(one_line(message))
+        from tsdp.caveats import Caveat, code_of, require_public
+
+        require_public([message], "stderr and the --json summary")
+        kept = one_line(message)
+        code = code_of(message)
+        self.warnings.append(Caveat(code, kept) if code != "warning" else kept)
         if not self.quiet:
-            print(f"warning: {one_line(message)}", file=sys.stderr)
+            print(f"warning: {kept}", file=sys.stderr)
 
     def json_document(self, data: dict[str, Any], title: str, schema: str | None = None) -> str:
         """``data`` as the command's ``--json`` summary (:mod:`tsdp.cli.summary`)."""
@@ -540,6 +550,8 @@ class Console:
         def fmt(val: Any) -> str:
             if isinstance(val, dict):
                 return ", ".join(f"{k}={fmt(v)}" for k, v in val.items())
+            if isinstance(val, (list, tuple)):
+                return ", ".join(fmt(v) for v in val) or "none"
             return f"{val:.6g}" if isinstance(val, float) else str(val)
 
         for key, val in data.items():

@@ -16,9 +16,11 @@ from typing import Any, Optional
 
 import typer
 
+from tsdp.caveats import Caveat, PrivateCaveat, is_private
 from tsdp.cli import common
 from tsdp.errors import BudgetError, ResourceError, UsageError
-from tsdp.flip import GUARANTEE, NOT_DP, BetaMixture, FlipSettings, claim_for, flip_many
+from tsdp.flip import NOT_DP, BetaMixture, FlipSettings, claim_for, flip_many
+from tsdp.flip import withholding
 from tsdp.flip.mechanism import DEFAULT_K
 from tsdp.flip.utility import SEASONAL_PERIODS
 from tsdp.io.entities import EntityPanel, load_entity_panel
@@ -26,26 +28,33 @@ from tsdp.io.files import check_output_path, read_table
 from tsdp.jsonfile import loads_strict
 from tsdp.report import Report
 
-SEEDED_FLIP_WARNING = ("this run used a fixed --seed: anyone who knows the seed and the estimated spectra can "
-                       "rebuild the filter and invert the release, so its output must not be published")
-FIXED_R_WARNING = ("this run fixed R with --r-params: the filter is then a function of R and the estimated spectra "
-                   "(with --lip-delta 0 no randomness is used at all, and a rerun releases the same file), so anyone "
-                   "who knows or guesses R can rebuild the filter and invert the release; its output must not be "
-                   "published")
-SECRETS_WARNING = ("the secrets file holds the master seed and every filter: anyone holding it can invert the "
-                   "release exactly; keep it apart from the output")
-DISCLAIMER = ("LIP >= 1 - lip_budget_delta holds for the ideal filter under the ESTIMATED spectral model, against "
-              "a linear attacker using the released value at the same time point only. It is not a "
-              "differential-privacy guarantee. The applied filter falls short of it near the two ends of each "
-              "series, where it runs on backcasts and forecasts of the series itself (or wraps around): the "
-              "custodian file gives each series' lowest same-date LIP and its date (lip_applied). The filter is invertible by anyone who learns it; an attacker who "
-              "guesses R(x) = x recovers much of the series (lip_guess_inversion), and lagged released values "
-              "can predict better than the same-date value (lip_lagged_min). Second-order features (mean, trend, "
+SEEDED_FLIP_WARNING = Caveat("seeded_run", "this run used a fixed --seed: anyone who knows the seed and the "
+                             "estimated spectra can rebuild the filter and invert the release, so its output must "
+                             "not be published")
+FIXED_R_WARNING = Caveat("fixed_filter", "this run fixed R with --r-params: the filter is then a function of R and the "
+                         "estimated spectra (with --lip-delta 0 no randomness is used at all, and a rerun releases "
+                         "the same file), so anyone who knows or guesses R can rebuild the filter and invert the "
+                         "release; its output must not be published")
+SECRETS_WARNING = Caveat("secrets_written", "the secrets file holds the master seed and every filter: anyone holding "
+                         "it can invert the release exactly; keep it apart from the output")
+DISCLAIMER = ("LIP is a model-based, second-order, same-date measure; it is not a differential-privacy guarantee. "
+              "Each released value's same-date LIP, computed for the release actually applied under the ESTIMATED "
+              "spectral model (for a linear attacker who knows the auxiliary series and the released trend), is at "
+              "least the claim's lip_floor; the dates below it, and the first and last --withhold-ends dates, are "
+              "written empty (output.withheld). The filter is invertible by anyone who learns it; an attacker who "
+              "guesses R(x) = x recovers much of the series (lip_guess_inversion), and lagged released values can "
+              "predict better than the same-date value (lip_lagged_min). Second-order features (mean, trend, "
               "variance, autocorrelation, spectrum) are released essentially exactly by design. Repeated releases "
               "of the same series are not analysed (no composition result).")
-CUSTODIAN_NOTE = ("the per-series figures (the LIP values, the attack diagnostics, D_path, D_ACF, var_ratio, S_sup, "
-                  "cond_variance_ratio, the trend moments) and the per-series model warnings are functions of the "
-                  "original data: they are written to the custodian file, never to this report")
+CEPSTRAL_PAPER_WARNING = Caveat("flip_model", "--coef-method cepstral-paper truncates a winding phase (pitfall P1): "
+                                "the filters are not exactly all-pass (each series' defect is in the custodian file); "
+                                "prefer direct")
+# the codes of the findings about the private data that a run may write to the custodian file
+CUSTODIAN_CHECKS = ("flip_model", "flip_dates_below_floor")
+CUSTODIAN_NOTE = ("the per-series figures (the LIP values, among them the lowest same-date LIP of the released dates "
+                  "and the dates below the floor, the attack diagnostics, D_path, D_ACF, var_ratio, S_sup, "
+                  "cond_variance_ratio, the trend moments) and every per-series warning are functions of the original "
+                  "data: they are written to the custodian file, never to this report, stderr or stdout")
 
 
 class FillMissing(str, Enum):
@@ -98,8 +107,9 @@ def flip(
     grid: int = typer.Option(8192, help="Frequencies on [0, pi]."),
     acf_lags: int = typer.Option(24, help="Lags H of the D_ACF utility figure."),
     fill_missing: FillMissing = typer.Option(FillMissing.error, help="Gaps (dates absent from the grid, empty values): an error, or null: each series is cut at its gaps and every stretch between them is released as a series of its own (nothing is imputed; the gaps stay empty, stretches too short for FLIP are written empty)."),
-    withhold_ends: int = typer.Option(0, "--withhold-ends", help="Write the first and last N dates of each series empty: near the ends the filter runs on backcasts and forecasts of the series and reveals more (lip_applied covers the dates released); M, the filter half-length, withholds every date whose taps reach past an end."),
-    min_lip: Optional[float] = typer.Option(None, help="Fail (exit 3, nothing written) if any series' applied LIP (its lowest over the dates) is below this."),
+    lip_floor: Optional[float] = typer.Option(None, "--lip-floor", help="The same-date LIP every released date reaches, stated by the report's claim: each date whose LIP (for the release applied) is below it is withheld (written empty), and a series with no date left is refused (exit 3) [default: 1 - lip-delta, at most 0.99]. A value below 1 - lip-delta releases dates under the theorem's bound knowingly; 0 releases every date."),
+    withhold_ends: int = typer.Option(0, "--withhold-ends", help="Also write the first and last N dates of each series empty, whatever their LIP: a public rule for the dates where the taps run over backcasts and forecasts (N = M, the filter half-length, covers every date whose taps reach past an end)."),
+    min_lip: Optional[float] = typer.Option(None, help="Fail (exit 3, nothing written) if a released date's same-date LIP is below this (with --lip-floor 0: refuse instead of withholding)."),
     suffix: Optional[str] = typer.Option(None, help="Keep the original value columns and add the released ones with this suffix (internal QA only)."),
     secrets: Optional[str] = typer.Option(None, "--secrets", help="Write the master seed and every filter to this JSON file (mode 0600). Anyone holding it can invert the release."),
     custodian: Optional[str] = common.CustodianOption,
@@ -117,8 +127,10 @@ def flip(
 
     It keeps the series' autocorrelation structure. Under the estimated time-series model, it ensures
     that the released value at the same date lowers the prediction-error variance of a linear attacker
-    who already knows the auxiliary series by at most a fraction delta (LIP >= 1 - delta). It provides
-    no differential-privacy guarantee.
+    who already knows the auxiliary series by at most a fraction delta (LIP >= 1 - delta). Every date
+    whose same-date LIP, for the release actually applied, is below the floor the report states
+    (--lip-floor, by default min(1 - delta, 0.99)) is written empty. It provides no
+    differential-privacy guarantee.
     """
     if delta is not None:
         raise UsageError(f"--delta {delta:g}: FLIP's budget is --lip-delta (LIP >= 1 - delta); --delta means the "
@@ -137,7 +149,7 @@ def flip(
         lip_delta=lip_delta, trend_order=trend_order, spectral=spectral.value, var_order=_var_order(var_order),
         K=DEFAULT_K if cepstral_terms is None else cepstral_terms, M=filter_half_length, coef_method=coef_method.value, boundary=boundary.value, bound=bound.value,
         r_components=r_components, r_range=_pair(r_range), r_params=_r_params(r_params), grid=grid,
-        acf_lags=acf_lags, withhold=withhold_ends,
+        acf_lags=acf_lags, withhold=withhold_ends, floor=lip_floor,
     )
     _check_grid_memory(settings)
     if min_lip is not None and not 0 <= min_lip <= 1:
@@ -164,42 +176,48 @@ def flip(
                             period=SEASONAL_PERIODS.get(panel.freq or ""))
         stage("writing output")
         rows = _series_rows(panel, items, results)
+        _check_released(items, results, settings)
         _check_min_lip(min_lip, rows)
-        series_warnings = [w for r in results for w in r.warnings]  # their figures depend on the data
+        # the per-series findings about the estimated model quote figures of the data (and even their presence
+        # is one): custodian file only; the public ones depend on the series' lengths and the options
+        findings, series_warnings = _split_series_warnings([w for r in results for w in r.warnings])
         general = (([SEEDED_FLIP_WARNING] if seed is not None else [])
                    + ([FIXED_R_WARNING] if settings.r_params is not None else [])
                    + ([SECRETS_WARNING] if secrets else [])
+                   + ([CEPSTRAL_PAPER_WARNING] if settings.coef_method == "cepstral-paper" else [])
                    + ([_suffix_warning(panel.value_cols, suffix)] if suffix is not None else []))
-        warnings = general if not series_warnings else [
-            f"{sum(1 for r in results if r.warnings)} of {len(results)} series carry warnings about their "
-            "estimated model; their text depends on the data, so they are in the custodian file", *general]
+        warnings = series_warnings + general
         released = {(entity, column): r.released for (entity, column, _, _), r in zip(items, results)}
         table = panel.released_frame(released, suffix)
-        private = ((common.custodian_document("flip", {"lip_series": rows}), custodian, "--custodian"),)
+        private_files = ((common.custodian_document("flip", {"lip_series": rows}, findings), custodian,
+                          "--custodian"),)
         if secrets is not None:
-            private += ((_secrets_json(master, items, results), secrets, "--secrets"),)
+            private_files += ((_secrets_json(master, items, results), secrets, "--secrets"),)
+        claim = claim_for(settings, entity_col)
         common.publish(table, output, report, lambda described: Report(
             command="flip",
             parameters={**params, "input": common.display_name(input), "output": described["file"],
                         "secrets_written": common.display_name(secrets) if secrets else False,
                         "custodian_file": Path(custodian).name},
-            claim=claim_for(settings, entity_col),
-            output={**described, "columns": table.columns},
+            claim=claim,
+            output={**described, "columns": table.columns, "withheld": _withheld_pattern(panel, items, results)},
             randomness="seeded" if seed is not None else "os-entropy",
             grid={"freq": panel.freq, "entities": panel.n_entities, "series": len(items)},
             notes=_notes(panel, settings, suffix),
             warnings=warnings,
-            lip={"statement": NOT_DP, "guarantee": GUARANTEE, "disclaimer": DISCLAIMER},
-        ), private_files=private, force=force)
+            lip={"statement": NOT_DP, "guarantee": claim.parameters["guarantee"], "disclaimer": DISCLAIMER},
+        ), private_files=private_files, force=force)
 
-    for message in series_warnings + general:
+    for message in warnings:
         console.warn(message)
     # the achieved LIP, D_path, D_ACF and the attack diagnostics are figures of the original series: in the
     # custodian file only (DESIGN section 2), never on stdout where CI logs keep them
     console.summary({
         "output": output, "report": report, "custodian": custodian, "secrets": secrets,
         "definition": "lip", "differential_privacy": False, "lip_budget_delta": settings.lip_delta,
+        "lip_floor": settings.lip_floor,
         "series": len(rows), "accuracy": _accuracy(json_summary),
+        "custodian_checks": list(CUSTODIAN_CHECKS),
     }, "tsdp flip")
 
 
@@ -276,6 +294,16 @@ def _check_secrets_path(path: str, input: str, output: str, report: str, custodi
     check_output_path(path, force, (input,), "--secrets")
 
 
+def _split_series_warnings(warnings: list[str]) -> tuple[list[PrivateCaveat], list[Caveat]]:
+    """(findings for the custodian file, public warnings) among the series' warnings. Fail closed: only
+    a public :class:`Caveat` (one about a series' length or the options) is printed and reported; any
+    other text is taken for a finding about the data."""
+    public = [w for w in warnings if isinstance(w, Caveat) and not is_private(w)]
+    findings = [w if is_private(w) else PrivateCaveat("flip_model", w) for w in warnings
+                if not (isinstance(w, Caveat) and not is_private(w))]
+    return findings, public
+
+
 def _series_rows(panel: EntityPanel, items, results) -> list[dict[str, Any]]:
     rows = []
     aux = ([str(panel.aux_entity)] if panel.aux_entity is not None else list(panel.aux_cols))
@@ -285,16 +313,52 @@ def _series_rows(panel: EntityPanel, items, results) -> list[dict[str, Any]]:
     return rows
 
 
+def _check_released(items, results, settings: FlipSettings) -> None:
+    """BudgetError (exit 3, nothing written) when a series has no date whose same-date LIP reaches the
+    floor: a release that withholds the whole series publishes nothing of it. The message names the
+    series and the options, never a figure of the data."""
+    for (entity, column, _, _), result in zip(items, results):
+        if not result.released_dates.any():
+            where = f"entity {entity!r}, column {column!r}" if entity is not None else f"column {column!r}"
+            default = "" if settings.floor is not None else ", by default min(1 - --lip-delta, 0.99)"
+            raise BudgetError(
+                f"{where}: no date reaches the same-date LIP floor {settings.lip_floor:g} (--lip-floor{default}) "
+                "outside the dates --withhold-ends withholds, so the whole series would be withheld; nothing was "
+                "written. --lip-floor F releases the dates at or above a lower floor F knowingly (the claim then "
+                "states F), and --lip-floor 0 releases every date, with the figures of each series in the custodian file; "
+                f"the attacker is given the released trend (--trend-order {settings.trend_order}), and a trend order "
+                "whose residual is closer to stationary, or a longer series, often raises the per-date LIP")
+
+
 def _check_min_lip(min_lip: float | None, rows: list[dict[str, Any]]) -> None:
     if min_lip is None:
         return
-    low = [r for r in rows if r["lip_applied"] < min_lip]
-    if low:
-        worst = min(low, key=lambda r: r["lip_applied"])
-        where = f"entity {worst['entity']!r}, " if worst["entity"] is not None else ""
-        raise BudgetError(f"--min-lip {min_lip:g}: {len(low)} series fall below it ({where}column "
-                          f"{worst['column']!r}: applied LIP {worst['lip_applied']:.6f} at date "
-                          f"{worst['lip_applied_date']} of {worst['T']}); nothing was written")
+    for row in rows:
+        if row["lip_applied"] is not None and row["lip_applied"] < min_lip:
+            where = f"entity {row['entity']!r}, " if row["entity"] is not None else ""
+            # which date and how low are figures of the private data: the custodian file of a run without the
+            # gate has them
+            raise BudgetError(f"--min-lip {min_lip:g}: a released date of {where}column {row['column']!r} has a "
+                              "same-date LIP below it; nothing was written (a run without --min-lip writes each "
+                              "series' lowest, lip_applied, to the custodian file)")
+
+
+def _withheld_pattern(panel: EntityPanel, items, results) -> list[dict[str, Any]]:
+    """Per series, the dates written empty (``output.withheld``): the release's missing pattern, which
+    the output shows anyway (tsdp.flip.withholding.pattern_note)."""
+    out = []
+    for (entity, column, _, _), result in zip(items, results):
+        rows = panel.block_rows(entity)  # an entity, or a stretch between gaps (--fill-missing null)
+        held = withholding.withheld_runs(result.released_dates)
+        times = panel.times[rows]  # only the runs' first and last times are formatted
+        labels = {k: _time_text(times[k]) for run in held for k in run}
+        out.append(withholding.series_pattern(entity, column, labels, result.released_dates))
+    return out
+
+
+def _time_text(value: Any) -> Any:
+    """A time as the report writes it: ISO 8601 for dates and timestamps, integers as they are."""
+    return value.isoformat() if hasattr(value, "isoformat") else value
 
 
 def _secrets_json(master: int, items, results) -> bytes:
@@ -310,8 +374,8 @@ def _secrets_json(master: int, items, results) -> bytes:
 def _suffix_warning(columns: list[str], suffix: str) -> str:
     """--suffix writes the original sensitive columns into the output: say so wherever the run is read."""
     names = ", ".join(repr(c) for c in columns)
-    return (f"--suffix {suffix}: the output keeps the original sensitive column(s) {names} next to the released "
-            "ones; it is for internal QA only and must not be published")
+    return Caveat("unprotected_columns", f"--suffix {suffix}: the output keeps the original sensitive column(s) "
+                  f"{names} next to the released ones; it is for internal QA only and must not be published")
 
 
 def _notes(panel: EntityPanel, settings: FlipSettings, suffix: str | None = None) -> list[str]:
@@ -343,11 +407,13 @@ def _notes(panel: EntityPanel, settings: FlipSettings, suffix: str | None = None
                      f"imputed. {panel.gap_rows} row(s) are written empty (the gaps, and stretches too short for "
                      "FLIP's length rules); dates with no row stay absent. The positions of the gaps are published "
                      "as given (treated as public), and LIP is measured per stretch (the custodian file names them)")
+    notes.append(f"every released date's same-date LIP is at least lip_floor = {settings.lip_floor:g}; "
+                 + withholding.pattern_note())
     if settings.withhold:
         notes.append(f"the first and last {settings.withhold} dates of each series are withheld: their released "
                      "values are empty")
     if settings.boundary == "circular":
         notes.append("--boundary circular is tsdp's frequency-domain mode (not the paper's): it keeps the periodogram "
                      "exactly but wraps the two ends together, so the dates near either end reach a lower "
-                     "same-date LIP than the ideal filter's (lip_applied in the custodian file is the lowest)")
+                     "same-date LIP than the ideal filter's (those below lip_floor are withheld)")
     return notes

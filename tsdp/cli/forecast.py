@@ -22,6 +22,7 @@ import numpy as np
 import polars as pl
 import typer
 
+from tsdp.caveats import Caveat
 from tsdp.cli import accuracy_options as acc_opts
 from tsdp.cli import common
 from tsdp.api.accounting import SERIES_UNITS, series_unit
@@ -73,14 +74,19 @@ class Checkpoint(str, Enum):
 SEASONS = {"1h": 24, "1d": 7, "1w": 52, "1mo": 12, "1q": 4, "30m": 48, "15m": 96, "10m": 144}
 MISSING_HINT = ("forecast-train needs complete series, or --fill-missing null to train only on windows without a "
                 "missing step")
-BEST_CHECKPOINT_CAVEAT = (
+BEST_CHECKPOINT_CAVEAT = Caveat(
+    "not_covered_by_guarantee",
     "--checkpoint best-validation: the released weights are the iterate with the lowest loss on validation windows "
     "cut from the same private series; that choice reads private data the accountant does not charge, so the "
     "claimed (epsilon, delta) does NOT cover these weights (it covers every iterate, not a data-dependent choice "
-    "among them). Use --checkpoint last (the default) for a release the guarantee covers")
-FORECAST_NOTE = ("the model weights are the differentially private release. The forecasts are the model applied to "
-                 "each series' own last context-length values, which the DP-SGD guarantee does not cover (Schuchardt "
-                 "et al. 2025, App. H): publish them only if those recent values may be disclosed")
+    "among them). Use --checkpoint last (the default) for a release the guarantee covers",
+)
+FORECAST_NOTE = Caveat(
+    "not_covered_by_guarantee",
+    "the model weights are the differentially private release. The forecasts are the model applied to each series' "
+    "own last context-length values, which the DP-SGD guarantee does not cover (Schuchardt et al. 2025, App. H): "
+    "publish them only if those recent values may be disclosed",
+)
 METRICS_NOTE = ("metrics are computed on the held-out tail and validation windows of the private series: they are "
                 "for the custodian, not privacy-protected, and never go into the report")
 
@@ -309,9 +315,12 @@ def _dry_run(input, layout, time_col, value_col, series_col, series_cols, freq, 
                             "every series needs complete (the last context and the held-out windows)")
         accounted = sampling.accounted_length(
             sampling.admissible_starts(shape.absent[:, :train_length], window, forecast_length), forecast_length)
-        console.warn(f"the input misses {shape.missing} step(s) (rows absent; first: series {shape.first_series!r} at "
-                     f"{shape.first_time}); --fill-missing null: no training window touches one, and the accountant "
-                     f"takes the fewest windows a series has left (length {accounted} of {train_length})")
+        from tsdp.caveats import Caveat
+
+        console.warn(Caveat("missing_cells", f"the input misses {shape.missing} step(s) (rows absent; first: series "
+                            f"{shape.first_series!r} at {shape.first_time}); --fill-missing null: no training window "
+                            "touches one, and the accountant takes the fewest windows a series has left (length "
+                            f"{accounted} of {train_length})"))
     plan = trainer.plan_training(config, n_series, accounted)
     accuracy = forecast_model(alpha)
     summary = {
@@ -429,14 +438,13 @@ def _skip_gaps(split, table, window: int, horizon: int, val_windows: int):
     """``split`` with the training windows that touch a missing step marked inadmissible (and the
     accountant's length with them); DataError if a step is missing where every series needs one: the
     last context and the held-out validation and test steps."""
-    missing = getattr(table, "missing", None)
-    if missing is None or table.filled_cells == 0:
+    if getattr(table, "filled_mask", None) is None or table.filled_cells == 0:
         return split
     from dataclasses import replace
 
     from tsdp.forecast import sampling
 
-    mask = table.flat_to_matrix(missing.to_numpy().ravel().astype(np.float64)) > 0.5
+    mask = ~table.observed_matrix()
     train_length = split.train.shape[1]
     tail = mask[:, max(0, train_length - window):]
     if tail.any():
@@ -594,8 +602,8 @@ def _evaluate_only(net, split, config, plan, rng, season, console) -> None:
     result = trainer.train(net, split, baseline, rng)
     scores = {"seasonal naive (NOT private)": trainer.evaluate_seasonal_naive(split, season),
               f"{config.model} without noise (NOT private)": trainer.evaluate(net, result.theta, split, season)}
-    console.warn("--evaluate-only trains NON-private baselines on the data: the figures are not private, are for "
-                 "comparison only, and nothing was written")
+    console.warn(Caveat("not_private_diagnostic", "--evaluate-only trains NON-private baselines on the data: the "
+                        "figures are not private, are for comparison only, and nothing was written"))
     naive, plain = scores.values()
     console.summary({"steps": steps, "season": season, "model": config.model,
                      "crps_seasonal_naive": naive["crps"], "crps_model_without_noise": plain["crps"],

@@ -16,6 +16,7 @@ import typer
 import numpy as np
 
 from tsdp.api.means import MeanOptions, MeanPlan, named_groups
+from tsdp.caveats import Caveat
 from tsdp.cli import accuracy_options as acc_opts
 from tsdp.cli import common
 from tsdp.cli.engine_options import (Engine, EngineOption, MemoryLimitOption, SparkConfOption, SparkMasterOption,
@@ -135,31 +136,32 @@ def mean_estimate(
             def finished():  # once every chunk is estimated (the output is staged by then)
                 if not done:
                     estimated = chunked.estimated()
-                    swamped = acc_opts.noisy_check(estimated.accuracy, float(np.median(np.abs(chunked.true_means))),
-                                                   "the true group means", _REMEDY, fail_on_noisy)
-                    done.update(estimated=estimated, swamped=swamped,
+                    findings = acc_opts.noisy_check(estimated.accuracy, float(np.median(np.abs(chunked.true_means))),
+                                                    "the true group means", _REMEDY, fail_on_noisy)
+                    done.update(estimated=estimated, findings=findings,
                                 warnings=estimated.warnings + ([SEEDED_WARNING] if randomness.seeded else []))
                 return done
 
-            def private_files():
+            def private_files():  # written whatever the findings are: its presence tells nothing
                 participation = finished()["estimated"].participation
-                return () if participation is None else (
-                    (common.custodian_document("mean-estimate", {"participation": participation}), custodian),)
+                figures = {} if participation is None else {"participation": participation}
+                return ((common.custodian_document("mean-estimate", figures, finished()["findings"]), custodian,
+                         "--custodian"),)
 
             common.publish(frames, output, report, lambda described: plan.report(
                 chunks, finished()["estimated"], randomness, described, finished()["warnings"],
                 {**params, "input": common.display_name(input), "output": described["file"]},
             ), private_files=common.Deferred(private_files), force=force)
-        estimated, swamped, warnings = finished()["estimated"], finished()["swamped"], finished()["warnings"]
-        claim, estimates, participation = estimated.claim, estimated.estimates, estimated.participation
+        estimated, warnings = finished()["estimated"], finished()["warnings"]
+        claim, estimates = estimated.claim, estimated.estimates
 
-    for message in warnings + swamped:
+    for message in warnings:
         console.warn(message)
     summary = {
         "output": output, "report": report, "algorithm": settings.algorithm,
         "groups": chunks.n_groups, "epsilon_per_group": settings.epsilon,
         "epsilon_total_bound": claim.epsilon,
-        "custodian": custodian if participation is not None else None,
+        "custodian": custodian, "custodian_checks": [acc_opts.NOISY_CODE],
         "unit": "user", "user_col": user_col,
         "accuracy": acc_opts.shown(estimated.accuracy, json_summary),
     }
@@ -186,8 +188,8 @@ def _dry_run(plan: MeanPlan, console) -> dict | None:
         "accuracy": accuracy.to_dict() if console.json_mode else accuracy.statement,
     }
     if grouped:
-        console.warn(f"--dry-run: the total epsilon is {settings.epsilon:g} x the number of groups, "
-                     "which the records decide")
+        console.warn(Caveat("epsilon_per_group", f"--dry-run: the total epsilon is {settings.epsilon:g} x the "
+                            "number of groups, which the records decide"))
     if acc_opts.planning():
         return {**summary, "accuracy": accuracy.to_dict()}
     console.summary(summary, "tsdp mean-estimate --dry-run")
@@ -224,8 +226,8 @@ def _evaluate(input, plan: MeanPlan, options: EngineOptions, randomness, repeats
                 parts.append(mae_over_runs((release_prepared(prep, plan.settings, randomness.generator).estimate
                                             for _ in range(repeats)), truth))
     mae = np.concatenate(parts)
-    console.warn("--evaluate compares the estimates with the true means: the figures are NOT private, "
-                 "are for choosing parameters only, and nothing was written")
+    console.warn(Caveat("not_private_diagnostic", "--evaluate compares the estimates with the true means: the "
+                        "figures are NOT private, are for choosing parameters only, and nothing was written"))
     console.summary({"runs": repeats, "algorithm": plan.settings.algorithm, "epsilon_per_group": plan.settings.epsilon,
                      "groups": chunks.n_groups, "mae_per_group": summarize(mae.tolist()),
                      "release_written": False}, "tsdp mean-estimate --evaluate")

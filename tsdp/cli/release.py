@@ -9,6 +9,7 @@ from typing import Optional
 import typer
 
 from tsdp.api.series import Loaded, ReleaseOptions, ReleasePlan, load_frame, release_loaded, report_for
+from tsdp.caveats import Caveat
 from tsdp.cli import accuracy_options as acc_opts
 from tsdp.cli import common
 from tsdp.cli.engine_options import (Engine, EngineOption, MemoryLimitOption, SparkConfOption, SparkMasterOption,
@@ -83,8 +84,10 @@ def release(
     epsilon: float = typer.Option(..., help="Privacy budget epsilon (> 0)."),
     delta: Optional[float] = typer.Option(None, help="Privacy budget delta in (0, 1); Gaussian only."),
     unit: Unit = typer.Option(..., help="What is protected: one event, a user's w-event window, or a whole user."),
-    max_per_step: float = typer.Option(1.0, help="M: largest contribution of one unit to one cell (events kept per user and bucket, for event input)."),
-    max_steps: Optional[int] = typer.Option(None, help="I: steps of a series in which one user may contribute (--unit user).", min=1),
+    max_per_step: Optional[str] = typer.Option(None, help="M: largest contribution of one unit to one cell, in the values' unit (events kept per user and bucket, for event input), or auto (event input: chosen privately, see --bound-selection-share) [default: 1, for counts; required for series whose values are not whole numbers]."),
+    max_steps: Optional[str] = typer.Option(None, help="I: steps of a series in which one user may contribute (--unit user), or auto (event input: chosen privately)."),
+    bound_selection_share: Optional[float] = typer.Option(None, help="With --max-per-step/--max-steps auto: the share of --epsilon spent choosing the caps (exponential mechanism on a quantile of the users' contributions; the release gets the rest) [default: 0.1]."),
+    bound_quantile: Optional[float] = typer.Option(None, help="With --max-per-step/--max-steps auto: the quantile of the users' contributions the caps aim at [default: 0.9]."),
     w: Optional[int] = typer.Option(None, help="Window length for --unit w-event.", min=1),
     series_per_user: Optional[int] = typer.Option(None, help="Series one user may contribute to [default: all].", min=1),
     neighbouring: Neighbouring = typer.Option(Neighbouring.add_remove, help="Neighbouring relation."),
@@ -108,7 +111,7 @@ def release(
     fast_xi: Optional[float] = typer.Option(None, help="--mechanism fast: PID error threshold xi."),
     fast_q: Optional[float] = typer.Option(None, help="--mechanism fast: process noise variance Q of the Kalman filter."),
     fast_r: Optional[float] = typer.Option(None, help="--mechanism fast: measurement noise variance R (default: the noise variance)."),
-    evaluate: Optional[int] = typer.Option(None, help="Run the mechanism N times and print MAE and MRE against the input: an internal, NOT private diagnostic; writes no release.", min=1),
+    evaluate: Optional[int] = typer.Option(None, help="Run the mechanism N times and split its error against the raw input (before caps, clipping, fill) into bounding, approximation, noise and post-processing: a NOT private diagnostic, as tables on stdout (with --json or --custodian: in the custodian file); writes no release.", min=1),
     layout: Optional[Layout] = typer.Option(None, help="Input layout [default: events with --user-col, long with --value-col, else wide]."),
     time_col: str = typer.Option("time", help="Time column."),
     value_col: Optional[str] = typer.Option(None, help="Value column (long layout, or a value per event)."),
@@ -166,9 +169,17 @@ def release(
         allow_negative=allow_negative, value_bound=value_bound,
         clip_min=clip_min, clip_max=clip_max, round_values=round_values, sampler=sampler, granularity=granularity,
         alpha=acc_opts.DEFAULT_ALPHA if alpha is None else alpha, accuracy_for=accuracy_for,
+        bound_selection_share=bound_selection_share, bound_quantile=bound_quantile,
     ).plan()
+    requested = plan.auto.options if plan.auto is not None else plan.options
+    params.update(max_per_step=requested.max_per_step, max_steps=requested.max_steps)  # parsed: 14, not "14"
     spec = plan.spec
     engine_options = _engine_options(spec, engine, memory_limit, work_dir, spark_master, spark_conf)
+    if plan.auto is not None and (dry_run or input == "-"):
+        raise UsageError(f"{'--max-per-step' if 'max_per_step' in plan.auto.caps else '--max-steps'} auto reads the "
+                         "events twice (to choose the cap, then to release)" + (
+                             ": give a file, not - (stdin)" if input == "-" else
+                             "; --dry-run reads none of them: give a number to see the accuracy at that cap"))
     if dry_run:
         if evaluate is not None or plot:
             raise UsageError(f"--dry-run reads no values, {'--evaluate' if evaluate is not None else '--plot'} needs them: "
@@ -176,8 +187,14 @@ def release(
         return _dry_run(input, plan, common.Console(quiet, json_summary, stdout_taken=False))
     randomness = make_random_source(seed)
     if evaluate is not None:
+        from tsdp.cli.evaluation import custodian_path
+
+        if input == "-" and spec.resolved_layout == "events":
+            raise UsageError("--evaluate reads event input twice (with and without the caps): give a file, "
+                             "not - (stdin)")
         return _evaluate(input, plan, engine_options, randomness, evaluate,
-                         common.Console(quiet, json_summary, stdout_taken=False))
+                         common.Console(quiet, json_summary, stdout_taken=False),
+                         custodian_path(custodian, input, json_summary, force), force)
     output, report = common.resolve_outputs(input, output, report, force, json_summary)
     custodian = common.resolve_custodian(custodian, input, output, report, force)
     if plot is not None:
@@ -187,8 +204,9 @@ def release(
     console = common.Console(quiet, json_summary, stdout_taken="-" in (output, report))
     if alpha is not None and plan.mechanism == "filter-subsample" and filter_alpha is None \
             and plan.options.accounting == "paper":
-        console.warn(f"--alpha {alpha:g} is the accuracy level (1 - alpha intervals); Koga et al.'s filter "
-                     "parameter is now --filter-alpha, and without it --accounting paper solves for it")
+        console.warn(Caveat("alpha_renamed", f"--alpha {alpha:g} is the accuracy level (1 - alpha intervals); Koga "
+                            "et al.'s filter parameter is now --filter-alpha, and without it --accounting paper "
+                            "solves for it"))
     charge = common.ledger_reservation(  # reserved before the data is read or any noise is drawn
         ledger, dataset, epsilon, delta or 0.0,
         f"tsdp release {common.display_name(input)} -> {common.display_name(output)} ({mechanism.value})")
@@ -198,17 +216,19 @@ def release(
     if streamed and (fail_on_noisy or plot):
         raise UsageError(f"{'--fail-on-noisy' if fail_on_noisy else '--plot'} needs the panel in memory, but this "
                          "input is released in chunks of series (see --memory-limit); raise --memory-limit or drop it")
-    swamped: list[str] = []  # the steward's noisy warning, printed once the release is published
+    findings: list = []  # about the private data (the noisy check): for the custodian file only
     with charge as held, console.progress(4) as stage, _chunks(streamed, input, spec, engine_options, stage) as chunks:
         if chunks is None:
+            if plan.auto is not None:  # the caps first, with their share of the budget (tsdp.mechanisms.bounds)
+                plan = _resolve(input, plan, engine_options, stage, randomness.generator)
             loaded = _read(input, plan, engine_options, stage, randomness.generator)
             table, diagnostics = loaded.loaded.table, loaded.loaded.diagnostics
 
             stage("adding noise")
             released, result, notes = release_loaded(plan, loaded, randomness.generator)
             results = [result]
-            swamped = acc_opts.noisy_check(plan.accuracy(result), _robust_scale(table, plan.accuracy_for),
-                                           _SCALE_OF[plan.accuracy_for], _remedy(plan.mechanism), fail_on_noisy)
+            findings = acc_opts.noisy_check(plan.accuracy(result), _robust_scale(table, plan.accuracy_for),
+                                            _SCALE_OF[plan.accuracy_for], _remedy(plan.mechanism), fail_on_noisy)
         else:
             table, diagnostics = chunks, {}
             panel, notes = panel_of(chunks.n_series, chunks.n_steps, spec, plan.declared, None, False, [SERIES_NOTE])
@@ -221,9 +241,13 @@ def release(
             return (list(results[-1].warnings)
                     + ([SEEDED_WARNING] if randomness.seeded else []))
 
-        def private_files():  # the input's counts (rows kept, clipped, dropped, filled), known once written
-            return ((common.custodian_document("release", {"diagnostics": diagnostics}), custodian, "--custodian"),) \
-                if diagnostics else ()
+        def private_files():  # the input's counts (rows kept, clipped, dropped, filled), known once written,
+            # and the findings: written whatever they are, so that the file's presence tells nothing
+            figures = {"diagnostics": diagnostics}
+            if streamed:  # (whether the input is streamed follows from its size in bytes)
+                figures["checks_not_run"] = {acc_opts.NOISY_CODE: "the input was released in chunks of series; "
+                                                                  "the check needs the panel in memory"}
+            return ((common.custodian_document("release", figures, findings), custodian, "--custodian"),)
 
         common.publish(released, output, report, lambda described: report_for(
             plan, table, results[-1], randomness, described, notes, warnings_now(),
@@ -233,7 +257,7 @@ def release(
             force=force)
         result, warnings = results[-1], warnings_now()
 
-    for message in warnings + swamped:
+    for message in warnings:
         console.warn(message)
     claim = result.claim
     if plot is not None:
@@ -252,7 +276,9 @@ def release(
     }
     if held is not None:
         summary["ledger"] = {"dataset": dataset, "entry": held.id}
-    summary["custodian"] = custodian if diagnostics else None  # the input's counts: not for publication
+    # the input's counts and the data-dependent checks: not for publication, and nothing public says what they found
+    summary["custodian"] = custodian
+    summary["custodian_checks"] = [acc_opts.NOISY_CODE]
     console.summary(summary, "tsdp release")
 
 
@@ -330,8 +356,10 @@ def _dry_run(input, plan: ReleasePlan, console) -> dict | None:
     if shape.missing and not acc_opts.planning():
         console.warn(gaps_warning(plan, shape))
     if plan.mechanism == "filter-subsample":
-        console.warn("--dry-run: filter-subsample's sigma depends on the sampled steps drawn at release; "
-                     "shown for one fixed draw")
+        console.warn(Caveat("dry_run_one_draw", "--dry-run: filter-subsample's sigma depends on the sampled steps "
+                            "drawn at release; shown for one fixed draw"))
+    if plan.assumption_warning:
+        console.warn(plan.assumption_warning)
     if acc_opts.planning():
         return {**summary, "accuracy": accuracy.to_dict(),
                 "gaps_warning": gaps_warning(plan, shape) if shape.missing else None}
@@ -341,7 +369,13 @@ def _dry_run(input, plan: ReleasePlan, console) -> dict | None:
 
 def gaps_warning(plan: ReleasePlan, shape) -> str:
     """What the release will do with the missing steps a dry run found (the policy is zero or null:
-    under error the dry run refuses them as the release would)."""
+    under error the dry run refuses them as the release would), as a ``missing_cells`` caveat."""
+    from tsdp.caveats import Caveat
+
+    return Caveat("missing_cells", _gaps_text(plan, shape))
+
+
+def _gaps_text(plan: ReleasePlan, shape) -> str:
     where = f"series {shape.first_series!r} " if shape.first_series is not None else ""
     found = (f"the input misses {shape.missing} cell(s) of its {shape.n_series} x {shape.n_steps} grid (rows absent; "
              f"first: {where}at {shape.first_time}); ")
@@ -384,6 +418,7 @@ def _release_chunks(chunks, panel, plan: ReleasePlan, rng, diagnostics: dict, st
     def frames():
         for k, table in enumerate(chunks.tables(), 1):
             stage(f"adding noise: chunk {k}/{chunks.n_chunks} ({table.n_series} series)")
+            plan.require_counts(table)
             result, _, rebuild = plan.run(table, panel, rng, None, stream)
             results[:] = [result]  # the claim and warnings; earlier chunks' values are let go
             if table.filled_cells:
@@ -395,6 +430,17 @@ def _release_chunks(chunks, panel, plan: ReleasePlan, rng, diagnostics: dict, st
     return frames(), results
 
 
+def _resolve(input: str, plan: ReleasePlan, options: EngineOptions, stage, generator) -> ReleasePlan:
+    """The plan at the caps chosen privately from the events of ``input`` (one pass over them)."""
+    from tsdp.engine.panel import aggregate_job
+    from tsdp.io.events import profile_histograms
+
+    job, grids = plan.profile_job()
+    stage("choosing the caps privately")
+    histograms = profile_histograms(aggregate_job(input, job, options, stage).diagnostics, grids)
+    return plan.resolve(histograms, grids, generator)
+
+
 def _read(input: str, plan: ReleasePlan, options: EngineOptions, stage, generator) -> Loaded:
     """The input loaded for release: events through the engine, series read and checked in memory."""
     spec = plan.spec
@@ -404,20 +450,60 @@ def _read(input: str, plan: ReleasePlan, options: EngineOptions, stage, generato
     return load_frame(read_table(input, *spec.read_schema()), plan, generator, stage)
 
 
-def _evaluate(input, plan: ReleasePlan, engine_options, randomness, repeats: int, console) -> None:
-    """Run the mechanism ``repeats`` times and print MAE/MRE against the input; writes nothing."""
-    from tsdp.mechanisms.metrics import mae, mre, summarize
+def _evaluate(input, plan: ReleasePlan, engine_options, randomness, repeats: int, console, custodian: str | None,
+              force: bool) -> None:
+    """Run the mechanism ``repeats`` times and split its error against the raw input (NOT private:
+    :mod:`tsdp.cli.evaluation` says where the figures go); writes no release and no report."""
+    from tsdp.api.series import evaluate_auto, evaluate_loaded
+    from tsdp.cli import evaluation as shown
+    from tsdp.engine.panel import aggregate_job
+    from tsdp.io.events import profile_histograms
 
-    loaded = _read(input, plan, engine_options, lambda name: None, None)
-    truth = loaded.loaded.table.values_matrix()
-    maes, mres = [], []
-    for _ in range(repeats):  # each run is a full release of the whole panel
-        result, as_matrix, _ = plan.run(loaded.loaded.table, loaded.panel, randomness.generator, None)
-        values = as_matrix()
-        maes.append(mae(values, truth))
-        mres.append(mre(values, truth))
-    console.warn("--evaluate compares releases with the true input: the figures are NOT private, "
-                 "are for choosing parameters only, and no release was written")
-    console.summary({"runs": repeats, "mechanism": result.claim.mechanism, "epsilon": result.claim.epsilon,
-                     "delta": result.claim.delta, "mae": summarize(maes), "mre": summarize(mres),
-                     "mre_sanitary_bound": 1, "release_written": False}, "tsdp release --evaluate")
+    with console.progress(3) as stage:
+        loaded = None if plan.auto is not None else _read(input, plan, engine_options, stage, None)
+        raw, observed = _raw(input, plan, engine_options, loaded, stage)
+        stage("releasing and comparing")
+        if plan.auto is None:
+            evaluation, result = evaluate_loaded(plan, loaded, raw, observed, randomness.generator, repeats)
+        else:  # every run chooses its caps anew; a panel is aggregated once per distinct choice
+            job, grids = plan.profile_job()
+            histograms = profile_histograms(aggregate_job(input, job, engine_options, stage).diagnostics, grids)
+            panels: dict = {}
+
+            def load(resolved):
+                key = (resolved.options.max_per_step, resolved.options.max_steps)
+                if key not in panels:
+                    panels[key] = _read(input, resolved, engine_options, stage, None)
+                return panels[key]
+
+            evaluation, result = evaluate_auto(plan, histograms, grids, load, raw, observed, randomness.generator,
+                                               repeats)
+            loaded = next(iter(panels.values()))
+    claim = result.claim
+    public = {"runs": repeats, "mechanism": claim.mechanism, "epsilon": claim.epsilon, "delta": claim.delta,
+              "release_written": False}
+    diagnostics = dict(loaded.loaded.diagnostics)  # (with auto caps: the first choice's)
+    figures = {"evaluation": evaluation.to_dict(), "diagnostics": diagnostics, "parameters": public}
+    if custodian is not None:
+        shown.write_custodian(custodian, figures, force)
+    console.warn(shown.DIAGNOSTIC_WARNING)
+    if console.json_mode:
+        console.summary({**public, "custodian": custodian}, "tsdp release --evaluate")
+    elif not console.quiet:
+        shown.print_tables(figures["evaluation"], diagnostics, {**public, "custodian": custodian})
+
+
+def _raw(input: str, plan: ReleasePlan, options: EngineOptions, loaded: Loaded, stage):
+    """(the raw input as an (n_series, n_steps) panel, the cells it observes): events aggregated
+    again without caps or value clipping on the same public grid, series as read (filled cells
+    unobserved)."""
+    import numpy as np
+
+    from tsdp.engine.panel import raw_event_panel
+
+    if plan.spec.resolved_layout != "events":
+        table = loaded.loaded.table
+        return table.values_matrix(), table.observed_matrix()
+    stage("aggregating the raw events (no caps)")
+    raw = raw_event_panel(input, plan.spec, plan.declared, options, plan.caps.value_bound).values_matrix()
+    return raw, np.ones(raw.shape, dtype=bool)

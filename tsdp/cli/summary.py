@@ -3,8 +3,9 @@
 Its shape is the same in every command: a ``schema`` id naming the command and the version of its
 summary (``tsdp.release.summary/1``), snake_case keys at every depth, numbers and identifiers as
 values (caveats are warnings, not values), and ``warnings``: every warning the run printed on
-stderr, each as ``{"code": ..., "message": ...}`` so that a script can act on the code. A
-non-finite number becomes ``null`` (strict JSON).
+stderr, each as ``{"code": ..., "message": ...}`` so that a script can act on the code (the codes
+and their meanings: :data:`tsdp.caveats.CODES`). No warning quotes a figure of the private data:
+those are in the custodian file. A non-finite number becomes ``null`` (strict JSON).
 """
 
 from __future__ import annotations
@@ -16,35 +17,13 @@ from typing import Any
 SUMMARY_VERSION = 1
 SNAKE_CASE = re.compile(r"^[a-z][a-z0-9]*(_[a-z0-9]+)*$")
 
-# (pattern in the message, code): the first match names a warning; the order matters.
-_CODES: tuple[tuple[str, str], ...] = (
-    (r"is deprecated and will be removed", "deprecated_option"),
-    (r"the noise swamps the signal", "noisy"),
-    (r"--sampler float", "float_sampler"),
-    (r"has no hardened sampler yet", "float_sampler"),
-    (r"fixed --seed", "seeded_run"),
-    (r"secrets file", "secrets_written"),
-    (r"--evaluate-only|--evaluate ", "not_private_diagnostic"),
-    (r"not privacy-protected|NOT private|not private", "not_private_diagnostic"),
-    (r"custodian file", "see_custodian_file"),
-    (r"does NOT cover|guarantee does not cover|does not cover", "not_covered_by_guarantee"),
-    (r"exceeds epsilon", "budget_too_small"),
-    (r"--delta .* 1/", "delta_too_large"),
-    (r"--calibration classic|classical", "classical_calibration"),
-    (r"fewer than 10", "few_arrays"),
-    (r"single user", "single_user"),
-    (r"clipped", "values_clipped"),
-    (r"LOWER BOUND|lower bound", "lower_bound"),
-    (r"not valid for event-level|standard DP-SGD", "standard_dpsgd_not_event_level"),
-)
-
 
 def warning_code(message: str) -> str:
-    """A machine code for a warning's message (``warning`` when no rule names it)."""
-    for pattern, code in _CODES:
-        if re.search(pattern, message):
-            return code
-    return "warning"
+    """A warning's stable code (:data:`tsdp.caveats.CODES`); ``warning`` for a plain string, which
+    no tsdp command emits."""
+    from tsdp.caveats import code_of
+
+    return code_of(message)
 
 
 def schema_id(title: str) -> str:
@@ -80,8 +59,10 @@ def non_snake_keys(value: Any, where: str = "") -> list[str]:
 
 def document(data: dict[str, Any], title: str, warnings: list[str], schema: str | None = None) -> str:
     """The summary as printed: ``schema`` first, then ``data``, then the warnings with codes."""
+    from tsdp.caveats import require_public
     from tsdp.report import json_ready
 
+    require_public(warnings, "the --json summary")
     body = {"schema": schema or schema_id(title), **data,
             "warnings": [{"code": warning_code(m), "message": m} for m in warnings]}
     bad = non_snake_keys(body)

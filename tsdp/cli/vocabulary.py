@@ -113,7 +113,9 @@ def config_key(command: str, key: str, ctx: Any = None, warn: bool = True) -> st
 
 def warn_deprecated(old: str, new: str, ctx: Any = None) -> None:
     """Print the deprecation warning now and keep it for the command's ``--json`` summary."""
-    message = deprecation_message(old, new)
+    from tsdp.caveats import Caveat
+
+    message = Caveat("deprecated_option", deprecation_message(old, new))
     print(f"warning: {one_line(message)}", file=sys.stderr)
     ctx = ctx if ctx is not None else get_current_context(silent=True)
     if ctx is not None:

@@ -133,3 +133,36 @@ def cap_and_sum(rows: pl.DataFrame, caps) -> tuple[pl.DataFrame, dict[str, int]]
     kept = work.filter(keep)
     diag["rows_kept"] = kept.height
     return cell_sums(kept.lazy()).collect(), diag
+
+
+PROFILE_PREFIX = "__bounds"  # diagnostics keys of contribution_profile's histograms (summed like counts)
+
+
+def contribution_profile(rows: pl.DataFrame, caps, grids: dict[str, tuple[int, ...]]) -> dict[str, int]:
+    """Histograms of each user's contribution over public candidate grids, for the private choice of
+    the caps (:mod:`tsdp.mechanisms.bounds`), once the caps that are fixed (``caps``: the series cap,
+    and the bucket cap when it is given) hold.
+
+    ``grids["max_per_step"]``: the most events the user keeps in one (series, bucket) cell;
+    ``grids["max_steps"]``: the most buckets the user keeps in one series. Each statistic is a
+    function of that user's rows only, so the histograms of disjoint user sets add up; key
+    ``f"{PROFILE_PREFIX}:{name}:{j}"`` counts the users whose statistic lies in ``(c_{j-1}, c_j]``
+    of the ascending grid (``j = len(grid)``: above its last candidate).
+    """
+    work = runs(rows)
+    keep = pl.Series(np.ones(work.height, dtype=bool))
+    if caps.series_per_user is not None:
+        run = "__pair" if caps.level == "user" else "__cell"
+        keep = keep & first_series(work.lazy(), caps.series_per_user, caps.level).collect().to_series().gather(work[run])
+    if caps.max_steps is not None:
+        keep = keep & (work["__step_rank"] < caps.max_steps)
+    kept = work.filter(keep)
+    per_user = kept.group_by("__ucode", "__pair", "__cell").len().group_by("__ucode", "__pair").agg(
+        pl.col("len").max().alias("max_per_step"), pl.len().alias("max_steps")
+    ).group_by("__ucode").agg(pl.col("max_per_step").max(), pl.col("max_steps").max())
+    out: dict[str, int] = {}
+    for name, grid in grids.items():
+        bins = np.searchsorted(np.asarray(grid), per_user[name].to_numpy(), side="left")
+        counts = np.bincount(bins, minlength=len(grid) + 1)
+        out.update({f"{PROFILE_PREFIX}:{name}:{j}": int(c) for j, c in enumerate(counts)})
+    return out

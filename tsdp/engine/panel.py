@@ -16,8 +16,9 @@ import polars as pl
 from tsdp.accounting.sensitivity import ContributionBounds
 from tsdp.errors import UsageError
 from tsdp.engine.options import ENGINES, EngineOptions  # noqa: F401  (re-exported)
-from tsdp.io.events import EventCaps
+from tsdp.io.events import EventAggregation, EventCaps
 from tsdp.io.inputs import check_input
+from tsdp.io.layouts import SeriesTable
 from tsdp.io.load import InputSpec, LoadedInput, event_job, load_input, loaded_events
 from tsdp.mechanisms.baseline import Panel
 
@@ -48,7 +49,22 @@ def load_event_panel(path: str, spec: InputSpec, declared: ContributionBounds, o
                      value_bound: float | None = None, stage=None) -> tuple[LoadedInput, Panel, list[str]]:
     """:func:`load_panel` for event input read from ``path`` by the engine of ``options``."""
     caps = event_caps(declared, value_bound)
-    job = event_job(spec, caps)
+    agg = aggregate_job(path, event_job(spec, caps), options, stage)
+    return _panel(loaded_events(agg, caps), spec, declared, caps)
+
+
+def raw_event_panel(path: str, spec: InputSpec, declared: ContributionBounds, options: EngineOptions,
+                    value_bound: float | None = None, stage=None) -> SeriesTable:
+    """The events of ``path`` aggregated on the same public grid and series keys as
+    :func:`load_event_panel`, but with no cap and no value clip (:meth:`EventJob.unbounded`): the
+    panel the release approximates, for ``--evaluate`` only (it has no sensitivity bound and is
+    never released)."""
+    job = event_job(spec, event_caps(declared, value_bound)).unbounded()
+    return aggregate_job(path, job, options, stage).table
+
+
+def aggregate_job(path: str, job, options: EngineOptions, stage=None) -> EventAggregation:
+    """``job`` run on the events of ``path`` by the engine of ``options``."""
     if "://" not in path:
         check_input(path)  # before any engine opens it: a FIFO would block, a repeated column mislead
     if options.engine == "spark":
@@ -56,12 +72,10 @@ def load_event_panel(path: str, spec: InputSpec, declared: ContributionBounds, o
 
         if stage is not None:
             stage("bounding and aggregating on Spark")
-        agg = aggregate_events_spark(path, job, options.spark_master, dict(options.spark_conf))
-    else:
-        from tsdp.engine.local import aggregate_events_local
+        return aggregate_events_spark(path, job, options.spark_master, dict(options.spark_conf))
+    from tsdp.engine.local import aggregate_events_local
 
-        agg = aggregate_events_local(path, job, options.memory_limit, options.work_dir, stage)
-    return _panel(loaded_events(agg, caps), spec, declared, caps)
+    return aggregate_events_local(path, job, options.memory_limit, options.work_dir, stage)
 
 
 def load_panel(df: pl.DataFrame, spec: InputSpec, declared: ContributionBounds,

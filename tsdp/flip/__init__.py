@@ -2,7 +2,6 @@
 measure, Linear Incremental Privacy. It is not differential privacy. See ``specs/flip.md``."""
 
 from tsdp.flip.mechanism import (
-    GUARANTEE,
     NOT_DP,
     FlipSettings,
     SeriesFlip,
@@ -13,5 +12,5 @@ from tsdp.flip.mechanism import (
 )
 from tsdp.flip.phase import BetaMixture
 
-__all__ = ["GUARANTEE", "NOT_DP", "BetaMixture", "FlipSettings", "SeriesFlip", "claim_for", "flip_many",
+__all__ = ["NOT_DP", "BetaMixture", "FlipSettings", "SeriesFlip", "claim_for", "flip_many",
            "flip_series", "series_generator"]

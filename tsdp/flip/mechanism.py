@@ -11,13 +11,16 @@ For one sensitive series x (length T) and optional auxiliary series z (T x q):
    H = (1 - alpha) F + alpha lambda / pi and theta = pi R(H);
 6. the 2M+1 taps of e^{i theta} (``coefficients``);
 7. pad x with M backcasts and forecasts and filter (or filter circularly);
-8. add the trend back and undo the standardisation.
+8. add the trend back and undo the standardisation;
+9. compute the same-date LIP of the release at every date (``tsdp.flip.datewise``) and write empty the
+   first and last ``withhold`` dates and every date whose LIP is below the floor the claim states
+   (``tsdp.flip.withholding``).
 
-The diagnostics (LIP of the ideal filter; the same-date LIP of the release at every date, whose lowest
-value and date are ``lip_applied`` and ``lip_applied_date`` (``tsdp.flip.datewise``: the ends, where the
-taps run over backcasts and forecasts or wrap around, can fall far below the stationary figure
-``lip_applied_interior``); lagged LIP, the two inversion attacks, all-pass defect, utility) are figures
-of the data and go to the custodian file; R, Delta, B, L_R and the taps are secrets.
+The diagnostics (LIP of the ideal filter; the lowest same-date LIP over the released dates and its date,
+``lip_applied`` and ``lip_applied_date``, and over all dates, ``lip_lowest``; the stationary figure of the
+taps ``lip_applied_interior``; the dates withheld below the floor; lagged LIP, the two inversion attacks,
+all-pass defect, utility) are figures of the data and go to the custodian file; R, Delta, B, L_R and the
+taps are secrets.
 """
 
 from __future__ import annotations
@@ -30,8 +33,9 @@ from typing import Any, Callable, Iterable
 import numpy as np
 
 from tsdp.accounting.claim import PrivacyClaim, PrivacyUnit
+from tsdp.caveats import Caveat, PrivateCaveat
 from tsdp.errors import DataError, NumericalError, UsageError
-from tsdp.flip import coefficients, datewise, filtering, lip, phase, spectral, trend, utility
+from tsdp.flip import coefficients, datewise, filtering, lip, phase, spectral, trend, utility, withholding
 
 SPECTRAL = ("var", "flattop")
 BOUNDARIES = ("extend", "circular")
@@ -43,13 +47,12 @@ MECHANISM = "FLIP all-pass filtering (McElroy, Roy & Hore 2022)"
 NOT_DP = ("FLIP is not differential privacy: it carries no differential-privacy parameters and none "
           "can be derived from it. Given its secret parameters the release is a deterministic, invertible "
           "linear filter of the data.")
-GUARANTEE = ("LIP >= 1 - lip_budget_delta holds for the ideal filter under the ESTIMATED spectral model, "
-             "against a linear attacker who knows the auxiliary series and uses the released value at the "
-             "same date only")
 THEOREM = ("McElroy, Roy & Hore (2022): Linear Incremental Privacy, Def. 4 / eq. (5), of the filter "
            "Psi_h = exp(i pi R(H)) with R a symmetrised Beta mixture: LIP = 1 by Thm 6 (lip_budget_delta = 0); "
            "LIP >= 1 - delta by Thm 10 and eq. (12) for the shift Delta ~ U[0, B] (lip_budget_delta > 0); "
-           "evaluated at the estimated conditional spectrum f_{X|Z} (Prop. 3; delta-FLIP, section 3.2)")
+           "evaluated at the estimated conditional spectrum f_{X|Z} (Prop. 3; delta-FLIP, section 3.2); the release "
+           "actually applied is held to lip_floor date by date: eq. (5) at each date for the finite map and the "
+           "released trend (tsdp.flip.datewise), every date below lip_floor withheld (tsdp.flip.withholding)")
 NEIGHBOURING = ("no neighbouring relation: LIP compares a linear attacker's prediction of the value X_t "
                 "from the auxiliary series alone with its prediction from the auxiliary series and the "
                 "released value at the same date t")
@@ -74,6 +77,7 @@ class FlipSettings:
     grid: int = DEFAULT_GRID
     acf_lags: int = 24
     withhold: int = 0  # dates withheld (not released) at each end of every series
+    floor: float | None = None  # --lip-floor; None: withholding.default_floor(lip_delta)
 
     def __post_init__(self) -> None:
         if not (0.0 <= self.lip_delta < 1.0) or not math.isfinite(self.lip_delta):
@@ -109,6 +113,8 @@ class FlipSettings:
             raise UsageError(f"--acf-lags {self.acf_lags}: must be >= 1")
         if self.withhold < 0:
             raise UsageError(f"--withhold-ends {self.withhold}: must be an integer >= 0")
+        if self.floor is not None and not (0.0 <= self.floor <= 1.0):  # (NaN fails too)
+            raise UsageError(f"--lip-floor {self.floor:g}: the same-date LIP floor must be in [0, 1]")
         if self.r_params is not None:
             phase.check_r(self.r_params, self.lip_delta, self.trend_order)
 
@@ -118,6 +124,11 @@ class FlipSettings:
         if self.r_range is not None:
             return float(self.r_range[0]), float(self.r_range[1])
         return float(self.trend_order + 1), float(self.trend_order + 4)
+
+    @property
+    def lip_floor(self) -> float:
+        """The same-date LIP every released date reaches, stated by the claim (tsdp.flip.withholding)."""
+        return withholding.default_floor(self.lip_delta) if self.floor is None else float(self.floor)
 
     def padding(self, T: int) -> int:
         """M: given, or min(45, T // 4) (reproduces the paper's Examples 1 and 3)."""
@@ -133,6 +144,7 @@ class FlipSettings:
             "r_components": len(self.r_params.alpha) if self.r_params else self.r_components,
             "r_range": "fixed by --r-params (secret)" if self.r_params else [low, high],
             "grid": self.grid, "acf_lags": self.acf_lags, "withhold_ends": self.withhold,
+            "lip_floor": self.lip_floor,
         }
 
 
@@ -144,6 +156,11 @@ class SeriesFlip:
     diagnostics: dict[str, Any]
     secrets: dict[str, Any]
     warnings: list[str] = field(default_factory=list)
+
+    @property
+    def released_dates(self) -> np.ndarray:
+        """Boolean mask of the dates released (the others are withheld: NaN, written empty)."""
+        return ~np.isnan(self.released)
 
 
 def check_length(T: int, settings: FlipSettings, q: int, label: str) -> list[str]:
@@ -161,10 +178,11 @@ def check_length(T: int, settings: FlipSettings, q: int, label: str) -> list[str
                         f"T >= {q * settings.var_order + d + 10}, but T = {T}")
     warnings = []
     if M > T / 4:
-        warnings.append(f"{label}: --filter-half-length {M} exceeds T/4 = {T / 4:g}; edge effects shrink the released "
-                        "variance (spec P7)")
+        warnings.append(Caveat("flip_short_series", f"{label}: --filter-half-length {M} exceeds T/4 = {T / 4:g}; "
+                               "edge effects shrink the released variance (spec P7)"))
     if T < SHORT_LENGTH:
-        warnings.append(f"{label}: only {T} observations; the spectral estimate is unreliable below {SHORT_LENGTH}")
+        warnings.append(Caveat("flip_short_series", f"{label}: only {T} observations; the spectral estimate is "
+                               f"unreliable below {SHORT_LENGTH}"))
     return warnings
 
 
@@ -247,9 +265,9 @@ def flip_series(x: np.ndarray, z: np.ndarray | None, settings: FlipSettings, rng
     if period and period >= 2 and T >= 2 * period:
         peak = utility.seasonal_peak(resid, period)
         if peak > utility.SEASONAL_RATIO:
-            warnings.append(f"{label}: the periodogram has a seasonal peak ({peak:.0f} times its neighbours at a "
+            warnings.append(PrivateCaveat("flip_model", f"{label}: the periodogram has a seasonal peak ({peak:.0f} times its neighbours at a "
                             f"multiple of 1/{period}); FLIP assumes a stationary series, so seasonally adjust the "
-                            "input (spec P8)")
+                            "input (spec P8)", series=label, seasonal_peak_ratio=peak))
 
     joint = np.column_stack([resid, z_resid])
     _refuse_collinear(joint, label, M)
@@ -272,28 +290,32 @@ def flip_series(x: np.ndarray, z: np.ndarray | None, settings: FlipSettings, rng
     if n > settings.grid:
         fit_info["notes"].append(f"frequency grid refined to {n} points to resolve a concentrated spectrum")
     if _unresolved(f_x, f_cond):
-        warnings.append(f"{label}: the estimated spectrum is concentrated at frequency 0 beyond what a grid of "
+        warnings.append(PrivateCaveat("flip_model", f"{label}: the estimated spectrum is concentrated at frequency 0 beyond what a grid of "
                         f"{n} frequencies resolves (a near unit root): the series looks non-stationary; remove "
-                        "its trend with --trend-order or difference it")
+                        "its trend with --trend-order or difference it", series=label))
 
     F = spectral.spectral_cdf(f_cond)
     S = phase.sup_deviation(f_cond)
     d_ks = phase.ks_distance(F)
     r = settings.r_params or phase.BetaMixture.draw(rng, settings.r_components, *settings.beta_range)
     if settings.r_params is None:
-        warnings += [f"{label}: {w}" for w in phase.check_r(r, settings.lip_delta, d)]
+        # R is a secret draw: whether it falls short is for the custodian only
+        warnings += [PrivateCaveat("flip_model", f"{label}: {w}", series=label)
+                     for w in phase.check_r(r, settings.lip_delta, d)]
     bound = phase.shift_bound(settings.lip_delta, r.lipschitz, S, d_ks, settings.bound)
     shift, capped = phase.draw_shift(rng, bound)
     if capped:
-        warnings.append(f"{label}: the spectrum is nearly flat (S = {S:.3g}), so every shift is admissible; "
-                        "the shift was capped at 1/pi and barely randomises the filter here (spec P4)")
+        warnings.append(PrivateCaveat("flip_model", f"{label}: the spectrum is nearly flat (S = {S:.3g}), so every "
+                                      "shift is admissible; the shift was capped at 1/pi and barely randomises the "
+                                      "filter here (spec P4)", series=label, S_sup=S))
     alpha = phase.mixing_weight(shift)
     theta = math.pi * r(phase.shifted_cdf(F, alpha))
     taps = coefficients.filter_taps(theta, M, settings.coef_method, settings.K)
     defect = coefficients.allpass_defect(taps, n)
     if settings.coef_method == "cepstral-paper":
-        warnings.append(f"{label}: --coef-method cepstral-paper truncates a winding phase (pitfall P1): the "
-                        f"filter is {defect:.3g} away from all-pass; prefer direct")
+        warnings.append(PrivateCaveat("flip_model", f"{label}: --coef-method cepstral-paper truncates a winding "
+                                      f"phase (pitfall P1): the filter is {defect:.3g} away from all-pass; prefer "
+                                      "direct", series=label, allpass_max_defect=defect))
 
     gamma_x = spectral.acvf(f_x)
     if settings.boundary == "extend":
@@ -317,17 +339,22 @@ def flip_series(x: np.ndarray, z: np.ndarray | None, settings: FlipSettings, rng
 
     gamma_c = spectral.acvf(f_cond)
     lip_ideal = lip.ideal_lip_on_cdf(F, alpha, r)
-    floor = 1.0 - settings.lip_delta
-    if lip_ideal < floor - 1e-8:
+    ideal_floor = 1.0 - settings.lip_delta
+    if lip_ideal < ideal_floor - 1e-8:
         raise NumericalError(f"{label}: the ideal filter's LIP {lip_ideal:.10f} is below 1 - lip_delta = "
-                             f"{floor:g}: the spectrum is too concentrated for the grid; raise --grid")
+                             f"{ideal_floor:g}: the spectrum is too concentrated for the grid; raise --grid")
+    if settings.withhold and 2 * settings.withhold >= T:
+        raise DataError(f"{label}: --withhold-ends {settings.withhold} withholds every one of its {T} dates")
     by_date = datewise.lip_by_date(
         residual_filter, gamma_c, trend.trend_basis(T, d), taps=taps, gamma_x=gamma_x, M=M,
         impulse=residual_filter(np.eye(1, T)[0]) if settings.boundary == "circular" else None)
-    kept = slice(settings.withhold, T - settings.withhold)  # the dates released
-    if settings.withhold and 2 * settings.withhold >= T:
-        raise DataError(f"{label}: --withhold-ends {settings.withhold} withholds every one of its {T} dates")
-    worst = settings.withhold + int(np.argmin(by_date[kept]))
+    floor = settings.lip_floor
+    kept = withholding.released_dates(by_date, floor, settings.withhold)  # the dates released
+    worst = int(np.argmin(np.where(kept, by_date, np.inf))) if kept.any() else None
+    lowest = int(np.argmin(by_date))
+    below = (by_date < floor) & withholding.between_ends(T, settings.withhold)
+    near_end = np.zeros(T, dtype=bool)
+    near_end[:M] = near_end[T - M:] = True
     lagged_min, lagged_at = lip.lagged_lip(taps, gamma_c, M)
     guess = coefficients.filter_taps(math.pi * F, M, "direct")
     diagnostics = {
@@ -338,15 +365,28 @@ def flip_series(x: np.ndarray, z: np.ndarray | None, settings: FlipSettings, rng
         "cond_variance_ratio": share,
         "S_sup": S,
         "lip_budget_delta": settings.lip_delta,
-        "lip_lower_bound": floor,
+        "lip_lower_bound": ideal_floor,
+        "lip_floor": floor,
         "lip_ideal": lip_ideal,
-        "lip_applied": float(by_date[worst]),
-        "lip_applied_date": worst + 1,
+        # the lowest same-date LIP over the released dates and its date (1-based); None: none released
+        "lip_applied": None if worst is None else float(by_date[worst]),
+        "lip_applied_date": None if worst is None else worst + 1,
+        # the lowest over every date, withheld ones included
+        "lip_lowest": float(by_date[lowest]),
+        "lip_lowest_date": lowest + 1,
         # the stationary figure away from the ends: Def. 4 for the taps; the circular filter's response is
         # the ideal filter's at the Fourier frequencies
         "lip_applied_interior": lip_ideal if settings.boundary == "circular" else lip.taps_lip(taps, gamma_c),
-        "lip_dates_below_floor": int(np.count_nonzero(by_date[kept] < floor - SHORTFALL_WARN)),
-        "withheld_dates": 2 * settings.withhold,
+        # dates (outside --withhold-ends) withheld because their same-date LIP is below the floor: within M
+        # dates of an end, and farther in (tsdp.flip.withholding: the released trend)
+        "lip_dates_below_floor": int(np.count_nonzero(below)),
+        "below_floor_near_ends": int(np.count_nonzero(below & near_end)),
+        "below_floor_inside": int(np.count_nonzero(below & ~near_end)),
+        "below_floor_lowest": float(by_date[below].min()) if below.any() else None,
+        "below_floor_lowest_date": int(np.argmin(np.where(below, by_date, np.inf))) + 1 if below.any() else None,
+        "released_dates": int(np.count_nonzero(kept)),
+        "withheld_dates": int(T - np.count_nonzero(kept)),
+        "withheld_runs": [[a + 1, b + 1] for a, b in withholding.withheld_runs(kept)],
         "lip_lagged_min": lagged_min,
         "lip_lagged_argmax_lag": lagged_at,
         "lip_guess_inversion": lip.inversion_lip(taps, guess, gamma_c),
@@ -361,12 +401,12 @@ def flip_series(x: np.ndarray, z: np.ndarray | None, settings: FlipSettings, rng
         "r_params": r.as_dict(), "lipschitz": r.lipschitz, "shift_bound": bound if math.isfinite(bound) else None,
         "shift": shift, "alpha": alpha, "taps": taps.tolist(),
     }
-    released[:settings.withhold] = np.nan  # withheld: written empty
-    released[T - settings.withhold:] = np.nan
+    released[~kept] = np.nan  # withheld: written empty
     return SeriesFlip(released, diagnostics, secrets, warnings)
 
 
-# An applied LIP this far below 1 - delta, or an all-pass defect above ALLPASS_WARN, gets a warning.
+# A stationary (Def. 4) LIP of the taps this far below 1 - delta, or an all-pass defect above ALLPASS_WARN,
+# gets a warning.
 SHORTFALL_WARN = 0.01
 ALLPASS_WARN = 0.05
 # A lagged LIP below this (the best single lag explains more than 75 % of X_t's conditional variance)
@@ -380,33 +420,56 @@ def _shortfall_warnings(diagnostics: dict[str, Any], settings: FlipSettings, lab
     out = []
     floor = diagnostics["lip_lower_bound"]
     interior = diagnostics["lip_applied_interior"]
-    applied = diagnostics["lip_applied"]
     if interior < floor - SHORTFALL_WARN:
-        out.append(f"{label}: the applied {2 * diagnostics['M'] + 1}-tap filter reaches LIP {interior:.4g}, well below "
-                   f"the ideal filter's {floor:g}: the estimated spectrum has features narrower than the filter "
-                   "resolves; remove the trend (--trend-order), seasonally adjust, or raise --filter-half-length")
-    if diagnostics["lip_dates_below_floor"] and applied < interior - SHORTFALL_WARN:
-        where = ("the filter wraps the two ends of the series together (--boundary circular)"
-                 if settings.boundary == "circular" else
-                 "the taps run over backcasts and forecasts, which are projections of the series itself")
-        out.append(f"{label}: {diagnostics['lip_dates_below_floor']} released dates have a same-date LIP below "
-                   f"{floor:g}, the lowest {applied:.4g} at date {diagnostics['lip_applied_date']} of "
-                   f"{diagnostics['T']}: near the ends {where}, so the released value there reveals more of the "
-                   f"value at its date; withhold them with --withhold-ends (the filter half-length, "
-                   f"{diagnostics['M']}, withholds every date whose taps reach past an end)")
+        out.append(PrivateCaveat(
+            "flip_model", f"{label}: the applied {2 * diagnostics['M'] + 1}-tap filter reaches LIP {interior:.4g}, "
+            f"well below the ideal filter's {floor:g}: the estimated spectrum has features narrower than the filter "
+            "resolves; remove the trend (--trend-order), seasonally adjust, or raise --filter-half-length",
+            series=label, lip_applied_interior=interior))
+    if diagnostics["lip_dates_below_floor"]:
+        out.append(PrivateCaveat("flip_dates_below_floor", _withheld_warning(diagnostics, settings, label), series=label,
+                                 lip_dates_below_floor=diagnostics["lip_dates_below_floor"],
+                                 below_floor_lowest=diagnostics["below_floor_lowest"],
+                                 below_floor_lowest_date=diagnostics["below_floor_lowest_date"]))
     if diagnostics["lip_lagged_min"] < LAGGED_WARN:
         lag = diagnostics["lip_lagged_argmax_lag"]
         which = ("at the same date" if lag == 0 else
                  f"{abs(lag)} date{'s' if abs(lag) != 1 else ''} {'later' if lag > 0 else 'earlier'}")
-        out.append(f"{label}: the release is close to a shifted copy of the series: under the estimated model the "
+        out.append(PrivateCaveat("flip_model", f"{label}: the release is close to a shifted copy of the series: under the estimated model the "
                    f"released value {which} predicts each value with squared correlation "
                    f"{1.0 - diagnostics['lip_lagged_min']:.3g} (LIP covers the same date only; spec section 7). A "
-                   "nearly white spectrum makes the filter nearly a pure shift; do not publish this series")
+                   "nearly white spectrum makes the filter nearly a pure shift; do not publish this series",
+                   series=label, lip_lagged_min=diagnostics["lip_lagged_min"]))
     if diagnostics["allpass_max_defect"] > ALLPASS_WARN:
-        out.append(f"{label}: the applied filter is {diagnostics['allpass_max_defect']:.3g} away from all-pass, so "
+        out.append(PrivateCaveat("flip_model", f"{label}: the applied filter is {diagnostics['allpass_max_defect']:.3g} away from all-pass, so "
                    "the spectrum and autocorrelations are only roughly kept (D_ACF "
-                   f"{diagnostics['utility']['D_ACF']:.3g}); raise --filter-half-length")
+                   f"{diagnostics['utility']['D_ACF']:.3g}); raise --filter-half-length", series=label,
+                   allpass_max_defect=diagnostics["allpass_max_defect"]))
     return out
+
+
+def _withheld_warning(diagnostics: dict[str, Any], settings: FlipSettings, label: str) -> str:
+    """The custodian's account of the dates withheld for a same-date LIP below the floor, with the
+    cause measured in :mod:`tsdp.flip.withholding` and the option that acts on each part."""
+    M, T, d = diagnostics["M"], diagnostics["T"], settings.trend_order
+    near, inside = diagnostics["below_floor_near_ends"], diagnostics["below_floor_inside"]
+    parts = []
+    if near:
+        where = ("the filter wraps the two ends of the series together (--boundary circular)"
+                 if settings.boundary == "circular" else
+                 "the taps run over backcasts and forecasts, projections of the series itself")
+        advice = (f"; --withhold-ends {M} would withhold every date within M of an end by a public rule, so that "
+                  "which of them are empty no longer depends on the data" if settings.withhold < M else "")
+        parts.append(f"{near} within M = {M} dates of an end, where {where}{advice}")
+    if inside:
+        parts.append(f"{inside} farther in, where the taps cover observed dates only: there the attacker is given the "
+                     f"released trend (order {d}), which the release keeps exactly and which explains much of a "
+                     "persistent series' value at each date; --withhold-ends does not reach these, a trend order whose "
+                     "residual is closer to stationary or a longer series raises them")
+    return (f"{label}: {diagnostics['lip_dates_below_floor']} of {T} dates are withheld (written empty) because their "
+            f"same-date LIP is below the floor {diagnostics['lip_floor']:g} (the lowest "
+            f"{diagnostics['below_floor_lowest']:.4g} at date {diagnostics['below_floor_lowest_date']}): "
+            + "; ".join(parts))
 
 
 MAX_GRID = 1 << 20
@@ -426,7 +489,8 @@ def _spectral_estimate(joint: np.ndarray, settings: FlipSettings, fit_info: dict
         fit = spectral.fit_var(joint, settings.var_order, settings.trend_order)
         fit_info.update(order=fit.order, stable=fit.stable, method=fit.method, notes=fit.notes)
         if fit.method == "var-yule-walker":
-            warnings.append(f"{label}: the least-squares VAR({fit.order}) was not stable; refitted by Yule-Walker")
+            warnings.append(PrivateCaveat("flip_model", f"{label}: the least-squares VAR({fit.order}) was not stable; "
+                                          "refitted by Yule-Walker", series=label))
 
         def var_spectra(lam: np.ndarray):
             f_x, f_cond = fit.marginal_and_conditional(lam)
@@ -479,7 +543,8 @@ def flip_many(items: Iterable[tuple[Any, str, np.ndarray, np.ndarray | None]], s
 
 
 def claim_for(settings: FlipSettings, entity_col: str | None) -> PrivacyClaim:
-    """The LIP claim of a FLIP release: no epsilon, no DP delta, the LIP budget as a parameter."""
+    """The LIP claim of a FLIP release: no epsilon, no DP delta; the LIP budget and the floor every
+    released date reaches (``lip_floor``, with its guarantee sentence) as parameters."""
     return PrivacyClaim(
         definition="lip",
         unit=PrivacyUnit(level="value", relation="none", neighbouring=NEIGHBOURING, max_per_step=1.0,
@@ -488,6 +553,8 @@ def claim_for(settings: FlipSettings, entity_col: str | None) -> PrivacyClaim:
         delta=None,
         mechanism=MECHANISM,
         theorem=THEOREM,
-        parameters={**settings.public(), "guarantee": GUARANTEE, "differential_privacy": False,
+        parameters={**settings.public(),
+                    "guarantee": withholding.guarantee(settings.lip_floor, settings.lip_delta, settings.floor is not None),
+                    "differential_privacy": False,
                     "statement": NOT_DP},
     )

@@ -29,14 +29,10 @@ def dpsgd_claim(config, plan, result) -> PrivacyClaim:
     its :class:`~tsdp.forecast.trainer.Plan`, ``result`` the :class:`~tsdp.forecast.trainer.TrainResult`."""
     setting = plan.setting
     level = "user" if config.unit == "user" else ("w-event" if config.w > 1 else "event")
-    relation = {"event": "one value of one series", "w-event": f"up to {config.w} contiguous values of one series",
-                "user": f"up to {config.w} values (anywhere) of one series"}[level]
-    neighbouring = (f"substitution: the datasets differ in {relation}, "
-                    + (f"by at most {config.value_bound:g} per value" if config.value_bound else "by any amount")
-                    + "; the set of series and their lengths are public")
     return PrivacyClaim(
         definition="approx-dp",
-        unit=PrivacyUnit(level=level, relation="substitute", neighbouring=neighbouring,
+        unit=PrivacyUnit(level=level, relation="substitute", neighbouring=neighbouring(level, config.w,
+                                                                                        config.value_bound),
                          max_per_step=config.value_bound, w=config.w),
         epsilon=result.epsilon, delta=config.delta,
         mechanism=MECHANISM,
@@ -52,6 +48,16 @@ def dpsgd_claim(config, plan, result) -> PrivacyClaim:
                     "guarantee_covers_released_weights": config.checkpoint == "last",
                     **sampler_parameters(setting, result.compositions)},
     )
+
+
+def neighbouring(level: str, w: int, value_bound: float | None) -> str:
+    """The (w, v) substitution relation in words, as the claim states it and ``tsdp account verify``
+    recomputes it: ``level`` event, w-event or user (any ``w`` values of one series)."""
+    relation = {"event": "one value of one series", "w-event": f"up to {w} contiguous values of one series",
+                "user": f"up to {w} values (anywhere) of one series"}[level]
+    return (f"substitution: the datasets differ in {relation}, "
+            + (f"by at most {value_bound:g} per value" if value_bound else "by any amount")
+            + "; the set of series and their lengths are public")
 
 
 def sampler_parameters(setting, compositions: int) -> dict:

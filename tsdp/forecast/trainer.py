@@ -55,6 +55,7 @@ from tsdp.accounting.structured import (
     epsilon_of,
     max_compositions,
 )
+from tsdp.caveats import Caveat
 from tsdp.errors import BudgetError, DataError, NumericalError, UsageError
 from tsdp.forecast import metrics, sampling
 from tsdp.forecast.optim import Adam
@@ -274,8 +275,8 @@ def plan_training(config: TrainConfig, n_series: int, train_length: int) -> Plan
     setting = make_setting(config, n_series, train_length, sigma)
     warnings = list(setting.warnings())
     if config.delta >= 1.0 / n_series:
-        warnings.append(f"--delta {config.delta:g} is not below 1/N = {1.0 / n_series:.3g} for {n_series} series: a "
-                        "mechanism that publishes one series outright can meet it (Schuchardt et al. use 1e-7)")
+        warnings.append(Caveat("delta_too_large", f"--delta {config.delta:g} is not below 1/N = {1.0 / n_series:.3g} for {n_series} series: a "
+                        "mechanism that publishes one series outright can meet it (Schuchardt et al. use 1e-7)"))
     if config.noise_multiplier is None:
         sigma, _ = calibrate_noise(setting, config.epsilon, config.delta, config.steps, config.epochs,
                                    config.discretization)
@@ -293,8 +294,8 @@ def plan_training(config: TrainConfig, n_series: int, train_length: int) -> Plan
                               "raise --noise-multiplier or the budget")
     count, stopped = _count(requested, budget, config, setting)
     if requested is None and budget is not None and count < budget:
-        warnings.append(f"the budget allows {budget} {derivation.accounting_unit}s; training stops at the cap of "
-                        f"{STEP_CAP} steps")
+        warnings.append(Caveat("step_cap", f"the budget allows {budget} {derivation.accounting_unit}s; training stops at the cap of "
+                        f"{STEP_CAP} steps"))
     steps = count if setting.step_level else count * setting.steps_per_epoch
     if config.steps is not None and not setting.step_level:
         steps = min(steps, config.steps)

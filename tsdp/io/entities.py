@@ -83,6 +83,13 @@ class EntityPanel:
             return self.blocks
         return [(entity, entity, self.rows(i)) for i, entity in enumerate(self.entities)]
 
+    def block_rows(self, key: Any) -> slice:
+        """The sorted rows of the series ``key`` (an entity, or a stretch between gaps)."""
+        for found, _, block in self.released_blocks():
+            if found == key:
+                return block
+        raise KeyError(key)
+
     def n_series(self) -> int:
         released = self.n_entities - (1 if self.aux_entity is not None else 0)
         return released * len(self.value_cols)

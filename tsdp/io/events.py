@@ -37,12 +37,13 @@ never go into the report.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import polars as pl
 
-from tsdp.engine.kernel import ORDER, SERIES, STEP, TIME, USER, VALUE, cap_and_sum
+from tsdp.engine.kernel import (ORDER, PROFILE_PREFIX, SERIES, STEP, TIME, USER, VALUE, cap_and_sum,
+                                contribution_profile)
 from tsdp.errors import DataError, UsageError
 from tsdp.io.ids import reject_nan_ids
 from tsdp.io.layouts import SeriesTable, numeric_values, require_columns
@@ -126,6 +127,8 @@ class EventJob:
     value_col: str | None = None
     output_col: str | None = None
     timezone: str | None = None  # the zone of timestamps without an offset, and of --start/--end
+    bounded: bool = True  # False: no caps and no value clipping (:meth:`unbounded`)
+    profile: tuple[tuple[str, tuple[int, ...]], ...] | None = None  # (cap, candidate grid): :meth:`profiling`
 
     def __post_init__(self) -> None:
         if self.series_col is not None and not self.series_keys:
@@ -137,12 +140,27 @@ class EventJob:
             object.__setattr__(self, "series_keys", tuple(self.series_keys))
             if len(set(self.series_keys)) != len(self.series_keys):
                 raise UsageError("--series-keys: duplicate keys")
-        if self.value_col is not None and self.caps.value_bound is None:
+        if not self.bounded and (self.caps.level != "event" or self.caps.value_bound is not None):
+            raise ValueError("an unbounded event job enforces no caps and clips no value")
+        if self.value_col is not None and self.caps.value_bound is None and self.bounded:
             raise UsageError("--value-bound is required with --value-col for event input")
         if self.caps.value_bound is not None and not self.caps.value_bound > 0:
             raise UsageError(f"--value-bound must be > 0, got {self.caps.value_bound}")
         if self.caps.value_bound is not None and not self.caps.value_bound <= MAX_MAGNITUDE:
             raise UsageError(f"--value-bound {self.caps.value_bound}: must be at most 2**53; rescale the values")
+
+    def unbounded(self) -> "EventJob":
+        """The same aggregation without any cap or value clip: every event of a declared series on the
+        public grid counts with its own value. The panel a release is meant to approximate, which
+        ``--evaluate`` compares with (never released: it has no sensitivity bound)."""
+        return replace(self, caps=EventCaps(level="event"), bounded=False)
+
+    def profiling(self, grids: dict[str, tuple[int, ...]]) -> "EventJob":
+        """The same events and fixed caps, counted into histograms of each user's contribution over
+        the public candidate grids of the caps to be chosen privately
+        (:func:`tsdp.engine.kernel.contribution_profile`) instead of into cells: the aggregation's
+        diagnostics then hold the histograms (:func:`profile_histograms`), its panel is empty."""
+        return replace(self, profile=tuple((name, tuple(int(c) for c in grid)) for name, grid in grids.items()))
 
     @property
     def out_col(self) -> str:
@@ -198,9 +216,21 @@ def partial_cell_sums(df: pl.DataFrame, job: EventJob, order_col: str | None = N
         if order_col is None:
             raise
         raise DataError(input_rows(str(exc), df[order_col])) from None
+    if job.profile is not None:
+        diag.update(contribution_profile(rows, job.caps, dict(job.profile)))
+        return PartialSums(pl.DataFrame(schema={SERIES: pl.String, STEP: pl.Int64, VALUE: pl.Float64}), diag, like)
     sums, capped = cap_and_sum(rows, job.caps)
     diag.update(capped)
     return PartialSums(sums, diag, like)
+
+
+def profile_histograms(diagnostics: dict[str, int], grids: dict[str, tuple[int, ...]]) -> dict:
+    """The histograms a profiling job counted (:meth:`EventJob.profiling`), one array per cap:
+    entry j counts the users whose statistic lies in (c_{j-1}, c_j], the last those above the grid."""
+    import numpy as np
+
+    return {name: np.array([diagnostics.get(f"{PROFILE_PREFIX}:{name}:{j}", 0) for j in range(len(grid) + 1)],
+                           dtype=np.int64) for name, grid in grids.items()}
 
 
 def assemble(job: EventJob, parts: list[PartialSums]) -> EventAggregation:
@@ -279,8 +309,11 @@ def _prepared_rows(df: pl.DataFrame, job: EventJob, grid, end_at, order_col: str
     if value_col:
         values = numeric_values(df, value_col, allow_negative=True, allow_null=False,
                                 null_hint="give every event a value or drop the event")
-        clipped = values.clip(0.0, job.caps.value_bound).cast(pl.Float64)
-        diag["values_clipped"] = int((clipped != values).sum())
+        if job.bounded:
+            clipped = values.clip(0.0, job.caps.value_bound).cast(pl.Float64)
+            diag["values_clipped"] = int((clipped != values).sum())
+        else:
+            clipped = values.cast(pl.Float64)
         cols.append(clipped.alias(VALUE))
     else:
         cols.append(pl.lit(1.0).alias(VALUE))

@@ -128,9 +128,7 @@ class SeriesTable:
     series_names: list[str]
     grid: TimeGrid
     filled_cells: int = 0
-    # with filled cells: one boolean column per value column, true where the input had no value (the
-    # frame holds 0 there for the mechanism; --fill-missing null publishes those cells as missing)
-    missing: pl.DataFrame | None = None
+    filled_mask: np.ndarray | None = None  # the filled cells, in :meth:`values_flat` order (None: none)
 
     @property
     def n_series(self) -> int:
@@ -186,6 +184,22 @@ class SeriesTable:
     def values_matrix(self) -> np.ndarray:
         """Values as an (n_series, n_steps) array in grid order."""
         return self.flat_to_matrix(self.values_flat())
+
+    def holds_whole_numbers(self) -> bool:
+        """True when every value is a whole number: integer columns by their type, float columns by
+        their values (an aggregation: no per-row output)."""
+        floats = [c for c in self.value_cols if not self.frame.schema[c].is_integer()]
+        if not floats:
+            return True
+        return bool(self.frame.select(pl.all_horizontal([(pl.col(c) == pl.col(c).round(0)).all()
+                                                          for c in floats])).item())
+
+    def observed_matrix(self) -> np.ndarray:
+        """(n_series, n_steps) booleans: True where the input gave the cell's value, False where
+        ``--fill-missing zero`` filled it (its true value is unknown)."""
+        if self.filled_mask is None:
+            return np.ones((self.n_series, self.n_steps), dtype=bool)
+        return self.flat_to_matrix(self.filled_mask.astype(np.float64)) == 0.0
 
     def flat_to_matrix(self, flat: np.ndarray) -> np.ndarray:
         """Arrange values given in :meth:`values_flat` order as an (n_series, n_steps) array."""
@@ -275,10 +289,9 @@ def load_long(
     if series_col is not None:
         full = pl.DataFrame({series_col: pl.Series(names, dtype=df.schema[series_col])}).join(full, how="cross")
     filled = full.join(df, on=keys + [time_col], how="left", maintain_order="left")
-    n_filled = filled[value_col].null_count()
-    missing = filled.select(pl.col(value_col).is_null())
+    mask = filled[value_col].is_null().to_numpy()
     filled = filled.with_columns(pl.col(value_col).fill_null(0.0))
-    return SeriesTable(filled, "long", time_col, [value_col], series_col, names, grid, n_filled, missing)
+    return SeriesTable(filled, "long", time_col, [value_col], series_col, names, grid, int(mask.sum()), mask)
 
 
 def load_wide(
@@ -314,10 +327,9 @@ def load_wide(
     if df.height == grid.n_steps and not null_cells:
         return SeriesTable(df, "wide", time_col, series_cols, None, series_cols, grid)
     filled = pl.DataFrame({time_col: grid.points}).join(df, on=time_col, how="left", maintain_order="left")
-    n_filled = int(sum(filled[c].null_count() for c in series_cols))
-    missing = filled.select([pl.col(c).is_null() for c in series_cols])
+    mask = np.column_stack([filled[c].is_null().to_numpy() for c in series_cols]).ravel()
     filled = filled.with_columns([pl.col(c).fill_null(0.0) for c in series_cols])
-    return SeriesTable(filled, "wide", time_col, series_cols, None, series_cols, grid, n_filled, missing)
+    return SeriesTable(filled, "wide", time_col, series_cols, None, series_cols, grid, int(mask.sum()), mask)
 
 
 def _sorted_complete_panel(df, series_col, time_col, freq):

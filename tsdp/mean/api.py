@@ -16,6 +16,7 @@ import numpy as np
 from tsdp.accounting.budget import check_epsilon
 from tsdp.accounting.claim import MechanismEvent, PrivacyClaim, PrivacyUnit
 from tsdp.accounting.discrete import check_granularity, check_sampler
+from tsdp.caveats import Caveat
 from tsdp.errors import UsageError
 from tsdp.limits import MAX_MAGNITUDE
 from tsdp.mean import algorithms as alg
@@ -225,11 +226,11 @@ def estimate_prepared(prep: alg.Prepared, settings: MeanSettings, rng: np.random
         m_ub, n_arr, k_wrap, users, total, used, m_max, m_min = (col[g] for col in cols)
         warnings = []
         if selection and n_arr < 10:
-            warnings.append(f"only {n_arr} arrays (fewer than 10): the private "
-                            f"{'median' if settings.algorithm == 'levy' else 'quantiles'} "
-                            "and hence the clipping interval are unreliable")
+            warnings.append(Caveat("few_arrays", f"only {n_arr} arrays (fewer than 10): the private "
+                                   f"{'median' if settings.algorithm == 'levy' else 'quantiles'} "
+                                   "and hence the clipping interval are unreliable"))
         if users == 1:
-            warnings.append("a single user: a user-level private mean of one user is mostly noise")
+            warnings.append(Caveat("single_user", "a single user: a user-level private mean of one user is mostly noise"))
         out.append(GroupEstimate(
             estimate=est[g], laplace_scale=scale[g], sensitivity=sens[g], m_ub=m_ub,
             m_ub_rule=prep.m_ub_rule, num_arrays=n_arr, k_wraparound=k_wrap, users=users,

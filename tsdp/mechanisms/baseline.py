@@ -20,6 +20,7 @@ from tsdp.accounting import gaussian as gauss
 from tsdp.accounting.budget import check_epsilon
 from tsdp.accounting.claim import MechanismEvent, PrivacyClaim
 from tsdp.accounting.sensitivity import ContributionBounds, privacy_unit
+from tsdp.caveats import Caveat
 from tsdp.errors import UsageError
 from tsdp.mechanisms.noise import FLOAT_WARNING, NoiseStream, PrefetchedNormals, gaussian_noise, laplace_noise, snap
 
@@ -88,10 +89,11 @@ def gaussian_sigma(
             f"--calibration classic is not valid at --epsilon {epsilon:g} (>= 1): its sigma "
             f"{sigma:.6g} gives delta {exact:.3g} > {delta:g}; use --calibration analytic"
         )
-    warning = (
+    warning = Caveat(
+        "classical_calibration",
         f"--calibration classic: the classical formula is proven only for epsilon < 1; at "
         f"epsilon={epsilon:g} the guarantee rests on the exact Gaussian profile instead "
-        "(Balle and Wang 2018, Theorem 8), which also allows less noise with --calibration analytic"
+        "(Balle and Wang 2018, Theorem 8), which also allows less noise with --calibration analytic",
     )
     return sigma, gauss.ANALYTIC_THEOREM, [warning]
 

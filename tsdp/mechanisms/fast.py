@@ -92,6 +92,7 @@ from tsdp.accounting import gaussian as gauss
 from tsdp.accounting.budget import check_delta, check_epsilon
 from tsdp.accounting.claim import MechanismEvent, PrivacyClaim
 from tsdp.accounting.sensitivity import ContributionBounds, privacy_unit
+from tsdp.caveats import Caveat
 from tsdp.errors import DataError, UsageError
 from tsdp.mechanisms import kalman
 from tsdp.mechanisms.baseline import Panel, Release
@@ -306,8 +307,8 @@ def resolve_settings(
         raise UsageError(f"--fast-gains: the PID gains Cp + Ci + Cd must sum to 1 "
                          f"(Eq. 12), got {cp!r} + {ci!r} + {cd!r} = {cp + ci + cd!r}")
     if not (cp > ci > cd):
-        warnings.append(f"PID gains Cp={cp:g}, Ci={ci:g}, Cd={cd:g} do not follow the common practice "
-                        "Cp > Ci > Cd (Fan and Xiong 2012, section 4)")
+        warnings.append(Caveat("fast_parameters", f"PID gains Cp={cp:g}, Ci={ci:g}, Cd={cd:g} do not follow the common practice "
+                        "Cp > Ci > Cd (Fan and Xiong 2012, section 4)"))
     ti_val = pick("ti")
     if not (_is_int(ti_val) and ti_val >= 1):
         raise UsageError(f"ti must be an integer >= 1, got {ti_val!r}")
@@ -318,13 +319,13 @@ def resolve_settings(
         raise UsageError(f"error must be one of {', '.join(ERROR_MODES)}, got {error_val!r}")
     delta_val = _positive(pick("error_delta"), "error_delta")
     if error_val == "relative" and xi_val > 10:
-        warnings.append(f"relative errors with --fast-xi {xi_val:g} > 10: xi has the units of the "
+        warnings.append(Caveat("fast_parameters", f"relative errors with --fast-xi {xi_val:g} > 10: xi has the units of the "
                         "error, so the interval will grow at almost every sample (spec F-P2); "
-                        "use --fast-preset streamdp or xi around 0.1")
+                        "use --fast-preset streamdp or xi around 0.1"))
     if error_val == "absolute" and xi_val < 1:
-        warnings.append(f"absolute errors with --fast-xi {xi_val:g} < 1: xi has the units of the "
+        warnings.append(Caveat("fast_parameters", f"absolute errors with --fast-xi {xi_val:g} < 1: xi has the units of the "
                         "counts, so the interval will stay at 1 and the budget runs out in the first M "
-                        "steps (spec F-P2); use --fast-preset cikm2012 or relative errors")
+                        "steps (spec F-P2); use --fast-preset cikm2012 or relative errors"))
     warmup_val = pick("warmup")
     if warmup_val == "auto":
         warmup_val = min(int(ti_val), m)

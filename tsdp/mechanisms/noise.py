@@ -21,10 +21,13 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from tsdp.caveats import Caveat
+
 CHUNK = 1 << 20
-FLOAT_WARNING = (
+FLOAT_WARNING = Caveat(
+    "float_sampler",
     "--sampler float: the noise was drawn by floating-point samplers, whose low-order bits can reveal "
-    "the input (Mironov 2012), so this output must not be published; use the default --sampler hardened"
+    "the input (Mironov 2012), so this output must not be published; use the default --sampler hardened",
 )
 
 

@@ -60,6 +60,7 @@ from tsdp.accounting import timesubsampling as ts
 from tsdp.accounting.budget import check_delta, check_epsilon
 from tsdp.accounting.claim import MechanismEvent, PrivacyClaim
 from tsdp.accounting.sensitivity import ContributionBounds, privacy_unit
+from tsdp.caveats import Caveat
 from tsdp.errors import BudgetError, DataError, NumericalError, UsageError
 from tsdp.mechanisms import filters
 from tsdp.mechanisms.baseline import Panel, Release, release_gaussian
@@ -273,11 +274,11 @@ def _common_checks(epsilon: float, delta: float, p: float, panel: Panel) -> list
     check_sample_size(p, T)
     warnings = []
     if delta >= 1.0 / T:
-        warnings.append(f"--delta {delta:g} is at least 1/T = {1 / T:.3g}: such a delta allows "
-                        "releasing a whole time step in the clear; use a smaller delta")
+        warnings.append(Caveat("delta_too_large", f"--delta {delta:g} is at least 1/T = {1 / T:.3g}: such a delta allows "
+                        "releasing a whole time step in the clear; use a smaller delta"))
     if T * p < 2:
-        warnings.append(f"T * p = {T * p:.3g} < 2: most draws keep at most one step, and the "
-                        "release is then constant")
+        warnings.append(Caveat("few_sampled_steps", f"T * p = {T * p:.3g} < 2: most draws keep at most one step, and the "
+                        "release is then constant"))
     return warnings
 
 
@@ -287,8 +288,8 @@ def _fallback(values, panel, epsilon, delta, rng, accounting, warnings, clip_min
     rel = release_gaussian(values, panel, epsilon, delta, rng, calibration=calibration, sampler=sampler,
                            granularity=granularity)
     out = postprocess(rel.values, clip_min=clip_min).reshape(shape)
-    note = (f"--sampling-rate 1 means no subsampling: {name} reduces to the plain Gaussian "
-            f"mechanism, which was released instead (calibration {calibration})")
+    note = Caveat("mechanism_fallback", f"--sampling-rate 1 means no subsampling: {name} reduces to the plain "
+                  f"Gaussian mechanism, which was released instead (calibration {calibration})")
     return Release(out, rel.claim, tuple(warnings) + (note,) + tuple(rel.warnings))
 
 
@@ -308,7 +309,7 @@ def _sampling_parameters(mask: np.ndarray, p: float, T: int, redraws: int, emit:
     warnings = []
     single = int(np.sum(counts == 1))
     if single:
-        warnings.append(f"{single} series kept a single time step: their release is constant")
+        warnings.append(Caveat("single_sampled_step", f"{single} series kept a single time step: their release is constant"))
     return params, warnings
 
 
@@ -352,12 +353,12 @@ def _check_paper_branches(cal: ts.PaperCalibration, epsilon: float, option: str,
         )
     warnings = []
     if epsilon >= 1:
-        warnings.append(f"--accounting paper: Theorem 1 (classical Gaussian) assumes epsilon < 1; at "
-                        f"epsilon {epsilon:g} both branches were verified with the exact Gaussian profile")
+        warnings.append(Caveat("paper_accounting", f"--accounting paper: Theorem 1 (classical Gaussian) assumes epsilon < 1; at "
+                        f"epsilon {epsilon:g} both branches were verified with the exact Gaussian profile"))
     elif cal.epsilon_failure_branch >= 1:
-        warnings.append(f"--accounting paper: the failure branch has epsilon "
+        warnings.append(Caveat("paper_accounting", f"--accounting paper: the failure branch has epsilon "
                         f"{cal.epsilon_failure_branch:.4g} >= 1, outside Theorem 1; it was verified "
-                        "with the exact Gaussian profile (spec pitfall 6)")
+                        "with the exact Gaussian profile (spec pitfall 6)"))
     return warnings
 
 
@@ -555,8 +556,8 @@ def release_subsample(values: np.ndarray, panel: Panel, epsilon: float, delta: f
                                              f"up to {n} series jointly")
         claim_delta = _paper_delta(cal.delta_total, delta)
         if cal.i_prime >= I:
-            warnings.append(f"I' = I = {I}: subsampling gives no amplification at this budget; use a "
-                            "larger --delta, a smaller --sampling-rate, or --mechanism gaussian")
+            warnings.append(Caveat("no_amplification", f"I' = I = {I}: subsampling gives no amplification at this budget; use a "
+                            "larger --delta, a smaller --sampling-rate, or --mechanism gaussian"))
         parameters["privacy"] = _paper_privacy(cal, n, epsilon)
         parameters["sensitivity"] = {
             "l2_worst_case": M * math.sqrt(I),
@@ -612,13 +613,13 @@ def resolve_kernel(kernel, n_steps: int, filter_sigma: float = 10.0,
         if kernel == "gaussian":
             info["sigma_g"] = float(filter_sigma)
             if filter_sigma > n_steps / 6:
-                warnings.append(f"--filter-sigma {filter_sigma:g} > T/6 = {n_steps / 6:.3g}: the circular "
-                                "wrap of the filter dominates")
+                warnings.append(Caveat("filter_wraps", f"--filter-sigma {filter_sigma:g} > T/6 = {n_steps / 6:.3g}: the circular "
+                                "wrap of the filter dominates"))
         elif kernel == "boxcar":
             info["width"] = filter_width
         elif kernel == "identity":
-            warnings.append("--filter identity: use --mechanism subsample, whose analysis (Theorem 2) "
-                            "is tighter for the identity filter")
+            warnings.append(Caveat("filter_identity", "--filter identity: use --mechanism subsample, whose analysis (Theorem 2) "
+                            "is tighter for the identity filter"))
     else:
         taps = np.asarray(kernel, dtype=float)
         h = filters.place_taps(n_steps, taps)
@@ -692,10 +693,10 @@ def release_filter_subsample(values: np.ndarray, panel: Panel, epsilon: float, d
         rate = 0.0 if g is None else disc.slack_rate(cal.sigma / g, n * T)
         warnings += _check_paper_branches(cal, epsilon, f"--epsilon {epsilon:g}", rate)
         if cal.alpha_at_floor:
-            warnings.append(f"the budget is met at the validity floor alpha = sqrt(p + L) = {cal.alpha:.6g}: "
-                            f"the failure term is {cal.failure_term:.3g}, below its share of delta")
+            warnings.append(Caveat("paper_accounting", f"the budget is met at the validity floor alpha = sqrt(p + L) = {cal.alpha:.6g}: "
+                            f"the failure term is {cal.failure_term:.3g}, below its share of delta"))
         if cal.alpha >= 1:
-            warnings.append("alpha = 1: the filter bound gives no amplification at this budget")
+            warnings.append(Caveat("no_amplification", "alpha = 1: the filter bound gives no amplification at this budget"))
         mask, redraws = draw_sample_mask(rng, S, T, p)
         sigmas = np.full(S, cal.sigma)
         sigma_report: float | list = cal.sigma

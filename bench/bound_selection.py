@@ -1,0 +1,106 @@
+"""Caps chosen privately against the README's fixed caps, on the README's events example (issue 33).
+
+The figure is the evaluated total error of the released station-day counts against the RAW events
+(`tsdp release --evaluate`: caps' bias plus noise, plus the selection's randomness for `auto`), at the
+same total epsilon 1 and delta 1e-6. Interleaved round by round (one seed per round for both), it
+prints the mean MAE and RMSE of
+
+* the README's caps: --max-per-step 2 --max-steps 14 (the reference);
+* --max-per-step auto --max-steps 14 (0.1 of epsilon chooses M);
+* --max-per-step auto --max-steps auto (0.2 of epsilon chooses both);
+
+and their ratios to the reference. It then prints the floor no choice of caps can beat: for every
+(M, I) on a fine grid, the exact expected MAE E|b_c + N(0, sigma^2)| averaged over the cells, with
+the bias b_c of the caps computed from the raw events and sigma the analytic Gaussian's for the
+whole epsilon (as if the best caps were known for free). The issue asked for a 2x cut; the floor
+says whether any cap could give it. Exit status 1 when the auto caps do not beat the fixed ones.
+Usage: python bench/bound_selection.py [--rounds R] [--runs N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+from scipy.stats import norm
+
+from tsdp.accounting.gaussian import analytic_sigma
+from tsdp.cli.app import main as tsdp_main
+from tsdp.io.events import EventCaps, aggregate_events
+
+ROOT = Path(__file__).resolve().parents[1]
+EVENTS = [str(ROOT / "sample_data/events.csv"), "--layout", "events", "--user-col", "user_id", "--time-col",
+          "timestamp", "--series-col", "station", "--series-keys", "st1,st2,st3,st4,st5", "--start",
+          "2024-03-04", "--end", "2024-03-18", "--freq", "1d", "--epsilon", "1", "--delta", "1e-6",
+          "--unit", "user", "--series-per-user", "1"]
+VARIANTS = {
+    "README caps (M 2, I 14)": ["--max-per-step", "2", "--max-steps", "14"],
+    "--max-per-step auto, I 14": ["--max-per-step", "auto", "--max-steps", "14"],
+    "--max-per-step auto --max-steps auto": ["--max-per-step", "auto", "--max-steps", "auto"],
+}
+KEYS = ["st1", "st2", "st3", "st4", "st5"]
+
+
+def evaluated(args: list[str], runs: int, seed: int, workdir: Path) -> dict:
+    custodian = workdir / "ev.json"
+    code = tsdp_main(["release", *EVENTS, *args, "--evaluate", str(runs), "--seed", str(seed), "--quiet",
+                      "--custodian", str(custodian), "--force"])
+    if code != 0:
+        raise SystemExit(f"tsdp release --evaluate exited {code}")
+    return json.loads(custodian.read_text())["figures"]["evaluation"]["error"]["total"]
+
+
+def panel(df: pl.DataFrame, caps: EventCaps) -> np.ndarray:
+    return aggregate_events(df, "user_id", "timestamp", "1d", "2024-03-04", "2024-03-18", caps, "station",
+                            KEYS).table.values_matrix()
+
+
+def floor(epsilon: float = 1.0, delta: float = 1e-6) -> list[tuple[float, int, int, float, float]]:
+    """(expected MAE, M, I, mean bias, sigma) of every cap on the grid, best first."""
+    df = pl.read_csv(ROOT / "sample_data/events.csv")
+    raw = panel(df, EventCaps(level="event"))
+    rows = []
+    for steps in (4, 7, 10, 12, 14):
+        for per_step in (1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 24, 32):
+            b = panel(df, EventCaps(max_per_step=per_step, max_steps=steps, series_per_user=1)) - raw
+            s = analytic_sigma(epsilon, delta, per_step * np.sqrt(steps))
+            mae = np.mean(s * np.sqrt(2 / np.pi) * np.exp(-b ** 2 / (2 * s * s))
+                          + np.abs(b) * (1 - 2 * norm.cdf(-np.abs(b) / s)))
+            rows.append((float(mae), per_step, steps, float(b.mean()), float(s)))
+    return sorted(rows)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--runs", type=int, default=10, help="--evaluate runs per variant and round")
+    args = parser.parse_args()
+    results: dict[str, list[dict]] = {name: [] for name in VARIANTS}
+    with tempfile.TemporaryDirectory() as tmp:
+        for r in range(args.rounds):
+            for name, caps in VARIANTS.items():
+                results[name].append(evaluated(caps, args.runs, 1000 + r, Path(tmp)))
+    reference = None
+    print(f"evaluated total error against the raw events, epsilon 1 in all ({args.rounds} rounds x {args.runs} runs)")
+    for name, rounds in results.items():
+        mae = float(np.mean([x["mae"]["mean"] for x in rounds]))
+        rmse = float(np.mean([x["rmse"]["mean"] for x in rounds]))
+        reference = reference or (mae, rmse)
+        print(f"  {name:40s} MAE {mae:7.1f}  RMSE {rmse:7.1f}   ratio to the README caps: "
+              f"MAE {reference[0] / mae:4.2f}x  RMSE {reference[1] / rmse:4.2f}x")
+    best = floor()
+    mae, m, i, bias, s = best[0]
+    print(f"floor (best caps known for free, whole epsilon 1): M {m}, I {i}: expected MAE {mae:.1f} "
+          f"(bias {bias:.1f}, sigma {s:.1f}), {reference[0] / mae:.2f}x the README caps")
+    print("  next best: " + "; ".join(f"M {b[1]}, I {b[2]}: {b[0]:.1f}" for b in best[1:5]))
+    auto = float(np.mean([x["mae"]["mean"] for x in results["--max-per-step auto, I 14"]]))
+    return 0 if auto < reference[0] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

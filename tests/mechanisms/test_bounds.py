@@ -1,0 +1,117 @@
+"""The private choice of contribution bounds (tsdp.mechanisms.bounds): grids, scores, the exact
+exponential mechanism, its sensitivity on neighbours, and the claim it composes into."""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy import stats
+
+from tsdp.accounting.claim import MechanismEvent, PrivacyClaim, PrivacyUnit
+from tsdp.accounting.compose import events_privacy
+from tsdp.mechanisms import bounds
+
+
+def test_grids_are_public_and_end_at_the_series_length():
+    assert bounds.PER_STEP_GRID[:4] == (1, 2, 4, 8) and bounds.PER_STEP_GRID[-1] == 4096
+    assert bounds.steps_grid(14) == (1, 2, 4, 8, 14)
+    assert bounds.steps_grid(16) == (1, 2, 4, 8, 16)
+    assert bounds.steps_grid(1) == (1,)
+    assert bounds.steps_grid(2) == (1, 2)
+
+
+def test_quantile_fraction():
+    assert bounds.quantile_fraction(0.9) == Fraction(9, 10)
+    assert bounds.quantile_fraction(1 / 3) == Fraction(1, 3)
+    for bad in (0, 1, 1.5, True, float("nan")):
+        with pytest.raises(ValueError, match="--bound-quantile"):
+            bounds.quantile_fraction(bad)
+
+
+def test_scores_measure_how_far_the_quantile_lies_outside_each_bin():
+    hist = np.array([5, 3, 0, 2])  # 10 users: 5 <= c1, 8 <= c2, 8 <= c3, 2 above
+    q = Fraction(1, 2)  # the median lies in the first bin (5 users <= c1)
+    below, at_most = np.array([0, 5, 8]), np.array([5, 8, 8])
+    want = np.maximum(np.maximum(2 * below - 10, 10 - 2 * at_most), 0)
+    np.testing.assert_array_equal(bounds.scores(hist, q), want)
+    assert list(want) == [0, 0, 6]  # c2's bin starts at the median's 5th user: no one between
+    # candidates above every statistic tie on the score: the base measure 2^-j prefers the smaller
+    top = np.array([0, 0, 0, 500, 0, 0, 0])
+    p = np.exp(bounds.log_probabilities(top, Fraction(9, 10), 0.1))
+    assert p.argmax() == 3 and p[3] > 0.9 and np.all(np.diff(p[3:]) < 0)
+
+
+def neighbours(draw_hist, extra_bin):
+    d = np.asarray(draw_hist)
+    d_prime = d.copy()
+    d_prime[extra_bin] += 1
+    return d, d_prime
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(0, 50), min_size=3, max_size=10), st.integers(0, 9),
+       st.fractions(min_value=Fraction(1, 100), max_value=Fraction(99, 100), max_denominator=100))
+def test_one_user_moves_every_score_by_at_most_b(hist, extra, q):
+    """Add/remove: one user in one bin; substitution: one user moved between bins."""
+    hist = np.array(hist)
+    extra %= hist.size
+    d, added = neighbours(hist, extra)
+    assert np.abs(bounds.scores(d, q) - bounds.scores(added, q)).max() <= q.denominator
+    if hist[extra]:
+        moved = hist.copy()
+        moved[extra] -= 1
+        moved[(extra + 1) % hist.size] += 1
+        assert np.abs(bounds.scores(hist, q) - bounds.scores(moved, q)).max() <= q.denominator
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.integers(0, 40), min_size=3, max_size=8), st.integers(0, 7),
+       st.floats(0.05, 3.0))
+def test_exact_probabilities_satisfy_pure_dp_on_neighbours(hist, extra, epsilon):
+    """The exponential mechanism's log-probabilities differ by at most epsilon between neighbours."""
+    q = Fraction(9, 10)
+    d, d_prime = neighbours(hist, extra % len(hist))
+    gap = np.abs(bounds.log_probabilities(d, q, epsilon) - bounds.log_probabilities(d_prime, q, epsilon))
+    assert gap.max() <= epsilon * (1 + 1e-12)
+
+
+def test_choose_samples_the_exact_distribution():
+    rng = np.random.default_rng(3)
+    hist = np.array([40, 30, 20, 8, 2])
+    q, epsilon = Fraction(3, 4), 0.2
+    draws = np.array([bounds.choose(hist, q, epsilon, rng) for _ in range(4000)])
+    expected = np.exp(bounds.log_probabilities(hist, q, epsilon)) * draws.size
+    observed = np.bincount(draws, minlength=expected.size)
+    keep = expected > 5
+    result = stats.chisquare(observed[keep], expected[keep] * observed[keep].sum() / expected[keep].sum())
+    assert result.pvalue > 1e-3, (observed, expected)
+
+
+def test_select_splits_the_budget_and_composes_into_the_claim():
+    rng = np.random.default_rng(0)
+    grids = {"max_per_step": bounds.PER_STEP_GRID, "max_steps": bounds.steps_grid(14)}
+    hists = {"max_per_step": np.array([0, 0, 0, 500] + [0] * 10), "max_steps": np.array([0, 0, 0, 0, 500, 0])}
+    choices = bounds.select(hists, grids, Fraction(9, 10), 0.2, rng)
+    assert choices["max_per_step"].chosen == 8 and choices["max_steps"].chosen == 14
+    assert all(c.epsilon == pytest.approx(0.1) for c in choices.values())
+    unit = PrivacyUnit("user", "add-remove", "x", 8.0, 14, None, 1, "u", True)
+    from tsdp.accounting.gaussian import analytic_sigma
+
+    sigma = analytic_sigma(0.8, 1e-6, 8 * math.sqrt(14))
+    release = PrivacyClaim("approx-dp", unit, 0.8, 1e-6, "gaussian", "Balle and Wang 2018, Theorem 8",
+                           (MechanismEvent("gaussian", 8 * math.sqrt(14), sigma, 1),), {"sigma": sigma})
+    claim = bounds.with_selection(release, choices, 0.2)
+    assert claim.epsilon == pytest.approx(1.0) and claim.delta == 1e-6
+    assert [e.kind for e in claim.events] == ["gaussian", "exponential", "exponential"]
+    assert claim.events[1] == MechanismEvent("exponential", 10.0, 200.0, 1)  # 2 b / eps = 2 x 10 / 0.1
+    record = claim.parameters["bound_selection"]
+    assert record["release_epsilon"] == 0.8 and record["max_per_step"]["chosen"] == 8
+    ok, detail = events_privacy(claim.events, claim.definition, claim.epsilon, claim.delta)
+    assert ok, detail
+    stronger, detail = events_privacy(claim.events, claim.definition, 0.95, claim.delta)  # the selection unpaid
+    assert not stronger and "spends 0.2" in detail
