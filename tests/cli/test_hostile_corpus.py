@@ -957,7 +957,7 @@ case("mean-truncated-csv-gz", [MEAN[0], "cut.csv.gz", *MEAN[2:]], 4, "cut.csv.gz
 # numbers beyond 2**53, judged exactly (float64 reads 2**53 + 1 as 2**53)
 for label, value in (("2p53-plus-1", "9007199254740993"), ("minus-2p53-minus-1", "-9007199254740993"),
                      ("2p53-and-a-half", "9007199254740992.5")):
-    case(f"release-wide-{label}", [*REL_WIDE, "--allow-negative"], 4, "'a'", value,
+    case(f"release-wide-{label}", [*REL_WIDE, "--allow-negative", "--max-per-step", "1"], 4, "'a'", value,
          files={"wide.csv": _wide([(t, value if h == 3 else 1, 2) for h, t in enumerate(HOURS)])})
 case("release-wide-2p53-exactly", REL_WIDE, 0, check=released_csv(["time", "a", "b"], rows=24),
      files={"wide.csv": _wide([(t, 2**53 if h == 3 else 1, 2) for h, t in enumerate(HOURS)])})
