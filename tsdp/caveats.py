@@ -55,6 +55,8 @@ CODES: dict[str, str] = {
     "alpha_renamed": "--alpha is the accuracy level; Koga et al.'s filter parameter is --filter-alpha",
     "assumed_counts": "a dry run without --max-per-step assumed counts (the release refuses other values)",
     "dry_run_one_draw": "a dry run shows one fixed draw of what the release draws at random",
+    "missing_cells": "a dry run found cells of the grid without a row (read from the time column, the public "
+                     "shape): it states how many and what the run's --fill-missing does with them",
     "flip_short_series": "a FLIP series is short for its spectral estimate or its filter length",
     "deprecated_option": "an option or config key of an earlier version was used",
     # (mean-estimate: from the per-group user and record counts, public under its relation)

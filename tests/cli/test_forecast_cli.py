@@ -367,7 +367,8 @@ def test_refuses_missing_value_inside_a_series(refuse, tmp_path, cell):
     rows[9][2] = cell  # data row 10: series a at 09:00
     path = write_rows(tmp_path / "gap.csv", rows)
     line = refuse(["forecast-train", path, *SMALL_ARGS, "-o", "fc.csv"], 4, "'v'", "row 10")
-    assert "--fill-missing" not in line
+    assert "--fill-missing zero" not in line  # forecast-train has no zero filling: the hint names its own policy
+    assert ("--fill-missing null" in line) == (cell == "")  # an empty cell is missing; NaN is a non-finite value
 
 
 def test_refuses_missing_value_in_wide_layout(refuse, tmp_path):
@@ -379,7 +380,7 @@ def test_refuses_missing_value_in_wide_layout(refuse, tmp_path):
             "--batch-size", "1", "--model", "linear", "--delta", "1e-5", "--noise-multiplier", "1",
             "--steps", "5", "--quiet"]
     line = refuse(["forecast-train", path, *args, "-o", "fc.csv"], 4, "'b'", "row 21")
-    assert "--fill-missing" not in line
+    assert "--fill-missing zero" not in line and "--fill-missing null" in line  # forecast-train's own policy
 
 
 @pytest.mark.parametrize("drop", ["one series", "all series"])
@@ -389,7 +390,7 @@ def test_refuses_a_missing_time_step(refuse, tmp_path, drop):
     rows = [r for r in rows if not (r[1] == stamp and (drop == "all series" or r[0] == "b"))]
     path = write_rows(tmp_path / "gap.csv", rows)
     line = refuse(["forecast-train", path, *SMALL_ARGS, "-o", "fc.csv"], 4, "'time'", "2024-01-01 05:00")
-    assert "--fill-missing" not in line
+    assert "--fill-missing zero" not in line and "--fill-missing null" in line  # forecast-train's own policy
 
 
 @pytest.mark.parametrize("args, code, needles", [

@@ -16,6 +16,7 @@ input raises the ``TsdpError`` subclass of the same exit code, naming the option
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import json
 import math
@@ -915,6 +916,90 @@ for cid, args in (("show-missing", ["ledger", "show", "gone.db"]), ("spend-missi
     case(f"ledger-{cid}", args, {2, 4}, args[2], files={"": _directory} if "directory" in cid else None)
 case("ledger-init-readonly-dir", ["ledger", "init", "ro/b.db", "--dataset", "d", "--epsilon", "1", "--delta", "0"],
      2, "ro", files={"": _readonly_dir})
+
+
+# ============================================================================ the edges of issue 29
+
+# config files: what would not take effect is refused, naming it
+for cid, text, needle in (
+    ("two-spellings", "[release]\nmax-per-step = 1\nmax_per_step = 2\n", "max_per_step"),
+    ("old-and-new-spelling", "[flip]\nM = 10\nfilter-half-length = 12\n", "filter-half-length"),
+    ("misspelt-table", "[relase]\nround = true\n", "[relase]"),
+    ("key-beside-table", "round = true\n[release]\nclip-min = 0\n", "'round'"),
+    ("debug", "debug = true\n", "'debug'"),
+    ("only-another-command", "[mean-estimate]\nupper = 5\n", "[mean-estimate]"),
+    ("group-table-loose-key", "[account]\nsteps = 5\n", "'steps'"),
+):
+    base = {"old-and-new-spelling": FLIP, "group-table-loose-key": DPSGD}.get(cid, REL_LONG)
+    case(f"config-{cid}", [*base, "--config", "job.toml"], 2, needle, files=config(text))
+
+# every text reader refuses a repeated column name
+for name in ("dup.tsv", "dup.csv.gz", "dup.tsv.gz"):
+    sep = "\t" if ".tsv" in name else ","
+    text = sep.join(("time", "a", "a")) + "\n" + "".join(f"{t}{sep}1{sep}2\n" for t in HOURS)
+    case(f"release-duplicate-header-{name}", [REL_WIDE[0], name, *REL_WIDE[2:]], 4, "'a'",
+         files={name: gzip.compress(text.encode()) if name.endswith(".gz") else text})
+
+
+def _truncated_gzip(text: str) -> bytes:
+    """``text`` gzipped and cut in the middle (an incomplete copy)."""
+    data = gzip.compress(text.encode())
+    return data[:len(data) // 2]
+
+
+LONG_WIDE = "time,a,b\n" + "".join(f"2024-01-{1 + h // 24:02d} {h % 24:02d}:00:00,{h % 5},{(3 * h) % 7}\n"
+                                    for h in range(24 * 28))
+case("release-truncated-csv-gz", [REL_WIDE[0], "cut.csv.gz", *REL_WIDE[2:]], 4, "cut.csv.gz",
+     files={"cut.csv.gz": _truncated_gzip(LONG_WIDE)})
+case("mean-truncated-csv-gz", [MEAN[0], "cut.csv.gz", *MEAN[2:]], 4, "cut.csv.gz",
+     files={"cut.csv.gz": _truncated_gzip(_records() + "".join(_records().splitlines(True)[1:]) * 20)})
+
+# numbers beyond 2**53, judged exactly (float64 reads 2**53 + 1 as 2**53)
+for label, value in (("2p53-plus-1", "9007199254740993"), ("minus-2p53-minus-1", "-9007199254740993"),
+                     ("2p53-and-a-half", "9007199254740992.5")):
+    case(f"release-wide-{label}", [*REL_WIDE, "--allow-negative", "--max-per-step", "1"], 4, "'a'", value,
+         files={"wide.csv": _wide([(t, value if h == 3 else 1, 2) for h, t in enumerate(HOURS)])})
+case("release-wide-2p53-exactly", REL_WIDE, 0, check=released_csv(["time", "a", "b"], rows=24),
+     files={"wide.csv": _wide([(t, 2**53 if h == 3 else 1, 2) for h, t in enumerate(HOURS)])})
+case("release-parquet-int64-2p53-plus-1", REL_PQ, 4, "'a'",
+     files={"": _parquet("wide.parquet", lambda: pl.DataFrame({"time": _T, "a": [2**53 + 1] + [1] * 23}))})
+
+# times closer than the grid resolves; integer times across the int64 range
+case("release-csv-times-100ns-apart", REL_WIDE, 4, "'time'", "microsecond",
+     files={"wide.csv": "time,a,b\n" + "".join(f"2024-01-01 00:00:00.{k:07d},1,2\n" for k in range(1, 4))})
+case("release-parquet-ns-times-100ns-apart", REL_PQ, 4, "'time'", "100 ns",
+     files={"": _parquet("wide.parquet", lambda: pl.DataFrame({"time": pl.Series([0, 100, 200]).cast(pl.Datetime("ns")),
+                                                               "a": [1.0, 2.0, 3.0]}))})
+case("release-int-times-spanning-int64", REL_WIDE, 5, "'time'", "--freq",
+     files={"wide.csv": "time,a,b\n" + "".join(f"{v},1,2\n" for v in (-(2**63), 2**63 - 1, 0, 1))})
+
+# the hardened lattice adapts to a large epsilon; beyond it the refusal names --epsilon
+case("release-gaussian-epsilon-20", opt(REL_LONG, "--epsilon", "20"), 0, check=released_csv(rows=48))
+case("release-gaussian-epsilon-60", opt(REL_LONG, "--epsilon", "60"), 2, "--epsilon 60")
+
+# level series with gaps: the policies, the dry runs
+GAPPED = _wide([(t, 10 + h, 20 + h) for h, t in enumerate(HOURS) if h not in (5, 6)])
+REL_GAUSS_WIDE = opt(opt(REL_WIDE, "--mechanism", "gaussian"), "--delta", "1e-6")
+case("release-gap-null", [*REL_GAUSS_WIDE, "--fill-missing", "null"], 0, files={"wide.csv": GAPPED},
+     check=released_csv(["time", "a", "b"], rows=24))
+case("release-gap-null-interpolated", [*REL_GAUSS_WIDE, "--fill-missing", "null", "--interpolate-released", "--round"],
+     0, files={"wide.csv": GAPPED}, check=released_csv(["time", "a", "b"], rows=24))
+case("release-gap-dry-run", [*opt(REL_GAUSS_WIDE, "-o", None), "--dry-run"], 4, "'time'", "--fill-missing",
+     files={"wide.csv": GAPPED})
+case("release-gap-dry-run-zero", [*opt(REL_GAUSS_WIDE, "-o", None), "--dry-run", "--fill-missing", "zero"], 0,
+     files={"wide.csv": GAPPED})
+case("plan-gap", PLAN, 4, "'time'", files={"wide.csv": GAPPED})
+case("release-gap-null-dft", [*opt(REL_DFT, "--fill-missing", "null")], 2, "--fill-missing null")
+case("release-interpolate-without-null", [*REL_GAUSS_WIDE, "--interpolate-released"], 2, "--interpolate-released")
+case("release-null-events", [*REL_EVENTS, "--fill-missing", "null"], 2, "--fill-missing null")
+QWI_GAPPED = QWI_HEAD + "".join(f"{1995 + i // 4}-{1 + 3 * (i % 4):02d}-01,1,{(i * 7) % 13 + 5},1,1\n"
+                                for i in range(100) if i not in (40, 41))
+case("flip-gap", FLIP, 4, "--fill-missing null", files={"qwi.csv": QWI_GAPPED})
+case("flip-gap-null", [*FLIP, "--fill-missing", "null"], 0, files={"qwi.csv": QWI_GAPPED},
+     check=released_csv(["quarter", "ca_asian"], rows=98, dp=False))
+FORECAST_GAPPED = "\n".join(line for k, line in enumerate(_series_long().splitlines()) if k not in (30, 31)) + "\n"
+case("forecast-gap", FORECAST, 4, "--fill-missing null", files={"panel.csv": FORECAST_GAPPED})
+case("forecast-gap-null", [*FORECAST, "--fill-missing", "null"], 0, files={"panel.csv": FORECAST_GAPPED})
 
 
 # ============================================================================ valid inputs: checked answers

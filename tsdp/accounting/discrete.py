@@ -93,6 +93,15 @@ Laplace), where ``sigma_0`` is the noise scale calibrated without the rounding, 
 ``sigma_0 2^-24``: the lattice scale stays in [2^20, 2^24] (fine enough to be invisible next to the
 noise, coarse enough for the sampler's 52-bit arithmetic), and the rounding adds at most a
 fraction 2^-20 to the sensitivity unless the unit spans more than 2^8 cells per lattice refinement.
+
+A Gaussian release also pays the slack ``(1 + e^eps) m 0.025 (g / sigma)^2`` out of delta, and at a
+large epsilon (e^20 is 5 10^8) that slack exceeds delta on the lattice above. The default then
+refines the lattice until the slack at ``sigma_0`` is at most :data:`SLACK_SHARE` of delta (the slack
+itself is accounted exactly as before, at the final sigma), down to a lattice scale of
+:data:`MAX_DEFAULT_SCALE` (below the sampler's 2^40, so that the calibrated sigma, a little larger
+than ``sigma_0``, still fits): ``g`` is a public function of (epsilon, delta, sigma_0, m) only. Only
+where even that lattice leaves a slack of half of delta or more (epsilon above about 40 at
+delta 1e-6) is the release refused, naming --epsilon and --delta, which set it.
 """
 
 from __future__ import annotations
@@ -108,6 +117,8 @@ MAX_RESOLUTION = 24
 LATTICE_TV = 0.025  # total variation, discrete vs rounded Gaussian, per coordinate, times s^2 (s >= 8)
 HELLINGER = 0.042  # Hellinger distance, discrete vs rounded Gaussian, per coordinate, times s^2 (s >= 2^10)
 MIN_HELLINGER_SCALE = 2.0 ** 10
+SLACK_SHARE = 2.0 ** -10  # a default lattice keeps the Gaussian rounding slack at most this share of delta
+MAX_DEFAULT_SCALE = 2.0 ** 39  # the finest lattice (sigma_0 / g) a default may take
 GAUSSIAN_THEOREM = ("discrete Gaussian on the granularity lattice (Canonne, Kamath and Steinke 2020), within total "
                     "variation 0.025 (g/sigma)^2 per changed value of the rounded continuous Gaussian, a "
                     "post-processing of the Gaussian mechanism: delta <= deltaGauss + (1 + e^eps) m 0.025 "
@@ -149,14 +160,37 @@ def check_granularity(g: float) -> float:
     return float(g)
 
 
-def choose_granularity(scale0: float, sensitivity: float, cells: int, norm: str) -> float:
-    """The default granularity from public parameters (module docstring); ``norm`` is ``l1`` or ``l2``."""
+def choose_granularity(scale0: float, sensitivity: float, cells: int, norm: str,
+                       slack: tuple[float, float] | None = None) -> float:
+    """The default granularity from public parameters (module docstring); ``norm`` is ``l1`` or ``l2``.
+
+    ``slack``: ``(epsilon, delta)`` of a Gaussian release that pays the rounding slack of ``cells``
+    changed values out of delta; the lattice is then refined until that slack, at ``scale0``, is at
+    most SLACK_SHARE of delta (UsageError naming --epsilon when no lattice down to MAX_DEFAULT_SCALE
+    keeps it below half of delta).
+    """
     spread = math.sqrt(cells) if norm == "l2" else float(cells)
     target = min(scale0 * 2.0 ** -DEFAULT_RESOLUTION, sensitivity * 2.0 ** -DEFAULT_RESOLUTION / spread)
     floor = scale0 * 2.0 ** -MAX_RESOLUTION
     if target >= floor:
-        return 2.0 ** math.floor(math.log2(target))
-    return 2.0 ** math.ceil(math.log2(floor))  # the lattice scale stays at most 2^24
+        g = 2.0 ** math.floor(math.log2(target))
+    else:
+        g = 2.0 ** math.ceil(math.log2(floor))  # the lattice scale stays at most 2^24
+    if slack is None:
+        return g
+    epsilon, delta = slack
+    rate = rounding_slack(epsilon, cells * LATTICE_TV)  # the slack at lattice scale 1; it falls as 1/s^2
+    if rate * (g / scale0) ** 2 <= SLACK_SHARE * delta:
+        return g
+    finest = 2.0 ** math.ceil(math.log2(scale0 / MAX_DEFAULT_SCALE))
+    wanted = scale0 * math.sqrt(SLACK_SHARE * delta / rate)
+    g = max(2.0 ** math.floor(math.log2(wanted)), finest) if wanted > 0 else finest
+    if not rate * (g / scale0) ** 2 < delta / 2:
+        raise UsageError(f"--epsilon {epsilon:g} with --delta {delta:g}: the hardened sampler's rounding slack, "
+                         f"(1 + e^epsilon) x {cells} changed value(s) x 0.025 (g/sigma)^2, is half of delta or more "
+                         f"even on the finest lattice (sigma/g = {scale0 / g:.3g}); lower --epsilon (its guarantee "
+                         "is already nearly no noise), raise --delta, or use --sampler float (not for publication)")
+    return g
 
 
 def check_lattice_scale(scale: float, g: float, what: str) -> None:
@@ -220,12 +254,13 @@ def slack_budget(epsilon: float, delta: float, sigma_lattice: float, coords: int
 
 
 def lattice(sampler: str, granularity: float | None, scale_for, sensitivity: float, coords: int,
-            norm: str) -> tuple[float | None, float]:
+            norm: str, slack: tuple[float, float] | None = None) -> tuple[float | None, float]:
     """``(g, covered)`` for a mechanism adding noise to ``coords`` numbers a unit can change.
 
     ``g`` is None for the float sampler (and ``covered`` the sensitivity itself); for the hardened
     one it is ``granularity`` or the default chosen from ``scale_for(sensitivity)``, the public
-    noise scale calibrated without rounding, and ``covered`` is the sensitivity of the rounded
+    noise scale calibrated without rounding (and, for a Gaussian release, ``slack`` = its
+    ``(epsilon, delta)``: see :func:`choose_granularity`), and ``covered`` is the sensitivity of the rounded
     numbers: ``Delta_2 + g sqrt(coords)`` (``l2``) or ``Delta_1 + g coords`` (``l1``: each rounded
     number moves by at most its true change plus ``g``).
     """
@@ -235,7 +270,7 @@ def lattice(sampler: str, granularity: float | None, scale_for, sensitivity: flo
             raise UsageError("--granularity applies to --sampler hardened only")
         return None, sensitivity
     g = check_granularity(granularity) if granularity is not None else \
-        choose_granularity(scale_for(sensitivity), sensitivity, coords, norm)
+        choose_granularity(scale_for(sensitivity), sensitivity, coords, norm, slack)
     return g, (rounded_l2(sensitivity, coords, g) if norm == "l2" else sensitivity + g * coords)
 
 

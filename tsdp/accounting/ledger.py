@@ -29,6 +29,16 @@ Concurrency guarantee
     reservation pending, which keeps counting against the budget (the safe side) until a steward
     cancels it with ``tsdp ledger cancel``. A spent entry can never be cancelled.
 
+Signals
+    A Ctrl-C or SIGTERM must never leave a reservation pending behind a run that published
+    nothing. Every write of a :func:`reservation` (reserve, confirm, reopen, cancel) runs inside
+    :func:`tsdp.signals.held`, so such a signal is raised only once the transaction has ended and
+    its result is known to the holder (the reservation's id is recorded as soon as its row is
+    inserted, before the commit that may wait on another process's read transaction). The block
+    then cancels what it holds. If the cancel itself fails (the ledger stayed locked for
+    :data:`BUSY_TIMEOUT` seconds), the error that ends the run carries a note naming the entry to
+    cancel by hand.
+
 Running totals (why a spend costs the same with 10 or 10^6 entries)
     Each dataset has a row in ``totals`` with its exact spent and pending sums (fractions written
     as text), updated in the same transaction as every entry tsdp inserts, confirms, reopens or
@@ -70,7 +80,8 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any, Iterator
 
-from tsdp.errors import BudgetError, DataError, TsdpError, UsageError
+from tsdp import signals
+from tsdp.errors import BudgetError, DataError, ResourceError, TsdpError, UsageError
 
 SCHEMA = "tsdp-ledger/1"
 BUSY_TIMEOUT = 30.0  # seconds a process waits for another one's transaction to finish
@@ -205,12 +216,15 @@ def reopen(path: str | Path, reservation_id: int, output_sha256: str | None) -> 
         _move(db, path, LedgerEntry(*row), "spent", "pending")
 
 
-def cancel(path: str | Path, reservation_id: int) -> LedgerEntry:
+def cancel(path: str | Path, reservation_id: int, missing_ok: bool = False) -> LedgerEntry | None:
     """Remove a pending reservation (nothing was published) and return it.
 
-    Spent entries cannot be cancelled (``UsageError``).
+    Spent entries cannot be cancelled (``UsageError``); an unknown id is one too, unless
+    ``missing_ok`` (a reservation whose transaction never committed: None is returned).
     """
     with _transaction(path) as db:
+        if missing_ok and db.execute("SELECT 1 FROM entries WHERE id = ?", (int(reservation_id),)).fetchone() is None:
+            return None
         entry = _pending_row(db, path, reservation_id, "cancel")
         db.execute("DELETE FROM entries WHERE id = ?", (entry.id,))
         _move(db, path, entry, "pending", None)
@@ -247,28 +261,39 @@ def reservation(path: str | Path, dataset: str, epsilon: float, delta: float,
     """Hold ``(epsilon, delta)`` for the block; cancelled if the block fails before confirming.
 
     ``with reservation(...) as held: ...; publish(...); held.confirm(name, sha)``. A block that
-    ends without confirming also cancels: nothing was published.
+    ends without confirming also cancels: nothing was published. A signal during the reservation
+    is raised once its id is known, and cancels it like any failure (module docstring, Signals).
     """
-    held = Reservation(path, reserve(path, dataset, epsilon, delta, description))
+    held = Reservation(path, None)
     try:
+        with signals.held():
+            _add_entry(path, dataset, epsilon, delta, description, spent=False, inserted=held.inserted)
         yield held
-    except BaseException:
-        if not held.confirmed:
-            with contextlib.suppress(TsdpError):  # keep the original error; the entry stays pending
-                cancel(path, held.id)
+    except BaseException as exc:
+        if held.id is not None and not held.confirmed:
+            try:
+                held.cancel()
+            except TsdpError as failure:  # keep the original error; say what is left pending
+                exc.add_note(f"ledger entry {held.id} of {_name(path)!r} is still pending ({failure}); free it "
+                             f"with 'tsdp ledger cancel {_name(path)} {held.id}' once no other run holds it")
         raise
     if not held.confirmed:
-        cancel(path, held.id)
+        held.cancel()
 
 
 @dataclass
 class Reservation:
-    """A pending reservation made by :func:`reservation`."""
+    """A pending reservation made by :func:`reservation` (``id`` None until its row is inserted)."""
 
     path: str | Path
-    id: int
+    id: int | None
     confirmed: bool = False
     output_sha256: str | None = None
+
+    def inserted(self, entry_id: int) -> None:
+        """Record the id as soon as the row exists, before its transaction commits: a signal raised
+        once the commit returns must find it here, to cancel it."""
+        self.id = entry_id
 
     def confirm(self, output_name: str | None = None, output_sha256: str | None = None) -> None:
         # Marked before the database is written: a signal landing between the commit and these
@@ -276,13 +301,21 @@ class Reservation:
         # output unpublished but charged). unconfirm() reopens only an entry spent with this digest.
         self.confirmed = True
         self.output_sha256 = output_sha256
-        confirm(self.path, self.id, output_name, output_sha256)
+        with signals.held():
+            confirm(self.path, self.id, output_name, output_sha256)
 
     def unconfirm(self) -> None:
         """Undo :meth:`confirm` when the output could not be published after all (the block then
         cancels the reservation as if it had never been confirmed)."""
-        reopen(self.path, self.id, self.output_sha256)
+        with signals.held():
+            reopen(self.path, self.id, self.output_sha256)
         self.confirmed = False
+
+    def cancel(self) -> None:
+        """Remove the pending entry (nothing was published); nothing to do if its reserving
+        transaction was rolled back before it committed."""
+        with signals.held():
+            cancel(self.path, self.id, missing_ok=True)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -367,8 +400,11 @@ def _transaction(path: str | Path, create: bool = False, write: bool = True) -> 
     except sqlite3.OperationalError as exc:
         message = str(exc)
         if "locked" in message or "busy" in message:
-            raise TsdpError(f"ledger {_name(path)!r} stayed locked by another process for "
-                            f"{BUSY_TIMEOUT:g} s; try again") from exc
+            raise ResourceError(f"ledger {_name(path)!r} stayed locked by another process for "
+                                f"{BUSY_TIMEOUT:g} s (a long transaction, e.g. an open 'sqlite3' shell); "
+                                "try again once it ends") from exc
+        if "full" in message:
+            raise ResourceError(f"ledger {_name(path)!r}: {message}; free space on its disk") from exc
         if "readonly" in message:
             raise UsageError(f"ledger {_name(path)!r} is read-only; tsdp must be able to write it") from exc
         raise TsdpError(f"ledger {_name(path)!r}: {message}") from exc
@@ -539,7 +575,10 @@ def _damaged(path: str | Path, what: str) -> DataError:
 
 
 def _add_entry(path: str | Path, dataset: str, epsilon: float, delta: float, description: str,
-               spent: bool, output_name: str | None = None, output_sha256: str | None = None) -> int:
+               spent: bool, output_name: str | None = None, output_sha256: str | None = None,
+               inserted=None) -> int:
+    """Insert an entry after checking the budget, in one write transaction; ``inserted(id)`` is
+    called as soon as the row exists (before the commit)."""
     _check_dataset(dataset)
     _check_amount(epsilon, delta)
     with _transaction(path) as db:
@@ -570,6 +609,8 @@ def _add_entry(path: str | Path, dataset: str, epsilon: float, delta: float, des
             "output_sha256, confirmed) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (dataset, now, float(epsilon), float(delta), "spent" if spent else "pending", description or "",
              output_name, output_sha256, now if spent else None))
+        if inserted is not None:
+            inserted(int(cursor.lastrowid))
         state = "spent" if spent else "pending"
         sums[state] = (sums[state][0] + _exact(epsilon), sums[state][1] + _exact(delta))
         _store_totals(db, dataset, sums)

@@ -91,6 +91,7 @@ class ReleaseOptions:
     freq: str | None = None
     timezone: str | None = None
     fill_missing: str = "error"
+    interpolate_released: bool = False
     allow_negative: bool = False
     value_bound: float | None = None
     clip_min: float | None = None
@@ -160,7 +161,7 @@ class ReleaseOptions:
         from tsdp.mechanisms import postprocess as post
 
         for option, value in (("round", self.round_values), ("allow-negative", self.allow_negative),
-                              ("assume-none", self.assume_none)):
+                              ("assume-none", self.assume_none), ("interpolate-released", self.interpolate_released)):
             if type(value).__name__ not in ("bool", "bool_"):  # "no" is truthy: a flag takes True/False only
                 raise UsageError(f"--{option} is a flag: True or False, got {value!r}")
         mechanism = _choice("mechanism", self.mechanism, MECHANISMS)
@@ -168,7 +169,7 @@ class ReleaseOptions:
         noise = _choice("noise", self.noise, ("gaussian", "laplace"))
         _choice("neighbouring", self.neighbouring, ("add-remove", "substitute"))
         calibration = _choice("calibration", self.calibration, ("analytic", "classic"))
-        fill = _choice("fill-missing", self.fill_missing, ("error", "zero"))
+        fill = _fill_policy(self.fill_missing)
         accounting = _choice("accounting", self.accounting, ("exact", "paper", "conditional"))
         kernel = _choice("filter", self.filter, ("gaussian", "triangle", "boxcar", "custom"))
         layout = _choice("layout", self.layout, ("long", "wide", "events"))
@@ -219,9 +220,10 @@ class ReleaseOptions:
         spec = InputSpec(
             layout=layout, time_col=self.time_col, value_col=self.value_col, series_col=self.series_col,
             series_cols=_names(self.series_cols), user_col=self.user_col, series_keys=_names(self.series_keys),
-            start=self.start, end=self.end, freq=self.freq, fill_missing=fill == "zero",
-            allow_negative=self.allow_negative, timezone=self.timezone,
+            start=self.start, end=self.end, freq=self.freq, fill_missing=fill in ("zero", "null"),
+            keep_missing=fill == "null", allow_negative=self.allow_negative, timezone=self.timezone,
         )
+        _check_missing_policy(fill, self.interpolate_released, mechanism, spec.resolved_layout, self.accuracy_for)
         counts_assumed = self.max_per_step is None and spec.resolved_layout != "events"
         if counts_assumed and self.allow_negative:
             raise UsageError("--max-per-step is required with --allow-negative: values that may be negative are "
@@ -382,6 +384,91 @@ class ReleasePlan:
 
         o = self.options
         return [f"post-processing: {s}" for s in post.describe(o.clip_min, o.clip_max, o.round_values)]
+
+    def finish(self, table, frame):
+        """The released frame with ``--fill-missing null`` applied: the cells the input lacked (the
+        mechanism saw 0 there and its noisy value is dropped) are null again, and with
+        ``--interpolate-released`` the interior ones of each series take the linear interpolation,
+        by grid step, of the released values around them (post-processing of the release and of the
+        missing pattern, both published: no privacy cost); a series' leading and trailing missing
+        steps stay null. Clipping holds for an interpolated value (a convex combination of clipped
+        ones); ``--round`` is applied to it again."""
+        mask = getattr(table, "filled_mask", None)
+        if not self.spec.keep_missing or mask is None:
+            return frame
+        import polars as pl
+
+        columns = table.value_cols
+        by_column = mask.reshape(frame.height, len(columns))  # values_flat order: row by row, columns within
+        frame = frame.with_columns([pl.when(pl.Series(by_column[:, j])).then(None).otherwise(pl.col(c)).alias(c)
+                                    for j, c in enumerate(columns)])
+        if not self.options.interpolate_released:
+            return frame
+        filled = [pl.col(c).cast(pl.Float64).interpolate() for c in columns]
+        if table.layout == "long" and table.series_col is not None:  # rows: series by series, in grid order
+            filled = [f.over(table.series_col) for f in filled]
+        if self.options.round_values:
+            filled = [f.round(0) for f in filled]
+        return frame.with_columns([f.alias(c) for f, c in zip(filled, columns)])
+
+    def missing_claim(self, claim, count: int):
+        """The claim with the missing-cells assumption of ``--fill-missing null`` stated in its
+        parameters (``count`` cells of the grid were missing in the input and are published so)."""
+        if not self.spec.keep_missing:
+            return claim
+        from dataclasses import replace
+
+        return replace(claim, parameters={**claim.parameters, "missing_cells": {
+            "policy": "null", "count": int(count), "pattern": MISSING_PATTERN,
+            "released": ("linear interpolation of the released values (post-processing)"
+                         if self.options.interpolate_released else "null")}})
+
+    def missing_notes(self, count: int) -> list[str]:
+        if not self.spec.keep_missing:
+            return []
+        notes = [f"--fill-missing null: {count} cell(s) of the grid had no value in the input; {MISSING_PATTERN}"]
+        if self.options.interpolate_released:
+            notes.append("--interpolate-released: each series' interior missing steps hold the linear interpolation "
+                         "(by grid step) of its released values around them, a post-processing of the release "
+                         "that costs no privacy; its leading and trailing missing steps stay empty. The accuracy "
+                         "interval covers an interpolated value's noise too (a convex combination of independent "
+                         "noises is more concentrated), not the interpolation's own error")
+        return notes
+
+
+MISSING_PATTERN = ("the pattern of missing cells is published as given and treated as public, like the series "
+                   "and the time grid: the noise covers the values present, and a neighbouring dataset is assumed "
+                   "to miss the same cells; where a unit's data decides whether a cell is missing (a step absent "
+                   "because no one contributed), that pattern is NOT protected: use --fill-missing zero for counts")
+
+
+def _fill_policy(value) -> str:
+    value = getattr(value, "value", value)
+    if value == "interpolate":  # refused with the reason, not only as an unknown choice
+        raise UsageError("--fill-missing interpolate: interpolating the input before the noise would make "
+                         "released values depend on their neighbours' raw values (outside the sensitivity); use "
+                         "--fill-missing null --interpolate-released to interpolate the released values instead")
+    return _choice("fill-missing", value, ("error", "zero", "null"))
+
+
+def _check_missing_policy(fill: str, interpolate: bool, mechanism: str, layout: str, accuracy_for) -> None:
+    """``--fill-missing null`` releases the cells present one by one: the cellwise mechanisms only."""
+    if interpolate and fill != "null":
+        raise UsageError("--interpolate-released fills the missing steps of the release: it needs "
+                         f"--fill-missing null (got --fill-missing {fill})")
+    if fill != "null":
+        return
+    if layout == "events":
+        raise UsageError("--fill-missing null applies to series input (--layout long or wide): events are counted "
+                         "on the public grid, where a step without events is a true 0")
+    if mechanism not in CELLWISE:
+        raise UsageError(f"--fill-missing null keeps missing cells out of the release, which --mechanism {mechanism} "
+                         "cannot do (it transforms whole series): use --mechanism gaussian or laplace, or "
+                         "--fill-missing zero for counts")
+    if interpolate and getattr(accuracy_for, "value", accuracy_for) == "sum":
+        raise UsageError("--accuracy-for sum with --interpolate-released: an interpolated step repeats the noise of "
+                         "its neighbours, so a series' sum no longer has independent noise per step; use "
+                         "--accuracy-for cell")
 
 
 LINEAR = ("gaussian", "laplace", "dft", "subsample", "filter-subsample")  # release = A_w(values) + N_w
@@ -588,26 +675,28 @@ def release_loaded(plan: ReleasePlan, loaded: Loaded, generator) -> Released:
     """Add the noise to a loaded panel and post-process: the release ``tsdp release`` writes."""
     table = loaded.loaded.table
     result, _, rebuild = plan.run(table, loaded.panel, generator, loaded.prefetched)
-    frame = plan.typed(rebuild(plan.postprocess(result.values)))
+    frame = plan.typed(plan.finish(table, rebuild(plan.postprocess(result.values))))
     return Released(frame, result, [*loaded.notes, *plan.postprocess_notes()])
 
 
 def report_for(plan: ReleasePlan, table, result, randomness, described: dict, notes: list[str],
-               warnings: list[str], parameters: dict[str, Any]):
-    """The privacy report of a release (``described``: the output's file, format and sha256)."""
+               warnings: list[str], parameters: dict[str, Any], missing: int | None = None):
+    """The privacy report of a release (``described``: the output's file, format and sha256;
+    ``missing``: the cells the input lacked, when ``table`` does not hold the count)."""
     from tsdp.report import Report
 
+    missing = getattr(table, "filled_cells", 0) if missing is None else missing
     if parameters.get("max_per_step") is None:  # the default the plan resolved (counts: 1)
         parameters = {**parameters, "max_per_step": plan.declared.max_per_step}
     return Report(
         command="release",
         parameters={**parameters, "layout": plan.spec.resolved_layout},
-        claim=result.claim,
+        claim=plan.missing_claim(result.claim, missing),
         output={**described, "layout": table.layout},
         randomness=randomness.label,
         grid={"n_series": table.n_series, "n_steps": table.n_steps, "freq": table.grid.freq,
               "start": table.grid.points[0], "end": table.grid.points[-1]},
-        notes=notes, warnings=warnings,
+        notes=[*notes, *plan.missing_notes(missing)], warnings=warnings,
         accuracy=plan.accuracy(result).to_dict(),
     )
 

@@ -221,8 +221,21 @@ def verify(
     failing = [(path, r) for path, r in results if not r.passed]
     if failing:
         path, r = failing[0]
-        first = r.failures[0]
+        first = headline(r.failures)
         more = len(r.failures) - 1
         others = f"; {len(failing) - 1} other report(s) failed too" if len(failing) > 1 else ""
         raise BudgetError(f"verification of {path!r} failed: {first.name}: {first.detail}"
                           + (f" (and {more} more failed check(s))" if more else "") + others)
+
+
+# Checks that speak of the claim's epsilon and delta themselves: when one of them fails it heads the
+# error line (a lowered epsilon also changes figures derived from it, such as the rounding slack,
+# whose checks come first in the report but would name a by-product instead of the epsilon).
+HEADLINE_CHECKS = ("budget", "privacy_loss", "command")
+
+
+def headline(failures):
+    """The failed check the one ``error:`` line names: the first of HEADLINE_CHECKS that failed,
+    else the first failure in report order."""
+    rank = {name: k for k, name in enumerate(HEADLINE_CHECKS)}
+    return min(failures, key=lambda check: rank.get(check.name, len(rank)))

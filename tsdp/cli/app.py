@@ -19,7 +19,7 @@ import typer
 from tsdp import __version__
 from tsdp.cli.lazy import lazy_group
 from tsdp.cli.messages import one_line
-from tsdp.cli.termination import Terminated, committed, deferred_sigterm, terminate_on_sigterm
+from tsdp.cli.termination import INTERRUPTED, Interrupted, Terminated, committed, deferred_sigterm, terminate_on_sigterm
 from tsdp.cli.vocabulary import DEBUG_HELP
 from tsdp.errors import MEMORY_HINT, NumericalError, ResourceError, TsdpError
 
@@ -67,15 +67,19 @@ def main(argv: list[str] | None = None) -> int:
         try:
             result = app(args=args, prog_name="tsdp", standalone_mode=False)
             code = result if isinstance(result, int) else 0
+            if code == INTERRUPTED:  # Ctrl-C outside a command's body: Typer returns 130 without a word
+                _interrupted(None)
         except TsdpError as exc:
             if debug:
                 raise
-            _error(str(exc))
+            _error("; ".join([str(exc), *getattr(exc, "__notes__", ())]))
             code = exc.exit_code
         except typer.Exit as exc:
             code = exc.exit_code
-        except typer.Abort:
-            _error("aborted")
+        except typer.Abort as exc:
+            if isinstance(exc.__cause__, EOFError) and debug:  # Typer turns an EOFError into Abort
+                raise exc.__cause__
+            _error(_aborted_message(exc.__cause__))
             code = 1
         except typer.TyperException as exc:  # Typer's (vendored Click's) usage errors
             if debug:
@@ -85,16 +89,11 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 _error(_usage_message(exc))
             code = exc.exit_code
-        except KeyboardInterrupt:
-            if committed():  # Ctrl-C while the files were being moved into place or after it
-                _error("interrupted after the commit point; check whether the output and report were published "
-                       "(they appear together or not at all) and 'tsdp ledger show' for the charge")
-            else:
-                _error("interrupted; nothing was published and the ledger reservation, if any, was cancelled")
-            code = 130
-        except Terminated:
-            _error("terminated by SIGTERM; nothing was published and the ledger reservation, if any, was "
-                   "cancelled")
+        except (KeyboardInterrupt, Interrupted) as exc:
+            _interrupted(exc)
+            code = INTERRUPTED
+        except Terminated as exc:
+            _error("terminated by SIGTERM; nothing was published and " + _reservation_fate(exc))
             code = 143
         except (OverflowError, FloatingPointError, ZeroDivisionError) as exc:  # arithmetic out of range
             if debug:
@@ -118,6 +117,30 @@ def main(argv: list[str] | None = None) -> int:
     with contextlib.suppress(OSError, ValueError):  # stdout closed by the reader: nothing to flush to
         sys.stdout.flush()
     return code
+
+
+def _interrupted(exc: BaseException | None) -> None:
+    """The one ``error:`` line of a run stopped by Ctrl-C (SIGINT), exit 130."""
+    if committed():  # Ctrl-C while the files were being moved into place or after it
+        _error("interrupted after the commit point; check whether the output and report were published "
+               "(they appear together or not at all) and 'tsdp ledger show' for the charge")
+    else:
+        _error("interrupted; nothing was published and " + _reservation_fate(exc))
+
+
+def _reservation_fate(exc: BaseException) -> str:
+    """What became of a ledger reservation when a signal stopped the run: cancelled, unless the
+    cancel failed and left a note on the exception (:func:`tsdp.accounting.ledger.reservation`)."""
+    notes = getattr(exc, "__notes__", ()) if exc is not None else ()
+    return "; ".join(notes) if notes else "the ledger reservation, if any, was cancelled"
+
+
+def _aborted_message(cause: BaseException | None) -> str:
+    """Typer turns an ``EOFError`` escaping a command into ``Abort``; say what ended early."""
+    if isinstance(cause, EOFError):
+        return (f"unexpected end of a file ({one_line(str(cause)) or 'EOFError'}); a compressed or streamed input "
+                "may be truncated (rerun with --debug for a traceback)")
+    return "aborted"
 
 
 def _error(message: str) -> None:

@@ -32,7 +32,14 @@ SUMMARY_ONLY = {"config"}
 
 
 def load_config(ctx: typer.Context, param: typer.CallbackParam, value: str | None) -> str | None:
-    """Eager ``--config`` callback: install the file's settings as the command's defaults."""
+    """Eager ``--config`` callback: install the file's settings as the command's defaults.
+
+    Anything the file says that would not take effect is a usage error naming it, never ignored:
+    an unknown key, one option spelled twice (``max-per-step`` and ``max_per_step``, or an old and a
+    new spelling), a table that names no tsdp command (``[relase]``), a key outside the command's
+    table in a file that has tables, a file whose tables are all for other commands, and ``debug``
+    (read from the command line only, before any file: it decides how a failure is printed).
+    """
     if not value:
         return value
     path = Path(value)
@@ -44,27 +51,36 @@ def load_config(ctx: typer.Context, param: typer.CallbackParam, value: str | Non
         raise typer.BadParameter(f"{value!r} is not valid TOML: {exc}", ctx=ctx, param=param)
     except RecursionError:
         raise typer.BadParameter(f"{value!r} is nested too deeply to be a tsdp config", ctx=ctx, param=param)
-    command = ctx.info_name or ""
-    section = data.get(command) if isinstance(data.get(command), dict) else None
-    group = ctx.parent.info_name if ctx.parent is not None and ctx.parent.parent is not None else None
-    if group and isinstance(data.get(group), dict) and isinstance(data[group].get(command), dict):
-        section = data[group][command]  # a table [ledger.spend] for 'tsdp ledger spend'
-    settings = section if section is not None else data
+
+    def refuse(message: str):
+        return typer.BadParameter(f"{value!r}: {message}", ctx=ctx, param=param)
+
+    settings = _command_settings(data, ctx, refuse)
     names = _setting_names(ctx.command.params)
     params = {p.name: p for p in ctx.command.params}
-    defaults: dict[str, Any] = {}
-    for key, val in settings.items():
+    command = ctx.command_path.partition(" ")[2]
+    spelled: dict[str, str] = {}  # parameter name -> the key that set it
+    for given, val in settings.items():  # every key checked before any deprecation warning is printed
         if isinstance(val, dict):
-            continue  # a table for another command
-        key = vocabulary.config_key(ctx.command_path.partition(" ")[2], key, ctx)  # old spellings
-        name = names.get(key.replace("-", "_"))
+            raise refuse(f"table [{given}] inside the settings of '{ctx.command_path}' is not a tsdp command or "
+                         "option; option values are plain keys (epsilon = 1)")
+        name = names.get(vocabulary.config_key(command, given, ctx, warn=False).replace("-", "_"))
+        if name == "debug":
+            raise refuse("setting 'debug' is read from the command line only (it decides how a failure is "
+                         "printed, before any file is read); pass --debug instead")
         if name is None or name in SUMMARY_ONLY:
-            raise typer.BadParameter(
-                f"{value!r}: unknown setting {key!r} for '{ctx.command_path}'", ctx=ctx, param=param
-            )
+            raise refuse(f"unknown setting {given!r} for '{ctx.command_path}'")
+        if name in spelled:
+            raise refuse(f"settings {spelled[name]!r} and {given!r} are the same option (--{name.replace('_', '-')}); "
+                         "which value counts would be a guess: keep one")
+        spelled[name] = given
+    defaults: dict[str, Any] = {}
+    for name, given in spelled.items():
+        vocabulary.config_key(command, given, ctx)  # an old spelling: its warning
+        val = settings[given]
         problem = _setting_type_problem(val, params.get(name))
         if problem:
-            raise typer.BadParameter(f"{value!r}: setting {key!r} {problem}", ctx=ctx, param=param)
+            raise refuse(f"setting {given!r} {problem}")
         if name in PATH_KEYS and isinstance(val, str) and val != "-" and not Path(val).is_absolute():
             val = os.path.normpath(path.parent / val)
         if isinstance(val, list):
@@ -72,6 +88,100 @@ def load_config(ctx: typer.Context, param: typer.CallbackParam, value: str | Non
         defaults[name] = val
     ctx.default_map = {**(ctx.default_map or {}), **defaults}
     return value
+
+
+def _command_settings(data: dict[str, Any], ctx: typer.Context, refuse) -> dict[str, Any]:
+    """The settings of the running command in a parsed config file (``refuse(message)`` makes the
+    usage error).
+
+    A file without tables is one command's settings. A file with tables holds a table per command:
+    ``[release]``, and for a subcommand of a group its path or any end of it (``[account.dpsgd]``,
+    ``[dpsgd]``; ``[account.calibrate.dpsgd]``). Then every top-level entry must be a table named
+    after a tsdp command, and the running command must have one.
+    """
+    tables = [k for k, v in data.items() if isinstance(v, dict)]
+    if not tables:
+        return data
+    loose = [k for k, v in data.items() if not isinstance(v, dict)]
+    if loose:
+        raise refuse(f"setting {loose[0]!r} stands outside the file's tables ([{'], ['.join(tables)}]), where it "
+                     "applies to no command; move it into the command's table")
+    path = ctx.command_path.split(" ")[1:]  # 'tsdp account dpsgd' -> ['account', 'dpsgd']
+    known = _command_names(ctx)
+    for name in tables:
+        if name not in known:
+            raise refuse(f"table [{name}] names no tsdp command (a table is named after its command, e.g. "
+                         "[release] or [account.dpsgd]); check its spelling")
+    if len(path) > 1 and isinstance(data.get(path[0]), dict):  # [account] around [account.dpsgd]
+        _check_group_tables(data, path, ctx, refuse)
+    for start in range(len(path)):  # the full path first, then shorter ends of it
+        node: Any = data
+        for part in path[start:]:
+            node = node.get(part) if isinstance(node, dict) else None
+        if isinstance(node, dict):
+            return node
+    raise refuse(f"no table for '{ctx.command_path}' (the file has [{'], ['.join(tables)}]); add "
+                 f"[{'.'.join(path)}] or give this command its own file")
+
+
+def _check_group_tables(data: dict[str, Any], path: list[str], ctx: typer.Context, refuse) -> None:
+    """In ``[account]`` around ``[account.dpsgd]``, every entry is a table of a subcommand."""
+    node: Any = data
+    context = ctx
+    groups = []
+    while context.parent is not None and context.parent.parent is not None:
+        context = context.parent
+        groups.insert(0, context)
+    for depth, group in enumerate(groups):
+        node = node.get(path[depth])
+        if not isinstance(node, dict):
+            return
+        commands = set(getattr(group.command, "commands", {}) or {})
+        for key, val in node.items():
+            label = ".".join(path[:depth + 1])
+            if not isinstance(val, dict):
+                raise refuse(f"setting {key!r} in table [{label}] applies to no command; move it into the "
+                             f"table of the subcommand, e.g. [{label}.{path[depth + 1]}]")
+            if commands and key not in commands:
+                raise refuse(f"table [{label}.{key}] names no subcommand of 'tsdp {' '.join(path[:depth + 1])}' "
+                             f"(its subcommands: {', '.join(sorted(commands))})")
+
+
+def _command_names(ctx: typer.Context) -> set[str]:
+    """Every name a config table may have: the commands, and the subcommands of every group (the
+    groups on the running command's path are loaded already; the others only when needed)."""
+    from tsdp.cli.lazy import SUBCOMMANDS
+
+    names = set(SUBCOMMANDS)
+    context = ctx
+    while context.parent is not None:
+        context = context.parent
+        names.update(getattr(context.command, "commands", {}) or {})
+    return _NamesWithGroups(names)
+
+
+class _NamesWithGroups(set):
+    """The command names, and on a miss the subcommands of every group (imported only then)."""
+
+    def __contains__(self, name) -> bool:
+        if super().__contains__(name):
+            return True
+        self.update(_all_subcommand_names())
+        return super().__contains__(name)
+
+
+def _all_subcommand_names() -> set[str]:
+    from tsdp.cli.app import _SETTINGS
+    from tsdp.cli.lazy import SUBCOMMANDS, load_subcommand
+
+    names: set[str] = set()
+    pending = [load_subcommand(name, _SETTINGS) for name in SUBCOMMANDS]
+    while pending:
+        command = pending.pop()
+        for name, sub in (getattr(command, "commands", {}) or {}).items():
+            names.add(name)
+            pending.append(sub)
+    return names
 
 
 def _setting_type_problem(value: Any, param) -> str | None:
@@ -303,9 +413,11 @@ def publish(frame, output: str, report_path: str, make_report: Callable[[dict], 
 
         try:
             outputs.commit(before_publish=hook)
-        except BaseException:
+        except BaseException as exc:
             abandon_commit()
             revert = getattr(before_commit, "revert", None)
+            if getattr(exc, "delivered", 0):  # part of the release reached stdout's reader: it stays charged
+                revert = None
             if revert is not None:
                 with contextlib.suppress(Exception):  # keep the original error; a spend left recorded is the safe side
                     revert()

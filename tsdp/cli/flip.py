@@ -57,6 +57,11 @@ CUSTODIAN_NOTE = ("the per-series figures (the LIP values, among them the lowest
                   "data: they are written to the custodian file, never to this report, stderr or stdout")
 
 
+class FillMissing(str, Enum):
+    error = "error"
+    null = "null"
+
+
 class Spectral(str, Enum):
     var = "var"
     flattop = "flattop"
@@ -101,6 +106,7 @@ def flip(
     r_params: Optional[str] = typer.Option(None, help='Fixed R as JSON {"alpha": [...], "a": [...], "b": [...]} (tests and reproduction; a secret).'),
     grid: int = typer.Option(8192, help="Frequencies on [0, pi]."),
     acf_lags: int = typer.Option(24, help="Lags H of the D_ACF utility figure."),
+    fill_missing: FillMissing = typer.Option(FillMissing.error, help="Gaps (dates absent from the grid, empty values): an error, or null: each series is cut at its gaps and every stretch between them is released as a series of its own (nothing is imputed; the gaps stay empty, stretches too short for FLIP are written empty)."),
     lip_floor: Optional[float] = typer.Option(None, "--lip-floor", help="The same-date LIP every released date reaches, stated by the report's claim: each date whose LIP (for the release applied) is below it is withheld (written empty), and a series with no date left is refused (exit 3) [default: 1 - lip-delta, at most 0.99]. A value below 1 - lip-delta releases dates under the theorem's bound knowingly; 0 releases every date."),
     withhold_ends: int = typer.Option(0, "--withhold-ends", help="Also write the first and last N dates of each series empty, whatever their LIP: a public rule for the dates where the taps run over backcasts and forecasts (N = M, the filter half-length, covers every date whose taps reach past an end)."),
     min_lip: Optional[float] = typer.Option(None, help="Fail (exit 3, nothing written) if a released date's same-date LIP is below this (with --lip-floor 0: refuse instead of withholding)."),
@@ -160,8 +166,9 @@ def flip(
     numbers = [*(common.split_list(value_cols) or []), *(common.split_list(aux_cols) or [])]
     df = read_table(input, {time_col: "time", **({entity_col: "text"} if entity_col else {}),
                             **{c: "number" for c in numbers}})
-    panel = load_entity_panel(df, time_col, common.split_list(value_cols) or [], entity_col,
-                              common.split_list(aux_cols), aux_entity, freq, timezone)
+    aux_list = common.split_list(aux_cols)
+    panel = load_entity_panel(df, time_col, common.split_list(value_cols) or [], entity_col, aux_list, aux_entity,
+                              freq, timezone, fill_missing.value, _filterable(settings, 1 + len(aux_list or [])))
     items = list(panel.series())
     with console.progress(len(items) + 1) as stage:
         stage(f"filtering {len(items)} series")
@@ -212,6 +219,22 @@ def flip(
         "series": len(rows), "accuracy": _accuracy(json_summary),
         "custodian_checks": list(CUSTODIAN_CHECKS),
     }, "tsdp flip")
+
+
+def _filterable(settings: FlipSettings, q: int):
+    """Whether a stretch of n dates meets FLIP's length rules (:func:`tsdp.flip.mechanism.check_length`)
+    with ``q`` series in its model: a shorter stretch between gaps is written empty."""
+    from tsdp.errors import DataError
+    from tsdp.flip.mechanism import check_length
+
+    def usable(n: int) -> bool:
+        try:
+            check_length(n, settings, q, "a stretch")
+        except DataError:
+            return False
+        return True
+
+    return usable
 
 
 def _accuracy(json_mode: bool):
@@ -324,9 +347,8 @@ def _withheld_pattern(panel: EntityPanel, items, results) -> list[dict[str, Any]
     """Per series, the dates written empty (``output.withheld``): the release's missing pattern, which
     the output shows anyway (tsdp.flip.withholding.pattern_note)."""
     out = []
-    index = {entity: i for i, entity in enumerate(panel.entities)}
     for (entity, column, _, _), result in zip(items, results):
-        rows = panel.rows(index[entity])
+        rows = panel.block_rows(entity)  # an entity, or a stretch between gaps (--fill-missing null)
         held = withholding.withheld_runs(result.released_dates)
         times = panel.times[rows]  # only the runs' first and last times are formatted
         labels = {k: _time_text(times[k]) for run in held for k in run}
@@ -378,6 +400,13 @@ def _notes(panel: EntityPanel, settings: FlipSettings, suffix: str | None = None
                      "not part of the output")
     else:
         notes.append("no auxiliary series: LIP is computed against an attacker with no side information (f_X|Z = f_X)")
+    if panel.blocks is not None:
+        notes.append("--fill-missing null: each series is cut at its gaps (dates absent from the grid and rows with an "
+                     "empty value or auxiliary cell), and every stretch of consecutive dates between them is filtered "
+                     "as a series of its own, with its own estimated model, secret filter and two ends; nothing is "
+                     f"imputed. {panel.gap_rows} row(s) are written empty (the gaps, and stretches too short for "
+                     "FLIP's length rules); dates with no row stay absent. The positions of the gaps are published "
+                     "as given (treated as public), and LIP is measured per stretch (the custodian file names them)")
     notes.append(f"every released date's same-date LIP is at least lip_floor = {settings.lip_floor:g}; "
                  + withholding.pattern_note())
     if settings.withhold:

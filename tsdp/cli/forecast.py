@@ -32,7 +32,7 @@ from tsdp.errors import DataError, UsageError
 from tsdp.forecast.claim import dpsgd_claim, unaccounted
 from tsdp.io.files import check_output_path, read_table
 from tsdp.io.layouts import load_long, load_wide
-from tsdp.io.timegrid import following_points
+from tsdp.io.timegrid import MISSING_STEPS_HINT, following_points
 from tsdp.accuracy.estimators import forecast_model
 from tsdp.report import Report
 from tsdp.mechanisms.noise import FLOAT_WARNING
@@ -72,7 +72,8 @@ class Checkpoint(str, Enum):
 
 
 SEASONS = {"1h": 24, "1d": 7, "1w": 52, "1mo": 12, "1q": 4, "30m": 48, "15m": 96, "10m": 144}
-MISSING_HINT = "forecast-train needs complete series without missing values"
+MISSING_HINT = ("forecast-train needs complete series, or --fill-missing null to train only on windows without a "
+                "missing step")
 BEST_CHECKPOINT_CAVEAT = Caveat(
     "not_covered_by_guarantee",
     "--checkpoint best-validation: the released weights are the iterate with the lowest loss on validation windows "
@@ -90,6 +91,11 @@ METRICS_NOTE = ("metrics are computed on the held-out tail and validation window
                 "for the custodian, not privacy-protected, and never go into the report")
 
 
+class FillMissing(str, Enum):
+    error = "error"
+    null = "null"
+
+
 def forecast_train(
     input: str = typer.Argument(..., help="CSV (.csv, .csv.gz, .tsv) or Parquet file (- for stdin) of regular, complete series."),
     time_col: str = typer.Option("time", help="Time column."),
@@ -99,6 +105,7 @@ def forecast_train(
     series_cols: Optional[str] = typer.Option(None, help="Wide layout: series columns, comma-separated [default: all but time]."),
     freq: Optional[str] = typer.Option(None, help="Time step, e.g. 1h [default: inferred]."),
     timezone: Optional[str] = common.TimezoneOption,
+    fill_missing: FillMissing = typer.Option(FillMissing.error, help="Missing steps and values: an error, or null: kept missing, and no training window touches one (the accountant takes the fewest windows a series has left; the last context and held-out steps must be complete)."),
     context_length: int = typer.Option(..., help="L_C: context window fed to the model (its whole receptive field); for deepar the unrolled context, to which its largest lag - 1 is added."),
     forecast_length: int = typer.Option(..., help="L_F: forecast horizon."),
     model: Model = typer.Option(Model.simple_ff, help="Model: SimpleFeedForward (2 x 64 ReLU), linear autoregressive, DLinear (numpy), or DeepAR / iTransformer (JAX, extra tsdp[deep])."),
@@ -180,7 +187,7 @@ def forecast_train(
             raise UsageError("--dry-run reads no values, --evaluate-only trains on them: give one of them")
         return _dry_run(input, layout, time_col, value_col, series_col, series_cols, freq, timezone, train_config,
                         model, context_length, forecast_length, val_windows, min_scale, lag_list, num_samples,
-                        device, dtype, alpha, common.Console(quiet, json_summary, stdout_taken=False))
+                        device, dtype, alpha, common.Console(quiet, json_summary, stdout_taken=False), fill_missing)
     if not evaluate_only:
         output, report = common.resolve_outputs(input, output, report, force, json_summary)
         custodian = common.resolve_custodian(custodian, input, output, report, force)
@@ -191,8 +198,8 @@ def forecast_train(
     rng = randomness.generator
     console = common.Console(quiet, json_summary, stdout_taken=not evaluate_only and "-" in (output, report))
 
-    table = _load(input, layout, time_col, value_col, series_col, series_cols, freq, timezone)
-    values = table.values_matrix()
+    table = _load(input, layout, time_col, value_col, series_col, series_cols, freq, timezone, fill_missing)
+    values = table.values_matrix()  # 0 where a step is missing: no window that touches one is ever sampled
     names = table.series_names
     n_series = values.shape[0]
     calendar = _calendar(table.grid)
@@ -203,11 +210,12 @@ def forecast_train(
     if window != context_length:
         _check_receptive_field(values.shape[1], window, context_length, forecast_length, val_windows)
     split = trainer.split_panel(values, window, forecast_length, val_windows, calendar=calendar)
+    split = _skip_gaps(split, table, window, forecast_length, val_windows)
     if batch_size // instances > n_series:
         raise DataError(f"--batch-size {batch_size} with --instances {instances} takes {batch_size // instances} series "
                         f"per step, but the input has only {n_series}; lower --batch-size")
     season_length = season if season is not None else SEASONS.get(table.grid.freq or "", 1)
-    plan = trainer.plan_training(train_config, n_series, split.train.shape[1])
+    plan = trainer.plan_training(train_config, n_series, split.accounted_length)
 
     if evaluate_only:
         return _evaluate_only(net, split, train_config, plan, rng, season_length, console)
@@ -250,8 +258,9 @@ def forecast_train(
         claim=claim,
         output={**described, "columns": forecasts.columns},
         randomness=randomness.label,
-        grid={"freq": table.grid.freq, "series": n_series, "train_length": split.train.shape[1]},
-        notes=_notes(train_config, plan, result, net),
+        grid={"freq": table.grid.freq, "series": n_series, "train_length": split.accounted_length,
+              **({} if split.admissible is None else {"train_steps_with_gaps": split.train.shape[1]})},
+        notes=_notes(train_config, plan, result, net) + _gap_notes(split, table),
         warnings=warnings,
         accuracy=forecast_model(alpha).to_dict(),
     ), extra_files=((weights, extra["weights"], "--model-out"), (model_meta, extra["meta"], "--model-out")),
@@ -271,16 +280,23 @@ def forecast_train(
 
 def _dry_run(input, layout, time_col, value_col, series_col, series_cols, freq, timezone, train_config, model,
              context_length, forecast_length, val_windows, min_scale, lag_list, num_samples, device, dtype,
-             alpha: float, console) -> dict | None:
+             alpha: float, console, fill_missing: FillMissing = FillMissing.error) -> dict | None:
     """The accountant's plan (noise multiplier, steps, budget) from the public shape (series ids and the
-    time column; no value is read); nothing is trained or written."""
+    time column; no value is read); nothing is trained or written. Steps absent from a series are
+    refused as training would refuse them, or under --fill-missing null set the accountant's length
+    as in training (empty values in rows that exist are found by training only)."""
     from tsdp.forecast import trainer
     from tsdp.io.load import InputSpec
-    from tsdp.io.public_shape import public_shape
+    from tsdp.io.public_shape import public_panel
 
+    keep = fill_missing is FillMissing.null
     spec = InputSpec(layout=layout.value, time_col=time_col, value_col=value_col, series_col=series_col,
-                     series_cols=common.split_list(series_cols), freq=freq, timezone=timezone)
-    n_series, length, read = public_shape(input, spec)
+                     series_cols=common.split_list(series_cols), freq=freq, timezone=timezone, fill_missing=keep)
+    try:
+        shape = public_panel(input, spec, absent=keep)
+    except DataError as exc:
+        raise DataError(str(exc).replace(f"; {MISSING_STEPS_HINT}", f"; {MISSING_HINT}")) from None
+    n_series, length, read = shape.n_series, shape.n_steps, shape.read
     net = _make_net(model, context_length, forecast_length, min_scale, lag_list, _public_calendar(input, spec),
                     num_samples, device, dtype)
     window = trainer.model_context(net)
@@ -290,11 +306,26 @@ def _dry_run(input, layout, time_col, value_col, series_col, series_cols, freq, 
         raise DataError(f"series of {length} steps are too short: {train_length} remain for training after the test "
                         f"tail and {val_windows} validation windows, fewer than the window {window} + "
                         f"--forecast-length {forecast_length}")
-    plan = trainer.plan_training(config, n_series, train_length)
+    accounted = train_length
+    if shape.missing:
+        from tsdp.forecast import sampling
+
+        if shape.absent[:, max(0, train_length - window):].any():
+            raise DataError(f"a series misses a step among its last {length - max(0, train_length - window)}, which "
+                            "every series needs complete (the last context and the held-out windows)")
+        accounted = sampling.accounted_length(
+            sampling.admissible_starts(shape.absent[:, :train_length], window, forecast_length), forecast_length)
+        from tsdp.caveats import Caveat
+
+        console.warn(Caveat("missing_cells", f"the input misses {shape.missing} step(s) (rows absent; first: series "
+                            f"{shape.first_series!r} at {shape.first_time}); --fill-missing null: no training window "
+                            "touches one, and the accountant takes the fewest windows a series has left (length "
+                            f"{accounted} of {train_length})"))
+    plan = trainer.plan_training(config, n_series, accounted)
     accuracy = forecast_model(alpha)
     summary = {
         "dry_run": f"read {read}; nothing trained or written",
-        "series": n_series, "train_length": train_length, "receptive_field": window,
+        "series": n_series, "train_length": accounted, "receptive_field": window, "missing_steps": shape.missing,
         "epsilon_budget": train_config.epsilon, "delta": train_config.delta,
         "noise_multiplier": plan.noise_multiplier, "steps": plan.steps, "stopped_by": plan.stopped_by,
         "theorem": plan.derivation.theorem if plan.derivation else None,
@@ -396,7 +427,47 @@ def _extra_paths(output: str, model_out: str | None, custodian: str, input: str,
     return paths
 
 
-def _load(input, layout, time_col, value_col, series_col, series_cols, freq, timezone=None):
+GAPS_NOTE = ("--fill-missing null: {count} step(s) of the input are missing; no training window touches one (nothing is "
+             "imputed), and the accountant is given the fewest admissible windows of a series, T = {windows} (length "
+             "{length}), as for the shortest series (Schuchardt et al. 2025, App. I.1: the WR bounds grow with "
+             "min(k, T) / T). The pattern of missing steps is treated as public and the same in neighbouring "
+             "datasets: the guarantee covers the values present, not which steps are missing")
+
+
+def _skip_gaps(split, table, window: int, horizon: int, val_windows: int):
+    """``split`` with the training windows that touch a missing step marked inadmissible (and the
+    accountant's length with them); DataError if a step is missing where every series needs one: the
+    last context and the held-out validation and test steps."""
+    if getattr(table, "filled_mask", None) is None or table.filled_cells == 0:
+        return split
+    from dataclasses import replace
+
+    from tsdp.forecast import sampling
+
+    mask = ~table.observed_matrix()
+    train_length = split.train.shape[1]
+    tail = mask[:, max(0, train_length - window):]
+    if tail.any():
+        i = int(np.flatnonzero(tail.any(axis=1))[0])
+        first = table.grid.points[max(0, train_length - window) + int(np.flatnonzero(tail[i])[0])]
+        raise DataError(f"series {table.series_names[i]!r} misses the step {first} among its last {tail.shape[1]} "
+                        f"(the model's context of {window} before the validation and test windows, and those "
+                        f"{horizon * (1 + val_windows)} held-out steps), which every series needs complete: fill it or "
+                        "end the series before it")
+    admissible = sampling.admissible_starts(mask[:, :train_length], window, horizon)
+    sampling.accounted_length(admissible, horizon, table.series_names)  # a series without any window is refused
+    return replace(split, admissible=admissible)
+
+
+def _gap_notes(split, table) -> list[str]:
+    if split.admissible is None:
+        return []
+    return [GAPS_NOTE.format(count=table.filled_cells, windows=int(split.admissible.sum(axis=1).min()),
+                             length=split.accounted_length)]
+
+
+def _load(input, layout, time_col, value_col, series_col, series_cols, freq, timezone=None,
+          fill_missing: "FillMissing | None" = None):
     if layout is Layout.wide:
         named = common.split_list(series_cols)
         df = read_table(input, {time_col: "time", **{c: "number" for c in named or ()}},
@@ -404,18 +475,19 @@ def _load(input, layout, time_col, value_col, series_col, series_cols, freq, tim
     else:
         df = read_table(input, {time_col: "time", **({value_col: "number"} if value_col else {}),
                                 **({series_col: "text"} if series_col else {})})
+    keep = fill_missing is FillMissing.null  # missing cells become 0, marked in table.missing
     try:
         if layout is Layout.wide:
             if value_col or series_col:
                 raise UsageError("--value-col/--series-col are for --layout long; use --series-cols with wide")
-            return load_wide(df, time_col, common.split_list(series_cols), freq, allow_negative=True,
+            return load_wide(df, time_col, common.split_list(series_cols), freq, keep, allow_negative=True,
                              null_hint=MISSING_HINT, timezone=timezone)
         if value_col is None:
             raise UsageError("--value-col is required with --layout long")
-        return load_long(df, time_col, value_col, series_col, freq, allow_negative=True, null_hint=MISSING_HINT,
-                         timezone=timezone)
+        return load_long(df, time_col, value_col, series_col, freq, keep, allow_negative=True,
+                         null_hint=MISSING_HINT, timezone=timezone)
     except DataError as exc:
-        message = str(exc).replace("; pass --fill-missing zero to fill them with 0", f"; {MISSING_HINT}")
+        message = str(exc).replace(f"; {MISSING_STEPS_HINT}", f"; {MISSING_HINT}")
         raise DataError(message) from None
 
 

@@ -69,13 +69,18 @@ def _sweep(name: str, ctx: typer.Context, epsilon: str, plot: str | None, json_s
     from tsdp.cli.lazy import load_subcommand
 
     command = load_subcommand(name, _SETTINGS)
-    rows = []
+    rows, summaries = [], []
     with acc_opts.plan_mode():
         for value in budgets:
             # under the root context, so that errors point to 'tsdp release --help', not 'release --help'
             with command.make_context(name, [*args, "--epsilon", repr(value), "--dry-run"],
                                       parent=ctx.find_root()) as sub:
-                rows.append(_row(value, command.invoke(sub)))
+                summaries.append(command.invoke(sub))
+                rows.append(_row(value, summaries[-1]))
+    console = common.Console(quiet, json_summary, stdout_taken=False)
+    gaps = summaries[0].get("gaps_warning") if summaries else None
+    if gaps:  # the dry run's missing steps: said once, not once per epsilon
+        console.warn(gaps)
     if plot is not None:
         from tsdp.cli import plots
 
@@ -83,7 +88,7 @@ def _sweep(name: str, ctx: typer.Context, epsilon: str, plot: str | None, json_s
     if json_summary:
         from tsdp.cli.summary import document
 
-        print(document({"command": name, "rows": rows}, f"tsdp plan {name}", []))
+        print(document({"command": name, "rows": rows}, f"tsdp plan {name}", console.warnings))
     elif not quiet:
         _table(name, rows)
 

@@ -75,6 +75,7 @@ class Calibration(str, Enum):
 class FillMissing(str, Enum):
     error = "error"
     zero = "zero"
+    null = "null"
 
 
 def release(
@@ -122,7 +123,8 @@ def release(
     end: Optional[str] = typer.Option(None, help="End of the public grid, exclusive (event layout); without a UTC offset, a time of the data's zone."),
     freq: Optional[str] = typer.Option(None, help="Time step, e.g. 15min, 1h, 1d, 1mo, 1q [default: inferred]."),
     timezone: Optional[str] = common.TimezoneOption,
-    fill_missing: FillMissing = typer.Option(FillMissing.error, help="Treat missing steps and values as an error or as 0."),
+    fill_missing: FillMissing = typer.Option(FillMissing.error, help="Missing steps and values (long or wide input): an error; zero (counts: a missing step is 0); or null (levels: released as missing; the missing pattern is published as given, gaussian and laplace only)."),
+    interpolate_released: bool = typer.Option(False, "--interpolate-released", help="With --fill-missing null: fill each series' interior missing steps by linear interpolation of its released values (post-processing, no privacy cost)."),
     allow_negative: bool = typer.Option(False, help="Accept negative values in the input series (not with --neighbouring substitute: a signed contribution replaced in the same cell moves it by 2 M)."),
     value_bound: Optional[float] = typer.Option(None, help="Clip each event's value to [0, V] (event layout with --value-col)."),
     clip_min: Optional[float] = typer.Option(None, help="Post-process: clip released values below."),
@@ -163,7 +165,8 @@ def release(
         fast_fixed_interval=fast_fixed_interval, fast_gains=fast_gains, fast_theta=fast_theta, fast_xi=fast_xi,
         fast_q=fast_q, fast_r=fast_r, layout=layout, time_col=time_col, value_col=value_col, series_col=series_col,
         series_cols=series_cols, user_col=user_col, series_keys=series_keys, start=start, end=end, freq=freq,
-        timezone=timezone, fill_missing=fill_missing, allow_negative=allow_negative, value_bound=value_bound,
+        timezone=timezone, fill_missing=fill_missing, interpolate_released=interpolate_released,
+        allow_negative=allow_negative, value_bound=value_bound,
         clip_min=clip_min, clip_max=clip_max, round_values=round_values, sampler=sampler, granularity=granularity,
         alpha=acc_opts.DEFAULT_ALPHA if alpha is None else alpha, accuracy_for=accuracy_for,
         bound_selection_share=bound_selection_share, bound_quantile=bound_quantile,
@@ -249,7 +252,7 @@ def release(
         common.publish(released, output, report, lambda described: report_for(
             plan, table, results[-1], randomness, described, notes, warnings_now(),
             {**params, "input": common.display_name(input), "output": described["file"],
-             **common.ledger_parameters(ledger, held)},
+             **common.ledger_parameters(ledger, held)}, missing=diagnostics.get("filled_cells", 0),
         ), before_commit=common.confirm_reservation(held), private_files=common.Deferred(private_files),
             force=force)
         result, warnings = results[-1], warnings_now()
@@ -332,10 +335,11 @@ def _dry_run(input, plan: ReleasePlan, console) -> dict | None:
     run shows one fixed draw)."""
     import numpy as np
 
-    from tsdp.io.public_shape import public_shape
+    from tsdp.io.public_shape import public_panel
 
     spec = plan.spec
-    n_series, n_steps, read = public_shape(input, spec)
+    shape = public_panel(input, spec)  # missing steps are refused here under --fill-missing error, as at release
+    n_series, n_steps, read = shape.n_series, shape.n_steps, shape.read
     panel, _ = panel_of(n_series, n_steps, spec, plan.declared, plan.caps, spec.resolved_layout == "events", [])
     result, _, _ = plan.run(_Zeros(n_series, n_steps), panel, np.random.default_rng(0), None)
     claim = result.claim
@@ -346,16 +350,41 @@ def _dry_run(input, plan: ReleasePlan, console) -> dict | None:
         "noise": {k: claim.parameters[k] for k in ("sigma", "scale") if k in claim.parameters},
         "series": n_series, "steps": n_steps, "unit": claim.unit.level, "neighbouring": claim.unit.neighbouring,
         "accuracy": acc_opts.shown(accuracy, console.json_mode),
+        "missing_cells": shape.missing, "fill_missing": getattr(plan.options.fill_missing, "value",
+                                                                plan.options.fill_missing),
     }
+    if shape.missing and not acc_opts.planning():
+        console.warn(gaps_warning(plan, shape))
     if plan.mechanism == "filter-subsample":
         console.warn(Caveat("dry_run_one_draw", "--dry-run: filter-subsample's sigma depends on the sampled steps "
                             "drawn at release; shown for one fixed draw"))
     if plan.assumption_warning:
         console.warn(plan.assumption_warning)
     if acc_opts.planning():
-        return {**summary, "accuracy": accuracy.to_dict()}
+        return {**summary, "accuracy": accuracy.to_dict(),
+                "gaps_warning": gaps_warning(plan, shape) if shape.missing else None}
     console.summary(summary, "tsdp release --dry-run")
     return None
+
+
+def gaps_warning(plan: ReleasePlan, shape) -> str:
+    """What the release will do with the missing steps a dry run found (the policy is zero or null:
+    under error the dry run refuses them as the release would), as a ``missing_cells`` caveat."""
+    from tsdp.caveats import Caveat
+
+    return Caveat("missing_cells", _gaps_text(plan, shape))
+
+
+def _gaps_text(plan: ReleasePlan, shape) -> str:
+    where = f"series {shape.first_series!r} " if shape.first_series is not None else ""
+    found = (f"the input misses {shape.missing} cell(s) of its {shape.n_series} x {shape.n_steps} grid (rows absent; "
+             f"first: {where}at {shape.first_time}); ")
+    if plan.spec.keep_missing:
+        then = ("filled by interpolating the released values" if plan.options.interpolate_released
+                else "left empty")
+        return found + (f"--fill-missing null: the release adds noise to the cells present and publishes these as "
+                        f"missing ({then}); the missing pattern is published as given")
+    return found + "--fill-missing zero: the release treats them as 0 and adds noise to them like any cell"
 
 
 def _engine_options(spec: InputSpec, engine: Engine, memory_limit: str | None, work_dir: str | None,
@@ -394,7 +423,7 @@ def _release_chunks(chunks, panel, plan: ReleasePlan, rng, diagnostics: dict, st
             results[:] = [result]  # the claim and warnings; earlier chunks' values are let go
             if table.filled_cells:
                 diagnostics["filled_cells"] = diagnostics.get("filled_cells", 0) + table.filled_cells
-            yield plan.typed(rebuild(plan.postprocess(result.values)))
+            yield plan.typed(plan.finish(table, rebuild(plan.postprocess(result.values))))
         if stream.taken != chunks.n_cells:  # every cell of the panel got its noise, once
             raise RuntimeError(f"streamed release drew {stream.taken} of {chunks.n_cells} noise values")
 

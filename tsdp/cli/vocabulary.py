@@ -96,15 +96,17 @@ def translate(command: str, args: list[str], ctx: Any = None) -> list[str]:
     return out
 
 
-def config_key(command: str, key: str, ctx: Any = None) -> str:
-    """A config file's key with an old spelling replaced (warning), or UsageError if refused."""
+def config_key(command: str, key: str, ctx: Any = None, warn: bool = True) -> str:
+    """A config file's key with an old spelling replaced (warning, unless ``warn`` is false), or
+    UsageError if refused."""
     option = "--" + key.replace("_", "-")
     for old, message in REFUSED.get(command, {}).items():
         if old.lower() == option.lower():
             raise UsageError(f"config key {key!r}: {message}")
     for old, new in RENAMED.get(command, {}).items():
         if old == option or (old.lower() == option.lower() and len(old) > 3):
-            warn_deprecated(f"config key {key!r} ({old})", f"{new[2:]} ({new})", ctx)
+            if warn:
+                warn_deprecated(f"config key {key!r} ({old})", f"{new[2:]} ({new})", ctx)
             return new[2:]
     return key
 
@@ -136,6 +138,16 @@ class VocabularyCommand(TyperCommand):
 
     def parse_args(self, ctx, args: list[str]) -> list[str]:
         return super().parse_args(ctx, translate(_command(ctx.command_path), list(args), ctx))
+
+    def invoke(self, ctx):
+        """Run the command; a Ctrl-C, once it has unwound the command, leaves as
+        :class:`tsdp.cli.termination.Interrupted` (Typer would swallow a KeyboardInterrupt)."""
+        from tsdp.cli.termination import Interrupted
+
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt as exc:
+            raise Interrupted.of(exc) from exc
 
 
 @functools.cache

@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from tsdp.engine.local import SHARD, _read_error, loaded_shards, write_partitions
+from tsdp.engine.local import SHARD, _read_error, loaded_shards, scratch_error, write_partitions
 from tsdp.errors import DataError
 from tsdp.io.records import DEFAULT_SLOT_LENGTH, SLOT, RecordSpec, _selection, group_keys, slot_of
 
@@ -117,7 +117,10 @@ def group_range_chunks(directories: list[Path], spec: RecordSpec, tmp: Path,
             dropped["records"] += records.dropped
         if records.n_groups == 0:
             continue
-        user_runs(records).write_parquet(tmp / f"users_{k}.parquet")
+        try:
+            user_runs(records).write_parquet(tmp / f"users_{k}.parquet")
+        except (OSError, pl.exceptions.PolarsError) as exc:
+            raise scratch_error(exc, tmp) from None
         groups += records.n_groups
         yield runs_from_records(records)
     if groups == 0:

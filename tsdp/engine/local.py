@@ -85,19 +85,33 @@ def estimated_rows(path: str) -> int:
             raise DataError(f"INPUT: cannot read {path!r} as Parquet: {exc}") from None
     size = Path(path).stat().st_size
     if table_format(path).endswith(".gz"):
-        import gzip
-
         with open(path, "rb") as fh:  # gzip's trailer holds the text's size modulo 4 GiB
             fh.seek(max(0, size - 4))
             isize = int.from_bytes(fh.read(4), "little")
         size = isize if isize >= size else 10 * size  # wrapped: assume 10x compression
-        with gzip.open(path, "rb") as fh:
-            head = fh.read(1 << 20)
+        head = _gunzipped_head(path, 1 << 20)
     else:
         with open(path, "rb") as fh:
             head = fh.read(1 << 20)
     lines = max(1, head.count(b"\n") - 1)  # the header line is not a row
     return math.ceil(size / (len(head) / lines)) if head else 0
+
+
+def _gunzipped_head(path: str, size: int) -> bytes:
+    """Up to ``size`` decompressed bytes from the start of a gzipped file; DataError naming the file
+    when its stream ends before its end marker (a truncated copy)."""
+    import gzip
+    import zlib
+
+    try:
+        with gzip.open(path, "rb") as fh:
+            return fh.read(size)
+    except EOFError:
+        from tsdp.io.inputs import truncated_gzip
+
+        raise truncated_gzip(path) from None
+    except (OSError, zlib.error) as exc:
+        raise DataError(f"INPUT: cannot read {path!r} as gzip: {exc}") from None
 
 
 def shard_count(path: str, memory_limit: int, bytes_per_row: int = BYTES_PER_ROW) -> int:
@@ -161,11 +175,32 @@ def scratch_dir(work_dir: str | None, kind: str) -> Iterator[Path]:
     base = Path(work_dir or tempfile.gettempdir())
     if not base.is_dir():
         raise UsageError(f"--work-dir: {str(base)!r} is not a directory")
-    tmp = Path(tempfile.mkdtemp(prefix=f".tsdp-{kind}-", dir=base))
+    try:
+        tmp = Path(tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{kind}-", dir=base))
+    except OSError as exc:
+        raise scratch_error(exc, base) from None
     try:
         yield tmp
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+SCRATCH_PREFIX = ".tsdp-"
+
+
+def scratch_error(exc: BaseException, where: Path) -> TsdpError:
+    """The error for an OS failure writing scratch files under ``where`` (a scratch directory or the
+    --work-dir holding it): the work directory is named, never the input. A full disk is a resource
+    error (exit 5); a directory tsdp may not write, a usage error (exit 2), like --output's."""
+    from tsdp.io.publish import DISK_FULL, os_errno
+
+    base = next((d.parent for d in (where, *where.parents) if d.name.startswith(SCRATCH_PREFIX)), where)
+    reason = getattr(exc, "strerror", None) or str(exc).strip().splitlines()[0] or type(exc).__name__
+    if os_errno(exc) in DISK_FULL:
+        return ResourceError(f"--work-dir {str(base)!r}: cannot write the scratch shards ({reason}); free space "
+                             "there or pass --work-dir with room for about the input's size; nothing was published")
+    return UsageError(f"--work-dir {str(base)!r}: cannot write the scratch shards ({reason}); choose a directory "
+                      "you can write to; nothing was published")
 
 
 def write_user_shards(scan: pl.LazyFrame, user_col: str, shards: int, directory: Path,
@@ -185,16 +220,36 @@ def write_partitions(scan: pl.LazyFrame, key: pl.Expr, directory: Path, path: st
     except pl.exceptions.ColumnNotFoundError as exc:
         raise DataError(f"INPUT: {str(exc).strip().splitlines()[0]}") from None
     except (pl.exceptions.PolarsError, OSError) as exc:
+        if _writing_failed(exc, path):
+            raise scratch_error(exc, directory) from None
         raise _read_error(path, exc) from None
     if not directory.is_dir():
         return []
     return sorted(directory.iterdir(), key=lambda d: int(d.name.rpartition("=")[2]))
 
 
+def _writing_failed(exc: BaseException, path: str) -> bool:
+    """Whether an OS error in a read-and-shard pass came from writing the shards, not from reading
+    ``path``: an error number that writing gives (no space, no permission, a read-only file system);
+    a missing or unreadable input is reported as the input's."""
+    import errno
+
+    from tsdp.io.publish import DISK_FULL, os_errno
+
+    number = os_errno(exc)
+    if number in DISK_FULL or number == errno.EROFS:
+        return True
+    return number in (errno.EACCES, errno.EPERM) and os.access(path, os.R_OK)
+
+
 def _read_error(path: str, exc: Exception) -> TsdpError:
+    from tsdp.io.inputs import is_truncation, truncated_gzip
+
     message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     if "memory" in message.lower() or isinstance(exc, MemoryError):
         return ResourceError(f"out of memory while sharding {path!r}: {MEMORY_HINT}")
+    if table_format(path).endswith(".gz") and is_truncation(message):
+        return truncated_gzip(path)
     return DataError(f"INPUT: cannot parse {path!r}: {message}")
 
 

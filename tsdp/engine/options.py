@@ -28,3 +28,5 @@ class EngineOptions:
         # the day its input grows past --memory-limit
         if self.work_dir is not None and not os.path.isdir(self.work_dir):
             raise UsageError(f"--work-dir {self.work_dir!r}: not an existing directory; create it or give another")
+        if self.work_dir is not None and not os.access(self.work_dir, os.W_OK | os.X_OK):  # root passes this
+            raise UsageError(f"--work-dir {self.work_dir!r}: not writable; choose a directory you can write to")

@@ -40,6 +40,16 @@ longer series (T_n > T) is sampled as follows, which is never less private than 
   lambda T_n / T windows in expectation instead of lambda; the privacy analysis depends only on the
   per-position rate, not on the expected batch size.
 
+Series with gaps (``forecast-train --fill-missing null``). A window whose context or forecast
+touches a missing step is never sampled; nothing is imputed. Series n then has C_n admissible start
+positions (:func:`admissible_starts`), and the accountant is given T = min_n C_n start positions
+(:func:`accounted_length`: the length L = T + L_F - 1). The WR bottom level draws uniformly over the
+series' own admissible starts, so a window contains the protected unit with probability at most
+min(raw_k, C_n) / C_n <= min(raw_k, T) / T = r, and the Poisson bottom level includes each admissible
+start with the accountant's rate r_P: the two arguments above carry over with C_n in place of T_n.
+Both need the missing steps to be the same in neighbouring datasets: the missing pattern is treated
+as public (the relations substitute values; they never make a value missing or present).
+
 The bottom-level and top-level draws use the generator passed to :meth:`WindowSampler.next_batch`
 (a fresh ``numpy.random.Generator``, DESIGN.md section 5).
 """
@@ -53,7 +63,8 @@ import numpy as np
 from tsdp.accounting.structured import DpSgdSetting
 from tsdp.errors import DataError, UsageError
 
-__all__ = ["WindowSampler", "PaddedPanel", "series_lengths", "gather_windows", "augment"]
+__all__ = ["WindowSampler", "PaddedPanel", "series_lengths", "gather_windows", "augment", "admissible_starts",
+           "accounted_length"]
 
 
 class WindowSampler:
@@ -61,13 +72,28 @@ class WindowSampler:
 
     ``setting`` fixes N, L (the shortest training series), L_C, L_F, B, lambda and the top and bottom
     levels; ``lengths[n]`` is the length of series n (default: all ``setting.length``; every length
-    must be at least ``setting.length``). Steps are drawn with :meth:`next_batch`; for the
-    deterministic and shuffle top levels the sampler remembers its position in the epoch.
+    must be at least ``setting.length``). ``admissible`` (N, T_max) marks the start positions a
+    window may take in series with gaps (module docstring; default: all of them), and then the
+    accountant's T must be the smallest count of them. Steps are drawn with :meth:`next_batch`; for
+    the deterministic and shuffle top levels the sampler remembers its position in the epoch.
     """
 
-    def __init__(self, setting: DpSgdSetting, lengths: np.ndarray | None = None) -> None:
+    def __init__(self, setting: DpSgdSetting, lengths: np.ndarray | None = None,
+                 admissible: np.ndarray | None = None) -> None:
         self.setting = setting
         n = setting.n_series
+        self._starts = None  # with gaps: every series' admissible starts, concatenated, and where each begins
+        if admissible is not None and not np.asarray(admissible).all():
+            admissible = np.asarray(admissible, dtype=bool)
+            counts = admissible.sum(axis=1)
+            if admissible.shape[0] != n or int(counts.min()) != setting.windows:
+                raise DataError(f"the accountant's T = {setting.windows} start positions must be the smallest number "
+                                f"of admissible windows of a series ({int(counts.min())})")
+            self._starts = (np.flatnonzero(admissible.ravel()) % admissible.shape[1]).astype(np.int64)
+            self._first = np.r_[0, np.cumsum(counts)[:-1]].astype(np.int64)
+            self._admissible, self._counts = admissible, counts.astype(np.int64)
+            if lengths is None:
+                lengths = np.full(n, admissible.shape[1] + setting.horizon - 1, dtype=np.int64)
         if lengths is None:
             lengths = np.full(n, setting.length, dtype=np.int64)
         lengths = np.asarray(lengths)
@@ -78,7 +104,7 @@ class WindowSampler:
                 raise DataError("series lengths must be whole numbers")
         lengths = lengths.astype(np.int64)
         short = np.flatnonzero(lengths < setting.length)
-        if short.size:
+        if short.size and self._starts is None:
             i = int(short[0])
             raise DataError(
                 f"series {i} has length {int(lengths[i])}, shorter than the accountant's --length "
@@ -86,12 +112,13 @@ class WindowSampler:
             )
         self.lengths = lengths
         self.positions = lengths - setting.horizon + 1  # T_n start positions per series
-        self._uniform = bool(np.all(lengths == setting.length))
+        self._uniform = bool(np.all(lengths == setting.length)) and self._starts is None
         self.rate = min(1.0, setting.instances / setting.windows)  # Poisson bottom level r_P
         if setting.bottom == "poisson" and not self._uniform:
             span = setting.context + setting.horizon
             raw = span + setting.w - 1 if setting.unit == "event" else setting.w * span
-            worst = int(min(raw, int(self.positions.max())))
+            most = self._counts if self._starts is not None else self.positions
+            worst = int(min(raw, int(most.max())))
             if worst > setting.affected_windows:
                 raise UsageError(
                     f"--bottom poisson with series longer than --length {setting.length}: a protected "
@@ -160,6 +187,9 @@ class WindowSampler:
     def _bottom_wr(self, series: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
         lam = self.setting.instances
         rep = np.repeat(series, lam)
+        if self._starts is not None:  # uniform over each series' admissible starts
+            pick = rng.integers(0, self._counts[rep], dtype=np.int64)
+            return rep, self._starts[self._first[rep] + pick]
         if self._uniform:
             starts = rng.integers(0, self.setting.windows, size=rep.size, dtype=np.int64)
         else:
@@ -192,8 +222,41 @@ class WindowSampler:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
         s = np.concatenate(out_series).astype(np.int64)
         t = np.concatenate(out_starts).astype(np.int64)
+        if self._starts is not None:  # Bernoulli(r_P) at every position, kept where admissible
+            keep = self._admissible[s, t]
+            s, t = s[keep], t[keep]
         order = np.lexsort((t, s))
         return s[order], t[order]
+
+
+# --- gaps ---------------------------------------------------------------------------------------
+def admissible_starts(missing: np.ndarray, context: int, horizon: int) -> np.ndarray:
+    """(N, L - L_F + 1) booleans: whether the window starting at s (context s - L_C .. s - 1, the
+    front padding included, and forecast s .. s + L_F - 1) touches no missing step of its series;
+    ``missing`` is (N, L), true where a step has no value."""
+    missing = np.asarray(missing, dtype=bool)
+    n, length = missing.shape
+    starts = length - horizon + 1
+    if starts < 1:
+        return np.zeros((n, 0), dtype=bool)
+    before = np.zeros((n, length + 1), dtype=np.int64)
+    np.cumsum(missing, axis=1, out=before[:, 1:])  # before[:, i] = missing steps among 0 .. i - 1
+    s = np.arange(starts)
+    first = np.maximum(s - context, 0)
+    return (before[:, s + horizon] - before[:, first]) == 0
+
+
+def accounted_length(admissible: np.ndarray, horizon: int, names=None) -> int:
+    """The length L the accountant is given for series with gaps: T = the smallest number of
+    admissible windows of a series, L = T + L_F - 1 (module docstring). DataError naming a series
+    with none."""
+    counts = np.asarray(admissible, dtype=bool).sum(axis=1)
+    if counts.size and int(counts.min()) == 0:
+        i = int(np.argmin(counts))
+        label = repr(names[i]) if names is not None else str(i)
+        raise DataError(f"series {label} has no window of --context-length + --forecast-length steps without a "
+                        "missing step in its training part; drop it or shorten the windows")
+    return int(counts.min()) + horizon - 1
 
 
 # --- windows ------------------------------------------------------------------------------------

@@ -166,6 +166,16 @@ class Split:
     test_position: int = 0
     future_position: int = 0
     calendar: Any = None  # tsdp.forecast.timefeatures.Calendar of the panel's grid (public), or None
+    # series with gaps: (N, T) the training windows that touch no missing step (tsdp.forecast.sampling)
+    admissible: np.ndarray | None = None
+
+    @property
+    def accounted_length(self) -> int:
+        """The training length the accountant is given: the series' length, or with gaps the length
+        whose start positions are the fewest admissible windows of a series."""
+        if self.admissible is None:
+            return self.train.shape[1]
+        return sampling.accounted_length(self.admissible, self.test_target.shape[1])
 
 
 def split_panel(values: np.ndarray, context: int, horizon: int, val_windows: int, calendar=None) -> Split:
@@ -347,7 +357,7 @@ def validation_loss(model, theta: np.ndarray, split: Split) -> float:
 def train(model, split: Split, config: TrainConfig, rng: np.random.Generator,
           progress: ProgressCallback | None = None, plan: Plan | None = None) -> TrainResult:
     """Run DP-SGD (or, with ``config.private`` False, plain minibatch Adam) on ``split.train``."""
-    n_series, train_length = split.train.shape
+    n_series, train_length = split.train.shape[0], split.accounted_length
     if config.private and config.sampler == "hardened":
         config = with_model(config, model)
     if model_context(model) != config.context or split.val_context.shape[1] != config.context:
@@ -360,7 +370,8 @@ def train(model, split: Split, config: TrainConfig, rng: np.random.Generator,
         raise UsageError(f"the plan's accounting setting is not this run's (model {model.name!r} with "
                          f"{config.parameters} parameters, {config.sampler} sampler): plan it for this model")
     setting = plan.setting or make_setting(config, n_series, train_length, 1.0)
-    sampler = sampling.WindowSampler(setting)
+    sampler = (sampling.WindowSampler(setting) if split.admissible is None
+               else sampling.WindowSampler(setting, admissible=split.admissible))
     panel = sampling.PaddedPanel(split.train, config.context, config.horizon)
     base = pld_from_profile(composition_profile(setting, "upper")[0], config.discretization) if config.private else None
     lattice = setting.lattice if config.private else None

@@ -11,6 +11,13 @@ value columns: no other input column leaves, the auxiliary ones included.
 ``aux_entity`` is the QWI layout of the paper's Example 3: the value series of one entity serve as
 Z for every other entity (which must then cover exactly the same times); that entity's rows are
 not part of the release.
+
+Gaps (``missing="null"``, ``tsdp flip --fill-missing null``). FLIP filters a complete series, and
+filling a gap from the data would put raw neighbours into the released values; nothing is imputed.
+Instead each series is cut at its gaps (dates absent from the grid, and rows whose value or
+auxiliary cells are empty) into stretches of consecutive dates, and every stretch is released as a
+series of its own (its own estimated model, its own secret filter, its own two ends); the dates in
+the gaps are written empty (rows with an empty cell) or stay absent (dates with no row).
 """
 
 from __future__ import annotations
@@ -44,6 +51,10 @@ class EntityPanel:
     times: pl.Series  # sorted
     freq: str | None
     aux_entity: Any = None
+    # the series released, as (key, entity, sorted rows): one per entity, or with missing="null" one per
+    # stretch between gaps (key: the entity's label and the stretch's first and last dates)
+    blocks: list[tuple[Any, Any, slice]] | None = None
+    gap_rows: int = 0  # rows of a stretch too short for FLIP or with an empty cell: written empty
 
     @property
     def n_entities(self) -> int:
@@ -53,18 +64,31 @@ class EntityPanel:
         return slice(int(self.starts[i]), int(self.starts[i + 1]))
 
     def series(self):
-        """Yield ``(entity, column, x, z)`` for every sensitive series (the aux entity excluded)."""
+        """Yield ``(entity, column, x, z)`` for every sensitive series (the aux entity excluded); with
+        gaps split, ``entity`` is the stretch's key (:attr:`blocks`)."""
         aux_block = None
         if self.aux_entity is not None:
             k = self._entity_index(self.aux_entity)
             aux_block = self.values[self.rows(k)]
-        for i, entity in enumerate(self.entities):
+        for key, entity, block in self.released_blocks():
             if self.aux_entity is not None and entity == self.aux_entity:
                 continue
-            block = self.rows(i)
             for j, column in enumerate(self.value_cols):
                 z = aux_block[:, j:j + 1] if aux_block is not None else (self.aux[block] if self.aux_cols else None)
-                yield entity, column, self.values[block, j], z
+                yield key, column, self.values[block, j], z
+
+    def released_blocks(self) -> list[tuple[Any, Any, slice]]:
+        """(key, entity, sorted rows) of every series FLIP filters."""
+        if self.blocks is not None:
+            return self.blocks
+        return [(entity, entity, self.rows(i)) for i, entity in enumerate(self.entities)]
+
+    def block_rows(self, key: Any) -> slice:
+        """The sorted rows of the series ``key`` (an entity, or a stretch between gaps)."""
+        for found, _, block in self.released_blocks():
+            if found == key:
+                return block
+        raise KeyError(key)
 
     def n_series(self) -> int:
         released = self.n_entities - (1 if self.aux_entity is not None else 0)
@@ -84,9 +108,11 @@ class EntityPanel:
         columns = []
         for j, column in enumerate(self.value_cols):
             sorted_out = self.values[:, j].astype(float).copy()
-            for i, entity in enumerate(self.entities):
-                if (entity, column) in released:
-                    sorted_out[self.rows(i)] = released[(entity, column)]
+            if self.blocks is not None:
+                sorted_out[:] = np.nan  # rows in no released stretch (gaps, short stretches) are written empty
+            for key, _, block in self.released_blocks():
+                if (key, column) in released:
+                    sorted_out[block] = released[(key, column)]
             out = np.empty_like(sorted_out)
             out[self.order] = sorted_out
             columns.append(pl.Series(column + (suffix or ""), out, dtype=pl.Float64, nan_to_null=True))  # withheld
@@ -105,10 +131,20 @@ def _label(entity: Any) -> str:
 
 def load_entity_panel(df: pl.DataFrame, time_col: str, value_cols: list[str], entity_col: str | None = None,
                       aux_cols: list[str] | None = None, aux_entity: str | None = None,
-                      freq: str | None = None, timezone: str | None = None) -> EntityPanel:
+                      freq: str | None = None, timezone: str | None = None, missing: str = "error",
+                      usable=None) -> EntityPanel:
     """Check the table and sort it into an :class:`EntityPanel` (every rule raises one clear error);
-    ``timezone`` is the zone of timestamps written without an offset."""
+    ``timezone`` is the zone of timestamps written without an offset.
+
+    ``missing="null"`` cuts each series at its gaps into stretches (module docstring); ``usable(n)``
+    says whether a stretch of n dates can be filtered (a shorter one is written empty)."""
     aux_cols = list(aux_cols or [])
+    if missing not in ("error", "null"):
+        raise UsageError(f"--fill-missing {missing!r}: flip takes error or null (FLIP imputes nothing)")
+    if missing == "null" and aux_entity is not None:
+        raise UsageError("--fill-missing null with --aux-entity: each series would be cut at its own gaps, but the "
+                         "auxiliary entity's series must cover exactly the dates of every other; fill the gaps first "
+                         "or give the auxiliary series as --aux-cols")
     if not value_cols:
         raise UsageError("--value-cols: name at least one sensitive column")
     if aux_cols and aux_entity is not None:
@@ -165,17 +201,21 @@ def load_entity_panel(df: pl.DataFrame, time_col: str, value_cols: list[str], en
         entity = entities[int(np.searchsorted(starts, k, side="right") - 1)]
         raise DataError(f"column {time_col!r}: duplicate time {times[k]} for {_label(entity)}")
     gaps = np.flatnonzero(inside & (steps > 1))
-    if gaps.size:
+    if gaps.size and missing == "error":
         k = int(gaps[0])
         entity = entities[int(np.searchsorted(starts, k, side="right") - 1)]
-        missing = grid.points[int(positions[k]) + 1] if int(positions[k]) + 1 < grid.n_steps else "?"
-        raise DataError(f"column {time_col!r}: {_label(entity)} has a gap (first missing time: {missing}); "
-                        f"FLIP needs regular series without gaps (step {grid.freq})")
+        first = grid.points[int(positions[k]) + 1] if int(positions[k]) + 1 < grid.n_steps else "?"
+        raise DataError(f"column {time_col!r}: {_label(entity)} has a gap (first missing time: {first}); "
+                        f"FLIP needs regular series without gaps (step {grid.freq}); --fill-missing null releases "
+                        "the stretches between gaps as series of their own")
 
-    values = _matrix(df, value_cols, order, work, entity_col, time_col, "--value-cols")
-    aux = _matrix(df, aux_cols, order, work, entity_col, time_col, "--aux-cols")
+    keep = missing == "null"
+    values = _matrix(df, value_cols, order, work, entity_col, time_col, "--value-cols", keep)
+    aux = _matrix(df, aux_cols, order, work, entity_col, time_col, "--aux-cols", keep)
     panel = EntityPanel(df, entity_col, time_col, list(value_cols), aux_cols, order, starts, entities, values,
                         aux, times, grid.freq)
+    if keep:
+        panel.blocks, panel.gap_rows = _stretches(panel, positions, usable or (lambda n: n > 0))
     if aux_entity is not None:
         panel.aux_entity = _find_entity(entities, aux_entity, entity_col)
         _check_same_times(panel)
@@ -197,12 +237,46 @@ def _common_grid(times: pl.Series, time_col: str, freq: str | None, starts: np.n
         raise
 
 
+def _stretches(panel: EntityPanel, positions: np.ndarray, usable) -> tuple[list, int]:
+    """The released blocks of a panel cut at its gaps: runs of consecutive grid positions whose value
+    and auxiliary cells are all present, per entity; a run that ``usable`` rejects is left out.
+    Returns (blocks, rows written empty); an entity in one piece keeps its own key."""
+    present = np.isfinite(panel.values).all(axis=1)
+    if panel.aux_cols:
+        present &= np.isfinite(panel.aux).all(axis=1)
+    blocks, dropped = [], int((~present).sum())
+    for i, entity in enumerate(panel.entities):
+        lo, hi = int(panel.starts[i]), int(panel.starts[i + 1])
+        ok = present[lo:hi]
+        rows = np.flatnonzero(ok)
+        if not rows.size:
+            continue
+        # a run breaks where dates jump (an absent date) or an empty row lies between two present ones
+        split = np.flatnonzero((np.diff(positions[lo:hi][rows]) > 1) | (np.diff(rows) > 1)) + 1
+        for first, last in zip(np.r_[0, split], np.r_[split, rows.size]):
+            a, b = lo + int(rows[first]), lo + int(rows[last - 1]) + 1
+            if not usable(b - a):
+                dropped += b - a
+                continue
+            whole = split.size == 0 and (a, b) == (lo, hi)
+            blocks.append((entity if whole else _stretch_key(entity, panel.times[a], panel.times[b - 1]), entity,
+                           slice(a, b)))
+    return blocks, dropped
+
+
+def _stretch_key(entity: Any, first, last) -> str:
+    """The name of a stretch between gaps: its entity and its first and last dates (the key of its
+    secret filter and of its custodian figures)."""
+    return (f"{entity} " if entity is not None else "") + f"[{first} .. {last}]"
+
+
 MISSING_TEXT = ("", "na", "nan", "null", "none", "n/a")
 
 
-def _matrix(df, columns, order, work, entity_col, time_col, option) -> np.ndarray:
+def _matrix(df, columns, order, work, entity_col, time_col, option, keep_missing: bool = False) -> np.ndarray:
     """The columns as floats in sorted order; any missing, non-numeric or non-finite cell is an
-    error naming the column, the entity and the time (FLIP imputes nothing)."""
+    error naming the column, the entity and the time (FLIP imputes nothing). ``keep_missing``: an
+    empty cell (null, NaN or a text such as NA) is NaN instead, a gap; other cells are checked."""
     out = np.empty((df.height, len(columns)))
     for j, column in enumerate(columns):
         raw = df[column]
@@ -210,25 +284,32 @@ def _matrix(df, columns, order, work, entity_col, time_col, option) -> np.ndarra
         if raw.dtype == pl.String:
             text = raw.str.strip_chars()
             parsed = text.cast(pl.Float64, strict=False)
+            empty = (raw.is_null() | text.str.to_lowercase().is_in(MISSING_TEXT)).to_numpy()
         elif raw.dtype.is_numeric() or raw.dtype == pl.Null:
             parsed = raw.cast(pl.Float64)
+            empty = (parsed.is_null() | parsed.is_nan()).fill_null(True).to_numpy()
         else:
             raise DataError(f"{option}: column {column!r} has type {raw.dtype}; a numeric column is required")
         values = parsed.to_numpy()[order]
         bad = ~np.isfinite(values)
+        if keep_missing:
+            bad &= ~empty[order]
         if bad.any():
             k = int(np.flatnonzero(bad)[0])
             row = int(order[k])
             entity = work[entity_col][k] if entity_col else None
             cell = raw[row]
-            if cell is None or (text is not None and text[row].lower() in MISSING_TEXT):
-                what = "a missing value" if cell is None or text[row] == "" else f"a missing value ({cell!r})"
+            if empty[row]:
+                what = "a missing value" if cell is None or text is None or text[row] == "" else \
+                    f"a missing value ({cell!r})"
             elif text is not None and parsed[row] is None:
                 what = f"a non-numeric value {cell!r}"
             else:
                 what = f"a non-finite value {values[k]}"
+            hint = ("; FLIP needs complete series and imputes nothing (--fill-missing null releases the stretches "
+                    "between gaps)") if empty[row] else ""
             raise DataError(f"{option}: column {column!r} has {what} for {_label(entity)} at {time_col} "
-                            f"{work[time_col][k]}; FLIP needs complete series and imputes nothing")
+                            f"{work[time_col][k]}{hint}")
         out[:, j] = values
     return out
 

@@ -205,7 +205,7 @@ def partial_cell_sums(df: pl.DataFrame, job: EventJob, order_col: str | None = N
             row = int(df[job.user_col].is_null().arg_true()[0])
             raise DataError(f"column {job.user_col!r}: missing user id at row {row + 1}")
         reject_nan_ids(df[job.user_col], job.user_col, "user id")
-        df, changed = parse_time_column_deferred(df, job.time_col, job.timezone)
+        df, changed = parse_time_column_deferred(df, job.time_col, job.timezone, bucketed=True)
         if changed is None:
             df, changed = dates_as_times_deferred(df, job.time_col, job.timezone, job.freq, job.start, job.end)
         like = df.schema[job.time_col]

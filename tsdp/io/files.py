@@ -12,7 +12,6 @@ from __future__ import annotations
 import hashlib
 import io
 import os
-import sys
 import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
@@ -236,9 +235,7 @@ class AtomicOutputs:
         return hashlib.sha256(data).hexdigest()
 
     def commit(self, before_publish: Callable[[], None] | None = None) -> None:
-        """Publish the staged files (``before_publish`` runs just before the first one is moved)."""
-        publish_all(self._staged, self.replace, before_publish)
+        """Publish the staged files and what goes to stdout (``before_publish`` runs just before;
+    stdout is written first, so that a closed pipe leaves no file published)."""
+        publish_all(self._staged, self.replace, before_publish, self.stdout_payload)
         self._staged.clear()
-        if self.stdout_payload is not None:
-            sys.stdout.buffer.write(self.stdout_payload)
-            sys.stdout.buffer.flush()

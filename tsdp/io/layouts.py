@@ -15,8 +15,8 @@ import polars as pl
 
 from tsdp.errors import DataError, UsageError
 from tsdp.io.ids import reject_nan_ids
-from tsdp.io.magnitudes import check_magnitude
-from tsdp.io.timegrid import TimeGrid, block_grid, build_grid, parse_time_column
+from tsdp.io.magnitudes import check_magnitude, check_text_magnitude
+from tsdp.io.timegrid import MISSING_STEPS_HINT, TimeGrid, block_grid, build_grid, parse_time_column
 
 LAYOUTS = ("long", "wide", "events")
 
@@ -56,7 +56,8 @@ def _separator_hint(names: list[str]) -> str:
     return ""
 
 
-FILL_HINT = "fix the input or pass --fill-missing zero to treat missing values as 0"
+FILL_HINT = ("fix the input, or pass --fill-missing zero to treat missing values as 0 (counts) or --fill-missing "
+             "null to keep them missing (levels)")
 
 
 def _integer_median_abs(column: pl.Series) -> float:
@@ -92,6 +93,7 @@ def numeric_values(df: pl.DataFrame, column: str, allow_negative: bool, allow_nu
         if bad.any():
             row = int(bad.arg_true()[0])
             raise DataError(f"column {column!r}: non-numeric value {raw[row]!r} at row {row + 1}")
+        check_text_magnitude(raw, values, column)  # digits beyond 2**53 that the float reading rounded
     elif raw.dtype.is_integer() or raw.dtype.is_float():
         values = raw
     elif raw.dtype.is_numeric() or raw.dtype == pl.Null:
@@ -278,8 +280,7 @@ def load_long(
             present = df.filter(pl.col(series_col) == first[0])[time_col]
             raise DataError(
                 f"column {time_col!r}: series {first[0]!r} has {grid.n_steps - first[2]} missing "
-                f"step(s) (first missing: {_first_missing(grid, present)}); pass --fill-missing "
-                "zero to fill them with 0"
+                f"step(s) (first missing: {_first_missing(grid, present)}); {MISSING_STEPS_HINT}"
             )
     nulls = df[value_col].null_count()
     if complete and not nulls:

@@ -30,7 +30,8 @@ class InputSpec:
     start: str | None = None
     end: str | None = None
     freq: str | None = None
-    fill_missing: bool = False
+    fill_missing: bool = False  # missing cells become 0 for the mechanism (else they are an error)
+    keep_missing: bool = False  # ... and are published as missing (--fill-missing null), not as noisy 0
     allow_negative: bool = False
     timezone: str | None = None  # --timezone: the zone of timestamps written without an offset
 

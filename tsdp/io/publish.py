@@ -13,7 +13,10 @@ target; :func:`publish_all` then moves the set into place:
   no lock) rather than by ``rename`` (which would silently replace it); on a file system without
   hard links (FAT, some network shares) by ``rename`` after one more check under the lock;
 * if moving one file fails, the files already moved are taken back (with ``replace``, the files
-  they replaced are restored), so a reader never sees an output without its report.
+  they replaced are restored), so a reader never sees an output without its report;
+* what goes to stdout (``-o -`` or ``--report -``) is written first, once the set is known to be
+  publishable and before any file is moved: if the reader has closed the pipe, no file is
+  published and the error says whether any of it reached the reader (:class:`StdoutClosed`).
 
 OS errors become one-line tsdp errors naming the option and the path (:func:`write_error`).
 """
@@ -23,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
@@ -50,7 +54,68 @@ class OutputRaced(UsageError):
     """A target appeared after the up-front check: another process published it (exit 2)."""
 
 
-def write_error(exc: OSError, path: str | Path, option: str | None = None) -> UsageError | ResourceError:
+class StdoutClosed(ResourceError):
+    """Writing to stdout failed (its reader closed the pipe); ``delivered`` bytes had gone out (exit 5).
+
+    With none delivered nothing was published; with some, part of the release reached the reader,
+    and a budget charged for it must stand (the caller keeps it)."""
+
+    def __init__(self, message: str, delivered: int) -> None:
+        super().__init__(message)
+        self.delivered = delivered
+
+
+def write_stdout(payload: bytes) -> None:
+    """Write ``payload`` to stdout's file descriptor, counting what was accepted; StdoutClosed if the
+    write fails (a reader that closed the pipe gives EPIPE, since Python ignores SIGPIPE; a file on a
+    full disk, ENOSPC)."""
+    import sys
+
+    with contextlib.suppress(OSError, ValueError):
+        sys.stdout.flush()  # nothing of tsdp's own should be pending there, but keep the order
+    view, written = memoryview(payload), 0
+    try:
+        fd = sys.stdout.fileno()
+    except (OSError, ValueError, AttributeError):  # stdout replaced in-process (a notebook, a test's capture)
+        fd = None
+    try:
+        if fd is None:
+            target = getattr(sys.stdout, "buffer", None)
+            if target is not None:
+                target.write(payload)
+            else:
+                sys.stdout.write(payload.decode())
+            sys.stdout.flush()
+            return
+        while written < len(view):
+            written += os.write(fd, view[written:])
+    except OSError as exc:
+        if fd is None:
+            written = len(view)  # how much got through is unknown: count it as delivered (the charge stands)
+        why = "its reader closed the pipe" if exc.errno == errno.EPIPE else (exc.strerror or type(exc).__name__)
+        if written == 0:
+            raise StdoutClosed(f"stdout (-): cannot write to it ({why}); nothing was published and nothing was "
+                               "charged", 0) from None
+        raise StdoutClosed(f"stdout (-): writing stopped after {written:,} of {len(view):,} bytes ({why}): part "
+                           "of the release went out, so a ledger charge for it stands; the report and other "
+                           "files were not published", written) from None
+
+
+_OS_ERROR = re.compile(r"\(os error (\d+)\)")
+
+
+def os_errno(exc: BaseException) -> int | None:
+    """The OS error number behind ``exc``: its ``errno``, or the ``(os error N)`` that polars' Rust
+    writers put in their message (an ``OSError`` without errno, or a ``ComputeError`` for Parquet);
+    None when there is none."""
+    number = getattr(exc, "errno", None)
+    if isinstance(number, int):
+        return number
+    match = _OS_ERROR.search(str(exc))
+    return int(match.group(1)) if match else None
+
+
+def write_error(exc: BaseException, path: str | Path, option: str | None = None) -> UsageError | ResourceError:
     """The tsdp error for an OS error while writing ``path`` (named by ``option``).
 
     A full disk or quota is a resource error (exit 5); anything else (a read-only directory, a
@@ -58,8 +123,8 @@ def write_error(exc: OSError, path: str | Path, option: str | None = None) -> Us
     chose a path tsdp cannot write.
     """
     where = f"{option}: " if option else ""
-    reason = exc.strerror or str(exc) or type(exc).__name__
-    if exc.errno in DISK_FULL:
+    reason = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
+    if os_errno(exc) in DISK_FULL:
         return ResourceError(f"{where}cannot write {str(path)!r}: {reason}; free space or write elsewhere; "
                              "nothing was published")
     return UsageError(f"{where}cannot write {str(path)!r}: {reason}; choose a directory you can write to; "
@@ -68,21 +133,30 @@ def write_error(exc: OSError, path: str | Path, option: str | None = None) -> Us
 
 @contextlib.contextmanager
 def writing(path: str | Path, option: str | None = None) -> Iterator[None]:
-    """Turn an ``OSError`` raised in the block into :func:`write_error` for ``path``."""
+    """Turn an ``OSError`` raised in the block (or a polars error wrapping one) into
+    :func:`write_error` for ``path``."""
     try:
         yield
     except OSError as exc:
         raise write_error(exc, path, option) from None
+    except Exception as exc:
+        if os_errno(exc) is None:
+            raise
+        raise write_error(exc, path, option) from None
 
 
-def publish_all(staged: list[Staged], replace: bool, before_publish: Callable[[], None] | None = None) -> None:
+def publish_all(staged: list[Staged], replace: bool, before_publish: Callable[[], None] | None = None,
+                stdout: bytes | None = None) -> None:
     """Move every staged file to its target (see the module docstring); ``before_publish`` runs
     once the set is known to be publishable, just before the first file is moved (a budget
-    ledger confirms its spend there). Raises :class:`OutputRaced` without ``replace`` when a
-    target exists."""
+    ledger confirms its spend there); ``stdout`` is written then, before any file is moved.
+    Raises :class:`OutputRaced` without ``replace`` when a target exists, :class:`StdoutClosed`
+    when stdout cannot take ``stdout``."""
     if not staged:
         if before_publish is not None:
             before_publish()
+        if stdout is not None:
+            write_stdout(stdout)
         return
     umask = os.umask(0)
     os.umask(umask)
@@ -99,6 +173,8 @@ def publish_all(staged: list[Staged], replace: bool, before_publish: Callable[[]
                     raise _raced(item)
         if before_publish is not None:
             before_publish()
+        if stdout is not None:
+            write_stdout(stdout)  # nothing is moved yet: a closed pipe leaves no file published
         moved: list[tuple[Staged, Path | None]] = []
         try:
             for item in ordered:

@@ -28,7 +28,7 @@ import sys
 from pathlib import Path
 
 from tsdp.errors import DataError, UsageError
-from tsdp.io.inputs import HEADER_BYTES, PARQUET_MAGIC, check_header, check_input
+from tsdp.io.inputs import HEADER_BYTES, PARQUET_MAGIC, check_header, check_input, is_truncation, truncated_gzip
 
 KINDS = ("number", "text", "time")
 _FAILED_COLUMN = re.compile(r"at column '.*' \(column number (\d+)\)", re.DOTALL)
@@ -54,6 +54,8 @@ def read_input(path, fmt: str, columns: dict[str, str], rest: str | None = None)
         raise
     except (pl.exceptions.PolarsError, OSError, ValueError, EOFError, UnicodeDecodeError) as exc:
         first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        if fmt.endswith(".gz") and (isinstance(exc, EOFError) or is_truncation(first_line)):
+            raise truncated_gzip(path) from None
         raise DataError(f"INPUT: cannot parse {str(path)!r} as {fmt}: {first_line}") from None
 
 
@@ -97,7 +99,9 @@ def _read_text(source, separator: str, columns: dict[str, str], rest: str | None
     overrides = {name: types[kind] for name, kind in kinds.items() if kind in types}
     for _ in range(len(names) + 1):
         try:
-            return pl.read_csv(source, separator=separator, schema_overrides=overrides)
+            df = pl.read_csv(source, separator=separator, schema_overrides=overrides)
+            _check_exact_numbers(df, source, separator, [n for n, t in overrides.items() if t == pl.Float64])
+            return df
         except pl.exceptions.ComputeError as exc:
             column = _failed_column(str(exc), names)
             if column is None or overrides.get(column) == pl.String:
@@ -107,6 +111,23 @@ def _read_text(source, separator: str, columns: dict[str, str], rest: str | None
             _raise_bad_step(source, separator, column)
         overrides[column] = pl.String  # the layout code parses it, or names the bad cell
     raise DataError("INPUT: cannot settle the column types")  # unreachable: one retry per column
+
+
+def _check_exact_numbers(df, source, separator: str, columns: list[str]) -> None:
+    """Numbers read as Float64 that sit at exactly ±2**53 may stand for larger ones written in the
+    file (9007199254740993 reads as 2**53): those columns are read again as text and judged by
+    their digits (:func:`tsdp.io.magnitudes.check_text_magnitude`)."""
+    import polars as pl
+
+    from tsdp.io.magnitudes import check_text_magnitude
+    from tsdp.limits import MAX_MAGNITUDE
+
+    for column in columns:
+        if column not in df.columns or not (df[column].abs() == MAX_MAGNITUDE).any():
+            continue
+        texts = pl.read_csv(source, separator=separator, columns=[column],
+                            schema_overrides={column: pl.String})[column]
+        check_text_magnitude(texts, df[column], column)
 
 
 def _failed_column(message: str, names: list[str]) -> str | None:

@@ -205,7 +205,7 @@ def _load_records(df: pl.DataFrame, spec: RecordSpec, order_col: str | None, sha
                                           "(the guarantee then covers the cleaned dataset)")
         frame = frame.with_columns(values.cast(pl.Float64).alias(spec.value_col))
         if spec.time_col is not None:
-            frame, changed = parse_time_column_deferred(frame, spec.time_col, spec.timezone)
+            frame, changed = parse_time_column_deferred(frame, spec.time_col, spec.timezone, bucketed=True)
             if changed is not None:
                 frame = _drop_unselected_clock_changes(frame, changed, spec)
         if spec.slot_length is not None:

@@ -29,7 +29,7 @@ import numpy as np
 import polars as pl
 
 from tsdp.errors import DataError, NumericalError, TsdpError, UsageError
-from tsdp.io.magnitudes import int64_times
+from tsdp.io.magnitudes import INT64_MAX, int64_times
 from tsdp.io.timezones import (EXAMPLE, ClockChanged, check_offsets, check_zone, has_offset, is_zoned,
                                localize_deferred, localize_instant, strip_offsets, wall_clock,
                                with_zone_deferred)
@@ -46,6 +46,9 @@ _FIXED_US = {"ns": 1e-3, "us": 1, "ms": 1_000, "s": 1_000_000, "m": 60_000_000,
 _MONTHS = {"mo": 1, "q": 3, "y": 12}
 _PHYSICAL_US = {"ns": 1e-3, "us": 1, "ms": 1_000}
 MAX_STEPS = 10_000_000  # longer grids are refused (exit 5) instead of exhausting memory
+# what a command that has the option offers for missing steps (a command with another policy replaces it)
+MISSING_STEPS_HINT = ("pass --fill-missing zero for counts (a missing step is 0) or --fill-missing null for levels "
+                      "(kept missing)")
 
 
 @dataclass(frozen=True)
@@ -107,11 +110,15 @@ def parse_time_column(df: pl.DataFrame, column: str, timezone: str | None = None
     return out
 
 
-def parse_time_column_deferred(df: pl.DataFrame, column: str,
-                               timezone: str | None = None) -> tuple[pl.DataFrame, ClockChanged | None]:
+def parse_time_column_deferred(df: pl.DataFrame, column: str, timezone: str | None = None,
+                               bucketed: bool = False) -> tuple[pl.DataFrame, ClockChanged | None]:
     """:func:`parse_time_column`, with the rows whose local clock time ``timezone`` skips or
     repeats returned (they hold their earliest reading) instead of raised: for callers that drop
-    rows outside a public grid, which must drop these too when no reading lies inside."""
+    rows outside a public grid, which must drop these too when no reading lies inside.
+
+    ``bucketed``: the times are only ever floored into buckets of whole microseconds or more (raw
+    events, records by slot), so digits below a microsecond, which parsing drops, change nothing
+    and are accepted; a series' own times are refused with them (two of them could merge)."""
     timezone = check_zone(timezone)
     changed = None
     dtype = df.schema[column]
@@ -123,6 +130,8 @@ def parse_time_column_deferred(df: pl.DataFrame, column: str,
     elif dtype == pl.Date:
         out = df
     elif isinstance(dtype, pl.Datetime):
+        if not bucketed:
+            _refuse_sub_microsecond(df[column], column)
         if timezone is None:
             out = df
         else:
@@ -139,7 +148,7 @@ def parse_time_column_deferred(df: pl.DataFrame, column: str,
         if as_date is not None and as_date.null_count() == parsed.null_count():
             converted = as_date
         else:
-            converted, changed = _text_times(parsed, column, timezone, df[column])
+            converted, changed = _text_times(parsed, column, timezone, df[column], not bucketed)
         out = df.with_columns(converted.alias(column))
     else:
         raise DataError(f"column {column!r} has type {dtype}, which is not a time or integer column")
@@ -190,8 +199,8 @@ def _grid_needs_times(freq: str, instants) -> bool:
     return False
 
 
-def _text_times(texts: pl.Series, column: str, timezone: str | None,
-                raw: pl.Series) -> tuple[pl.Series, ClockChanged | None]:
+def _text_times(texts: pl.Series, column: str, timezone: str | None, raw: pl.Series,
+                exact: bool = True) -> tuple[pl.Series, ClockChanged | None]:
     """Text timestamps (stripped) as Datetime: zone-less, or instants when they carry UTC offsets
     (and the local times ``timezone`` skips or repeats, see :func:`parse_time_column_deferred`).
 
@@ -215,11 +224,45 @@ def _text_times(texts: pl.Series, column: str, timezone: str | None,
             f"column {column!r}: cannot parse timestamp {raw[row]!r} at row {row + 1}; "
             f"use ISO 8601 such as 2024-01-31, 2024-01-31 13:00:00 or {EXAMPLE}"
         )
+    if exact:
+        _refuse_sub_microsecond_text(texts, column, raw)
     if offsets:
         if timezone is None:
             return converted, None
         return check_offsets(converted, _to_datetime(strip_offsets(texts)), timezone, column, raw), None
     return (converted, None) if timezone is None else localize_deferred(converted, timezone, column, raw)
+
+
+FINEST_STEP = ("tsdp's time grid resolves whole microseconds (the finest --freq is 1us), so times closer than "
+               "that cannot be told apart: round the times, or aggregate the rows to a coarser step, first")
+_SUB_MICROSECOND = r"\.\d{6}\d*[1-9]"  # a fraction of a second with a non-zero digit after the sixth
+_LONGEST_MICROSECOND_TEXT = len("2024-01-01T00:00:00.000000")
+
+
+def _refuse_sub_microsecond(times: pl.Series, column: str) -> None:
+    """DataError naming the first time of a nanosecond column that is not a whole microsecond
+    (tsdp computes grids in microseconds; truncating would merge or shift such times silently)."""
+    if times.dtype.time_unit != "ns":
+        return
+    off = (times.to_physical() % 1000 != 0).fill_null(False)
+    if off.any():
+        row = int(off.arg_true()[0])
+        shown = times[row:row + 1].dt.to_string("%Y-%m-%d %H:%M:%S%.9f")[0]
+        raise DataError(f"column {column!r}: time {shown} at row {row + 1} is "
+                        f"{int(times.to_physical()[row]) % 1000} ns past a whole microsecond; {FINEST_STEP}")
+
+
+def _refuse_sub_microsecond_text(texts: pl.Series, column: str, raw: pl.Series) -> None:
+    """:func:`_refuse_sub_microsecond` for text: parsing at microsecond resolution drops later digits
+    (``00:00:00.0000001`` would read as ``00:00:00``); only a column with long values is searched."""
+    longest = texts.str.len_bytes().max()
+    if longest is None or longest <= _LONGEST_MICROSECOND_TEXT:
+        return
+    off = texts.str.contains(_SUB_MICROSECOND).fill_null(False)
+    if off.any():
+        row = int(off.arg_true()[0])
+        raise DataError(f"column {column!r}: timestamp {raw[row]!r} at row {row + 1} has digits below a "
+                        f"microsecond; {FINEST_STEP}")
 
 
 ISO_DATETIME_FORMATS = (  # whole seconds first: parsing them without %.f is several times faster
@@ -336,6 +379,10 @@ def build_grid(times: pl.Series, column: str, freq: str | None, fill_missing: bo
     uniq = times.unique().sort()
     if uniq.len() == 0:
         raise DataError(f"column {column!r}: the input has no rows")
+    if integer_time and int(uniq[-1]) - int(uniq[0]) > INT64_MAX:  # the differences would overflow int64
+        raise NumericalError(f"column {column!r}: the integer times run from {uniq[0]} to {uniq[-1]}, more than "
+                             f"2**63 - 1 apart; no grid of at most {MAX_STEPS:,} steps (--freq) covers them: use "
+                             "smaller time numbers (e.g. steps since the first one) or ISO timestamps")
     step = parse_freq(freq, integer_time) if freq else _infer_step(uniq, column, integer_time)
     if step is None:
         return TimeGrid(uniq, None)
@@ -366,7 +413,7 @@ def build_grid(times: pl.Series, column: str, freq: str | None, fill_missing: bo
         first_gap = grid.points[int(np.flatnonzero(~present)[0])]
         raise DataError(
             f"column {column!r}: {missing} missing step(s) on the grid with step {step.label} "
-            f"(first missing: {_fmt(first_gap)}); pass --fill-missing zero to fill them with 0"
+            f"(first missing: {_fmt(first_gap)}); {MISSING_STEPS_HINT}"
             + _clock_change_hint(times.dtype, step)
         )
     return grid

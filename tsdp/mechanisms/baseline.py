@@ -124,7 +124,7 @@ def release_gaussian(
     l2 = panel.bounds.l2(panel.n_series, panel.n_steps)
     cells = panel.bounds.cells(panel.n_series, panel.n_steps)
     sigma0 = gaussian_sigma(epsilon, delta, l2, calibration)[0] if sampler == "hardened" else None
-    g, noisy_l2, hardened = _lattice(sampler, granularity, lambda d: sigma0, l2, cells, "l2")
+    g, noisy_l2, hardened = _lattice(sampler, granularity, lambda d: sigma0, l2, cells, "l2", (epsilon, delta))
     # hardened: the continuous profile gets delta minus the rounding slack (tsdp.accounting.discrete)
     budget = disc.slack_budget(epsilon, delta, sigma0 / g, cells) if hardened else delta
     sigma, theorem, warnings = gaussian_sigma(epsilon, budget, noisy_l2, calibration)
@@ -219,10 +219,12 @@ def release_laplace(
     return Release(_add(values, laplace_noise(rng, scale, _size(values), stream, g), g), claim, tuple(warnings))
 
 
-def _lattice(sampler: str, granularity: float | None, scale_for, sensitivity: float, cells: int, norm: str):
+def _lattice(sampler: str, granularity: float | None, scale_for, sensitivity: float, cells: int, norm: str,
+             slack: tuple[float, float] | None = None):
     """(granularity or None, the sensitivity the noise must cover, hardened?) for a release
-    (:func:`tsdp.accounting.discrete.lattice`; the Laplace release uses its own per-cell bound)."""
-    g, covered = disc.lattice(sampler, granularity, scale_for, sensitivity, cells, norm)
+    (:func:`tsdp.accounting.discrete.lattice`; the Laplace release uses its own per-cell bound;
+    ``slack``: a Gaussian release's (epsilon, delta), which pays the rounding slack)."""
+    g, covered = disc.lattice(sampler, granularity, scale_for, sensitivity, cells, norm, slack)
     return g, covered, g is not None
 
 

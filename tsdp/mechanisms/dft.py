@@ -93,7 +93,7 @@ def release_dft(values: np.ndarray, panel: Panel, epsilon: float, delta: float |
         check_delta(delta)
         l2 = series_l2 * math.sqrt(touched)
         sigma0 = gauss.analytic_sigma(epsilon, delta, l2)
-        g, covered = disc.lattice(sampler, granularity, lambda d: sigma0, l2, coords, "l2")
+        g, covered = disc.lattice(sampler, granularity, lambda d: sigma0, l2, coords, "l2", (epsilon, delta))
         # hardened: the continuous profile gets delta minus the rounding slack (tsdp.accounting.discrete)
         budget = delta if g is None else disc.slack_budget(epsilon, delta, sigma0 / g, coords)
         sigma = gauss.analytic_sigma(epsilon, budget, covered)

@@ -439,7 +439,7 @@ def release_fast(
     else:
         l2 = sensitivity * math.sqrt(n_hit)
         sigma0 = gauss.analytic_sigma(epsilon, delta, l2)
-        g, _ = disc.lattice(sampler, granularity, lambda d: sigma0, l2, coords, "l2")
+        g, _ = disc.lattice(sampler, granularity, lambda d: sigma0, l2, coords, "l2", (epsilon, delta))
         covered = l2 if g is None else factor * disc.rounded_step(bounds.max_per_step, g) * math.sqrt(n_hit)
         # hardened: the continuous profile gets delta minus the rounding slack (tsdp.accounting.discrete)
         budget = delta if g is None else disc.slack_budget(epsilon, delta, sigma0 / g, coords)

@@ -407,14 +407,16 @@ def _analytic_sigma(epsilon: float, delta: float, sensitivity: float) -> float:
 # ---------------------------------------------------------------------------------------------
 
 
-def _granularity(sampler: str, granularity: float | None, sigma0, sensitivity: float, coords: int) -> float | None:
+def _granularity(sampler: str, granularity: float | None, sigma0, sensitivity: float, coords: int,
+                 slack: tuple[float, float]) -> float | None:
     """The lattice of a hardened release, None for the float sampler.
 
     ``granularity`` when given, else the default of :func:`tsdp.accounting.discrete.choose_granularity`
     from ``sigma0()``, a public sigma calibrated without the rounding (called only then), the
-    unrounded L2 ``sensitivity`` of the unit and the ``coords`` released numbers it can change.
+    unrounded L2 ``sensitivity`` of the unit and the ``coords`` released numbers it can change, and
+    ``slack``, the release's (epsilon, delta), which pays the rounding slack.
     """
-    g, _ = disc.lattice(sampler, granularity, lambda _d: sigma0(), sensitivity, coords, "l2")
+    g, _ = disc.lattice(sampler, granularity, lambda _d: sigma0(), sensitivity, coords, "l2", slack)
     return g
 
 
@@ -508,7 +510,7 @@ def release_subsample(values: np.ndarray, panel: Panel, epsilon: float, delta: f
         return ts.exact_subsample(epsilon, delta, I, p, M, T, n).sigma
 
     scale0 = sigma0() if sampler == "hardened" else None
-    g = _granularity(sampler, granularity, lambda: scale0, M * math.sqrt(I), I)
+    g = _granularity(sampler, granularity, lambda: scale0, M * math.sqrt(I), I, (epsilon, delta))
     M_noise = M if g is None else disc.rounded_step(M, g)  # a kept cell's change after rounding
 
     parameters: dict = {"paper": ts.PAPER, "mechanism": "subsample", "accounting": accounting}
@@ -677,7 +679,7 @@ def release_filter_subsample(values: np.ndarray, panel: Panel, epsilon: float, d
 
     if accounting == "paper":
         cal = ts.paper_filter(epsilon, delta, I, p, stats.L, stats.srank, M, delta_split, T, alpha, n)
-        g = _granularity(sampler, granularity, lambda: cal.sigma, M * math.sqrt(I), T * n)
+        g = _granularity(sampler, granularity, lambda: cal.sigma, M * math.sqrt(I), T * n, (epsilon, delta))
         M_noise = M
         if g is not None:  # alpha does not depend on M: the same alpha, both branches cover the rounding
             M_noise = M + g * math.sqrt(n * T) / (cal.alpha * math.sqrt(I))
@@ -729,7 +731,7 @@ def release_filter_subsample(values: np.ndarray, panel: Panel, epsilon: float, d
         sens = M * s_J * math.sqrt(I)
         low = float(sens.min())  # public given J; the smallest sigma sets the default lattice
         scale0 = _analytic_sigma(epsilon, delta, low) if sampler == "hardened" else None
-        g = _granularity(sampler, granularity, lambda: scale0, low, T * n)
+        g = _granularity(sampler, granularity, lambda: scale0, low, T * n, (epsilon, delta))
         covered = sens if g is None else sens * (1 + ts.rounding_share(M * s_J, mask.sum(axis=1), I, n, g))
         # hardened: the continuous profile gets delta minus the rounding slack of the n T values a unit changes
         budget = delta if g is None else disc.slack_budget(epsilon, delta, scale0 / g, T * n)
