@@ -93,6 +93,7 @@ class TrainConfig:
     value_bound: float | None = None
     discretization: float = DEFAULT_DISCRETIZATION
     private: bool = True
+    clipped: bool = False  # non-private reference only: clip every window to C, add no noise
     checkpoint: str = "last"
     sampler: str = "hardened"
     parameters: int | None = None  # the model's parameter count (the hardened lattice's cost depends on it)
@@ -123,6 +124,8 @@ class TrainConfig:
         for name, value in (("--steps", self.steps), ("--epochs", self.epochs)):
             if value is not None and value < 1:
                 raise UsageError(f"{name} must be >= 1, got {value}")
+        if self.clipped and self.private:
+            raise UsageError("clipped is the non-private reference (clipping without noise); a private run clips anyway")
         if not self.private:
             if self.steps is None and self.epochs is None:
                 raise UsageError("non-private training needs --steps or --epochs")
@@ -362,7 +365,9 @@ def validation_loss(model, theta: np.ndarray, split: Split) -> float:
 
 def train(model, split: Split, config: TrainConfig, rng: np.random.Generator,
           progress: ProgressCallback | None = None, plan: Plan | None = None) -> TrainResult:
-    """Run DP-SGD (or, with ``config.private`` False, plain minibatch Adam) on ``split.train``."""
+    """Run DP-SGD (or, with ``config.private`` False, minibatch Adam without noise: on the mean gradient, or
+    with ``config.clipped`` on the sum of clipped gradients over B, DP-SGD's step without its noise) on
+    ``split.train``."""
     n_series, train_length = split.train.shape
     if config.private and config.sampler == "hardened":
         config = with_model(config, model)
@@ -402,6 +407,11 @@ def train(model, split: Split, config: TrainConfig, rng: np.random.Generator,
             else:  # a Poisson batch can be empty: the noisy step is still taken (and accounted)
                 total, loss = np.zeros_like(theta), float("nan")
             grad = dp_gradient(total, plan.noise_multiplier, config.clip_norm, config.batch_size, rng, granularity)
+        elif config.clipped:  # the non-private reference that keeps clipping: the same step without noise
+            if not series.size:
+                continue
+            losses, total, _ = model.clipped_grad_sum(theta, ctx, tgt, config.clip_norm, **extra)
+            loss, grad = float(losses.mean()), total / config.batch_size
         elif series.size:
             loss, grad = model.mean_grad(theta, ctx, tgt, **extra)
         else:
