@@ -304,7 +304,6 @@ def forecast_train(
         "accuracy": acc_opts.shown(forecast_model(alpha), json_summary),
         # the held-out scores are figures of the private series: in the custodian file only, never on stdout
     }, "tsdp forecast-train")
-    del nonneg
 
 def _dry_run(input, layout, time_col, value_col, series_col, series_cols, freq, timezone, train_config, model,
              context_length, forecast_length, val_windows, test_windows, options, batch_size, budget_seconds,
