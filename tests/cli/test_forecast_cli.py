@@ -120,7 +120,7 @@ def test_report_epsilon_equals_account_dpsgd(tsdp_cli, traffic, tmp_path, name):
     report = read_json(tmp_path / "fc.report.json")
     claim = report["claim"]
     p = claim["parameters"]
-    assert p["series"] == 20 and p["train_length"] == 2000 - 12 * 6 == report["grid"]["train_length"]
+    assert p["series"] == 20 and p["train_length"] == 2000 - 12 * (7 + 5) == report["grid"]["train_length"]
     assert p["stopped_by"] == stopped_by and p["accounting_unit"] == unit
     account = account_for(tsdp_cli, claim)
     assert claim["epsilon"] == account["epsilon"]
@@ -204,9 +204,14 @@ def test_outputs_forecasts_model_metrics_and_report(tsdp_cli, traffic, tmp_path)
     scores = custodian["figures"]["scores"]
     model_key = next(k for k in scores if "model" in k)
     naive_key = next(k for k in scores if "seasonal naive" in k)
-    split = trainer.split_panel(values.astype(float), 24, 12, 5)
-    assert scores[naive_key] == trainer.evaluate_seasonal_naive(split, 24)
-    assert set(scores[model_key]) == {"crps", "mase"} and all(np.isfinite(list(scores[model_key].values())))
+    split = trainer.split_panel(values.astype(float), 24, 12, 5, test_windows=7)
+    assert scores["seasonal naive (season 24)"] == trainer.evaluate_seasonal_naive(split, 24)
+    assert sorted(scores) == ["model (DP-SGD)", "seasonal naive (season 1)", "seasonal naive (season 168)",
+                              "seasonal naive (season 24)"]
+    assert custodian["figures"]["season"] == 24 and custodian["figures"]["test_origins"] == 7
+    assert scores[model_key]["origins"] == 7 and len(scores[model_key]["crps_by_origin"]) == 7
+    assert scores[model_key]["crps"] == pytest.approx(np.mean(scores[model_key]["crps_by_origin"]), rel=1e-12)
+    assert all(np.isfinite([scores[model_key]["crps"], scores[model_key]["mase"]]))
 
     # report
     text = (tmp_path / "fc.report.json").read_text()
@@ -263,7 +268,7 @@ def test_report_parameters_are_the_commands_public_options(tsdp_cli, traffic, tm
 
     command = typer.main.get_command(app).commands["forecast-train"]
     options = {p.name for p in command.params}
-    allowed = options | {"model_files", "custodian_file"}
+    allowed = options | {"model_files", "custodian_file", "training", "training_plan"}
     assert set(params) <= allowed, f"unexpected report parameters: {sorted(set(params) - allowed)}"
     assert not any(isinstance(v, str) and v.startswith("<") for v in params.values()), params
 
@@ -310,29 +315,50 @@ def test_wide_layout_gives_the_same_forecasts_as_long(tsdp_cli, traffic, traffic
         tmp_path / "long.report.json")["claim"]["epsilon"]
 
 
+@pytest.mark.parametrize("mode", ["clipped", "unclipped"])
 def test_evaluate_only_prints_non_private_metrics_and_writes_nothing(tsdp_cli, traffic, tmp_path, dir_snapshot,
-                                                                      monkeypatch):
+                                                                      monkeypatch, mode):
     from tsdp.forecast import trainer
+    from tsdp.forecast.models import ForecastModel
 
     def forbidden(*args, **kwargs):
         raise AssertionError("--evaluate-only must train without noise")
 
+    clipped_calls = []
+    clipped_grad_sum = ForecastModel.clipped_grad_sum
+
+    def counting(self, theta, ctx, tgt, clip, **kw):
+        clipped_calls.append(clip)
+        return clipped_grad_sum(self, theta, ctx, tgt, clip, **kw)
+
     monkeypatch.setattr(trainer, "dp_gradient", forbidden)
+    monkeypatch.setattr(ForecastModel, "clipped_grad_sum", counting)
     before = dir_snapshot(tmp_path)
-    result = run_ok(tsdp_cli, traffic, *LONG, *SMALL_MODEL, "--evaluate-only", "--steps", "30", "--seed", "6",
-                    "--json")
+    result = run_ok(tsdp_cli, traffic, *LONG, *SMALL_MODEL, "--evaluate-only", mode, "--steps", "30", "--seed", "6",
+                    "--clip-norm", "0.01", "--json")
     assert dir_snapshot(tmp_path) == before
+    # clipped: every one of the 30 steps clips at --clip-norm (DP-SGD's step without its noise); unclipped: none
+    assert clipped_calls == ([0.01] * 30 if mode == "clipped" else [])
     summary = json.loads(result.out)
     metric_keys = [k for k in summary if k.startswith(("crps", "mase"))]
-    assert sorted(metric_keys) == ["crps_model_without_noise", "crps_seasonal_naive", "mase_model_without_noise",
+    assert sorted(metric_keys) == ["crps_model_reference", "crps_seasonal_naive", "crps_seasonal_naive_1",
+                                   "crps_seasonal_naive_168", "crps_seasonal_naive_24", "mase_model_reference",
                                    "mase_seasonal_naive"]
     assert summary["model"] == "linear" and summary["release_written"] is False
+    assert summary["reference"] == ("clipped, without noise" if mode == "clipped" else "without clipping or noise")
+    assert summary["test_origins"] == 7
     assert "not_private_diagnostic" in {w["code"] for w in summary["warnings"]}
-    assert "NOT private" in result.err or "not private" in result.err
+    assert "NOT private" in result.err or "not private" in result.err or "NON-private" in result.err
     values = pl.read_parquet(traffic).sort("sensor", "time")["count"].to_numpy().reshape(20, 2000).astype(float)
-    naive = trainer.evaluate_seasonal_naive(trainer.split_panel(values, 24, 12, 5), 24)
-    assert summary["crps_seasonal_naive"] == naive["crps"]
+    split = trainer.split_panel(values, 24, 12, 5, test_windows=7)
+    naive = trainer.evaluate_seasonal_naive(split, 24)
+    assert summary["crps_seasonal_naive"] == summary["crps_seasonal_naive_24"] == naive["crps"]
     assert summary["mase_seasonal_naive"] == naive["mase"]
+    # the weekly naive, scored from each of the 7 origins' own past
+    weekly = np.concatenate([values[:, o - 168:o - 156] for o in range(2000 - 7 * 12, 2000, 12)])
+    assert summary["crps_seasonal_naive_168"] == pytest.approx(np.mean(
+        [np.abs(weekly[j * 20:(j + 1) * 20] - values[:, o:o + 12]).sum() / np.abs(values[:, o:o + 12]).sum()
+         for j, o in enumerate(range(2000 - 7 * 12, 2000, 12))]), rel=1e-12)
 
 
 # -------------------------------------------------------------------------------------- refusals
@@ -347,8 +373,8 @@ def test_small_panel_runs(tsdp_cli, small, tmp_path):
 
 
 def test_refuses_context_plus_horizon_longer_than_training_part(refuse, small):
-    # 60 steps - 5 * (1 + 5) held out = 30 for training < 40 + 5
-    args = [a for a in SMALL_ARGS]
+    # 60 steps - 5 * (1 + 5) held out (1 test window, 5 validation windows) = 30 for training < 40 + 5
+    args = [a for a in SMALL_ARGS] + ["--test-windows", "1"]
     args[args.index("--context-length") + 1] = "40"
     args[args.index("--forecast-length") + 1] = "5"
     refuse(["forecast-train", small, *args, "-o", "fc.csv"], 4, "--context-length", "--forecast-length", "45", "30")
@@ -394,7 +420,10 @@ def test_refuses_a_missing_time_step(refuse, tmp_path, drop):
 
 @pytest.mark.parametrize("args, code, needles", [
     (["--epsilon", "2"], 2, ["--epsilon", "--delta"]),
-    (["--noise-multiplier", "auto", "--epsilon", "2"], 2, ["--noise-multiplier", "--epsilon", "--epochs"]),
+    (["--noise-multiplier", "auto", "--steps", "5"], 2, ["--noise-multiplier", "--epsilon", "--epochs"]),
+    (["--time-budget", "10m", "--steps", "5"], 2, ["--time-budget", "--steps"]),
+    (["--time-budget", "soon"], 2, ["--time-budget", "'soon'"]),
+    (["--distribution", "negbin"], 2, ["--distribution negbin", "--model deepar", "--nonnegative"]),
     (["--noise-multiplier", "-1"], 2, ["--noise-multiplier", "-1"]),
     (["--noise-multiplier", "abc"], 2, ["--noise-multiplier", "abc"]),
     (["--noise-multiplier", "0"], 2, ["--noise-multiplier", "0"]),
