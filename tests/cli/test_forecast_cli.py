@@ -500,3 +500,62 @@ def test_float_sampler_warns_and_fails_verify(tsdp_cli, small, tmp_path):
     verify = tsdp_cli("account", "verify", tmp_path / "fc.report.json", "--json")
     checks = {c["name"]: c for c in json.loads(verify.out)["reports"][0]["checks"]}
     assert verify.code == 3 and not checks["sampler"]["passed"] and checks["privacy_loss"]["passed"]
+
+
+# ------------------------------------------------------------------ training plan, counts (issue 31)
+
+PLAN_ARGS = ["--time-col", "time", "--value-col", "v", "--series-col", "id", "--context-length", "4",
+             "--forecast-length", "2", "--model", "linear", "--delta", "1e-5", "--epsilon", "2", "--quiet"]
+
+
+def test_dry_run_shows_the_training_plan_with_the_default_batch(tsdp_cli, small):
+    """No --batch-size on 3 series: batch 3 (min(256, N)); no length with --noise-multiplier auto: the plan's
+    recommended step count, the one with the highest run signal-to-noise ratio of the batch's rows."""
+    from tsdp.forecast.plan import STEP_GRID
+
+    run = tsdp_cli("forecast-train", small, *PLAN_ARGS, "--dry-run", "--json")
+    assert run.code == 0, run.err
+    summary = json.loads(run.out)
+    assert summary["batch_size"] == 3 and summary["batch_size_rule"] == "min(256, series x --instances)"
+    plan = summary["training_plan"]
+    assert {(r["batch_size"], r["steps"]) for r in plan["rows"]} == {(b, t) for b in (1, 3) for t in STEP_GRID}
+    mine = [r for r in plan["rows"] if r["batch_size"] == 3]
+    best = max(mine, key=lambda r: r["run_snr"])
+    assert plan["recommended"] == best and summary["steps"] == best["steps"]
+    assert summary["noise_multiplier"] == best["noise_multiplier"]
+    assert all(r["seconds"] > 0 and r["noise_sd"] == pytest.approx(r["noise_multiplier"] * 1e-4 / r["batch_size"])
+               for r in plan["rows"])
+
+
+def test_time_budget_trains_the_plans_step_count_and_the_report_says_so(tsdp_cli, small, tmp_path):
+    run_ok(tsdp_cli, small, *PLAN_ARGS, "--time-budget", "2h", "--seed", "2", "-o", "fc.csv")
+    report = read_json(tmp_path / "fc.report.json")
+    params = report["command"]["parameters"]
+    plan = params["training_plan"]
+    assert plan["time_budget_seconds"] == 7200.0 and plan["recommended"]["seconds"] <= 7200.0
+    assert report["claim"]["parameters"]["steps"] == plan["recommended"]["steps"] == params["steps"]
+    assert any("from the training plan" in n and "7200 s" in n for n in report["notes"])
+    assert any("batch size 3 (the default" in n for n in report["notes"])
+
+
+def test_plan_forecast_tabulates_the_training_plan_per_epsilon(tsdp_cli, small):
+    at = PLAN_ARGS.index("--epsilon")
+    run = tsdp_cli("plan", "forecast", small, *PLAN_ARGS[:at], *PLAN_ARGS[at + 2:], "--epsilon", "1,4", "--json")
+    assert run.code == 0, run.err
+    plans = json.loads(run.out)["plans"]
+    assert [p["epsilon"] for p in plans] == [1, 4]
+    sigma = [{(r["batch_size"], r["steps"]): r["noise_multiplier"] for r in p["training_plan"]["rows"]} for p in plans]
+    assert all(sigma[0][key] > sigma[1][key] for key in sigma[0])  # a larger budget needs less noise
+
+
+def test_nonnegative_forecasts_no_negative_quantile_and_refuses_negative_values(tsdp_cli, small, tmp_path, refuse):
+    run_ok(tsdp_cli, small, *SMALL_ARGS, "--nonnegative", "--seed", "1", "-o", "fc.csv")
+    fc = pl.read_csv(tmp_path / "fc.csv")
+    assert fc.select(pl.min_horizontal(pl.all().exclude("id", "time")).min()).item() >= 0
+    assert read_json(tmp_path / "fc.model.json")["model"]["nonnegative"] is True
+    rows = small_rows()
+    rows[7][2] = "-1"
+    bad = write_rows(tmp_path / "neg.csv", rows)
+    line = refuse(["forecast-train", bad, *SMALL_ARGS, "--nonnegative", "-o", "neg_fc.csv"], 4, "'v'", "-1",
+                  "--nonnegative")
+    assert "row 8" in line

@@ -176,3 +176,37 @@ def test_verify_rebuilds_deepars_receptive_field(freq, lags, window):
         window = 4 + max(default_lags(86_400_000_000)) - 1
     assert _receptive_field({"model": "deepar", "context_length": 4, "lags": lags}, {"freq": freq}) == window
     assert _receptive_field({"model": "simple-ff", "context_length": 4, "lags": None}, {"freq": freq}) == 4
+
+
+# ------------------------------------------------------------------------------ count heads (issue 31)
+
+
+@needs_deep
+@pytest.mark.parametrize("distribution", ["negbin", "poisson"])
+def test_deepar_count_head_forecasts_counts_at_the_accountants_epsilon(tsdp_cli, small, tmp_path, distribution):
+    args = list(SMALL_ARGS)
+    args[args.index("--model") + 1] = "deepar"
+    run_ok(tsdp_cli, small, *args, "--lags", "1-3,24", "--distribution", distribution, "--seed", "3", "-o", "fc.csv")
+    fc = pl.read_csv(tmp_path / "fc.csv")
+    q = fc.select([c for c in fc.columns if c.startswith("q")]).to_numpy()
+    assert q.min() >= 0 and np.allclose(q, np.round(q))  # quantiles of integer draws
+    report = read_json(tmp_path / "fc.report.json")
+    assert report["claim"]["epsilon"] == account_for(tsdp_cli, report["claim"])["epsilon"]
+    assert any(f"output {distribution}" in n and "L_C = 27" in n for n in report["notes"])
+    meta = read_json(tmp_path / "fc.model.json")
+    assert meta["model"]["distribution"] == distribution
+
+
+@needs_deep
+def test_count_head_refuses_negative_values(tsdp_cli, tmp_path, refuse):
+    path = hourly_panel_csv(tmp_path / "neg.csv", "abc")
+    text = path.read_text().splitlines()
+    first = text[5].split(",")
+    text[5] = ",".join(first[:2] + ["-3"])
+    path.write_text("\n".join(text) + "\n")
+    args = list(SMALL_ARGS)
+    args[args.index("--model") + 1] = "deepar"
+    line = refuse(["forecast-train", str(path), *args, "--lags", "1-3", "--distribution", "negbin", "-o", "fc.csv"],
+                  4, "'v'", "-3", "--distribution negbin")
+    assert "row 5" in line
+    assert not (tmp_path / "fc.csv").exists()

@@ -373,7 +373,7 @@ def _training_plan(net, config, n_series: int, train_length: int, calendar, budg
     rows = training.training_grid(config, n_series, train_length, batches, seconds_per_step=seconds or None)
     best = training.recommend(rows, config.batch_size, budget_seconds)
     return {"epsilon": config.epsilon, "delta": config.delta, "clip_norm": config.clip_norm,
-            "parameters": config.parameters, "seconds_per_step": {str(b): t for b, t in seconds.items()},
+            "parameters": config.parameters, "step_times": [{"batch_size": b, "seconds": t} for b, t in seconds.items()],
             "time_budget_seconds": budget_seconds, "rows": [r.to_dict() for r in rows],
             "recommended": best.to_dict(), "rule": PLAN_RULE}
 
