@@ -189,7 +189,7 @@ def test_deepar_count_head_forecasts_counts_at_the_accountants_epsilon(tsdp_cli,
     run_ok(tsdp_cli, small, *args, "--lags", "1-3,24", "--distribution", distribution, "--seed", "3", "-o", "fc.csv")
     fc = pl.read_csv(tmp_path / "fc.csv")
     q = fc.select([c for c in fc.columns if c.startswith("q")]).to_numpy()
-    assert q.min() >= 0 and np.allclose(q, np.round(q))  # quantiles of integer draws
+    assert q.min() >= 0 and fc["mean"].min() >= 0  # quantiles and means of non-negative integer paths
     report = read_json(tmp_path / "fc.report.json")
     assert report["claim"]["epsilon"] == account_for(tsdp_cli, report["claim"])["epsilon"]
     assert any(f"output {distribution}" in n and "L_C = 27" in n for n in report["notes"])
@@ -210,3 +210,23 @@ def test_count_head_refuses_negative_values(tsdp_cli, tmp_path, refuse):
                   4, "'v'", "-3", "--distribution negbin")
     assert "row 5" in line
     assert not (tmp_path / "fc.csv").exists()
+
+
+@needs_deep
+def test_default_lags_are_bounded_by_the_context_and_the_claim_uses_the_receptive_field(tsdp_cli, tmp_path):
+    """Without --lags DeepAR takes GluonTS's hourly lags up to 4 x --context-length (context 12: 1-7,
+    23-25, 47-48): the window the sampler draws and the accountant charges is 12 + 48 - 1 = 59 values."""
+    from tsdp.forecast.timefeatures import default_lags
+
+    path = hourly_panel_csv(tmp_path / "long.csv", "abc", steps=200)
+    args = [a for a in SMALL_ARGS]
+    args[args.index("--model") + 1] = "deepar"
+    args[args.index("--context-length") + 1] = "12"
+    run_ok(tsdp_cli, path, *args, "--seed", "3", "-o", "fc.csv")
+    meta = read_json(tmp_path / "fc.model.json")
+    assert meta["model"]["lags"] == [1, 2, 3, 4, 5, 6, 7, 23, 24, 25, 47, 48]
+    assert meta["model"]["lags"] == list(default_lags(3_600_000_000, context=12))
+    report = read_json(tmp_path / "fc.report.json")
+    assert report["claim"]["parameters"]["context"] == 12 + 48 - 1
+    assert report["claim"]["epsilon"] == account_for(tsdp_cli, report["claim"])["epsilon"]
+    assert any("L_C = 59" in n and "lags 1-7,23-25,47-48" in n for n in report["notes"])
