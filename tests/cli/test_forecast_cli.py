@@ -559,3 +559,14 @@ def test_nonnegative_forecasts_no_negative_quantile_and_refuses_negative_values(
     line = refuse(["forecast-train", bad, *SMALL_ARGS, "--nonnegative", "-o", "neg_fc.csv"], 4, "'v'", "-1",
                   "--nonnegative")
     assert "row 8" in line
+
+
+def test_a_run_whose_length_the_plan_chose_verifies(tsdp_cli, small, tmp_path):
+    """The report records the step count the plan chose (--steps was not given), so that verify can
+    recompute the claim from the recorded command; an unseeded run, so that every check can pass."""
+    run_ok(tsdp_cli, small, *PLAN_ARGS, "--time-budget", "3s", "-o", "fc.csv")
+    report = read_json(tmp_path / "fc.report.json")
+    assert report["command"]["parameters"]["steps"] == report["claim"]["parameters"]["steps"]
+    verify = tsdp_cli("account", "verify", tmp_path / "fc.report.json", "--json")
+    checks = {c["name"]: c for c in json.loads(verify.out)["reports"][0]["checks"]}
+    assert verify.code == 0 and all(c["passed"] for c in checks.values()), checks

@@ -281,7 +281,7 @@ def forecast_train(
         command="forecast-train",
         parameters={**params, "input": common.display_name(input), "output": described["file"],
                     "noise_multiplier": plan.noise_multiplier, "batch_size": train_config.batch_size,
-                    "steps": result.steps, "model_files": [Path(extra["weights"]).name, Path(extra["meta"]).name],
+                    **({"steps": train_config.steps} if from_plan else {}), "model_files": [Path(extra["weights"]).name, Path(extra["meta"]).name],
                     "custodian_file": Path(custodian).name, "training": training,
                     **({"training_plan": training_plan} if training_plan else {})},
         claim=claim,
