@@ -4,7 +4,12 @@ Thin: parse and validate the options (:class:`tsdp.forecast.trainer.TrainConfig`
 the run with the accountant, train (:func:`tsdp.forecast.trainer.train`) and publish the forecasts,
 the model (weights + metadata), the privacy report and the custodian file (held-out metrics and the
 validation history: figures of the private data, NOT for publication) atomically.
-``--evaluate-only`` trains the NON-private baselines instead and writes nothing.
+``--evaluate-only clipped|unclipped`` trains a NON-private reference instead and writes nothing.
+With a budget, ``--dry-run`` prints the training plan (:mod:`tsdp.forecast.plan`: noise, signal-to-
+noise and timed wall time per step count and batch size), and without ``--steps``/``--epochs`` (and
+``--noise-multiplier auto``, or with ``--time-budget``) the run trains for the plan's recommendation.
+The held-out tail is scored at ``--test-windows`` origins against seasonal naive forecasts at the
+natural seasons of the step (custodian file).
 
 ``--model deepar|itransformer`` (JAX, extra ``tsdp[deep]``) plug into the same trainer: for DeepAR the
 window the sampler draws and the accountant charges is its receptive field, ``--context-length``
@@ -122,11 +127,11 @@ def forecast_train(
     top: Top = typer.Option(Top.wor, help="Top level: series without replacement / Poisson per step, or iterated per epoch."),
     bottom: Bottom = typer.Option(Bottom.wr, help="Bottom level: windows with replacement, or Poisson."),
     clip_norm: float = typer.Option(1e-4, help="C: per-window gradient clipping norm (the paper's 1e-4; tune it)."),
-    noise_multiplier: str = typer.Option("auto", help="sigma: noise std / C, or 'auto' to calibrate for --epochs at --epsilon."),
+    noise_multiplier: str = typer.Option("auto", help="sigma: noise std / C, or 'auto' to calibrate for the length at --epsilon: --steps/--epochs, or without them the training plan's recommendation (see --dry-run)."),
     epsilon: Optional[float] = typer.Option(None, help="Privacy budget epsilon: training stops before exceeding it."),
     delta: Optional[float] = typer.Option(None, help="Privacy parameter delta (the paper uses 1e-7; below 1/N)."),
     epochs: Optional[int] = typer.Option(None, help="Epochs to train (steps per epoch = floor(N lambda / B))."),
-    steps: Optional[int] = typer.Option(None, "--steps", help="Steps to train (instead of --epochs)."),
+    steps: Optional[int] = typer.Option(None, "--steps", help="Steps to train (instead of --epochs) [default with --noise-multiplier auto: the training plan's]."),
     time_budget: Optional[str] = typer.Option(None, help="Wall time for training, e.g. 15m or 2h: the plan times a few steps on synthetic windows and trains for the step count with the best signal-to-noise ratio that fits (instead of --steps/--epochs; needs --epsilon)."),
     lr: float = typer.Option(1e-3, help="Adam learning rate."),
     weight_decay: float = typer.Option(1e-8, help="Adam (L2) weight decay."),
