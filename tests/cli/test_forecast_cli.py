@@ -570,3 +570,8 @@ def test_a_run_whose_length_the_plan_chose_verifies(tsdp_cli, small, tmp_path):
     verify = tsdp_cli("account", "verify", tmp_path / "fc.report.json", "--json")
     checks = {c["name"]: c for c in json.loads(verify.out)["reports"][0]["checks"]}
     assert verify.code == 0 and all(c["passed"] for c in checks.values()), checks
+
+
+def test_time_budget_needs_auto_noise(refuse, small):
+    refuse(["forecast-train", small, *PLAN_ARGS, "--noise-multiplier", "2", "--time-budget", "1h", "-o", "fc.csv"], 2,
+           "--time-budget", "--noise-multiplier auto")

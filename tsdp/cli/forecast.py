@@ -187,9 +187,9 @@ def forecast_train(
         budget_seconds = parse_duration(time_budget)
         if steps is not None or epochs is not None:
             raise UsageError("--time-budget picks the number of steps: give it or --steps/--epochs, not both")
-        if epsilon is None:
-            raise UsageError("--time-budget picks the step count with the best signal-to-noise ratio for the budget: "
-                             "it needs --epsilon")
+        if epsilon is None or sigma is not None:
+            raise UsageError("--time-budget picks the step count with the best signal-to-noise ratio for the budget and "
+                             "calibrates the noise for it: it needs --epsilon and --noise-multiplier auto")
     # --noise-multiplier auto with a budget but no length: the training plan's recommended step count
     from_plan = budget_seconds is not None or (sigma is None and epsilon is not None and steps is None
                                                and epochs is None)
