@@ -202,7 +202,8 @@ def forecast_train(
         context=context_length, horizon=forecast_length, model=model.value,
         batch_size=batch_size if batch_size is not None else DEFAULT_BATCH, instances=instances, top=top.value,
         bottom=bottom.value, clip_norm=clip_norm, noise_multiplier=sigma, epsilon=epsilon, delta=delta,
-        steps=1 if from_plan else steps, epochs=epochs,  # from the plan: set below, once the shape is known lr=lr, weight_decay=weight_decay,
+        steps=1 if from_plan else steps,  # from the plan: set below, once the shape is known
+        epochs=epochs, lr=lr, weight_decay=weight_decay,
         val_windows=val_windows, val_every=val_every, unit=accounted_unit, w=w, label_noise=label_noise,
         context_noise=context_noise, value_bound=value_bound, discretization=discretization,
         checkpoint=checkpoint.value, sampler=sampler,

@@ -263,7 +263,7 @@ class ForecastModel(FlatParameters, ABC):
     def config(self) -> dict:
         """JSON-able description from which :func:`model_from_config` rebuilds the model."""
         return {"name": self.name, "context": self.context, "horizon": self.horizon,
-                **self._options(), "min_scale": self.min_scale, "nonnegative": self.nonnegative}
+                **self._options(), "min_scale": self.min_scale, **({"nonnegative": True} if self.nonnegative else {})}
 
     def init(self, rng: np.random.Generator) -> np.ndarray:
         """Fresh parameters: every entry of a weight or bias with fan-in ``f`` is drawn from

@@ -127,7 +127,7 @@ class DeepForecastModel(FlatParameters, ABC):
     def config(self) -> dict:
         return {"name": self.name, "context": self.context, "horizon": self.horizon, **self._options(),
                 "min_scale": self.min_scale, "dtype": self.dtype, "num_samples": self.num_samples,
-                "nonnegative": self.nonnegative}
+                **({"nonnegative": True} if self.nonnegative else {})}
 
     def init(self, rng: np.random.Generator) -> np.ndarray:
         """Initial weights drawn on the host, tensor by tensor in ``layout`` order."""
