@@ -132,7 +132,7 @@ def forecast_train(
     delta: Optional[float] = typer.Option(None, help="Privacy parameter delta (the paper uses 1e-7; below 1/N)."),
     epochs: Optional[int] = typer.Option(None, help="Epochs to train (steps per epoch = floor(N lambda / B))."),
     steps: Optional[int] = typer.Option(None, "--steps", help="Steps to train (instead of --epochs) [default with --noise-multiplier auto: the training plan's]."),
-    time_budget: Optional[str] = typer.Option(None, help="Wall time for training, e.g. 15m or 2h: the plan times a few steps on synthetic windows and trains for the step count with the best signal-to-noise ratio that fits (instead of --steps/--epochs; needs --epsilon)."),
+    time_budget: Optional[str] = typer.Option(None, help="Wall time for training, e.g. 15m or 2h: the plan times a few steps on synthetic windows and trains for the step count with the best signal-to-noise ratio that fits (instead of --steps/--epochs; needs --epsilon and --noise-multiplier auto)."),
     lr: float = typer.Option(1e-3, help="Adam learning rate."),
     weight_decay: float = typer.Option(1e-8, help="Adam (L2) weight decay."),
     val_windows: int = typer.Option(5, help="Validation windows of L_F steps held out before the test windows of each series."),
