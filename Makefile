@@ -12,7 +12,7 @@ install: $(STAMP)
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --upgrade pip
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[test,spark,deep,plot]'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[test,spark,deep,plot,bench]'
 	@touch $(STAMP)
 
 demo: $(STAMP)

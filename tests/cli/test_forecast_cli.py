@@ -120,7 +120,7 @@ def test_report_epsilon_equals_account_dpsgd(tsdp_cli, traffic, tmp_path, name):
     report = read_json(tmp_path / "fc.report.json")
     claim = report["claim"]
     p = claim["parameters"]
-    assert p["series"] == 20 and p["train_length"] == 2000 - 12 * 6 == report["grid"]["train_length"]
+    assert p["series"] == 20 and p["train_length"] == 2000 - 12 * (7 + 5) == report["grid"]["train_length"]
     assert p["stopped_by"] == stopped_by and p["accounting_unit"] == unit
     account = account_for(tsdp_cli, claim)
     assert claim["epsilon"] == account["epsilon"]
@@ -204,9 +204,14 @@ def test_outputs_forecasts_model_metrics_and_report(tsdp_cli, traffic, tmp_path)
     scores = custodian["figures"]["scores"]
     model_key = next(k for k in scores if "model" in k)
     naive_key = next(k for k in scores if "seasonal naive" in k)
-    split = trainer.split_panel(values.astype(float), 24, 12, 5)
-    assert scores[naive_key] == trainer.evaluate_seasonal_naive(split, 24)
-    assert set(scores[model_key]) == {"crps", "mase"} and all(np.isfinite(list(scores[model_key].values())))
+    split = trainer.split_panel(values.astype(float), 24, 12, 5, test_windows=7)
+    assert scores["seasonal naive (season 24)"] == trainer.evaluate_seasonal_naive(split, 24)
+    assert sorted(scores) == ["model (DP-SGD)", "seasonal naive (season 1)", "seasonal naive (season 168)",
+                              "seasonal naive (season 24)"]
+    assert custodian["figures"]["season"] == 24 and custodian["figures"]["test_origins"] == 7
+    assert scores[model_key]["origins"] == 7 and len(scores[model_key]["crps_by_origin"]) == 7
+    assert scores[model_key]["crps"] == pytest.approx(np.mean(scores[model_key]["crps_by_origin"]), rel=1e-12)
+    assert all(np.isfinite([scores[model_key]["crps"], scores[model_key]["mase"]]))
 
     # report
     text = (tmp_path / "fc.report.json").read_text()
@@ -263,7 +268,7 @@ def test_report_parameters_are_the_commands_public_options(tsdp_cli, traffic, tm
 
     command = typer.main.get_command(app).commands["forecast-train"]
     options = {p.name for p in command.params}
-    allowed = options | {"model_files", "custodian_file", "seeded"}  # seeded: whether --seed was used (issue 33)
+    allowed = options | {"model_files", "custodian_file", "seeded", "training", "training_plan"}  # seeded: issue 33
     assert set(params) <= allowed, f"unexpected report parameters: {sorted(set(params) - allowed)}"
     assert not any(isinstance(v, str) and v.startswith("<") for v in params.values()), params
 
@@ -310,29 +315,50 @@ def test_wide_layout_gives_the_same_forecasts_as_long(tsdp_cli, traffic, traffic
         tmp_path / "long.report.json")["claim"]["epsilon"]
 
 
+@pytest.mark.parametrize("mode", ["clipped", "unclipped"])
 def test_evaluate_only_prints_non_private_metrics_and_writes_nothing(tsdp_cli, traffic, tmp_path, dir_snapshot,
-                                                                      monkeypatch):
+                                                                      monkeypatch, mode):
     from tsdp.forecast import trainer
+    from tsdp.forecast.models import ForecastModel
 
     def forbidden(*args, **kwargs):
         raise AssertionError("--evaluate-only must train without noise")
 
+    clipped_calls = []
+    clipped_grad_sum = ForecastModel.clipped_grad_sum
+
+    def counting(self, theta, ctx, tgt, clip, **kw):
+        clipped_calls.append(clip)
+        return clipped_grad_sum(self, theta, ctx, tgt, clip, **kw)
+
     monkeypatch.setattr(trainer, "dp_gradient", forbidden)
+    monkeypatch.setattr(ForecastModel, "clipped_grad_sum", counting)
     before = dir_snapshot(tmp_path)
-    result = run_ok(tsdp_cli, traffic, *LONG, *SMALL_MODEL, "--evaluate-only", "--steps", "30", "--seed", "6",
-                    "--json")
+    result = run_ok(tsdp_cli, traffic, *LONG, *SMALL_MODEL, "--evaluate-only", mode, "--steps", "30", "--seed", "6",
+                    "--clip-norm", "0.01", "--json")
     assert dir_snapshot(tmp_path) == before
+    # clipped: every one of the 30 steps clips at --clip-norm (DP-SGD's step without its noise); unclipped: none
+    assert clipped_calls == ([0.01] * 30 if mode == "clipped" else [])
     summary = json.loads(result.out)
     metric_keys = [k for k in summary if k.startswith(("crps", "mase"))]
-    assert sorted(metric_keys) == ["crps_model_without_noise", "crps_seasonal_naive", "mase_model_without_noise",
+    assert sorted(metric_keys) == ["crps_model_reference", "crps_seasonal_naive", "crps_seasonal_naive_1",
+                                   "crps_seasonal_naive_168", "crps_seasonal_naive_24", "mase_model_reference",
                                    "mase_seasonal_naive"]
     assert summary["model"] == "linear" and summary["release_written"] is False
+    assert summary["reference"] == ("clipped, without noise" if mode == "clipped" else "without clipping or noise")
+    assert summary["test_origins"] == 7
     assert "not_private_diagnostic" in {w["code"] for w in summary["warnings"]}
-    assert "NOT private" in result.err or "not private" in result.err
+    assert "NOT private" in result.err or "not private" in result.err or "NON-private" in result.err
     values = pl.read_parquet(traffic).sort("sensor", "time")["count"].to_numpy().reshape(20, 2000).astype(float)
-    naive = trainer.evaluate_seasonal_naive(trainer.split_panel(values, 24, 12, 5), 24)
-    assert summary["crps_seasonal_naive"] == naive["crps"]
+    split = trainer.split_panel(values, 24, 12, 5, test_windows=7)
+    naive = trainer.evaluate_seasonal_naive(split, 24)
+    assert summary["crps_seasonal_naive"] == summary["crps_seasonal_naive_24"] == naive["crps"]
     assert summary["mase_seasonal_naive"] == naive["mase"]
+    # the weekly naive, scored from each of the 7 origins' own past
+    weekly = np.concatenate([values[:, o - 168:o - 156] for o in range(2000 - 7 * 12, 2000, 12)])
+    assert summary["crps_seasonal_naive_168"] == pytest.approx(np.mean(
+        [np.abs(weekly[j * 20:(j + 1) * 20] - values[:, o:o + 12]).sum() / np.abs(values[:, o:o + 12]).sum()
+         for j, o in enumerate(range(2000 - 7 * 12, 2000, 12))]), rel=1e-12)
 
 
 # -------------------------------------------------------------------------------------- refusals
@@ -347,8 +373,8 @@ def test_small_panel_runs(tsdp_cli, small, tmp_path):
 
 
 def test_refuses_context_plus_horizon_longer_than_training_part(refuse, small):
-    # 60 steps - 5 * (1 + 5) held out = 30 for training < 40 + 5
-    args = [a for a in SMALL_ARGS]
+    # 60 steps - 5 * (1 + 5) held out (1 test window, 5 validation windows) = 30 for training < 40 + 5
+    args = [a for a in SMALL_ARGS] + ["--test-windows", "1"]
     args[args.index("--context-length") + 1] = "40"
     args[args.index("--forecast-length") + 1] = "5"
     refuse(["forecast-train", small, *args, "-o", "fc.csv"], 4, "--context-length", "--forecast-length", "45", "30")
@@ -395,7 +421,10 @@ def test_refuses_a_missing_time_step(refuse, tmp_path, drop):
 
 @pytest.mark.parametrize("args, code, needles", [
     (["--epsilon", "2"], 2, ["--epsilon", "--delta"]),
-    (["--noise-multiplier", "auto", "--epsilon", "2"], 2, ["--noise-multiplier", "--epsilon", "--epochs"]),
+    (["--noise-multiplier", "auto", "--steps", "5"], 2, ["--noise-multiplier", "--epsilon", "--epochs"]),
+    (["--time-budget", "10m", "--steps", "5"], 2, ["--time-budget", "--steps"]),
+    (["--time-budget", "soon"], 2, ["--time-budget", "'soon'"]),
+    (["--distribution", "negbin"], 2, ["--distribution negbin", "--model deepar", "--nonnegative"]),
     (["--noise-multiplier", "-1"], 2, ["--noise-multiplier", "-1"]),
     (["--noise-multiplier", "abc"], 2, ["--noise-multiplier", "abc"]),
     (["--noise-multiplier", "0"], 2, ["--noise-multiplier", "0"]),
@@ -472,3 +501,78 @@ def test_float_sampler_warns_and_fails_verify(tsdp_cli, small, tmp_path):
     verify = tsdp_cli("account", "verify", tmp_path / "fc.report.json", "--json")
     checks = {c["name"]: c for c in json.loads(verify.out)["reports"][0]["checks"]}
     assert verify.code == 3 and not checks["sampler"]["passed"] and checks["privacy_loss"]["passed"]
+
+
+# ------------------------------------------------------------------ training plan, counts (issue 31)
+
+PLAN_ARGS = ["--time-col", "time", "--value-col", "v", "--series-col", "id", "--context-length", "4",
+             "--forecast-length", "2", "--model", "linear", "--delta", "1e-5", "--epsilon", "2", "--quiet"]
+
+
+def test_dry_run_shows_the_training_plan_with_the_default_batch(tsdp_cli, small):
+    """No --batch-size on 3 series: batch 3 (min(256, N)); no length with --noise-multiplier auto: the plan's
+    recommended step count, the one with the highest run signal-to-noise ratio of the batch's rows."""
+    from tsdp.forecast.plan import STEP_GRID
+
+    run = tsdp_cli("forecast-train", small, *PLAN_ARGS, "--dry-run", "--json")
+    assert run.code == 0, run.err
+    summary = json.loads(run.out)
+    assert summary["batch_size"] == 3 and summary["batch_size_rule"] == "min(256, series x --instances)"
+    plan = summary["training_plan"]
+    assert {(r["batch_size"], r["steps"]) for r in plan["rows"]} == {(b, t) for b in (1, 3) for t in STEP_GRID}
+    mine = [r for r in plan["rows"] if r["batch_size"] == 3]
+    best = max(mine, key=lambda r: r["run_snr"])
+    assert plan["recommended"] == best and summary["steps"] == best["steps"]
+    assert summary["noise_multiplier"] == best["noise_multiplier"]
+    assert all(r["seconds"] > 0 and r["noise_sd"] == pytest.approx(r["noise_multiplier"] * 1e-4 / r["batch_size"])
+               for r in plan["rows"])
+
+
+def test_time_budget_trains_the_plans_step_count_and_the_report_says_so(tsdp_cli, small, tmp_path):
+    run_ok(tsdp_cli, small, *PLAN_ARGS, "--time-budget", "2h", "--seed", "2", "-o", "fc.csv")
+    report = read_json(tmp_path / "fc.report.json")
+    params = report["command"]["parameters"]
+    plan = params["training_plan"]
+    assert plan["time_budget_seconds"] == 7200.0 and plan["recommended"]["seconds"] <= 7200.0
+    assert report["claim"]["parameters"]["steps"] == plan["recommended"]["steps"] == params["steps"]
+    assert any("from the training plan" in n and "7200 s" in n for n in report["notes"])
+    assert any("batch size 3 (the default" in n for n in report["notes"])
+
+
+def test_plan_forecast_tabulates_the_training_plan_per_epsilon(tsdp_cli, small):
+    at = PLAN_ARGS.index("--epsilon")
+    run = tsdp_cli("plan", "forecast", small, *PLAN_ARGS[:at], *PLAN_ARGS[at + 2:], "--epsilon", "1,4", "--json")
+    assert run.code == 0, run.err
+    plans = json.loads(run.out)["plans"]
+    assert [p["epsilon"] for p in plans] == [1, 4]
+    sigma = [{(r["batch_size"], r["steps"]): r["noise_multiplier"] for r in p["training_plan"]["rows"]} for p in plans]
+    assert all(sigma[0][key] > sigma[1][key] for key in sigma[0])  # a larger budget needs less noise
+
+
+def test_nonnegative_forecasts_no_negative_quantile_and_refuses_negative_values(tsdp_cli, small, tmp_path, refuse):
+    run_ok(tsdp_cli, small, *SMALL_ARGS, "--nonnegative", "--seed", "1", "-o", "fc.csv")
+    fc = pl.read_csv(tmp_path / "fc.csv")
+    assert fc.select(pl.min_horizontal(pl.all().exclude("id", "time")).min()).item() >= 0
+    assert read_json(tmp_path / "fc.model.json")["model"]["nonnegative"] is True
+    rows = small_rows()
+    rows[7][2] = "-1"
+    bad = write_rows(tmp_path / "neg.csv", rows)
+    line = refuse(["forecast-train", bad, *SMALL_ARGS, "--nonnegative", "-o", "neg_fc.csv"], 4, "'v'", "-1",
+                  "--nonnegative")
+    assert "row 8" in line
+
+
+def test_a_run_whose_length_the_plan_chose_verifies(tsdp_cli, small, tmp_path):
+    """The report records the step count the plan chose (--steps was not given), so that verify can
+    recompute the claim from the recorded command; an unseeded run, so that every check can pass."""
+    run_ok(tsdp_cli, small, *PLAN_ARGS, "--time-budget", "3s", "-o", "fc.csv")
+    report = read_json(tmp_path / "fc.report.json")
+    assert report["command"]["parameters"]["steps"] == report["claim"]["parameters"]["steps"]
+    verify = tsdp_cli("account", "verify", tmp_path / "fc.report.json", "--json")
+    checks = {c["name"]: c for c in json.loads(verify.out)["reports"][0]["checks"]}
+    assert verify.code == 0 and all(c["passed"] for c in checks.values()), checks
+
+
+def test_time_budget_needs_auto_noise(refuse, small):
+    refuse(["forecast-train", small, *PLAN_ARGS, "--noise-multiplier", "2", "--time-budget", "1h", "-o", "fc.csv"], 2,
+           "--time-budget", "--noise-multiplier auto")

@@ -131,7 +131,7 @@ FLIP = ["flip", "qwi.csv", "--time-col", "quarter", "--value-cols", "ca_asian", 
         "--filter-half-length", "10", "--lip-floor", "0", "-o", "out.csv", "-q"]
 FORECAST = ["forecast-train", "panel.csv", "--series-col", "series", "--value-col", "value", "--context-length",
             "12", "--forecast-length", "6", "--model", "linear", "--batch-size", "2", "--noise-multiplier", "1.5",
-            "--epsilon", "5", "--delta", "1e-5", "--steps", "3", "-o", "out.csv", "-q"]
+            "--epsilon", "5", "--delta", "1e-5", "--steps", "3", "--test-windows", "1", "-o", "out.csv", "-q"]
 DPSGD = ["account", "dpsgd", "--series", "320", "--length", "20", "--batch-size", "32", "--delta", "1e-5",
          "--context-length", "1", "--forecast-length", "1", "--noise-multiplier", "1", "--steps", "10"]
 CALIB = ["account", "calibrate", "dpsgd", "--series", "320", "--length", "20", "--batch-size", "32", "--delta",
@@ -621,8 +621,9 @@ STRING_CASES += [
     ("forecast-steps-2p63", opt(FORECAST, "--steps", BIG), {0, 2, 5}, "--steps"),  # 0: stopped by the budget
     ("forecast-epsilon-nan", opt(FORECAST, "--epsilon", "nan"), 2, "--epsilon"),
     ("forecast-delta-one", opt(FORECAST, "--delta", "1"), 2, "--delta"),
-    ("forecast-noise-auto-without-epochs", opt(opt(FORECAST, "--noise-multiplier", "auto"), "--steps", None), 2,
-     "--epochs"),
+    # (with --epsilon and no length, auto takes the training plan's length: issue 31)
+    ("forecast-noise-auto-without-epochs", opt(opt(opt(FORECAST, "--noise-multiplier", "auto"), "--steps", None),
+                                               "--epsilon", None), 2, "--epochs"),
     ("dpsgd-instances-zero", opt(DPSGD, "--instances", "0"), 2, "--instances"),
     ("dpsgd-checkpoints-negative", opt(DPSGD, "--checkpoints", "-1"), 2, "--checkpoints"),
     ("dpsgd-value-bound-nan", [*DPSGD, "--label-noise", "1", "--value-bound", "nan"], 2, "--value-bound"),

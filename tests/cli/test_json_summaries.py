@@ -58,7 +58,7 @@ CASES = {
                                  "tsdp.mean_estimate.evaluate.summary/1", True),
     "flip": (["flip", *FLIP, "-o", "f.csv"], "tsdp.flip.summary/1", True),
     "forecast-train": (["forecast-train", *FORECAST, "-o", "fc.csv"], "tsdp.forecast_train.summary/1", True),
-    "forecast-train --evaluate-only": (["forecast-train", *FORECAST, "--evaluate-only"],
+    "forecast-train --evaluate-only": (["forecast-train", *FORECAST, "--evaluate-only", "unclipped"],
                                        "tsdp.forecast_train.evaluate_only.summary/1", True),
     "account dpsgd": (["account", "dpsgd", *SMALL, "--noise-multiplier", "1", "--steps", "10", "--checkpoints", "3",
                        "--compare-standard"], "tsdp.account.dpsgd.summary/1", True),

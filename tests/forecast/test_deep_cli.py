@@ -64,7 +64,7 @@ def _deep_extra_missing() -> str | None:
 
 needs_deep = pytest.mark.skipif(_deep_extra_missing() is not None,
                                 reason=f"needs the optional extra tsdp[deep]: {_deep_extra_missing()}")
-# the small panel: 60 - 2 * (1 + 5) = 48 training steps; DeepAR reads 4 + 24 - 1 = 27 values per window
+# the small panel: 60 - 2 * (7 + 5) = 36 training steps; DeepAR reads 4 + 24 - 1 = 27 values per window
 DEEP_ARGS = {"deepar": ["--model", "deepar", "--lags", "1-3,24"], "itransformer": ["--model", "itransformer"]}
 
 
@@ -122,7 +122,7 @@ def test_deep_model_refusals(refuse, small):
            "linear")
     refuse(["forecast-train", small, *SMALL_ARGS, "--device", "cpu", "-o", "fc.csv"], 2, "--device cpu")
     args[args.index("--model") + 1] = "deepar"
-    refuse(["forecast-train", small, *args, "--lags", "1-3,48", "-o", "fc.csv"], 4, "--lags", "51", "48")
+    refuse(["forecast-train", small, *args, "--lags", "1-3,48", "-o", "fc.csv"], 4, "--lags", "51", "36")
     refuse(["forecast-train", small, *args, "--lags", "1-x", "-o", "fc.csv"], 2, "--lags", "1-x")
 
 
@@ -176,3 +176,83 @@ def test_verify_rebuilds_deepars_receptive_field(freq, lags, window):
         window = 4 + max(default_lags(86_400_000_000)) - 1
     assert _receptive_field({"model": "deepar", "context_length": 4, "lags": lags}, {"freq": freq}) == window
     assert _receptive_field({"model": "simple-ff", "context_length": 4, "lags": None}, {"freq": freq}) == 4
+
+
+@pytest.mark.parametrize("freq, context, lags, largest", [
+    ("1h", 4, "1-3,24", 24),  # given lags are kept whatever the context
+    ("1h", 48, None, 169),  # since issue 31 the defaults reach at most 4 contexts: the paper's traffic lags
+    ("1d", 28, None, 84),  # daily: up to 112 -> 1-8, 13-15, 20-22, 27-31, 56, 84
+])
+def test_verify_rebuilds_the_bounded_default_lags_of_new_reports(freq, context, lags, largest):
+    from tsdp.accounting.verify import _receptive_field
+
+    cmd = {"model": "deepar", "context_length": context, "lags": lags, "test_windows": 7}
+    assert _receptive_field(cmd, {"freq": freq}) == context + largest - 1
+
+
+# ------------------------------------------------------------------------------ count heads (issue 31)
+
+
+@needs_deep
+@pytest.mark.parametrize("distribution", ["negbin", "poisson"])
+def test_deepar_count_head_forecasts_counts_at_the_accountants_epsilon(tsdp_cli, small, tmp_path, distribution):
+    args = list(SMALL_ARGS)
+    args[args.index("--model") + 1] = "deepar"
+    run_ok(tsdp_cli, small, *args, "--lags", "1-3,24", "--distribution", distribution, "--seed", "3", "-o", "fc.csv")
+    fc = pl.read_csv(tmp_path / "fc.csv")
+    q = fc.select([c for c in fc.columns if c.startswith("q")]).to_numpy()
+    assert q.min() >= 0 and fc["mean"].min() >= 0  # quantiles and means of non-negative integer paths
+    report = read_json(tmp_path / "fc.report.json")
+    assert report["claim"]["epsilon"] == account_for(tsdp_cli, report["claim"])["epsilon"]
+    assert any(f"output {distribution}" in n and "L_C = 27" in n for n in report["notes"])
+    meta = read_json(tmp_path / "fc.model.json")
+    assert meta["model"]["distribution"] == distribution
+
+
+@needs_deep
+def test_count_head_refuses_negative_values(tsdp_cli, tmp_path, refuse):
+    path = hourly_panel_csv(tmp_path / "neg.csv", "abc")
+    text = path.read_text().splitlines()
+    first = text[5].split(",")
+    text[5] = ",".join(first[:2] + ["-3"])
+    path.write_text("\n".join(text) + "\n")
+    args = list(SMALL_ARGS)
+    args[args.index("--model") + 1] = "deepar"
+    line = refuse(["forecast-train", str(path), *args, "--lags", "1-3", "--distribution", "negbin", "-o", "fc.csv"],
+                  4, "'v'", "-3", "--distribution negbin")
+    assert "row 5" in line
+    assert not (tmp_path / "fc.csv").exists()
+
+
+@needs_deep
+def test_default_lags_are_bounded_by_the_context_and_the_claim_uses_the_receptive_field(tsdp_cli, tmp_path):
+    """Without --lags DeepAR takes GluonTS's hourly lags up to 4 x --context-length (context 12: 1-7,
+    23-25, 47-48): the window the sampler draws and the accountant charges is 12 + 48 - 1 = 59 values."""
+    from tsdp.forecast.timefeatures import default_lags
+
+    path = hourly_panel_csv(tmp_path / "long.csv", "abc", steps=200)
+    args = [a for a in SMALL_ARGS]
+    args[args.index("--model") + 1] = "deepar"
+    args[args.index("--context-length") + 1] = "12"
+    run_ok(tsdp_cli, path, *args, "--seed", "3", "-o", "fc.csv")
+    meta = read_json(tmp_path / "fc.model.json")
+    assert meta["model"]["lags"] == [1, 2, 3, 4, 5, 6, 7, 23, 24, 25, 47, 48]
+    assert meta["model"]["lags"] == list(default_lags(3_600_000_000, context=12))
+    report = read_json(tmp_path / "fc.report.json")
+    assert report["claim"]["parameters"]["context"] == 12 + 48 - 1
+    assert report["claim"]["epsilon"] == account_for(tsdp_cli, report["claim"])["epsilon"]
+    assert any("L_C = 59" in n and "lags 1-7,23-25,47-48" in n for n in report["notes"])
+
+
+@needs_deep
+def test_a_count_head_report_with_default_lags_verifies(tsdp_cli, tmp_path):
+    """verify rebuilds the parameter count of the count head (2 outputs, not the Student-t's 3) and the
+    bounded default lags; an unseeded run, so that every check can pass."""
+    path = hourly_panel_csv(tmp_path / "long.csv", "abc", steps=200)
+    args = [a for a in SMALL_ARGS]
+    args[args.index("--model") + 1] = "deepar"
+    args[args.index("--context-length") + 1] = "12"
+    run_ok(tsdp_cli, path, *args, "--distribution", "negbin", "-o", "fc.csv")
+    verify = tsdp_cli("account", "verify", tmp_path / "fc.report.json", "--json")
+    checks = {c["name"]: c for c in json.loads(verify.out)["reports"][0]["checks"]}
+    assert verify.code == 0 and all(c["passed"] for c in checks.values()), checks

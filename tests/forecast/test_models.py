@@ -386,3 +386,42 @@ def test_quantiles_monotone_and_median_is_loc(model):
     assert np.all(np.diff(q, axis=-1) > 0)
     loc, _, _ = model.distribution(theta, ctx)
     np.testing.assert_allclose(q[..., 4], loc, rtol=1e-14, atol=0)
+
+
+# ------------------------------------------------------------------ nonnegative forecasts (issue 31)
+
+
+@pytest.mark.parametrize("loc, scale, df", [(-1.0, 2.0, 2.5), (0.5, 1.0, 5.0), (3.0, 0.5, 30.0), (-20.0, 1.0, 4.0)])
+def test_censored_mean_is_the_integral_of_max_y_0(loc, scale, df):
+    """E[max(Y, 0)] = int_0^inf y f(y) dy for Y = loc + scale T(df), by adaptive quadrature."""
+    from scipy import integrate, stats
+
+    from tsdp.forecast.studentt import censored_mean
+
+    expected, _ = integrate.quad(lambda y: y * stats.t.pdf(y, df, loc=loc, scale=scale), 0, np.inf, epsabs=1e-13)
+    assert censored_mean(loc, scale, df) == pytest.approx(expected, rel=1e-8, abs=1e-12)
+
+
+@pytest.mark.parametrize("name", ["linear", "dlinear", "simple-ff"])
+def test_nonnegative_models_forecast_max_y_0(name):
+    """Quantiles of max(Y, 0) are max(quantile, 0); the mean is the censored mean; the weights and the
+    training are those of the model without the option (post-processing only)."""
+    from tsdp.forecast.metrics import QUANTILE_LEVELS
+    from tsdp.forecast.studentt import censored_mean
+
+    plain = models.make_model(name, 8, 3)
+    clipped = models.make_model(name, 8, 3, nonnegative=True)
+    assert clipped.n_params == plain.n_params and clipped.config()["nonnegative"] is True
+    theta = plain.init(np.random.default_rng(0))
+    theta[-3:] = [-2.0, 0.0, 0.0]  # a negative location for some outputs
+    ctx = np.random.default_rng(1).gamma(2.0, 1.0, (5, 8))
+    mean, q = plain.forecast(theta, ctx, QUANTILE_LEVELS)
+    mean_nn, q_nn = clipped.forecast(theta, ctx, QUANTILE_LEVELS)
+    assert q.min() < 0 and q_nn.min() == 0.0
+    np.testing.assert_array_equal(q_nn, np.maximum(q, 0.0))
+    np.testing.assert_allclose(mean_nn, censored_mean(*plain.distribution(theta, ctx)), rtol=1e-12)
+    assert np.all(mean_nn >= np.maximum(mean, 0.0) - 1e-12)  # Jensen: E max(Y, 0) >= max(E Y, 0)
+    np.testing.assert_array_equal(clipped.loss(theta, ctx, ctx[:, :3]), plain.loss(theta, ctx, ctx[:, :3]))
+    assert models.model_from_config(clipped.config()).nonnegative is True
+    with pytest.raises(UsageError, match="nonnegative"):
+        models.make_model(name, 8, 3, nonnegative="yes")

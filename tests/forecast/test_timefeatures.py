@@ -7,7 +7,15 @@ import numpy as np
 import pytest
 
 from tsdp.errors import UsageError
-from tsdp.forecast.timefeatures import Calendar, default_lags, default_time_features, parse_lags
+from tsdp.forecast.timefeatures import (
+    LAG_REACH,
+    Calendar,
+    default_lags,
+    default_time_features,
+    headline_season,
+    natural_seasons,
+    parse_lags,
+)
 
 HOUR_US = 3_600_000_000
 PAPER_TRAFFIC = (1, 2, 3, 4, 5, 6, 7, 23, 24, 25, 47, 48, 49, 71, 72, 73, 95, 96, 97, 119, 120, 121, 143, 144,
@@ -93,3 +101,42 @@ def test_calendar_from_a_saved_models_grid_label():
     assert Calendar.from_label("5", "1").origin is None
     with pytest.raises(UsageError, match="2x"):
         Calendar.from_label("2024-01-01", "2x")
+
+
+# ------------------------------------------------------------------ lags bounded by the context (issue 31)
+
+
+@pytest.mark.parametrize("step_us, months, context, expected", [
+    (HOUR_US, None, 48, PAPER_TRAFFIC),  # hourly: exactly the paper's traffic lags (a week, +-1)
+    (24 * HOUR_US, None, 28, tuple(range(1, 9)) + (13, 14, 15, 20, 21, 22, 27, 28, 29, 30, 31, 56, 84)),
+    (7 * 24 * HOUR_US, None, 12, tuple(range(1, 9)) + (12,)),
+    (None, 1, 24, tuple(range(1, 8)) + (11, 12, 13, 23, 24, 25, 35, 36, 37)),
+    (None, 3, 8, tuple(range(1, 10)) + (11, 12, 13)),
+])
+def test_default_lags_reach_back_at_most_four_contexts(step_us, months, context, expected):
+    """GluonTS's lags for hourly, daily, weekly, monthly and quarterly steps, those up to 4 L: the
+    receptive field L + max lag - 1 (the accountant's L_C) stays below 5 L."""
+    lags = default_lags(step_us, months, context=context)
+    assert lags == expected
+    assert set(lags) <= set(default_lags(step_us, months)) and max(lags) <= LAG_REACH * context
+    assert context + max(lags) - 1 < (LAG_REACH + 1) * context
+
+
+def test_default_lags_of_a_tiny_context_keep_lag_one():
+    assert default_lags(HOUR_US, context=1) == (1, 2, 3, 4)
+    assert default_lags(context=1) == (1, 2, 3, 4)
+
+
+@pytest.mark.parametrize("step_us, months, seasons", [
+    (HOUR_US, None, (24, 168)), (24 * HOUR_US, None, (7, 365)), (7 * 24 * HOUR_US, None, (52,)),
+    (None, 1, (12,)), (None, 3, (4,)), (HOUR_US // 4, None, (4, 96, 672)), (None, 12, ()), (None, None, ()),
+])
+def test_natural_seasons_of_the_step(step_us, months, seasons):
+    assert natural_seasons(step_us, months) == seasons
+
+
+def test_headline_season_is_the_longest_the_receptive_field_covers():
+    assert headline_season((24, 168), 216) == 168  # DeepAR with lags up to 169
+    assert headline_season((24, 168), 48) == 24
+    assert headline_season((24, 168), 12) == 24  # none covered: the shortest
+    assert headline_season((), 100) == 1

@@ -116,6 +116,51 @@ def test_split_panel_boundary_and_too_short():
         trainer.split_panel(values, 7, 4, 1)
 
 
+def test_split_panel_scores_several_forecast_origins():
+    """K test windows: origins L - K L_F, ..., L - L_F (one every L_F steps), each with the L_C values
+    before it as context; rows origin-major; validation and training end before the first origin."""
+    n, length, ctx, hor, valw, k = 3, 60, 4, 3, 2, 4
+    values = (np.arange(n)[:, None] * 1000 + np.arange(length)[None, :]).astype(float)
+    s = trainer.split_panel(values, ctx, hor, valw, test_windows=k)
+    assert s.test_origins == (48, 51, 54, 57) and s.test_position == 48
+    assert s.train.shape == (n, length - hor * (k + valw))  # 42
+    for j, origin in enumerate(s.test_origins):
+        rows = slice(j * n, (j + 1) * n)
+        np.testing.assert_array_equal(s.test_context[rows], values[:, origin - ctx:origin])
+        np.testing.assert_array_equal(s.test_target[rows], values[:, origin:origin + hor])
+        np.testing.assert_array_equal(s.test_positions[rows], origin)
+    np.testing.assert_array_equal(s.history, values[:, :48])
+    np.testing.assert_array_equal(s.val_target, np.concatenate([values[:, 42:45], values[:, 45:48]]))
+    with pytest.raises(UsageError, match="--test-windows"):
+        trainer.split_panel(values, ctx, hor, valw, test_windows=0)
+    with pytest.raises(DataError, match="4 test windows"):
+        trainer.split_panel(values[:, :20], ctx, hor, valw, test_windows=k)
+
+
+def test_scores_are_averaged_over_the_origins_and_naive_reads_each_origins_past():
+    rng = np.random.default_rng(3)
+    values = rng.gamma(3.0, 10.0, (4, 400))
+    s = trainer.split_panel(values, 8, 5, 2, test_windows=6)
+    model = make_model("linear", 8, 5)
+    theta = model.init(np.random.default_rng(0))
+    got = trainer.evaluate(model, theta, s, 24)
+    per_origin = []
+    for j, origin in enumerate(s.test_origins):
+        q = model.predict_quantiles(theta, values[:, origin - 8:origin], metrics.QUANTILE_LEVELS)
+        per_origin.append(metrics.mean_wql(values[:, origin:origin + 5], q))
+    assert got["origins"] == 6 and got["crps_by_origin"] == pytest.approx(per_origin, rel=1e-12)
+    assert got["crps"] == pytest.approx(np.mean(per_origin), rel=1e-12)
+    for season in (1, 24, 168):
+        naive = trainer.evaluate_seasonal_naive(s, season)
+        expected = [np.abs(values[:, o - season + np.arange(5) % season] - values[:, o:o + 5]).sum()
+                    / np.abs(values[:, o:o + 5]).sum() for o in s.test_origins]
+        assert naive["crps"] == pytest.approx(np.mean(expected), rel=1e-12)
+    baselines = trainer.seasonal_baselines(s, (1, 24, 168, 10_000), 24)
+    assert sorted(baselines) == ["seasonal naive (season 1)", "seasonal naive (season 168)",
+                                 "seasonal naive (season 24)"]  # 10,000 exceeds the history: left out
+    assert baselines["seasonal naive (season 168)"]["mase"] == trainer.evaluate_seasonal_naive(s, 168, 24)["mase"]
+
+
 # ------------------------------------------------------------------------------- dp_gradient noise
 
 
@@ -317,6 +362,43 @@ def test_non_private_training_adds_no_noise(split, monkeypatch):
     assert len(grads) == len(means) == 40
     for g, m in zip(grads, means):
         np.testing.assert_array_equal(g, m)
+
+
+def test_clipped_reference_takes_dp_sgds_step_without_noise(split, monkeypatch):
+    """clipped=True (``--evaluate-only clipped``): every update is the clipped sum divided by B, the
+    private step without its noise, so the private/non-private gap separates noise from clipping."""
+    cfg = config(private=False, clipped=True, steps=30, delta=None, noise_multiplier=None, clip_norm=0.05)
+    model = make_model("linear", CTX, HOR)
+    sums, grads = [], []
+
+    def forbidden(*args, **kwargs):
+        raise AssertionError("noise drawn in the clipped reference")
+
+    import tsdp.mechanisms.noise as noise
+
+    monkeypatch.setattr(trainer, "dp_gradient", forbidden)
+    monkeypatch.setattr(noise, "gaussian_noise", forbidden)
+    monkeypatch.setattr(model, "mean_grad", forbidden)
+    real_sum, real_step = model.clipped_grad_sum, Adam.step
+
+    def spy_sum(theta, ctx, tgt, clip, **kw):
+        out = real_sum(theta, ctx, tgt, clip, **kw)
+        assert clip == 0.05 and np.all(out[2] > 0.05)  # these windows' gradients are clipped
+        sums.append(out[1].copy())
+        return out
+
+    def spy_step(self, theta, grad):
+        grads.append(np.array(grad, copy=True))
+        return real_step(self, theta, grad)
+
+    monkeypatch.setattr(model, "clipped_grad_sum", spy_sum)
+    monkeypatch.setattr(Adam, "step", spy_step)
+    result = trainer.train(model, split, cfg, np.random.default_rng(2))
+    assert result.epsilon is None and len(grads) == len(sums) == 30
+    for g, total in zip(grads, sums):
+        np.testing.assert_array_equal(g, total / cfg.batch_size)
+    with pytest.raises(UsageError, match="clipped"):
+        config(clipped=True, steps=3)
 
 
 @pytest.mark.parametrize("top, bottom, instances", [("wor", "wr", 1), ("shuffle", "wr", 1), ("wor", "poisson", 2)])

@@ -1542,12 +1542,14 @@ def _grid_step(grid: dict) -> tuple[int | None, int | None]:
 
 
 def _deepar_lags(cmd: dict, grid: dict) -> tuple[int, ...]:
-    """DeepAR's lags as the run chose them: its --lags, or GluonTS's defaults for the grid's step."""
+    """DeepAR's lags as the run chose them: its --lags, or GluonTS's defaults for the grid's step up to
+    4 x --context-length (reports without ``test_windows``, from before issue 31, took all of them)."""
     from tsdp.forecast.timefeatures import default_lags, parse_lags
 
     if cmd.get("lags") is not None:
         return parse_lags(cmd["lags"])
-    return default_lags(*_grid_step(grid))
+    bounded = "test_windows" in cmd and _is_int(cmd.get("context_length"))
+    return default_lags(*_grid_step(grid), context=cmd["context_length"] if bounded else None)
 
 
 def _receptive_field(cmd: dict, grid: dict) -> int | None:
@@ -1584,7 +1586,8 @@ def _model_parameter_count(cmd: dict, grid: dict) -> int | None:
 
                 step_us, step_months = _grid_step(grid)
                 features = default_time_features(step_us, step_months) if (step_us or step_months) else ()
-                options = {"lags": _deepar_lags(cmd, grid), "time_features": features}
+                options = {"lags": _deepar_lags(cmd, grid), "time_features": features,
+                           "distribution": cmd.get("distribution") or "studentt"}
         return int(make_model(name, context, horizon, **options).n_params)
     except (TsdpError, ValueError, TypeError):
         return None

@@ -4,7 +4,12 @@ Thin: parse and validate the options (:class:`tsdp.forecast.trainer.TrainConfig`
 the run with the accountant, train (:func:`tsdp.forecast.trainer.train`) and publish the forecasts,
 the model (weights + metadata), the privacy report and the custodian file (held-out metrics and the
 validation history: figures of the private data, NOT for publication) atomically.
-``--evaluate-only`` trains the NON-private baselines instead and writes nothing.
+``--evaluate-only clipped|unclipped`` trains a NON-private reference instead and writes nothing.
+With a budget, ``--dry-run`` prints the training plan (:mod:`tsdp.forecast.plan`: noise, signal-to-
+noise and timed wall time per step count and batch size), and without ``--steps``/``--epochs`` (and
+``--noise-multiplier auto``, or with ``--time-budget``) the run trains for the plan's recommendation.
+The held-out tail is scored at ``--test-windows`` origins against seasonal naive forecasts at the
+natural seasons of the step (custodian file).
 
 ``--model deepar|itransformer`` (JAX, extra ``tsdp[deep]``) plug into the same trainer: for DeepAR the
 window the sampler draws and the accountant charges is its receptive field, ``--context-length``
@@ -71,9 +76,24 @@ class Checkpoint(str, Enum):
     best_validation = "best-validation"
 
 
-SEASONS = {"1h": 24, "1d": 7, "1w": 52, "1mo": 12, "1q": 4, "30m": 48, "15m": 96, "10m": 144}
+class Distribution(str, Enum):
+    studentt = "studentt"
+    negbin = "negbin"
+    poisson = "poisson"
+
+
+class EvaluateOnly(str, Enum):
+    clipped = "clipped"
+    unclipped = "unclipped"
+
+
 MISSING_HINT = ("forecast-train needs complete series, or --fill-missing null to train only on windows without a "
                 "missing step")
+COUNTS = ("negbin", "poisson")  # DeepAR's count heads (tsdp.forecast.deep.COUNT_DISTRIBUTIONS; no JAX import here)
+DEFAULT_BATCH = 256
+BATCH_RULE = "min(256, series x --instances)"
+PLAN_RULE = ("the step count of the plan's grid with the highest signal-to-noise ratio of the whole run, sqrt(T) B / "
+             "(sigma sqrt(P)), among those whose estimated time fits the budget")
 BEST_CHECKPOINT_CAVEAT = Caveat(
     "not_covered_by_guarantee",
     "--checkpoint best-validation: the released weights are the iterate with the lowest loss on validation windows "
@@ -109,23 +129,27 @@ def forecast_train(
     context_length: int = typer.Option(..., help="L_C: context window fed to the model (its whole receptive field); for deepar the unrolled context, to which its largest lag - 1 is added."),
     forecast_length: int = typer.Option(..., help="L_F: forecast horizon."),
     model: Model = typer.Option(Model.simple_ff, help="Model: SimpleFeedForward (2 x 64 ReLU), linear autoregressive, DLinear (numpy), or DeepAR / iTransformer (JAX, extra tsdp[deep])."),
-    lags: Optional[str] = typer.Option(None, help="deepar: lags such as 1-7,23-25,47-49 [default: GluonTS's for the time step, e.g. 40 lags up to 721 for 1h]."),
+    lags: Optional[str] = typer.Option(None, help="deepar: lags such as 1-7,23-25,47-49 [default: GluonTS's for the time step up to 4 x --context-length, e.g. 1-7,23-25,...,167-169 for 1h and context 48]."),
+    distribution: Distribution = typer.Option(Distribution.studentt, help="deepar: output distribution: studentt, or negbin / poisson for counts (forecasts are non-negative integers; values must be >= 0)."),
+    nonnegative: bool = typer.Option(False, "--nonnegative", help="Forecast max(Y, 0) (quantiles clipped at 0, the mean of the clipped distribution) for data that cannot be negative; values must be >= 0."),
     num_samples: int = typer.Option(100, help="deepar: sample paths per forecast."),
     device: Device = typer.Option(Device.auto, help="deepar/itransformer: JAX device (gpu needs a CUDA build of jax; auto: a GPU when JAX sees one)."),
     dtype: Dtype = typer.Option(Dtype.float32, help="deepar/itransformer: floating-point precision of the JAX computation."),
-    batch_size: int = typer.Option(256, help="B: windows per batch (expected size for Poisson schemes)."),
+    batch_size: Optional[int] = typer.Option(None, help="B: windows per batch (expected size for Poisson schemes) [default: min(256, series x --instances)]."),
     instances: int = typer.Option(1, help="lambda: windows per selected series (1 is optimal, Thm 4.1)."),
     top: Top = typer.Option(Top.wor, help="Top level: series without replacement / Poisson per step, or iterated per epoch."),
     bottom: Bottom = typer.Option(Bottom.wr, help="Bottom level: windows with replacement, or Poisson."),
     clip_norm: float = typer.Option(1e-4, help="C: per-window gradient clipping norm (the paper's 1e-4; tune it)."),
-    noise_multiplier: str = typer.Option("auto", help="sigma: noise std / C, or 'auto' to calibrate for --epochs at --epsilon."),
+    noise_multiplier: str = typer.Option("auto", help="sigma: noise std / C, or 'auto' to calibrate for the length at --epsilon: --steps/--epochs, or without them the training plan's recommendation (see --dry-run)."),
     epsilon: Optional[float] = typer.Option(None, help="Privacy budget epsilon: training stops before exceeding it."),
     delta: Optional[float] = typer.Option(None, help="Privacy parameter delta (the paper uses 1e-7; below 1/N)."),
     epochs: Optional[int] = typer.Option(None, help="Epochs to train (steps per epoch = floor(N lambda / B))."),
-    steps: Optional[int] = typer.Option(None, "--steps", help="Steps to train (instead of --epochs)."),
+    steps: Optional[int] = typer.Option(None, "--steps", help="Steps to train (instead of --epochs) [default with --noise-multiplier auto: the training plan's]."),
+    time_budget: Optional[str] = typer.Option(None, help="Wall time for training, e.g. 15m or 2h: the plan times a few steps on synthetic windows and trains for the step count with the best signal-to-noise ratio that fits (instead of --steps/--epochs; needs --epsilon and --noise-multiplier auto)."),
     lr: float = typer.Option(1e-3, help="Adam learning rate."),
     weight_decay: float = typer.Option(1e-8, help="Adam (L2) weight decay."),
-    val_windows: int = typer.Option(5, help="Validation windows of L_F steps held out at the end of each series."),
+    val_windows: int = typer.Option(5, help="Validation windows of L_F steps held out before the test windows of each series."),
+    test_windows: int = typer.Option(7, help="Forecast origins scored on the held-out tail: the last test-windows x L_F steps, one origin every L_F steps (rolling windows).", min=1),
     val_every: Optional[int] = typer.Option(None, help="Validate every this many steps [default: 25 times per run]."),
     checkpoint: Checkpoint = typer.Option(Checkpoint.last, help="Released weights: the last iterate (covered by the guarantee), or the best on private validation windows (NOT covered; marked so in the report and the model file)."),
     unit: str = typer.Option("w-event", metavar="[w-event|w-user|event]", help="Protect --w contiguous steps (w-event) or any --w steps (w-user) of one series; event: one step (--w 1)."),
@@ -133,10 +157,10 @@ def forecast_train(
     label_noise: float = typer.Option(0.0, help="sigma_F: Gaussian noise on forecast windows, in units of --value-bound."),
     context_noise: float = typer.Option(0.0, help="sigma_C: Gaussian noise on context windows, in units of --value-bound."),
     value_bound: Optional[float] = typer.Option(None, help="v: largest change of one value under the (w, v) relation (needed with label/context noise)."),
-    season: Optional[int] = typer.Option(None, help="Season length of the seasonal naive baseline and MASE [default: from the step, e.g. 24 for 1h].", min=1),
+    season: Optional[int] = typer.Option(None, help="Season of the headline seasonal naive baseline and MASE [default: the longest natural season of the step that the model's receptive field covers, e.g. 168 for 1h with --lags up to 169]; every natural season's naive is scored too.", min=1),
     min_scale: float = typer.Option(1e-3, help="PUBLIC floor of the mean scale of a window."),
     discretization: float = typer.Option(1e-3, help="Privacy-loss grid step of the accountant's PLD."),
-    evaluate_only: bool = typer.Option(False, help="Train NON-private baselines (seasonal naive and the model without noise), print their metrics, write nothing."),
+    evaluate_only: Optional[EvaluateOnly] = typer.Option(None, help="Train a NON-private reference instead and write nothing: clipped (the same DP-SGD steps without noise) or unclipped (plain minibatch Adam); print its metrics next to the seasonal naive baselines."),
     alpha: float = acc_opts.AlphaOption,
     dry_run: bool = acc_opts.DryRunOption,
     model_out: Optional[str] = typer.Option(None, help="Model files prefix: PREFIX.npz and PREFIX.json [default: OUTPUT stem + .model]."),
@@ -163,32 +187,53 @@ def forecast_train(
         raise UsageError(f"--lags is an option of --model deepar, not of --model {model.value}")
     if num_samples != 100 and model is not Model.deepar:
         raise UsageError(f"--num-samples {num_samples}: only --model deepar forecasts by sample paths")
+    if distribution is not Distribution.studentt and model is not Model.deepar:
+        raise UsageError(f"--distribution {distribution.value} is an option of --model deepar; the other models have "
+                         "a Student-t output: use --nonnegative for data that cannot be negative")
     if model not in DEEP and (device is not Device.auto or dtype is not Dtype.float32):
         raise UsageError(f"--device {device.value} / --dtype {dtype.value}: options of the JAX models (deepar, "
                          f"itransformer); --model {model.value} computes in numpy float64 on the CPU")
+    budget_seconds = None
+    if time_budget is not None:
+        from tsdp.forecast.plan import parse_duration
+
+        budget_seconds = parse_duration(time_budget)
+        if steps is not None or epochs is not None:
+            raise UsageError("--time-budget picks the number of steps: give it or --steps/--epochs, not both")
+        if epsilon is None or sigma is not None:
+            raise UsageError("--time-budget picks the step count with the best signal-to-noise ratio for the budget and "
+                             "calibrates the noise for it: it needs --epsilon and --noise-multiplier auto")
+    # --noise-multiplier auto with a budget but no length: the training plan's recommended step count
+    from_plan = budget_seconds is not None or (sigma is None and epsilon is not None and steps is None
+                                               and epochs is None)
     if model in DEEP:
         from tsdp.forecast.deep import require
 
         require(model.value)
     lag_list = None if lags is None else _lags(lags)
     train_config = trainer.TrainConfig(  # context: the model's receptive field, set once the model is built
-        context=context_length, horizon=forecast_length, model=model.value, batch_size=batch_size,
-        instances=instances, top=top.value, bottom=bottom.value, clip_norm=clip_norm, noise_multiplier=sigma,
-        epsilon=epsilon, delta=delta, steps=steps, epochs=epochs, lr=lr, weight_decay=weight_decay,
+        context=context_length, horizon=forecast_length, model=model.value,
+        batch_size=batch_size if batch_size is not None else DEFAULT_BATCH, instances=instances, top=top.value,
+        bottom=bottom.value, clip_norm=clip_norm, noise_multiplier=sigma, epsilon=epsilon, delta=delta,
+        steps=1 if from_plan else steps,  # from the plan: set below, once the shape is known
+        epochs=epochs, lr=lr, weight_decay=weight_decay,
         val_windows=val_windows, val_every=val_every, unit=accounted_unit, w=w, label_noise=label_noise,
         context_noise=context_noise, value_bound=value_bound, discretization=discretization,
         checkpoint=checkpoint.value, sampler=sampler,
-        # --evaluate-only without a length trains the baselines for as long as the private run would
-        private=not evaluate_only or (epochs is None and steps is None),
+        # --evaluate-only without a length trains the reference for as long as the private run would
+        private=evaluate_only is None or (epochs is None and steps is None),
     )
     acc_opts.check_level(alpha)
+    options = dict(min_scale=min_scale, lags=lag_list, num_samples=num_samples, device=device, dtype=dtype,
+                   distribution=distribution, nonnegative=nonnegative)
     if dry_run:
-        if evaluate_only:
+        if evaluate_only is not None:
             raise UsageError("--dry-run reads no values, --evaluate-only trains on them: give one of them")
         return _dry_run(input, layout, time_col, value_col, series_col, series_cols, freq, timezone, train_config,
-                        model, context_length, forecast_length, val_windows, min_scale, lag_list, num_samples,
-                        device, dtype, alpha, common.Console(quiet, json_summary, stdout_taken=False), fill_missing)
-    if not evaluate_only:
+                        model, context_length, forecast_length, val_windows, test_windows, options, batch_size,
+                        budget_seconds, from_plan, alpha, common.Console(quiet, json_summary, stdout_taken=False),
+                        fill_missing)
+    if evaluate_only is None:
         output, report = common.resolve_outputs(input, output, report, force, json_summary)
         custodian = common.resolve_custodian(custodian, input, output, report, force)
         extra = _extra_paths(output, model_out, custodian, input, report, force)
@@ -196,43 +241,46 @@ def forecast_train(
         raise UsageError(f"--min-scale must be > 0, got {min_scale}")
     randomness = make_random_source(seed)
     rng = randomness.generator
-    console = common.Console(quiet, json_summary, stdout_taken=not evaluate_only and "-" in (output, report))
+    console = common.Console(quiet, json_summary, stdout_taken=evaluate_only is None and "-" in (output, report))
 
-    table = _load(input, layout, time_col, value_col, series_col, series_cols, freq, timezone, fill_missing)
+    table = _load(input, layout, time_col, value_col, series_col, series_cols, freq, timezone, fill_missing,
+                  nonnegative=_nonnegative_reason(distribution, nonnegative))
     values = table.values_matrix()  # 0 where a step is missing: no window that touches one is ever sampled
     names = table.series_names
     n_series = values.shape[0]
     calendar = _calendar(table.grid)
-    net = _make_net(model, context_length, forecast_length, min_scale, lag_list, calendar, num_samples, device,
-                    dtype)
+    net = _make_net(model, context_length, forecast_length, calendar, options)
     window = trainer.model_context(net)
-    train_config = trainer.with_model(replace(train_config, context=window), net)
+    train_config = _sized(trainer.with_model(replace(train_config, context=window), net), batch_size, n_series)
     if window != context_length:
-        _check_receptive_field(values.shape[1], window, context_length, forecast_length, val_windows)
-    split = trainer.split_panel(values, window, forecast_length, val_windows, calendar=calendar)
-    split = _skip_gaps(split, table, window, forecast_length, val_windows)
-    if batch_size // instances > n_series:
-        raise DataError(f"--batch-size {batch_size} with --instances {instances} takes {batch_size // instances} series "
-                        f"per step, but the input has only {n_series}; lower --batch-size")
-    season_length = season if season is not None else SEASONS.get(table.grid.freq or "", 1)
+        _check_receptive_field(values.shape[1], window, context_length, forecast_length, val_windows, test_windows)
+    split = trainer.split_panel(values, window, forecast_length, val_windows, calendar=calendar,
+                                test_windows=test_windows)
+    split = _skip_gaps(split, table, window, forecast_length, val_windows + test_windows)
+    seasons = _seasons(calendar, split, season, window)
+    training_plan = None
+    if from_plan:  # timed only when a time budget is to be met
+        training_plan = _training_plan(net, train_config, n_series, split.accounted_length, calendar, budget_seconds,
+                                       timed=budget_seconds is not None)
+        train_config = replace(train_config, steps=training_plan["recommended"]["steps"])
     plan = trainer.plan_training(train_config, n_series, split.accounted_length)
 
-    if evaluate_only:
-        return _evaluate_only(net, split, train_config, plan, rng, season_length, console)
+    if evaluate_only is not None:
+        return _evaluate_only(net, split, train_config, plan, rng, seasons, evaluate_only, console)
 
     for message in plan.warnings:
         console.warn(message)
     with _training_progress(console, plan.steps) as progress:
         result = trainer.train(net, split, train_config, rng, progress, plan)
-    scores = {"model (DP-SGD)": trainer.evaluate(net, result.theta, split, season_length),
-              "seasonal naive (not private)": trainer.evaluate_seasonal_naive(split, season_length)}
+    scores = {"model (DP-SGD)": trainer.evaluate(net, result.theta, split, seasons["headline"]),
+              **trainer.seasonal_baselines(split, seasons["baselines"], seasons["headline"])}
     claim = dpsgd_claim(train_config, plan, result)
     covered = train_config.checkpoint == Checkpoint.last.value
     forecasts = _forecast_table(net, result.theta, split, table, names, rng)
     noise_caveats = [FLOAT_WARNING] if train_config.sampler == "float" else []
     warnings = [*plan.warnings, FORECAST_NOTE, *noise_caveats] + ([] if covered else [BEST_CHECKPOINT_CAVEAT]) + (
         [SEEDED_WARNING] if randomness.seeded else [])
-    training = _training_summary(train_config, plan, result, n_series, split, season_length, net)
+    training = _training_summary(train_config, plan, result, n_series, split, seasons, net, batch_size is None)
     from tsdp.forecast import persist
 
     weights = persist.weights_bytes(net, result.theta)
@@ -246,21 +294,24 @@ def forecast_train(
         "input": {"time_col": time_col, "series": names, "freq": table.grid.freq,
                   "start": None if calendar.origin is None else str(calendar.origin)},
     })
-    figures = {"note": METRICS_NOTE, "season": season_length, "scores": scores, "history": result.history,
+    figures = {"note": METRICS_NOTE, "season": seasons["headline"], "seasons": list(seasons["baselines"]),
+               "test_origins": len(split.test_origins), "scores": scores, "history": result.history,
                "best_step": result.best_step, "best_val_loss": result.best_val_loss,
                "released_checkpoint": train_config.checkpoint}
     common.publish(forecasts, output, report, lambda described: Report(
         command="forecast-train",
         parameters={**params, "input": common.display_name(input), "output": described["file"],
-                    "noise_multiplier": plan.noise_multiplier, "model_files": [Path(extra["weights"]).name,
-                                                                               Path(extra["meta"]).name],
-                    "custodian_file": Path(custodian).name},
+                    "noise_multiplier": plan.noise_multiplier, "batch_size": train_config.batch_size,
+                    **({"steps": train_config.steps} if from_plan else {}), "model_files": [Path(extra["weights"]).name, Path(extra["meta"]).name],
+                    "custodian_file": Path(custodian).name, "training": training,
+                    **({"training_plan": training_plan} if training_plan else {})},
         claim=claim,
         output={**described, "columns": forecasts.columns},
         randomness=randomness.label,
         grid={"freq": table.grid.freq, "series": n_series, "train_length": split.accounted_length,
               **({} if split.admissible is None else {"train_steps_with_gaps": split.train.shape[1]})},
-        notes=_notes(train_config, plan, result, net) + _gap_notes(split, table),
+        notes=_notes(train_config, plan, result, net, split, seasons, batch_size is None, training_plan)
+              + _gap_notes(split, table),
         warnings=warnings,
         accuracy=forecast_model(alpha).to_dict(),
     ), extra_files=((weights, extra["weights"], "--model-out"), (model_meta, extra["meta"], "--model-out")),
@@ -272,19 +323,20 @@ def forecast_train(
         "output": output, "report": report, "model": extra["meta"], "custodian": custodian,
         "epsilon": result.epsilon, "delta": delta, "steps": result.steps, "compositions": result.compositions,
         "stopped_by": plan.stopped_by, "noise_multiplier": plan.noise_multiplier, "theorem": claim.theorem,
-        "checkpoint": train_config.checkpoint,
+        "batch_size": train_config.batch_size, "checkpoint": train_config.checkpoint,
         "accuracy": acc_opts.shown(forecast_model(alpha), json_summary),
         # the held-out scores are figures of the private series: in the custodian file only, never on stdout
     }, "tsdp forecast-train")
 
-
 def _dry_run(input, layout, time_col, value_col, series_col, series_cols, freq, timezone, train_config, model,
-             context_length, forecast_length, val_windows, min_scale, lag_list, num_samples, device, dtype,
-             alpha: float, console, fill_missing: FillMissing = FillMissing.error) -> dict | None:
+             context_length, forecast_length, val_windows, test_windows, options, batch_size, budget_seconds,
+             from_plan: bool, alpha: float, console, fill_missing: FillMissing = FillMissing.error) -> dict | None:
     """The accountant's plan (noise multiplier, steps, budget) from the public shape (series ids and the
-    time column; no value is read); nothing is trained or written. Steps absent from a series are
-    refused as training would refuse them, or under --fill-missing null set the accountant's length
-    as in training (empty values in rows that exist are found by training only)."""
+    time column; no value is read), and with a budget the training plan (:mod:`tsdp.forecast.plan`):
+    noise, signal-to-noise and timed wall time for several step counts and batch sizes; nothing is
+    trained on the data or written. Steps absent from a series are refused as training would refuse
+    them, or under --fill-missing null set the accountant's length as in training (empty values in
+    rows that exist are found by training only)."""
     from tsdp.forecast import trainer
     from tsdp.io.load import InputSpec
     from tsdp.io.public_shape import public_panel
@@ -297,15 +349,15 @@ def _dry_run(input, layout, time_col, value_col, series_col, series_cols, freq, 
     except DataError as exc:
         raise DataError(str(exc).replace(f"; {MISSING_STEPS_HINT}", f"; {MISSING_HINT}")) from None
     n_series, length, read = shape.n_series, shape.n_steps, shape.read
-    net = _make_net(model, context_length, forecast_length, min_scale, lag_list, _public_calendar(input, spec),
-                    num_samples, device, dtype)
+    calendar = _public_calendar(input, spec)
+    net = _make_net(model, context_length, forecast_length, calendar, options)
     window = trainer.model_context(net)
-    config = trainer.with_model(replace(train_config, context=window), net)
-    train_length = length - forecast_length * (1 + val_windows)
+    config = _sized(trainer.with_model(replace(train_config, context=window), net), batch_size, n_series)
+    train_length = length - forecast_length * (test_windows + val_windows)
     if train_length < window + forecast_length:
-        raise DataError(f"series of {length} steps are too short: {train_length} remain for training after the test "
-                        f"tail and {val_windows} validation windows, fewer than the window {window} + "
-                        f"--forecast-length {forecast_length}")
+        raise DataError(f"series of {length} steps are too short: {train_length} remain for training after "
+                        f"{test_windows} test windows and {val_windows} validation windows of {forecast_length}, fewer "
+                        f"than the window {window} + --forecast-length {forecast_length}")
     accounted = train_length
     if shape.missing:
         from tsdp.forecast import sampling
@@ -321,32 +373,107 @@ def _dry_run(input, layout, time_col, value_col, series_col, series_cols, freq, 
                             f"{shape.first_series!r} at {shape.first_time}); --fill-missing null: no training window "
                             "touches one, and the accountant takes the fewest windows a series has left (length "
                             f"{accounted} of {train_length})"))
+    training_plan = None
+    if config.epsilon is not None:
+        training_plan = _training_plan(net, config, n_series, accounted, calendar, budget_seconds)
+        if from_plan:
+            config = replace(config, steps=training_plan["recommended"]["steps"])
     plan = trainer.plan_training(config, n_series, accounted)
     accuracy = forecast_model(alpha)
     summary = {
-        "dry_run": f"read {read}; nothing trained or written",
+        "dry_run": f"read {read}; nothing trained on the data or written",
         "series": n_series, "train_length": accounted, "receptive_field": window, "missing_steps": shape.missing,
+        "batch_size": config.batch_size, "batch_size_rule": BATCH_RULE if batch_size is None else "given",
+        **_model_inputs(net),
         "epsilon_budget": train_config.epsilon, "delta": train_config.delta,
         "noise_multiplier": plan.noise_multiplier, "steps": plan.steps, "stopped_by": plan.stopped_by,
         "theorem": plan.derivation.theorem if plan.derivation else None,
+        **({"training_plan": training_plan} if training_plan else {}),
         "accuracy": accuracy.to_dict() if console.json_mode else accuracy.statement,
     }
     for message in plan.warnings:
         console.warn(message)
     if acc_opts.planning():
         return {**summary, "accuracy": accuracy.to_dict()}
-    console.summary(summary, "tsdp forecast-train --dry-run")
+    console.summary(summary if console.json_mode else {k: v for k, v in summary.items() if k != "training_plan"},
+                    "tsdp forecast-train --dry-run")
+    if training_plan and not console.json_mode and not console.quiet:
+        _print_plan(training_plan)
     return None
 
 
-def _public_calendar(input, spec):
-    """DeepAR's default lags depend on the time step: the calendar of the public grid."""
-    from tsdp.io.files import read_table
-    from tsdp.io.timegrid import build_grid, parse_time_column
+def _training_plan(net, config, n_series: int, train_length: int, calendar, budget_seconds,
+                   timed: bool = True) -> dict[str, Any]:
+    """The training plan of :mod:`tsdp.forecast.plan` (public parameters and this machine's timing only);
+    every batch size of the grid when ``timed`` (the dry run, --time-budget), else the run's alone."""
+    from tsdp.forecast import plan as training
+    from tsdp.forecast.trainer import make_setting
 
-    df = read_table(input, {spec.time_col: "time"}, None)
-    times = parse_time_column(df.select(spec.time_col), spec.time_col, spec.timezone)[spec.time_col]
-    return _calendar(build_grid(times, spec.time_col, spec.freq, True))
+    batches = training.batch_grid(n_series, config.instances, config.batch_size) if timed else (config.batch_size,)
+    seconds = {}
+    for batch in batches if timed else ():
+        sized = replace(config, batch_size=batch)
+        setting = make_setting(sized, n_series, train_length, config.noise_multiplier or 1.0)
+        seconds[batch] = training.time_step(net, sized, batch, calendar, setting=setting)
+    rows = training.training_grid(config, n_series, train_length, batches, seconds_per_step=seconds or None)
+    best = training.recommend(rows, config.batch_size, budget_seconds)
+    return {"epsilon": config.epsilon, "delta": config.delta, "clip_norm": config.clip_norm,
+            "parameters": config.parameters, "step_times": [{"batch_size": b, "seconds": t} for b, t in seconds.items()],
+            "time_budget_seconds": budget_seconds, "rows": [r.to_dict() for r in rows],
+            "recommended": best.to_dict(), "rule": PLAN_RULE}
+
+
+def _print_plan(training_plan: dict[str, Any]) -> None:
+    from rich.console import Console as RichConsole
+    from rich.table import Table
+
+    best = training_plan["recommended"]
+    table = Table(title=f"training plan at epsilon {training_plan['epsilon']:g}, delta {training_plan['delta']:g} "
+                        f"(public parameters; times measured on this machine; * = recommended)",
+                  title_justify="left")
+    for column in ("batch", "steps", "sigma", "noise s.d. sigma C/B", "step SNR", "run SNR", "est. time"):
+        table.add_column(column, justify="right")
+    for row in training_plan["rows"]:
+        mark = "*" if (row["batch_size"], row["steps"]) == (best["batch_size"], best["steps"]) else ""
+        table.add_row(f"{row['batch_size']}", f"{row['steps']}{mark}", f"{row['noise_multiplier']:.4g}",
+                      f"{row['noise_sd']:.3g}", f"{row['step_snr']:.3g}", f"{row['run_snr']:.3g}",
+                      "" if row["seconds"] is None else _duration(row["seconds"]))
+    RichConsole(soft_wrap=True).print(table)
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def _sized(config, batch_size: int | None, n_series: int):
+    """The run's batch size: as given (checked against the panel), or min(256, N lambda)."""
+    from tsdp.forecast.plan import default_batch_size
+
+    if batch_size is None:
+        return replace(config, batch_size=default_batch_size(n_series, config.instances))
+    if batch_size // config.instances > n_series:
+        raise DataError(f"--batch-size {batch_size} with --instances {config.instances} takes "
+                        f"{batch_size // config.instances} series per step, but the input has only {n_series}; lower "
+                        f"--batch-size (the default is {BATCH_RULE})")
+    return config
+
+
+def _seasons(calendar, split, season: int | None, window: int) -> dict[str, Any]:
+    """The headline season (``--season``, or the longest natural season the receptive field covers) and the
+    seasons of every naive baseline (1 and the natural seasons of the step, with the headline)."""
+    from tsdp.forecast.timefeatures import headline_season, natural_seasons
+
+    natural = natural_seasons(calendar.step_us, calendar.step_months) if calendar.origin is not None else ()
+    headline = season if season is not None else headline_season(natural, window)
+    history = split.history.shape[1]
+    if headline >= history:
+        raise UsageError(f"--season {headline} needs a history longer than {history} values before the first test "
+                         "window; give a shorter --season")
+    return {"headline": headline, "baselines": tuple(sorted({1, headline, *(m for m in natural if m < history)}))}
 
 
 def _lags(text: str) -> tuple[int, ...]:
@@ -371,33 +498,63 @@ def _calendar(grid):
     return Calendar(origin, step_us=step.amount)
 
 
-def _make_net(model: Model, context: int, horizon: int, min_scale: float, lags, calendar, num_samples: int,
-              device, dtype):
+def _public_calendar(input, spec):
+    """DeepAR's default lags and the natural seasons depend on the time step: the calendar of the public grid."""
+    from tsdp.io.files import read_table
+    from tsdp.io.timegrid import build_grid, parse_time_column
+
+    df = read_table(input, {spec.time_col: "time"}, None)
+    times = parse_time_column(df.select(spec.time_col), spec.time_col, spec.timezone)[spec.time_col]
+    return _calendar(build_grid(times, spec.time_col, spec.freq, True))
+
+
+def _make_net(model: Model, context: int, horizon: int, calendar, options: dict[str, Any]):
+    """The model for the options; DeepAR's lags default to GluonTS's for the step up to 4 contexts
+    (:func:`tsdp.forecast.timefeatures.default_lags`) and its time features to GluonTS's for the step."""
     from tsdp.forecast.models import make_model
     from tsdp.forecast.timefeatures import default_lags
 
+    common_options = dict(min_scale=options["min_scale"], nonnegative=options["nonnegative"])
     if model not in DEEP:
-        return make_model(model.value, context, horizon, min_scale=min_scale)
-    options = dict(min_scale=min_scale, device=device.value, dtype=dtype.value)
+        return make_model(model.value, context, horizon, **common_options)
+    deep = dict(common_options, device=options["device"].value, dtype=options["dtype"].value)
     if model is Model.deepar:
+        lags = options["lags"]
         if lags is None:
-            lags = default_lags(calendar.step_us, calendar.step_months) if calendar.origin is not None \
-                else default_lags()
-        options.update(lags=lags, time_features=calendar.default_features(), num_samples=num_samples)
-    net = make_model(model.value, context, horizon, **options)
+            lags = default_lags(calendar.step_us, calendar.step_months, context=context) \
+                if calendar.origin is not None else default_lags(context=context)
+        deep.update(lags=lags, time_features=calendar.default_features(), num_samples=options["num_samples"],
+                    distribution=options["distribution"].value)
+    net = make_model(model.value, context, horizon, **deep)
     _ = net.device  # resolve --device now: a missing GPU is a usage error before any work
     return net
 
 
-def _check_receptive_field(length: int, window: int, context: int, horizon: int, val_windows: int) -> None:
-    train_length = length - horizon * (1 + val_windows)
+def _model_inputs(net) -> dict[str, Any]:
+    """What the model reads (public): DeepAR's lags, time features and output distribution."""
+    out: dict[str, Any] = {"model_context": net.context, "nonnegative": bool(getattr(net, "nonnegative", False))}
+    if net.name == Model.deepar.value:
+        out.update(lags=list(net.lags), time_features=list(net.time_features), distribution=net.distribution)
+    return out
+
+
+def _check_receptive_field(length: int, window: int, context: int, horizon: int, val_windows: int,
+                           test_windows: int) -> None:
+    train_length = length - horizon * (test_windows + val_windows)
     if train_length < window + horizon:
         raise DataError(
             f"series of {length} steps are too short for --model deepar: a window reads --context-length {context} "
             f"plus the largest of --lags minus 1, {window} values, and --forecast-length {horizon}, {window + horizon} "
-            f"in all, but {train_length} remain for training after the test tail and {val_windows} validation "
-            "windows; use smaller --lags or --context-length"
+            f"in all, but {train_length} remain for training after {test_windows} test windows and {val_windows} "
+            "validation windows; use smaller --lags or --context-length, or fewer --test-windows"
         )
+
+
+def _nonnegative_reason(distribution, nonnegative: bool) -> str | None:
+    """Which option makes negative values an input error (None: they are allowed)."""
+    if distribution.value in COUNTS:
+        return f"--distribution {distribution.value} models counts"
+    return "--nonnegative forecasts a quantity that cannot be negative" if nonnegative else None
 
 
 def _noise_multiplier(text: str) -> float | None:
@@ -434,7 +591,7 @@ GAPS_NOTE = ("--fill-missing null: {count} step(s) of the input are missing; no 
              "datasets: the guarantee covers the values present, not which steps are missing")
 
 
-def _skip_gaps(split, table, window: int, horizon: int, val_windows: int):
+def _skip_gaps(split, table, window: int, horizon: int, held_out_windows: int):
     """``split`` with the training windows that touch a missing step marked inadmissible (and the
     accountant's length with them); DataError if a step is missing where every series needs one: the
     last context and the held-out validation and test steps."""
@@ -452,7 +609,7 @@ def _skip_gaps(split, table, window: int, horizon: int, val_windows: int):
         first = table.grid.points[max(0, train_length - window) + int(np.flatnonzero(tail[i])[0])]
         raise DataError(f"series {table.series_names[i]!r} misses the step {first} among its last {tail.shape[1]} "
                         f"(the model's context of {window} before the validation and test windows, and those "
-                        f"{horizon * (1 + val_windows)} held-out steps), which every series needs complete: fill it or "
+                        f"{horizon * held_out_windows} held-out steps), which every series needs complete: fill it or "
                         "end the series before it")
     admissible = sampling.admissible_starts(mask[:, :train_length], window, horizon)
     sampling.accounted_length(admissible, horizon, table.series_names)  # a series without any window is refused
@@ -467,7 +624,9 @@ def _gap_notes(split, table) -> list[str]:
 
 
 def _load(input, layout, time_col, value_col, series_col, series_cols, freq, timezone=None,
-          fill_missing: "FillMissing | None" = None):
+          fill_missing: "FillMissing | None" = None, nonnegative=None):
+    """The panel; ``nonnegative`` (the option that requires it) makes a negative value an input error."""
+    allow_negative = nonnegative is None
     if layout is Layout.wide:
         named = common.split_list(series_cols)
         df = read_table(input, {time_col: "time", **{c: "number" for c in named or ()}},
@@ -480,14 +639,16 @@ def _load(input, layout, time_col, value_col, series_col, series_cols, freq, tim
         if layout is Layout.wide:
             if value_col or series_col:
                 raise UsageError("--value-col/--series-col are for --layout long; use --series-cols with wide")
-            return load_wide(df, time_col, common.split_list(series_cols), freq, keep, allow_negative=True,
+            return load_wide(df, time_col, common.split_list(series_cols), freq, keep, allow_negative=allow_negative,
                              null_hint=MISSING_HINT, timezone=timezone)
         if value_col is None:
             raise UsageError("--value-col is required with --layout long")
-        return load_long(df, time_col, value_col, series_col, freq, keep, allow_negative=True,
+        return load_long(df, time_col, value_col, series_col, freq, keep, allow_negative=allow_negative,
                          null_hint=MISSING_HINT, timezone=timezone)
     except DataError as exc:
         message = str(exc).replace(f"; {MISSING_STEPS_HINT}", f"; {MISSING_HINT}")
+        message = message.replace("counts must be >= 0 (pass --allow-negative for series that may be negative)",
+                                  f"values must be >= 0: {nonnegative}")
         raise DataError(message) from None
 
 
@@ -525,22 +686,24 @@ class _training_progress:
         return False
 
 
-def _training_summary(config, plan, result, n_series, split, season, net) -> dict[str, Any]:
+def _training_summary(config, plan, result, n_series, split, seasons, net, default_batch: bool) -> dict[str, Any]:
     return {"model": config.model, "steps": result.steps, "compositions": result.compositions,
             "stopped_by": plan.stopped_by, "noise_multiplier": plan.noise_multiplier, "clip_norm": config.clip_norm,
-            "batch_size": config.batch_size, "lr": config.lr, "weight_decay": config.weight_decay,
+            "batch_size": config.batch_size, "batch_size_rule": BATCH_RULE if default_batch else "given",
+            "lr": config.lr, "weight_decay": config.weight_decay,
             "context": config.context, "horizon": config.horizon, "series": n_series,
-            "train_length": split.train.shape[1], "checkpoint": config.checkpoint, "season": season,
-            **_engine(net)}
+            "train_length": split.train.shape[1], "checkpoint": config.checkpoint,
+            "test_windows": len(split.test_origins), "season": seasons["headline"],
+            "baseline_seasons": list(seasons["baselines"]), **_engine(net)}
 
 
 def _engine(net) -> dict[str, Any]:
     """How the model computed: numpy float64, or JAX with its precision and device (public)."""
     if Model(net.name) not in DEEP:
-        return {"engine": "numpy", "dtype": "float64"}
-    out = {"engine": "jax", "dtype": net.dtype, "device": net.device.platform, "model_context": net.context}
+        return {"engine": "numpy", "dtype": "float64", **_model_inputs(net)}
+    out = {"engine": "jax", "dtype": net.dtype, "device": net.device.platform, **_model_inputs(net)}
     if net.name == Model.deepar.value:
-        out.update(lags=list(net.lags), time_features=list(net.time_features), receptive_field=net.receptive_field)
+        out.update(receptive_field=net.receptive_field)
     return out
 
 
@@ -567,7 +730,7 @@ def _forecast_table(net, theta, split, table, names, rng) -> pl.DataFrame:
     return pl.DataFrame(frame)
 
 
-def _notes(config, plan, result, net) -> list[str]:
+def _notes(config, plan, result, net, split, seasons, default_batch: bool, training_plan) -> list[str]:
     notes = [
         f"(epsilon, delta) = ({result.epsilon:.6g}, {config.delta:g}) after {result.compositions} "
         f"{plan.derivation.accounting_unit}-level compositions, by {plan.derivation.theorem}; the same as "
@@ -575,37 +738,71 @@ def _notes(config, plan, result, net) -> list[str]:
         FORECAST_NOTE,
         "not privacy-accounted, as in the paper: " + "; ".join(unaccounted(config.checkpoint)),
         "the guarantee covers every intermediate model; the released weights are "
-        + ("the last iterate, chosen without looking at the data" if config.checkpoint == Checkpoint.last.value
-           else "NOT covered: " + BEST_CHECKPOINT_CAVEAT),
+        + ("the last iterate, chosen without looking at the data (no early stopping: a validation-based choice of "
+           "the step is a data-dependent selection the accountant does not cover)"
+           if config.checkpoint == Checkpoint.last.value else "NOT covered: " + BEST_CHECKPOINT_CAVEAT),
         "held-out metrics and the validation history are figures of the private data: they are in the custodian "
-        "file, not in this report",
+        f"file, not in this report; they score {len(split.test_origins)} forecast origins (rolling windows of "
+        f"{config.horizon} steps over the held-out tail) against the seasonal naive forecasts of seasons "
+        f"{', '.join(str(m) for m in seasons['baselines'])} (headline and MASE scale: {seasons['headline']})",
+        f"batch size {config.batch_size}" + (f" (the default, {BATCH_RULE})" if default_batch else ""),
     ]
     if plan.stopped_by == "budget":
         notes.append(f"training stopped before the budget epsilon {config.epsilon:g} would be exceeded")
+    if training_plan:
+        best = training_plan["recommended"]
+        budget = training_plan["time_budget_seconds"]
+        notes.append(f"{best['steps']} steps from the training plan: {PLAN_RULE}"
+                     + ("" if budget is None else f" of {budget:g} s (estimated {best['seconds']:.0f} s on this machine)"))
+    if getattr(net, "nonnegative", False):
+        notes.append("--nonnegative: the forecasts are those of max(Y, 0) (post-processing of the model's output)")
     engine = _engine(net)
     if engine["engine"] == "jax":
         notes.append(f"the model computed in {engine['dtype']} with JAX on {engine['device']}; per-window gradients "
                      "were computed by JAX and clipped by jax-privacy (clipping.clipped_fun), and the noise "
                      "drawn on the host by tsdp")
     if "receptive_field" in engine:
-        notes.append(f"DeepAR reads --context-length {engine['model_context']} values plus its largest lag minus 1: "
-                     f"the accountant's context length is this receptive field, L_C = {engine['receptive_field']}")
+        notes.append(f"DeepAR reads --context-length {engine['model_context']} values plus its largest lag minus 1 "
+                     f"(lags {_ranges(engine['lags'])}; time features {', '.join(engine['time_features'])}; output "
+                     f"{engine['distribution']}): the accountant's context length is this receptive field, "
+                     f"L_C = {engine['receptive_field']}")
     return notes
 
 
-def _evaluate_only(net, split, config, plan, rng, season, console) -> None:
-    """NON-private baselines: seasonal naive, and the model trained without clipping or noise."""
+def _ranges(values) -> str:
+    """1,2,3,7 -> '1-3,7'."""
+    out, run = [], [values[0]] if values else []
+    for v in list(values[1:]):
+        if v == run[-1] + 1:
+            run.append(v)
+        else:
+            out.append(run)
+            run = [v]
+    if run:
+        out.append(run)
+    return ",".join(f"{r[0]}-{r[-1]}" if len(r) > 1 else f"{r[0]}" for r in out)
+
+
+def _evaluate_only(net, split, config, plan, rng, seasons, mode, console) -> None:
+    """NON-private references: the seasonal naive forecasts, and the model trained without noise, with
+    clipping (``clipped``: DP-SGD's step without its noise) or without (``unclipped``)."""
     from tsdp.forecast import trainer
 
     steps = plan.steps
-    baseline = trainer.TrainConfig(**{**config.__dict__, "private": False, "steps": steps, "epochs": None})
-    result = trainer.train(net, split, baseline, rng)
-    scores = {"seasonal naive (NOT private)": trainer.evaluate_seasonal_naive(split, season),
-              f"{config.model} without noise (NOT private)": trainer.evaluate(net, result.theta, split, season)}
-    console.warn(Caveat("not_private_diagnostic", "--evaluate-only trains NON-private baselines on the data: the "
+    clipped = mode is EvaluateOnly.clipped
+    reference = trainer.TrainConfig(**{**config.__dict__, "private": False, "clipped": clipped, "steps": steps,
+                                       "epochs": None})
+    result = trainer.train(net, split, reference, rng)
+    label = "clipped, without noise" if clipped else "without clipping or noise"
+    model_scores = trainer.evaluate(net, result.theta, split, seasons["headline"])
+    naive = trainer.seasonal_baselines(split, seasons["baselines"], seasons["headline"])
+    console.warn(Caveat("not_private_diagnostic", "--evaluate-only trains a NON-private reference on the data: the "
                         "figures are not private, are for comparison only, and nothing was written"))
-    naive, plain = scores.values()
-    console.summary({"steps": steps, "season": season, "model": config.model,
-                     "crps_seasonal_naive": naive["crps"], "crps_model_without_noise": plain["crps"],
-                     "mase_seasonal_naive": naive["mase"], "mase_model_without_noise": plain["mase"],
+    headline = naive[f"seasonal naive (season {seasons['headline']})"]
+    console.summary({"steps": steps, "season": seasons["headline"], "model": config.model, "reference": label,
+                     "test_origins": model_scores["origins"],
+                     "crps_seasonal_naive": headline["crps"], "crps_model_reference": model_scores["crps"],
+                     "mase_seasonal_naive": headline["mase"], "mase_model_reference": model_scores["mase"],
+                     **{f"crps_seasonal_naive_{m}": naive[f"seasonal naive (season {m})"]["crps"]
+                        for m in seasons["baselines"]},
                      "release_written": False}, "tsdp forecast-train --evaluate-only")

@@ -4,6 +4,11 @@
 ``--dry-run`` once per epsilon (so the options, their checks and the public shape are exactly the
 release's) and tabulates the noise scale and the (1 - alpha) half-width of each. Nothing is
 written and no budget is charged; only the public shape of the input is read.
+
+``tsdp plan forecast INPUT [forecast-train options] --epsilon 0.5,1,2`` tabulates forecast-train's
+training plan at each budget (:mod:`tsdp.forecast.plan`): the noise multiplier, the noise per
+coordinate sigma C / B, the signal-to-noise ratios of a step and of the run, and the wall time
+estimated from a few timed steps, for several step counts and batch sizes, with the recommended one.
 """
 
 from __future__ import annotations
@@ -36,6 +41,42 @@ def plan_mean(ctx: typer.Context, epsilon: str = EpsilonsOption, plot: Optional[
               json_summary: bool = common.JsonOption, quiet: bool = common.QuietOption) -> None:
     """Accuracy of `tsdp mean-estimate` at each epsilon per group (give INPUT and its options)."""
     _sweep("mean-estimate", ctx, epsilon, plot, json_summary, quiet)
+
+
+@app.command("forecast", context_settings=PASS_THROUGH)
+def plan_forecast(ctx: typer.Context, epsilon: str = EpsilonsOption, json_summary: bool = common.JsonOption,
+                  quiet: bool = common.QuietOption) -> None:
+    """Training plan of `tsdp forecast-train` at each epsilon: noise, signal-to-noise and estimated time per step
+    count and batch size, and the recommended length (give INPUT and the forecast-train options)."""
+    args = ctx.args
+    budgets = epsilons(epsilon)
+    for flag in ("--dry-run", "--epsilon", "-o", "--output", "--report", "--evaluate-only"):
+        if any(a == flag or a.startswith(flag + "=") for a in args):
+            raise UsageError(f"{flag} does not apply to tsdp plan forecast: it runs the dry run of each --epsilon and "
+                             "writes nothing")
+    from tsdp.cli.app import _SETTINGS
+    from tsdp.cli.lazy import load_subcommand
+
+    command = load_subcommand("forecast-train", _SETTINGS)
+    plans = []
+    with acc_opts.plan_mode():
+        for value in budgets:
+            with command.make_context("forecast-train", [*args, "--epsilon", repr(value), "--dry-run"],
+                                      parent=ctx.find_root()) as sub:
+                summary = command.invoke(sub)
+            plans.append({"epsilon": value, "delta": summary["delta"], "series": summary["series"],
+                          "receptive_field": summary["receptive_field"], "batch_size": summary["batch_size"],
+                          "steps": summary["steps"], "noise_multiplier": summary["noise_multiplier"],
+                          "training_plan": summary["training_plan"]})
+    if json_summary:
+        from tsdp.cli.summary import document
+
+        print(document({"command": "forecast-train", "plans": plans}, "tsdp plan forecast", []))
+    elif not quiet:
+        from tsdp.cli.forecast import _print_plan
+
+        for plan in plans:
+            _print_plan(plan["training_plan"])
 
 
 def epsilons(text: str) -> list[float]:

@@ -74,6 +74,12 @@ DEEP_MODELS = ("deepar", "itransformer")  # JAX, optional extra tsdp[deep]: tsdp
 DEFAULT_MIN_SCALE = 1e-3
 
 
+def _flag(value, name: str) -> bool:
+    if not isinstance(value, (bool, np.bool_)):
+        raise UsageError(f"{name} must be true or false, got {value!r}")
+    return bool(value)
+
+
 # ------------------------------------------------------------------------------------------------
 # Moving average (DLinear's series decomposition)
 # ------------------------------------------------------------------------------------------------
@@ -223,10 +229,11 @@ class ForecastModel(FlatParameters, ABC):
 
     name = ""
 
-    def __init__(self, context: int, horizon: int, min_scale: float = DEFAULT_MIN_SCALE):
+    def __init__(self, context: int, horizon: int, min_scale: float = DEFAULT_MIN_SCALE, nonnegative: bool = False):
         self.context = positive_int(context, "context")
         self.horizon = positive_int(horizon, "horizon")
         self.min_scale = positive_finite(min_scale, "min_scale")
+        self.nonnegative = _flag(nonnegative, "nonnegative")
         params = self._params()
         self._set_layout([(n, s) for n, s, _ in params])
         self._fan_in = {n: f for n, _, f in params}
@@ -256,7 +263,7 @@ class ForecastModel(FlatParameters, ABC):
     def config(self) -> dict:
         """JSON-able description from which :func:`model_from_config` rebuilds the model."""
         return {"name": self.name, "context": self.context, "horizon": self.horizon,
-                **self._options(), "min_scale": self.min_scale}
+                **self._options(), "min_scale": self.min_scale, **({"nonnegative": True} if self.nonnegative else {})}
 
     def init(self, rng: np.random.Generator) -> np.ndarray:
         """Fresh parameters: every entry of a weight or bias with fan-in ``f`` is drawn from
@@ -369,12 +376,16 @@ class ForecastModel(FlatParameters, ABC):
         return loc * s[:, None], scale * s[:, None], df
 
     def predict_quantiles(self, theta, ctx, levels) -> np.ndarray:
-        """Forecast quantiles ``loc + scale * t.ppf(level, df)`` in data units, shape ``(B, L_F, K)``."""
-        return studentt.quantiles(*self.distribution(theta, ctx), levels)
+        """Forecast quantiles ``loc + scale * t.ppf(level, df)`` in data units, shape ``(B, L_F, K)``
+        (with ``nonnegative``, those of ``max(Y, 0)``: clipped at 0)."""
+        return self.forecast(theta, ctx, levels)[1]
 
     def forecast(self, theta, ctx, levels) -> tuple[np.ndarray, np.ndarray]:
-        """(mean ``(B, L_F)``, quantiles ``(B, L_F, K)``) in data units (the Student-t mean is ``loc``)."""
+        """(mean ``(B, L_F)``, quantiles ``(B, L_F, K)``) in data units (the Student-t mean is ``loc``; with
+        ``nonnegative``, the mean and quantiles of ``max(Y, 0)``, :func:`studentt.nonnegative_forecast`)."""
         loc, scale, df = self.distribution(theta, ctx)
+        if self.nonnegative:
+            return studentt.nonnegative_forecast(loc, scale, df, levels)
         return loc, studentt.quantiles(loc, scale, df, levels)
 
 
@@ -412,12 +423,12 @@ class DLinearModel(ForecastModel):
     name = "dlinear"
 
     def __init__(self, context: int, horizon: int, kernel: int = 25, hidden: int = 20,
-                 min_scale: float = DEFAULT_MIN_SCALE):
+                 min_scale: float = DEFAULT_MIN_SCALE, nonnegative: bool = False):
         self.kernel = positive_int(kernel, "kernel")
         if self.kernel % 2 == 0:
             raise UsageError(f"kernel must be odd (replicate padding of (kernel-1)/2 per side), got {kernel}")
         self.hidden = positive_int(hidden, "hidden")
-        super().__init__(context, horizon, min_scale)
+        super().__init__(context, horizon, min_scale, nonnegative)
         self._ma = moving_average_matrix(self.context, self.kernel)
 
     def _params(self):
@@ -472,11 +483,11 @@ class SimpleFeedForwardModel(ForecastModel):
     name = "simple-ff"
 
     def __init__(self, context: int, horizon: int, hidden: Sequence[int] = (64, 64),
-                 min_scale: float = DEFAULT_MIN_SCALE):
+                 min_scale: float = DEFAULT_MIN_SCALE, nonnegative: bool = False):
         if isinstance(hidden, (int, np.integer)) or not isinstance(hidden, Sequence) or len(hidden) == 0:
             raise UsageError(f"hidden must be a non-empty list of layer sizes, got {hidden!r}")
         self.hidden = tuple(positive_int(h, "hidden") for h in hidden)
-        super().__init__(context, horizon, min_scale)
+        super().__init__(context, horizon, min_scale, nonnegative)
 
     def _params(self):
         sizes = [self.context, *self.hidden, 3 * self.horizon]
@@ -517,8 +528,8 @@ _ALIASES = {"mlp": "simple-ff"}  # the spec's CLI name (section 5.2)
 
 def make_model(name: str, context: int, horizon: int, **options) -> ForecastModel:
     """Build model ``name`` (one of :data:`MODELS`; ``mlp`` is accepted for ``simple-ff``) for context
-    length ``context`` (L_C) and forecast length ``horizon`` (L_F). Options: ``min_scale`` for every
-    model; ``kernel`` and ``hidden`` (int) for ``dlinear``; ``hidden`` (list of ints) for ``simple-ff``.
+    length ``context`` (L_C) and forecast length ``horizon`` (L_F). Options: ``min_scale`` and
+    ``nonnegative`` (forecasts of ``max(Y, 0)``) for every model; ``kernel`` and ``hidden`` (int) for ``dlinear``; ``hidden`` (list of ints) for ``simple-ff``.
     :data:`DEEP_MODELS` are built by :func:`tsdp.forecast.deep.make_deep_model` (a usage error naming
     the extra ``tsdp[deep]`` when JAX is not installed)."""
     key = _ALIASES.get(name, name)
@@ -530,7 +541,7 @@ def make_model(name: str, context: int, horizon: int, **options) -> ForecastMode
         raise UsageError(f"unknown model {name!r}; choose one of {', '.join(MODELS + DEEP_MODELS)}")
     cls = _CLASSES[key]
     allowed = {"linear": {"min_scale"}, "dlinear": {"kernel", "hidden", "min_scale"},
-               "simple-ff": {"hidden", "min_scale"}}[key]
+               "simple-ff": {"hidden", "min_scale"}}[key] | {"nonnegative"}
     unknown = sorted(set(options) - allowed)
     if unknown:
         raise UsageError(f"model {key!r} has no option {unknown[0]!r}; its options are "

@@ -180,3 +180,24 @@ def quantiles(loc, scale, df, levels):
     loc, scale, df = np.broadcast_arrays(*(np.asarray(v, dtype=np.float64) for v in (loc, scale, df)))
     std = special.stdtrit(df[..., None], levels)
     return loc[..., None] + scale[..., None] * std
+
+
+def censored_mean(loc, scale, df):
+    """``E[max(Y, 0)]`` for ``Y = loc + scale T(df)`` (df > 1): with ``a = -loc / scale``,
+
+        E[max(Y, 0)] = loc P(T > a) + scale (df + a^2) / (df - 1) f_df(a),
+
+    since ``int_a^inf t f_df(t) dt = (df + a^2) / (df - 1) f_df(a)`` for the standard t density f_df.
+    The mean of the forecast of a non-negative quantity (``--nonnegative``)."""
+    loc, scale, df = np.broadcast_arrays(*(np.asarray(v, dtype=np.float64) for v in (loc, scale, df)))
+    a = -loc / scale
+    tail = special.stdtr(df, -a)  # P(T > a) = P(T < -a)
+    log_density = (special.gammaln((df + 1.0) / 2.0) - special.gammaln(df / 2.0) - 0.5 * np.log(np.pi * df)
+                   - (df + 1.0) / 2.0 * np.log1p(a * a / df))
+    return loc * tail + scale * (df + a * a) / (df - 1.0) * np.exp(log_density)
+
+
+def nonnegative_forecast(loc, scale, df, levels) -> tuple[np.ndarray, np.ndarray]:
+    """(mean, quantiles) of ``max(Y, 0)``: :func:`censored_mean` and ``max(quantile, 0)`` (the quantiles of
+    a non-decreasing function of Y are its images)."""
+    return censored_mean(loc, scale, df), np.maximum(quantiles(loc, scale, df, levels), 0.0)

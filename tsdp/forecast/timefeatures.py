@@ -14,6 +14,12 @@ the grid step alone, never from the data:
 * Default lags (GluonTS ``get_lags_for_frequency``): 1..7 plus the neighbours (+-1, +-2 for minutes)
   of the same season in earlier cycles (days, weeks, a month, years) up to 1200 steps. For hourly data
   that is 40 lags up to 721. The paper's traffic configuration uses 1-7, 23-25, ..., 167-169 instead.
+  Given the context length L, tsdp keeps those up to ``LAG_REACH L`` (4 L), so that the receptive
+  field ``L + max lag - 1`` (the accountant's L_C, which sets the noise) stays below 5 L: for hourly
+  data and L = 48 that is exactly the paper's traffic set.
+* Natural seasons of the step (:func:`natural_seasons`): the hour, day, week and year in steps when
+  they are whole multiples of it (hourly: 24 and 168; daily: 7 and 365; weekly: 52; monthly: 12;
+  quarterly: 4); the seasonal naive baselines use them.
 
 A :class:`Calendar` maps positions (index on the grid, 0 = the series' first value; all series share
 the grid) to feature rows. It is public information: the grid's start and step.
@@ -27,12 +33,14 @@ import numpy as np
 
 from tsdp.errors import UsageError
 
-__all__ = ["Calendar", "FEATURES", "default_time_features", "default_lags", "parse_lags"]
+__all__ = ["Calendar", "FEATURES", "LAG_REACH", "default_time_features", "default_lags", "headline_season",
+           "natural_seasons", "parse_lags"]
 
 US_PER = {"s": 1_000_000, "m": 60_000_000, "h": 3_600_000_000, "d": 86_400_000_000, "w": 604_800_000_000}
 FEATURES = ("second_of_minute", "minute_of_hour", "hour_of_day", "day_of_week", "day_of_month", "day_of_year",
             "week_of_year", "month_of_year", "age")
 LAG_LIMIT = 1200  # GluonTS lag_ub
+LAG_REACH = 4  # default lags reach back at most 4 context lengths
 
 
 def default_time_features(step_us: int | None = None, step_months: int | None = None) -> tuple[str, ...]:
@@ -59,8 +67,10 @@ def _around(middle: float, delta: int) -> list[float]:
     return [middle + k for k in range(-delta, delta + 1)]
 
 
-def default_lags(step_us: int | None = None, step_months: int | None = None) -> tuple[int, ...]:
-    """GluonTS's default lags for the step: 1..7, then the seasonal neighbours in (7, 1200]."""
+def default_lags(step_us: int | None = None, step_months: int | None = None,
+                 context: int | None = None) -> tuple[int, ...]:
+    """GluonTS's default lags for the step: 1..7, then the seasonal neighbours in (7, 1200]; with
+    ``context`` L, only those up to ``LAG_REACH L`` (the receptive field stays below (LAG_REACH + 1) L)."""
     seasonal: list[float] = []
     if step_months:
         if step_months < 12:  # months and quarters: previous 3 years
@@ -80,7 +90,33 @@ def default_lags(step_us: int | None = None, step_months: int | None = None) -> 
         seasonal += [v for k in (1, 2, 3) for v in _around(math.floor(k * 52 * per_week), 1)]
         seasonal += [math.floor(4 * per_week), math.floor(8 * per_week), math.floor(12 * per_week)]
     extra = sorted({int(v) for v in seasonal if 7 < v <= LAG_LIMIT})
-    return tuple(range(1, 8)) + tuple(extra)
+    lags = tuple(range(1, 8)) + tuple(extra)
+    if context is None:
+        return lags
+    reach = LAG_REACH * int(context)
+    return tuple(lag for lag in lags if lag <= reach) or (1,)
+
+
+def natural_seasons(step_us: int | None = None, step_months: int | None = None) -> tuple[int, ...]:
+    """The seasons (in steps) a grid step implies: the hour, day, week and (for steps of a day or
+    more) year when each is a whole number > 1 of steps; 52 for weeks; 12 / months for monthly and
+    quarterly steps. Integer time: none."""
+    if step_months:
+        return (12 // step_months,) if step_months < 12 and 12 % step_months == 0 else ()
+    if not step_us:
+        return ()
+    if step_us == US_PER["w"]:
+        return (52,)
+    periods = [US_PER["h"], US_PER["d"], US_PER["w"]] + ([365 * US_PER["d"]] if step_us >= US_PER["d"] else [])
+    return tuple(p // step_us for p in periods if p % step_us == 0 and p // step_us > 1)
+
+
+def headline_season(seasons, reach: int) -> int:
+    """The longest of ``seasons`` that a model reading ``reach`` values covers (seasonal naive's headline
+    baseline and the MASE scale), else the shortest, else 1."""
+    seasons = sorted(int(m) for m in seasons)
+    covered = [m for m in seasons if m <= reach]
+    return covered[-1] if covered else (seasons[0] if seasons else 1)
 
 
 MAX_LAGS = 10_000  # lags of one model (DeepAR's defaults for any step are a few dozen)

@@ -94,6 +94,7 @@ class TrainConfig:
     value_bound: float | None = None
     discretization: float = DEFAULT_DISCRETIZATION
     private: bool = True
+    clipped: bool = False  # non-private reference only: clip every window to C, add no noise
     checkpoint: str = "last"
     sampler: str = "hardened"
     parameters: int | None = None  # the model's parameter count (the hardened lattice's cost depends on it)
@@ -124,6 +125,8 @@ class TrainConfig:
         for name, value in (("--steps", self.steps), ("--epochs", self.epochs)):
             if value is not None and value < 1:
                 raise UsageError(f"{name} must be >= 1, got {value}")
+        if self.clipped and self.private:
+            raise UsageError("clipped is the non-private reference (clipping without noise); a private run clips anyway")
         if not self.private:
             if self.steps is None and self.epochs is None:
                 raise UsageError("non-private training needs --steps or --epochs")
@@ -149,9 +152,11 @@ class TrainConfig:
 class Split:
     """A panel cut into training series, validation windows and the held-out test tail.
 
-    Series of length L: the last L_F steps are the test tail; the ``val_windows`` windows before it
-    (forecast parts of L_F steps each) are the validation windows; the first
-    L - L_F - val_windows L_F steps are the training series the accountant sees.
+    Series of length L: the last K L_F steps are the test tail, scored at K forecast origins (rolling
+    windows: origin j forecasts steps ``L - (K - j) L_F .. L - (K - j - 1) L_F - 1`` from everything
+    before it); the ``val_windows`` windows before the tail (forecast parts of L_F steps each) are
+    the validation windows; the first ``L - (K + val_windows) L_F`` steps are the training series the
+    accountant sees. Test rows are origin-major: rows ``j N .. (j + 1) N - 1`` belong to origin j.
     """
 
     train: np.ndarray
@@ -159,13 +164,22 @@ class Split:
     val_target: np.ndarray
     test_context: np.ndarray
     test_target: np.ndarray
-    history: np.ndarray  # everything before the test tail (for seasonal naive and MASE)
+    history: np.ndarray  # everything before the first test origin (the in-sample scale of MASE)
     future_context: np.ndarray  # the last L_C values, for forecasting beyond the data
     # where each window's forecast starts on the grid (0 = first value), for models with time features
     val_positions: np.ndarray | None = None
-    test_position: int = 0
+    test_position: int = 0  # the first test origin
     future_position: int = 0
     calendar: Any = None  # tsdp.forecast.timefeatures.Calendar of the panel's grid (public), or None
+    test_origins: tuple[int, ...] = ()  # forecast origins of the test windows (positions on the grid)
+    values: np.ndarray | None = None  # the whole panel (seasonal naive forecasts from each origin's past)
+
+    @property
+    def test_positions(self) -> np.ndarray:
+        """The forecast origin of every test row (origin-major), shape ``(K N,)``."""
+        n = self.train.shape[0]
+        return np.repeat(np.asarray(self.test_origins or (self.test_position,), dtype=np.int64), n)
+
     # series with gaps: (N, T) the training windows that touch no missing step (tsdp.forecast.sampling)
     admissible: np.ndarray | None = None
 
@@ -178,20 +192,24 @@ class Split:
         return sampling.accounted_length(self.admissible, self.test_target.shape[1])
 
 
-def split_panel(values: np.ndarray, context: int, horizon: int, val_windows: int, calendar=None) -> Split:
+def split_panel(values: np.ndarray, context: int, horizon: int, val_windows: int, calendar=None,
+                test_windows: int = 1) -> Split:
     """Cut (N, L) values into the parts of :class:`Split`; DataError if the training part is too short.
 
     ``calendar`` (a :class:`tsdp.forecast.timefeatures.Calendar`) is needed by models with time
-    features (DeepAR); ``context`` is the model's whole receptive field (DeepAR: context + lags)."""
+    features (DeepAR); ``context`` is the model's whole receptive field (DeepAR: context + lags);
+    ``test_windows`` K is the number of forecast origins of the held-out tail (K L_F steps)."""
+    if isinstance(test_windows, bool) or not isinstance(test_windows, (int, np.integer)) or test_windows < 1:
+        raise UsageError(f"--test-windows must be an integer >= 1, got {test_windows!r}")
     n, length = values.shape
-    held_out = horizon * (1 + val_windows)
+    held_out = horizon * (test_windows + val_windows)
     train_length = length - held_out
     if train_length < context + horizon:
         raise DataError(
-            f"series of {length} steps are too short: the last {held_out} steps are held out (test tail "
-            f"{horizon} + {val_windows} validation windows of {horizon}), leaving {train_length} for training, "
+            f"series of {length} steps are too short: the last {held_out} steps are held out ({test_windows} test "
+            f"windows and {val_windows} validation windows of {horizon}), leaving {train_length} for training, "
             f"fewer than --context-length + --forecast-length = {context + horizon}; shorten the context or "
-            "the horizon, or use fewer --val-windows"
+            "the horizon, or use fewer --test-windows or --val-windows"
         )
     padded = np.concatenate([np.zeros((n, context)), values], axis=1)
     val_ctx, val_tgt, val_pos = [], [], []
@@ -200,14 +218,17 @@ def split_panel(values: np.ndarray, context: int, horizon: int, val_windows: int
         val_ctx.append(padded[:, start:start + context])
         val_tgt.append(values[:, start:start + horizon])
         val_pos.append(np.full(n, start, dtype=np.int64))
-    test_start = length - horizon
+    origins = tuple(length - (test_windows - j) * horizon for j in range(test_windows))
+    test_start = origins[0]
     return Split(
         train=values[:, :train_length],
         val_context=np.concatenate(val_ctx), val_target=np.concatenate(val_tgt),
-        test_context=padded[:, test_start:test_start + context], test_target=values[:, test_start:],
+        test_context=np.concatenate([padded[:, o:o + context] for o in origins]),
+        test_target=np.concatenate([values[:, o:o + horizon] for o in origins]),
         history=values[:, :test_start], future_context=values[:, length - context:] if length >= context
         else padded[:, -context:],
         val_positions=np.concatenate(val_pos), test_position=test_start, future_position=length, calendar=calendar,
+        test_origins=origins, values=values,
     )
 
 
@@ -356,7 +377,9 @@ def validation_loss(model, theta: np.ndarray, split: Split) -> float:
 
 def train(model, split: Split, config: TrainConfig, rng: np.random.Generator,
           progress: ProgressCallback | None = None, plan: Plan | None = None) -> TrainResult:
-    """Run DP-SGD (or, with ``config.private`` False, plain minibatch Adam) on ``split.train``."""
+    """Run DP-SGD (or, with ``config.private`` False, minibatch Adam without noise: on the mean gradient, or
+    with ``config.clipped`` on the sum of clipped gradients over B, DP-SGD's step without its noise) on
+    ``split.train``."""
     n_series, train_length = split.train.shape[0], split.accounted_length
     if config.private and config.sampler == "hardened":
         config = with_model(config, model)
@@ -397,6 +420,11 @@ def train(model, split: Split, config: TrainConfig, rng: np.random.Generator,
             else:  # a Poisson batch can be empty: the noisy step is still taken (and accounted)
                 total, loss = np.zeros_like(theta), float("nan")
             grad = dp_gradient(total, plan.noise_multiplier, config.clip_norm, config.batch_size, rng, granularity)
+        elif config.clipped:  # the non-private reference that keeps clipping: the same step without noise
+            if not series.size:
+                continue
+            losses, total, _ = model.clipped_grad_sum(theta, ctx, tgt, config.clip_norm, **extra)
+            loss, grad = float(losses.mean()), total / config.batch_size
         elif series.size:
             loss, grad = model.mean_grad(theta, ctx, tgt, **extra)
         else:
@@ -426,22 +454,64 @@ def _compositions_done(steps: int, setting: DpSgdSetting) -> int:
     return steps if setting.step_level else math.ceil(steps / setting.steps_per_epoch)
 
 
+def _by_origin(split: Split) -> list[slice]:
+    n = split.train.shape[0]
+    return [slice(j * n, (j + 1) * n) for j in range(len(split.test_origins) or 1)]
+
+
+def _scores(split: Split, quantiles: np.ndarray, median: np.ndarray, season: int,
+            levels: tuple[float, ...]) -> dict[str, Any]:
+    """CRPS and MASE per forecast origin and their means (the headline figures)."""
+    crps = [float(metrics.mean_wql(split.test_target[rows], quantiles[rows], levels)) for rows in _by_origin(split)]
+    mase = [float(metrics.mase(split.test_target[rows], median[rows], split.history, season))
+            for rows in _by_origin(split)]
+    return {"crps": float(np.mean(crps)), "mase": float(np.mean(mase)), "origins": len(crps),
+            "crps_by_origin": crps, "mase_by_origin": mase}
+
+
+def predict_test(model, theta: np.ndarray, split: Split, levels: tuple[float, ...] = metrics.QUANTILE_LEVELS,
+                 rng: np.random.Generator | None = None) -> np.ndarray:
+    """Quantile forecasts ``(K N, L_F, len(levels))`` of every test window (all origins)."""
+    context = split.test_context.shape[1]
+    extra = window_features(model, split, split.test_positions, context)
+    if rng is not None and getattr(model, "num_samples", None):
+        extra["rng"] = rng
+    return model.predict_quantiles(theta, split.test_context, levels, **extra)
+
+
 def evaluate(model, theta: np.ndarray, split: Split, season: int,
-             levels: tuple[float, ...] = metrics.QUANTILE_LEVELS) -> dict[str, float]:
-    """CRPS (mean weighted quantile loss) and MASE of the model on the held-out test tail."""
-    n, context = split.test_context.shape
-    extra = window_features(model, split, np.full(n, split.test_position), context)
-    q = model.predict_quantiles(theta, split.test_context, levels, **extra)
+             levels: tuple[float, ...] = metrics.QUANTILE_LEVELS) -> dict[str, Any]:
+    """CRPS (mean weighted quantile loss) and MASE of the model on the held-out test tail, averaged over
+    the forecast origins (``crps``, ``mase``), and per origin."""
+    q = predict_test(model, theta, split, levels)
     median = q[:, :, list(levels).index(0.5)] if 0.5 in levels else q.mean(axis=2)
-    return {"crps": float(metrics.mean_wql(split.test_target, q, levels)),
-            "mase": float(metrics.mase(split.test_target, median, split.history, season))}
+    return _scores(split, q, median, season, levels)
 
 
-def evaluate_seasonal_naive(split: Split, season: int,
-                            levels: tuple[float, ...] = metrics.QUANTILE_LEVELS) -> dict[str, float]:
-    """The same figures for the seasonal naive forecast (a point forecast: every quantile equal)."""
+def seasonal_naive_forecasts(split: Split, season: int) -> np.ndarray:
+    """The seasonal naive point forecast of every test window from everything before its origin,
+    ``(K N, L_F)``: ``y_hat[o + t] = y[o - season + (t mod season)]``."""
     horizon = split.test_target.shape[1]
-    point = metrics.seasonal_naive(split.history, horizon, season)
+    values = split.values if split.values is not None else split.history
+    origins = split.test_origins or (split.test_position,)
+    return np.concatenate([metrics.seasonal_naive(values[:, :o], horizon, season) for o in origins])
+
+
+def evaluate_seasonal_naive(split: Split, season: int, mase_season: int | None = None,
+                            levels: tuple[float, ...] = metrics.QUANTILE_LEVELS) -> dict[str, Any]:
+    """The same figures for the seasonal naive forecast (a point forecast: every quantile equal);
+    MASE is scaled by the seasonal naive error of ``mase_season`` (default ``season``) on the history."""
+    point = seasonal_naive_forecasts(split, season)
     q = np.repeat(point[:, :, None], len(levels), axis=2)
-    return {"crps": float(metrics.mean_wql(split.test_target, q, levels)),
-            "mase": float(metrics.mase(split.test_target, point, split.history, season))}
+    return _scores(split, q, point, mase_season or season, levels)
+
+
+def seasonal_baselines(split: Split, seasons, mase_season: int,
+                       levels: tuple[float, ...] = metrics.QUANTILE_LEVELS) -> dict[str, dict[str, Any]]:
+    """:func:`evaluate_seasonal_naive` for every season the history before the first origin covers,
+    keyed ``"seasonal naive (season m)"``."""
+    out = {}
+    for season in sorted(set(int(m) for m in seasons)):
+        if season < split.history.shape[1]:
+            out[f"seasonal naive (season {season})"] = evaluate_seasonal_naive(split, season, mase_season, levels)
+    return out

@@ -15,6 +15,8 @@ import importlib.util
 from tsdp.errors import UsageError
 
 DEEP_MODELS = ("deepar", "itransformer")
+DISTRIBUTIONS = ("studentt", "negbin", "poisson")  # DeepAR's output heads (tsdp.forecast.deep.distributions)
+COUNT_DISTRIBUTIONS = ("negbin", "poisson")
 EXTRA = "tsdp[deep]"
 _REQUIRED = (("jax", "jax", None), ("optax", "optax", None), ("jax_privacy", "jax-privacy", 2))
 
@@ -45,8 +47,8 @@ def require(name: str) -> None:
 def make_deep_model(name: str, context: int, horizon: int, **options):
     """Build ``deepar`` or ``itransformer`` (see their modules for the options)."""
     require(name)
-    common = {"min_scale", "dtype", "num_samples", "device"}
-    allowed = common | ({"lags", "hidden", "layers", "time_features"} if name == "deepar"
+    common = {"min_scale", "dtype", "num_samples", "device", "nonnegative"}
+    allowed = common | ({"lags", "hidden", "layers", "time_features", "distribution"} if name == "deepar"
                         else {"d_model", "heads", "feedforward", "layers"})
     unknown = sorted(set(options) - allowed)
     if name in DEEP_MODELS and unknown:

@@ -80,7 +80,10 @@ class DeepForecastModel(FlatParameters, ABC):
     time_features: tuple[str, ...] = ()
 
     def __init__(self, context: int, horizon: int, *, min_scale: float = 1e-3, dtype: str = "float32",
-                 num_samples: int = DEFAULT_NUM_SAMPLES, device: str = "auto"):
+                 num_samples: int = DEFAULT_NUM_SAMPLES, device: str = "auto", nonnegative: bool = False):
+        if not isinstance(nonnegative, (bool, np.bool_)):
+            raise UsageError(f"nonnegative must be true or false, got {nonnegative!r}")
+        self.nonnegative = bool(nonnegative)  # forecasts of max(Y, 0) (post-processing)
         self.context = positive_int(context, "context")
         self.horizon = positive_int(horizon, "horizon")
         self.min_scale = positive_finite(min_scale, "min_scale")
@@ -123,7 +126,8 @@ class DeepForecastModel(FlatParameters, ABC):
     # -- parameters ----------------------------------------------------------------------------
     def config(self) -> dict:
         return {"name": self.name, "context": self.context, "horizon": self.horizon, **self._options(),
-                "min_scale": self.min_scale, "dtype": self.dtype, "num_samples": self.num_samples}
+                "min_scale": self.min_scale, "dtype": self.dtype, "num_samples": self.num_samples,
+                **({"nonnegative": True} if self.nonnegative else {})}
 
     def init(self, rng: np.random.Generator) -> np.ndarray:
         """Initial weights drawn on the host, tensor by tensor in ``layout`` order."""

@@ -11,13 +11,17 @@ context (GluonTS ``MeanScaler``; the floor is public). The network is unrolled o
     [z_{t-l} / s for l in lags] ++ time features of t ++ [log s]
 
 fed through ``layers`` LSTM layers (PyTorch's gate equations, one bias per layer) of ``hidden`` units
-and a linear map to the Student-t parameters of ``z_t / s``. The loss of a window is GluonTS's
-training loss: the mean over all unrolled positions (context and forecast) of the Student-t NLL of
-``z_t`` in data units (``nll(z_t / s) + log s``). Dropout is 0, as in the paper (GluonTS: 0.1).
+and a linear map to the parameters of the output distribution (``distribution``: Student-t of
+``z_t / s`` by default, or, for counts, negative binomial or Poisson of ``z_t`` with the scale in
+the parameters; :mod:`tsdp.forecast.deep.distributions`). The loss of a window is GluonTS's
+training loss: the mean over all unrolled positions (context and forecast) of the NLL of ``z_t`` in
+data units (Student-t: ``nll(z_t / s) + log s``). Dropout is 0, as in the paper (GluonTS: 0.1).
 
 Forecasts: the context positions are unrolled with the observed values, then ``num_samples`` sample
 paths continue for H steps, each step's draw feeding the later steps' lags (GluonTS
-``DeepARModel.forward``); the forecast is their mean and empirical quantiles.
+``DeepARModel.forward``); the forecast is their mean and empirical quantiles. A count head draws
+non-negative integers; ``nonnegative=True`` clips the Student-t paths at 0 (the forecast of
+``max(Y, 0)``, post-processing).
 
 Defaults: 2 layers, hidden 40 (GluonTS and the paper); lags 1..7 here (the CLI derives GluonTS's
 default set from the grid step, :func:`tsdp.forecast.timefeatures.default_lags`); no time features
@@ -37,7 +41,11 @@ class DeepARModel(DeepForecastModel):
     name = "deepar"
 
     def __init__(self, context: int, horizon: int, lags=(1, 2, 3, 4, 5, 6, 7), hidden: int = 40, layers: int = 2,
-                 time_features=(), **options):
+                 time_features=(), distribution: str = "studentt", **options):
+        from tsdp.forecast.deep.distributions import head
+
+        self.distribution = distribution
+        self._head = head(distribution)
         if isinstance(lags, (int, np.integer)) or not hasattr(lags, "__iter__"):
             raise UsageError(f"lags must be a list of positive integers, got {lags!r}")
         lags = tuple(sorted({positive_int(lag, "lags") for lag in lags}))
@@ -64,7 +72,7 @@ class DeepARModel(DeepForecastModel):
 
     def _options(self):
         return {"lags": list(self.lags), "hidden": self.hidden, "layers": self.layers,
-                "time_features": list(self.time_features)}
+                "time_features": list(self.time_features), "distribution": self.distribution}
 
     def _param_specs(self):
         bound = 1.0 / np.sqrt(self.hidden)  # PyTorch nn.LSTM and nn.Linear(hidden, .) initialisation
@@ -74,7 +82,8 @@ class DeepARModel(DeepForecastModel):
             width = (n_in if k == 1 else self.hidden) + self.hidden
             specs += [(f"lstm{k}.W", (width, 4 * self.hidden), ("uniform", bound)),
                       (f"lstm{k}.b", (4 * self.hidden,), ("uniform", bound))]
-        return specs + [("head.W", (self.hidden, 3), ("uniform", bound)), ("head.b", (3,), ("uniform", bound))]
+        args = self._head.args
+        return specs + [("head.W", (self.hidden, args), ("uniform", bound)), ("head.b", (args,), ("uniform", bound))]
 
     # -- the network ---------------------------------------------------------------------------
     @staticmethod
@@ -145,9 +154,7 @@ class DeepARModel(DeepForecastModel):
     def _nll(self, p, hs, y, log_s):
         import jax.numpy as jnp
 
-        from tsdp.forecast.deep import studentt
-
-        return jnp.mean(studentt.nll(y, hs @ p["head.W"] + p["head.b"])) + log_s
+        return jnp.mean(self._head.nll(y, hs @ p["head.W"] + p["head.b"], log_s))
 
     def _window_loss(self, p, ctx, tgt, feats):
         x, y, log_s = self._inputs_of(ctx, tgt, feats)
@@ -189,8 +196,6 @@ class DeepARModel(DeepForecastModel):
         import jax
         import jax.numpy as jnp
 
-        from tsdp.forecast.deep import studentt
-
         r, h, m = self.receptive_field, self.horizon, max(self.lags)
         lags = np.asarray(self.lags)
         warm = self._positions[self._positions < r]  # teacher-forced context positions
@@ -211,7 +216,8 @@ class DeepARModel(DeepForecastModel):
             tile = lambda a: jnp.repeat(a, n_paths, axis=0)  # noqa: E731  (B, .) -> (B S, .)
             states = [(tile(hh), tile(cc)) for hh, cc in states]
             history = tile(history)  # (B S, m): z_{t-m} .. z_{t-1}
-            log_s = tile(jnp.log(s))[:, None]
+            scale = tile(s)
+            log_s = jnp.log(scale)[:, None]
             future = jnp.swapaxes(tile(feats[:, r:]), 0, 1)  # (H, B S, F)
 
             def step(carry, inputs):
@@ -219,7 +225,7 @@ class DeepARModel(DeepForecastModel):
                 feat, k = inputs
                 x = jnp.concatenate([history[:, m - lags], feat, log_s], axis=-1)
                 out, states = self._step(p, x, states)
-                draw = studentt.sample(k, out @ p["head.W"] + p["head.b"])
+                draw = self._head.sample(k, out @ p["head.W"] + p["head.b"], scale)
                 return (states, jnp.concatenate([history[:, 1:], draw[:, None]], axis=1)), draw
 
             _, draws = jax.lax.scan(step, (states, history), (future, jax.random.split(key, h)))
@@ -228,7 +234,7 @@ class DeepARModel(DeepForecastModel):
         return jax.jit(sample)
 
     def _predict(self, p, ctx, feats, levels, key):
-        paths = np.asarray(self._fn("sampler", self._sampler)(p, ctx, feats, key), dtype=np.float64)
+        paths = self._clipped(np.asarray(self._fn("sampler", self._sampler)(p, ctx, feats, key), dtype=np.float64))
         quantiles = np.moveaxis(np.quantile(paths, levels, axis=1), 0, -1)
         return paths.mean(axis=1), quantiles
 
@@ -241,4 +247,8 @@ class DeepARModel(DeepForecastModel):
             flat, c, _, f, _, n = self._inputs(theta, ctx, None, feats)
             tree = self._fn("tree", self._tree_fn)(flat)
             paths = self._fn("sampler", self._sampler)(tree, c, f, jax.random.key(seed))
-            return np.asarray(paths, dtype=np.float64)[:n]
+            return self._clipped(np.asarray(paths, dtype=np.float64)[:n])
+
+    def _clipped(self, paths: np.ndarray) -> np.ndarray:
+        """Paths of ``max(Y, 0)`` with ``nonnegative`` (count heads' draws are >= 0 already)."""
+        return np.maximum(paths, 0.0) if self.nonnegative else paths

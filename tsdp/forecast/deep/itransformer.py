@@ -133,4 +133,6 @@ class ITransformerModel(DeepForecastModel):
 
     def _predict(self, p, ctx, feats, levels, key):
         loc, scale, df = (np.asarray(a, dtype=np.float64) for a in self._fn("distribution", self._distribution_fn)(p, ctx))
+        if self.nonnegative:  # the forecast of max(Y, 0)
+            return np_studentt.nonnegative_forecast(loc, scale, df, levels)
         return loc, np_studentt.quantiles(loc, scale, df, levels)
