@@ -299,7 +299,7 @@ def panel_with_gaps(path, absent=((1, 30), (1, 31), (1, 77)), empty=((2, 50),), 
 
 FORECAST = ["--series-col", "series", "--value-col", "value", "--context-length", "12", "--forecast-length", "6",
             "--model", "linear", "--batch-size", "2", "--noise-multiplier", "1.5", "--epsilon", "5", "--delta", "1e-5",
-            "--steps", "20", "-q"]
+            "--steps", "20", "--test-windows", "1", "-q"]
 
 
 def test_forecast_null_accounts_the_fewest_admissible_windows(tsdp_cli, tmp_path):
