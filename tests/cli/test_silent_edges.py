@@ -383,7 +383,8 @@ def test_a_truncated_gzip_input_names_the_file(refuse, tmp_path, command):
     data = gzip.compress(text.encode())
     (tmp_path / "in.csv.gz").write_bytes(data[:len(data) // 2])
     args = (["mean-estimate", "in.csv.gz", "--user-col", "user", "--value-col", "value", "--upper", "10",
-             "--epsilon", "1"] if command == "mean-estimate" else ["release", "in.csv.gz", *EVENTS])
+             "--epsilon", "1", "--participation", "public"] if command == "mean-estimate"
+            else ["release", "in.csv.gz", *EVENTS])
     refuse([*args, "-o", "out.csv"], 4, "in.csv.gz")
 
 
