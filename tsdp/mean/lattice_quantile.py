@@ -35,6 +35,8 @@ from decimal import Decimal, localcontext
 
 import numpy as np
 
+from tsdp.mean.selection import segment_rows
+
 _BITS = 52
 _MIN_MARGIN = 2.0 ** -30
 LATTICE_POINTS = 2 ** 20  # about this many selection lattice points span [lo, hi)
@@ -73,7 +75,7 @@ def lattice_quantile(sorted_values: np.ndarray, starts: np.ndarray, q: np.ndarra
     dmin = np.minimum.reduceat(d, gstarts[:-1])
     with np.errstate(under="ignore"):
         w = count * np.exp(-c * (d - dmin[gap_group]))
-    cum = _segment_cumsum(w, gap_group)
+    cum = segment_rows(w, gstarts, lambda a: np.cumsum(a, axis=1))  # sequential within each group
     total = cum[gstarts[1:] - 1]
     # every cumulative weight (and the total) is within `margin` of its true value
     margin = (np.maximum(_MIN_MARGIN, ((c * (n_g + np.abs(t) + 2) + 1) * 2.0 ** -50 + (n_g + 8) * 2.0 ** -52))
@@ -94,13 +96,6 @@ def lattice_quantile(sorted_values: np.ndarray, starts: np.ndarray, q: np.ndarra
         pick[k] = gstarts[k] + _choose_exact(rng, count[span].tolist(), float(t[k]), c, int(u[k]))
     offset = rng.integers(0, count[pick])  # a point uniform among the gap's N_i (exact bounded integers)
     return (kz[left[pick]] + offset).astype(np.float64) * g
-
-
-def _segment_cumsum(w: np.ndarray, segment: np.ndarray) -> np.ndarray:
-    """Cumulative sums of ``w`` restarting at each segment (segments contiguous, in order)."""
-    import polars as pl
-
-    return pl.DataFrame({"s": segment, "w": w}).select(pl.col("w").cum_sum().over("s")).to_series().to_numpy()
 
 
 def _choose_exact(gen: np.random.Generator, counts: list[int], t: float, c: float, u: int) -> int:

@@ -27,6 +27,39 @@ def _seg_ids(starts: np.ndarray) -> np.ndarray:
     return np.repeat(np.arange(starts.size - 1), np.diff(starts))
 
 
+def length_classes(starts: np.ndarray):
+    """The segments by length: ``(index, None)`` with ``index`` the (segments, L) flat positions of
+    every segment of length L > 0, one per distinct length (a loop over lengths, never segments);
+    when every segment has one length and they tile [0, n), ``(None, (n_segments, L))``: a reshape
+    serves. Row-wise numpy operations on these 2-D views (cumsum, sort) run segment by segment, in
+    the segments' own order."""
+    starts = np.asarray(starts, dtype=np.int64)
+    lengths = np.diff(starts)
+    if lengths.size and (lengths == lengths[0]).all() and starts[0] == 0:
+        if lengths[0] > 0:
+            yield None, (lengths.size, int(lengths[0]))
+        return
+    order = np.argsort(lengths, kind="stable")
+    sorted_lengths = lengths[order]
+    edges = np.concatenate(([0], np.flatnonzero(np.diff(sorted_lengths)) + 1, [lengths.size]))
+    for a, b in zip(edges[:-1].tolist(), edges[1:].tolist()):
+        size = int(sorted_lengths[a])
+        if size > 0:
+            yield starts[order[a:b]][:, None] + np.arange(size), None
+
+
+def segment_rows(x: np.ndarray, starts: np.ndarray, fn) -> np.ndarray:
+    """``fn`` (a row-wise operation on a 2-D array, e.g. ``np.cumsum(a, axis=1)``) applied to every
+    segment ``x[starts[k]:starts[k + 1]]``, by :func:`length_classes`."""
+    out = np.empty_like(x)
+    for index, shape in length_classes(starts):
+        if index is None:
+            out[:] = fn(x.reshape(shape)).reshape(-1)
+        else:
+            out[index] = fn(x[index])
+    return out
+
+
 def segmented_gumbel_argmax(logits: np.ndarray, starts: np.ndarray,
                             rng: np.random.Generator) -> np.ndarray:
     """Flat index of one draw per segment from softmax(logits[segment]) (Gumbel-max trick).
@@ -112,15 +145,11 @@ def em_median_log_probs(means: np.ndarray, tau: float, lower: float, upper: floa
 
 def sorted_segments(values: np.ndarray, starts: np.ndarray, lo: float, hi: float) -> np.ndarray:
     """``values`` clipped to [lo, hi] and sorted within each segment (one sort serves both of
-    QUANTILE's private quantiles). Polars sorts the segments in parallel; a per-segment sort is
-    exactly the lexicographic (segment, value) order."""
+    QUANTILE's private quantiles): a row-wise sort of the segments of each length."""
     y = np.clip(np.asarray(values, dtype=np.float64), lo, hi)
     if y.size < 2:
         return y
-    import polars as pl
-
-    frame = pl.DataFrame({"g": _seg_ids(starts), "y": y})
-    return frame.select(pl.col("y").sort().over("g")).to_series().to_numpy()
+    return segment_rows(y, starts, lambda a: np.sort(a, axis=1))
 
 
 def smith_gaps(values: np.ndarray, starts: np.ndarray, q: np.ndarray, eps_q: float,
