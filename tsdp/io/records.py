@@ -227,11 +227,7 @@ def _load_records(df: pl.DataFrame, spec: RecordSpec, order_col: str | None, sha
         declared = declared_groups(frame.schema, keys, slot_needed, spec)
         declared_index = None  # each record's declared group
         if declared is not None and declared.keys:
-            declared_index = declared.index(frame)
-            inside = declared_index >= 0
-            if not inside.all():
-                frame = frame.filter(pl.Series(inside))
-                declared_index = declared_index[inside]
+            frame, declared_index = declared.select(frame)
         dropped = n_read - frame.height
         table = None if declared is None else declared.table()
         if frame.height == 0:
@@ -431,7 +427,7 @@ class Declared:
     """The declared groups as a product of factors, in the canonical key order: each factor is a
     sorted table of distinct declared values of one key column (a cell fixed by ``--cell``, the
     values of ``--group-keys``, the slot grid) or of several (the rows of ``--group-keys-file``).
-    Group ``i`` of :attr:`table` has the mixed-radix digits of ``i`` as its factors' positions, so a
+    Group ``i`` of :meth:`table` has the mixed-radix digits of ``i`` as its factors' positions, so a
     record's group index is computed from its keys without materialising the groups per record."""
 
     keys: list[str]
@@ -450,38 +446,39 @@ class Declared:
             table = table.join(factor, how="cross", maintain_order="left_right")
         return table.select(self.keys)
 
-    def index(self, frame: pl.DataFrame) -> np.ndarray:
-        """Each record's declared group index, -1 for records outside the declared groups."""
-        index = np.zeros(frame.height, dtype=np.int64)
-        inside = np.ones(frame.height, dtype=bool)
+    def select(self, frame: pl.DataFrame) -> tuple[pl.DataFrame, np.ndarray]:
+        """(the records of ``frame`` inside the declared groups, in their order; each one's declared
+        group index)."""
+        index = pl.lit(0, dtype=pl.Int64)
         for factor in self.factors:
-            pos = _positions(frame, factor)
-            inside &= pos >= 0
-            index = index * factor.height + pos
-        return np.where(inside, index, -1)
+            index = index * factor.height + _position(factor, frame)
+        inside = frame.with_columns(index.alias(DECLARED)).filter(pl.col(DECLARED).is_not_null())
+        return inside.drop(DECLARED), inside[DECLARED].to_numpy()
 
 
-def _positions(frame: pl.DataFrame, factor: pl.DataFrame) -> np.ndarray:
-    """Position of each record's values in ``factor`` (sorted, distinct rows), -1 if absent."""
+DECLARED = "__declared"
+
+
+def _position(factor: pl.DataFrame, frame: pl.DataFrame) -> pl.Expr:
+    """The position of each record's values in ``factor`` (sorted, distinct rows), null if absent."""
     names = factor.columns
-    if len(names) > 1:
+    if len(names) > 1:  # combinations of several columns: a join
         found = frame.select(names).join(factor.with_row_index("__pos"), on=names, how="left",
                                          maintain_order="left")["__pos"]
-        return found.fill_null(-1).cast(pl.Int64).to_numpy()
-    column, values = frame[names[0]], factor[names[0]]
-    if column.dtype == pl.String:  # an Enum of the declared values: its physical codes are the positions
-        return column.cast(pl.Enum(values), strict=False).to_physical().cast(pl.Int64).fill_null(-1).to_numpy()
-    if column.dtype.is_integer() or column.dtype.is_temporal():
-        phys = column.to_physical().cast(pl.Int64).to_numpy()
+        return pl.lit(found.cast(pl.Int64))
+    column, values = pl.col(names[0]), factor[names[0]]
+    dtype = frame.schema[names[0]]
+    if dtype == pl.String:  # an Enum of the declared values: its physical codes are the positions
+        return column.cast(pl.Enum(values), strict=False).to_physical().cast(pl.Int64)
+    if dtype.is_integer() or dtype.is_temporal():
         grid = values.to_physical().cast(pl.Int64).to_numpy()
         steps = np.diff(grid)
         if grid.size > 1 and (steps == steps[0]).all() and steps[0] > 0:  # a regular grid (slots): arithmetic
-            pos, rest = np.divmod(phys - grid[0], steps[0])
-            return np.where((rest == 0) & (pos >= 0) & (pos < grid.size), pos, -1)
-        pos = np.minimum(np.searchsorted(grid, phys), grid.size - 1)
-        return np.where(grid[pos] == phys, pos, -1)
-    return column.replace_strict(values, pl.int_range(values.len(), eager=True, dtype=pl.Int64), default=-1,
-                                 return_dtype=pl.Int64).to_numpy()
+            offset = column.to_physical().cast(pl.Int64) - int(grid[0])
+            pos = offset // int(steps[0])
+            return pl.when((offset % int(steps[0]) == 0) & (pos >= 0) & (pos < grid.size)).then(pos)
+    return column.replace_strict(values, pl.int_range(values.len(), eager=True, dtype=pl.Int64), default=None,
+                                 return_dtype=pl.Int64)
 
 
 def declared_groups(schema: pl.Schema, keys: list[str], slot_derived: bool, spec: RecordSpec) -> Declared | None:
