@@ -28,33 +28,31 @@ def _seg_ids(starts: np.ndarray) -> np.ndarray:
 
 
 def length_classes(starts: np.ndarray):
-    """The segments by length: ``(index, None)`` with ``index`` the (segments, L) flat positions of
-    every segment of length L > 0, one per distinct length (a loop over lengths, never segments);
-    when every segment has one length and they tile [0, n), ``(None, (n_segments, L))``: a reshape
-    serves. Row-wise numpy operations on these 2-D views (cumsum, sort) run segment by segment, in
-    the segments' own order."""
+    """The segments by length, one ``(segments, index)`` per distinct length L (a loop over the
+    lengths, never over segments): ``segments`` the ids of the segments of length L, ``index`` the
+    (segments, L) array of their flat positions. When every segment has one length and they tile
+    [0, n), a single ``(None, (n_segments, L))``: a reshape serves. Row-wise numpy operations on
+    these 2-D views (cumsum, sort) run segment by segment, each in its own order."""
     starts = np.asarray(starts, dtype=np.int64)
     lengths = np.diff(starts)
     if lengths.size and (lengths == lengths[0]).all() and starts[0] == 0:
-        if lengths[0] > 0:
-            yield None, (lengths.size, int(lengths[0]))
+        yield None, (lengths.size, int(lengths[0]))
         return
     order = np.argsort(lengths, kind="stable")
     sorted_lengths = lengths[order]
     edges = np.concatenate(([0], np.flatnonzero(np.diff(sorted_lengths)) + 1, [lengths.size]))
     for a, b in zip(edges[:-1].tolist(), edges[1:].tolist()):
-        size = int(sorted_lengths[a])
-        if size > 0:
-            yield starts[order[a:b]][:, None] + np.arange(size), None
+        segments = order[a:b]
+        yield segments, starts[segments][:, None] + np.arange(int(sorted_lengths[a]))
 
 
 def segment_rows(x: np.ndarray, starts: np.ndarray, fn) -> np.ndarray:
     """``fn`` (a row-wise operation on a 2-D array, e.g. ``np.cumsum(a, axis=1)``) applied to every
     segment ``x[starts[k]:starts[k + 1]]``, by :func:`length_classes`."""
     out = np.empty_like(x)
-    for index, shape in length_classes(starts):
-        if index is None:
-            out[:] = fn(x.reshape(shape)).reshape(-1)
+    for segments, index in length_classes(starts):
+        if segments is None:
+            out[:] = fn(x.reshape(index)).reshape(-1)
         else:
             out[index] = fn(x[index])
     return out
