@@ -21,3 +21,27 @@ def test_piece_sums_including_empty_pieces_and_runs_that_end_the_array():
         np.testing.assert_allclose(first, [values[a:a + k].sum() for a, k in zip(s, cut1)], rtol=0, atol=1e-12)
         np.testing.assert_allclose(second, [values[a + k:a + j].sum() for a, k, j in zip(s, cut1, cut2)],
                                    rtol=0, atol=1e-12)
+
+
+def _left_to_right(xs) -> float:
+    total = 0.0
+    for x in xs:
+        total += float(x)
+    return total
+
+
+def test_one_cut_and_whole_runs_are_summed_left_to_right():
+    """Equal cuts (BESTFIT, private participation) and whole runs take shorter paths; every piece is
+    still the left-to-right float sum of its values (seeded outputs do not depend on the path)."""
+    rng = np.random.default_rng(7)
+    for _ in range(300):
+        counts = rng.integers(1, 9, int(rng.integers(1, 7)))
+        starts = np.concatenate(([0], np.cumsum(counts)))
+        values = rng.random(int(starts[-1])) * 1e3
+        cut = np.array([rng.integers(0, c + 1) for c in counts])
+        if rng.random() < 0.5:
+            cut[-1] = counts[-1]  # the last piece ends the array
+        for cuts in ((cut, cut), (cut, cut.copy()), (counts, counts)):
+            first, second = run_piece_sums(values, starts, *cuts)
+            want = [_left_to_right(values[a:a + k]) for a, k in zip(starts[:-1], cuts[0])]
+            assert first.tolist() == want and not second.any()

@@ -613,9 +613,10 @@ def _dense_codes(series: pl.Series, as_text: bool = False) -> tuple[np.ndarray, 
     return np.ascontiguousarray(codes.to_numpy(), dtype=np.int64), uniq.len()
 
 
-# Above this many distinct text ids, ranks come from a hash join rather than an Enum cast
-# (measured: 0.41 s against 1.45 s for 4M rows of 1.25M ids; 0.20 s against 0.16 s at 200k ids).
-_MANY_IDS = 2**19
+# Above this many distinct text ids, ranks come from a hash join rather than an Enum cast, whose
+# cost grows with its categories (CPU seconds at 10^7 rows: 0.17 against 0.40 at 10^4 ids, 0.25
+# against 0.29 at 3 x 10^4, 0.56 against 0.48 at 6 x 10^4, 1.84 against 0.81 at 2 x 10^5).
+_MANY_IDS = 2**15
 
 
 @dataclass
