@@ -266,12 +266,16 @@ def _load_records(df: pl.DataFrame, spec: RecordSpec, order_col: str | None, sha
         user.codes = user.codes[frame[DF_ROW].to_numpy()]
     ucodes, n_users = user.codes, user.size
     user.codes = None
-    group = np.zeros(frame.height, dtype=np.int64)
+    group = np.zeros(frame.height, dtype=np.int64) if not key_codes else None
     mixed_radix = True  # group = the key codes in mixed radix (else re-densified: not decodable)
-    for codes in key_codes:
-        if group.size and int(group.max()) >= (2**62) // max(codes.size, 1):
-            group, mixed_radix = _dense_codes(pl.Series(group))[0], False  # re-densify before it could overflow
-        group = group * codes.size + codes.codes
+    for i, codes in enumerate(key_codes):
+        if i == 0:
+            group = codes.codes  # (no zeros to multiply: fresh pages cost system time)
+        else:
+            if group.size and int(group.max()) >= (2**62) // max(codes.size, 1):
+                group, mixed_radix = _dense_codes(pl.Series(group))[0], False  # re-densify before it could overflow
+            group = group * codes.size
+            group += codes.codes
         codes.codes = None  # only its size and decoder are needed from here on (memory)
     n_codes = int(group.max()) + 1 if group.size else 1
     if keys and n_codes > (2**62) // max(n_users, 1):
@@ -279,7 +283,8 @@ def _load_records(df: pl.DataFrame, spec: RecordSpec, order_col: str | None, sha
         n_codes = int(group.max()) + 1
     sort_cols = {}
     if n_codes <= (2**62) // max(n_users, 1):
-        sort_cols["k"] = group * n_users + ucodes
+        sort_cols["k"] = group * n_users
+        sort_cols["k"] += ucodes
     else:
         sort_cols["g"], sort_cols["u"] = group, ucodes
     span = 1
@@ -287,7 +292,8 @@ def _load_records(df: pl.DataFrame, spec: RecordSpec, order_col: str | None, sha
         offsets = _time_offsets(frame, spec.time_col, SLOT in keys and slot_needed)
         if "k" in sort_cols and offsets is not None and n_codes * n_users * offsets[1] < 2**63:
             # one int64 key (run, time within the run) sorts about twice as fast as two columns
-            sort_cols["k"] = sort_cols["k"] * offsets[1] + offsets[0]
+            sort_cols["k"] *= offsets[1]
+            sort_cols["k"] += offsets[0]
             span = offsets[1]
         else:
             sort_cols["t"] = frame[spec.time_col]
@@ -303,11 +309,10 @@ def _load_records(df: pl.DataFrame, spec: RecordSpec, order_col: str | None, sha
         ordered = pl.DataFrame({**sort_cols, "v": values}).sort(
             list(sort_cols), maintain_order=True, multithreaded=True)
         del sort_cols
-        run_code = ordered["k"].to_numpy()
+        run_code = ordered["k"].to_numpy(writable=True)
         if span > 1:
-            run_code = run_code // span
-        g_sorted = run_code // n_users
-        u_sorted = run_code - g_sorted * n_users
+            run_code //= span
+        g_sorted, u_sorted = np.divmod(run_code, n_users)
         sorted_values = ordered["v"].to_numpy()
         del ordered, run_code
         order = None
@@ -393,6 +398,7 @@ def _time_offsets(frame: pl.DataFrame, time_col: str, slot_key: bool) -> tuple[n
     t = t.to_numpy()
     if slot_key:
         offsets = t - frame[SLOT].to_physical().cast(pl.Int64).to_numpy()
+        del t
     else:
         low, high = int(t.min()), int(t.max())
         if high - low >= 2**62:
