@@ -6,7 +6,8 @@ as Parquet. Then times, in the same process and run:
 
 * reference: polars reading the Parquet file and computing the (non-private) mean per
   (cell, hour) (read + group_by.mean);
-* tsdp: the whole `tsdp mean-estimate ... --group-by cell,slot` command (read, validate, slots,
+* tsdp: the whole `tsdp mean-estimate ... --group-by cell,slot` command, its groups declared and
+  under the default --participation private (read, validate, slots,
   sort into per-user runs, grouping, per-group estimates, atomic write of the output and the
   JSON report), called in-process.
 
@@ -22,7 +23,7 @@ import argparse
 import os
 import sys
 import tempfile
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import numpy as np
@@ -82,6 +83,9 @@ def run(n_records: int, n_cells: int, n_slots: int, rounds: int) -> float:
                 "mean-estimate", str(src), "--user-col", "bus_id", "--value-col", "speed",
                 "--time-col", "timestamp", "--cell-col", "cell_id", "--slot-length", "1h",
                 "--group-by", "cell,slot", "--epsilon-per-group-ok", "--epsilon", "1",
+                "--group-keys", ",".join(f"c{i:03d}" for i in range(n_cells)),  # the declared groups
+                "--start", "2024-05-06", "--end", str(datetime(2024, 5, 6) + timedelta(hours=n_slots)),
+                "--arrays", "64", "--m-ub", "40",  # --participation private: public parameters
                 "--upper", str(UPPER), "-o", str(tmp / "estimates.parquet"), "--force", "--quiet",
             ])
             assert code == 0, code

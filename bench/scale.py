@@ -26,14 +26,18 @@ spread [min - max] over --repeats:
 3. the same caps written as DuckDB SQL window functions (ROW_NUMBER for M, DENSE_RANK of hours for
    I, first-appearance rank of stations for K), whose cell counts are checked equal to
    tsdp.io.events.aggregate_events on the same rows at sizes <= --check-max;
-4. `tsdp mean-estimate --group-by cell,slot` (both record shapes) against a polars streaming group-by mean (the target's
-   reference) and, for reading that ratio, a polars streaming group-by per run (cell, hour, bus):
-   the per-(group, user) reduction every estimator needs before its caps (no target);
+4. `tsdp mean-estimate --group-by cell,slot` (both record shapes; the groups declared, --participation
+   private with K = 64 arrays and m_UB = 40) against a polars streaming group-by mean (the target's
+   reference), a polars streaming group-by per run (cell, hour, bus): the per-(group, user) reduction
+   every estimator needs before its caps (no target), and DuckDB SQL doing the same caps and
+   reductions (a window keeps each run's earliest m_UB records by time then row; count and sum per
+   run), whose runs are checked equal to tsdp's record path at sizes <= --check-max;
 5. time per row across sizes.
 
 Targets (issue 12, on this 2-core / 24 GiB machine) get PASS/FAIL where they apply: 10^8 events
 released with peak RSS <= 2 GiB and no slower than DuckDB; mean-estimate on 10^8 records with peak
-RSS <= 2 GiB and within 3x of polars; a 5 GB long Parquet released with peak RSS <= 2 GiB. Every
+RSS <= 2 GiB, within 3x of polars and no slower than DuckDB (issue 30); a 5 GB long Parquet released
+with peak RSS <= 2 GiB. Every
 reference is measured in the same run. Exit status 1 if a measured target is missed.
 
 Usage: python bench/scale.py [--sizes 1e6,1e7,1e8] [--engines local,spark] [--formats parquet,csv]
@@ -72,6 +76,10 @@ STATIONS = [f"st{i:03d}" for i in range(N_STATIONS)]
 M_PER_STEP, I_STEPS, K_SERIES = 2, 48, 3
 # records: 100 cells x 100 hourly slots
 REC_START, N_CELLS, N_SLOTS, UPPER = "2024-05-06 00:00:00", 100, 100, 65.0
+REC_END = "2024-05-10 04:00:00"  # REC_START + N_SLOTS hours: the declared slot grid
+CELLS = [f"c{i:03d}" for i in range(N_CELLS)]
+# mean-estimate's public parameters (--participation private): arrays per group, records per (group, bus)
+MEAN_ARRAYS, MEAN_M_UB = 64, 40
 DATETIME_FORMAT = "%Y-%m-%d %H:%M:%S"
 HERE = Path(__file__).resolve()
 
@@ -170,7 +178,7 @@ def _record_stream(n_rows: int, rng, activity, place):
     cdf = np.cumsum(activity)
     cdf /= cdf[-1]
     buses = pl.Series("bus_id", [f"b{i:07d}" for i in range(n_buses)])
-    cells = pl.Series("cell", [f"c{i:03d}" for i in range(N_CELLS)])
+    cells = pl.Series("cell", CELLS)
     start_us = _epoch_us(REC_START)
     for slot, per_slot in enumerate(_split(n_rows, _hour_weights(N_SLOTS))):
         for m in _split(per_slot, [1] * max(1, math.ceil(per_slot / CHUNK_ROWS))):
@@ -413,6 +421,86 @@ def duckdb_cells(path: Path, temp_dir: Path | None = None, **caps):
     return cells.with_columns(pl.col("bucket").cast(pl.Int64), pl.col("n").cast(pl.Int64))
 
 
+def _source(path: Path, columns: str) -> str:
+    """A DuckDB table expression of ``path`` with each row's position in the file (row_id)."""
+    p = str(path).replace("'", "''")
+    if p.endswith(".csv"):
+        return (f"(SELECT *, row_number() OVER () - 1 AS row_id FROM read_csv('{p}', header = true, "
+                f"columns = {columns}))")
+    return f"(SELECT *, file_row_number AS row_id FROM read_parquet('{p}', file_row_number = true))"
+
+
+def duckdb_mean_sql(path: Path, m_ub: int = MEAN_M_UB) -> str:
+    """What mean-estimate computes before its private steps, as SQL: the records of the declared
+    groups (cells, hourly slots of the grid), each (group, bus) run's earliest m_UB records by time
+    then row (a window), and per run its record count and the sum of those kept."""
+    source = _source(path, "{'bus_id': 'VARCHAR', 'ts': 'TIMESTAMP', 'cell': 'VARCHAR', 'speed': 'DOUBLE'}")
+    cells = ", ".join(f"'{c}'" for c in CELLS)
+    return f"""
+    WITH rec AS (
+        SELECT cell, date_trunc('hour', ts) AS slot, bus_id, speed,
+               row_number() OVER (PARTITION BY cell, date_trunc('hour', ts), bus_id ORDER BY ts, row_id) AS k
+        FROM {source}
+        WHERE ts >= TIMESTAMP '{REC_START}' AND ts < TIMESTAMP '{REC_END}' AND cell IN ({cells})
+    )
+    SELECT cell, slot, bus_id, count(*) AS n, sum(speed) FILTER (WHERE k <= {m_ub}) AS kept
+    FROM rec GROUP BY cell, slot, bus_id
+    """
+
+
+def duckdb_mean_runs(path: Path, temp_dir: Path | None = None):
+    """DuckDB's runs (cell, slot, bus_id, n, kept), a polars frame."""
+    import duckdb
+
+    con = duckdb.connect()
+    con.execute("SET preserve_insertion_order = false")
+    if temp_dir is not None:
+        con.execute(f"SET temp_directory = '{str(temp_dir).replace(chr(39), chr(39) * 2)}'")
+    runs = con.sql(duckdb_mean_sql(path)).pl()
+    con.close()
+    return runs
+
+
+def tsdp_mean_runs(path: Path):
+    """The same runs from tsdp's own record path (load_records, the private plan's cuts, the piece sums)."""
+    import numpy as np
+    import polars as pl
+
+    from tsdp.api.means import MeanOptions
+    from tsdp.engine.records import runs_from_records
+    from tsdp.io.files import read_table
+    from tsdp.io.records import load_records
+
+    plan = MeanOptions(  # the options of mean_args
+        user_col="bus_id", value_col="speed", upper=UPPER, epsilon=1.0, time_col="ts", cell_col="cell",
+        slot_length="1h", group_by="cell,slot", epsilon_per_group_ok=True, group_keys=CELLS, start=REC_START,
+        end=REC_END, arrays=MEAN_ARRAYS, m_ub=MEAN_M_UB).plan()
+    records = load_records(read_table(str(path)), plan.spec)
+    runs = runs_from_records(records)
+    kept = np.minimum(runs.counts, MEAN_M_UB)
+    first, _ = runs.piece_sums(kept, kept)
+    group = np.repeat(np.arange(runs.n_groups), np.diff(runs.group_starts))
+    return runs.groups[group].with_columns(runs.run_users.alias("bus_id"), pl.Series("n", runs.counts),
+                                           pl.Series("kept", first))
+
+
+def mean_cross_check(path: Path, temp_dir: Path | None = None) -> dict:
+    """DuckDB's runs against tsdp's: the same (group, bus) runs, equal record counts, and kept sums
+    equal up to the order of a float64 sum (relative 1e-12)."""
+    import polars as pl
+
+    ours = tsdp_mean_runs(path)
+    theirs = duckdb_mean_runs(path, temp_dir).with_columns(pl.col("slot").cast(ours.schema["slot"]),
+                                                          pl.col("n").cast(pl.Int64))
+    both = ours.join(theirs, on=["cell", "slot", "bus_id"], how="full", coalesce=True, suffix="_duckdb")
+    missing = both.filter(pl.col("n").is_null() | pl.col("n_duckdb").is_null()).height
+    counts = both.filter(pl.col("n") != pl.col("n_duckdb")).height
+    sums = both.filter((pl.col("kept") - pl.col("kept_duckdb")).abs() > 1e-12 * pl.col("kept").abs().max()).height
+    return {"runs": ours.height, "duckdb_runs": theirs.height, "unmatched": missing, "counts_differ": counts,
+            "sums_differ": sums, "kept": int(ours["n"].clip(upper_bound=MEAN_M_UB).sum()),
+            "equal": missing == 0 and counts == 0 and sums == 0}
+
+
 def tsdp_cells(path: Path):
     """The same cells from tsdp's own aggregation (tsdp.io.events.aggregate_events), in memory."""
     import polars as pl
@@ -593,8 +681,12 @@ def release_args(path: Path, out: Path) -> list[str]:
 
 
 def mean_args(path: Path, out: Path) -> list[str]:
+    """mean-estimate as a steward runs it: the groups declared (the cells, the slot grid) and, under
+    the default --participation private, K arrays per group and at most m_UB records per (group, bus)."""
     return ["mean-estimate", str(path), "--user-col", "bus_id", "--value-col", "speed", "--time-col", "ts",
             "--cell-col", "cell", "--slot-length", "1h", "--group-by", "cell,slot", "--epsilon-per-group-ok",
+            "--group-keys", ",".join(CELLS), "--start", REC_START, "--end", REC_END,
+            "--arrays", str(MEAN_ARRAYS), "--m-ub", str(MEAN_M_UB),
             "--epsilon", "1", "--upper", str(UPPER), "-o", str(out), "--force", "--quiet"]
 
 
@@ -774,20 +866,25 @@ class Bench:
         plan = self.engine_series(engines, "mean-estimate", lambda e: mean_args(path, self.out / f"means_{e}.parquet"))
         floor = Series("polars streaming group-by mean (cell, hour)")
         runs = Series("polars streaming group-by per run (cell, hour, bus)")
+        duck = Series(f"DuckDB SQL: window cap m_UB={MEAN_M_UB} by time, count and sum per run")
         plan.append((floor, worker_cmd("floor-records", path)))
         plan.append((runs, worker_cmd("floor-runs", path)))
+        plan.append((duck, worker_cmd("duckdb-mean", path, str(self.workdir / "duckdb_tmp"))))
         self.run(worker_cmd("floor-records", path))
         self.interleave(plan)
         print(f"  {_load_average()} after these runs")
         for series, _ in plan:
             print(series.line(n))
         print(ratio_line("ratio runs group-by/polars mean (the runs' floor)", runs, floor)[0])
-        for series, _ in plan[:-2]:
+        for series, _ in plan[:-3]:
             engine = series.engine
             line, ok = ratio_line(f"ratio mean-estimate/polars ({engine})", series, floor, MEAN_RATIO_TARGET, applies)
             print(line)
             print(ratio_line(f"ratio mean-estimate/runs group-by ({engine})", series, runs)[0])
             self.record(f"10^8 records mean-estimate within 3x of polars ({engine}, {fmt}, {shape})", ok)
+            line, ok = ratio_line(f"ratio mean-estimate/DuckDB ({engine})", series, duck, 1.0, applies)
+            print(line)
+            self.record(f"10^8 records mean-estimate no slower than DuckDB ({engine}, {fmt}, {shape})", ok)
             line, ok = rss_line(series, applies)
             print(line)
             self.record(f"10^8 records mean-estimate peak RSS <= 2 GiB ({engine}, {fmt}, {shape})", ok)
@@ -795,6 +892,19 @@ class Bench:
                 self.per_row.setdefault(("mean-estimate", engine, f"{fmt} {shape}"), {})[n] = statistics.median(series.walls) / n
         if floor.ok:
             self.per_row.setdefault(("polars-mean", "", f"{fmt} {shape}"), {})[n] = statistics.median(floor.walls) / n
+        if duck.ok:
+            self.per_row.setdefault(("duckdb-mean", "", f"{fmt} {shape}"), {})[n] = statistics.median(duck.walls) / n
+        if n <= self.args.check_max:
+            done = subprocess.run(worker_cmd("mean-cross-check", path, str(self.workdir / "duckdb_tmp")),
+                                  capture_output=True, text=True)
+            if done.returncode != 0:
+                raise SystemExit(f"error: the DuckDB mean cross-check failed: {done.stderr.strip()[-500:]}")
+            check = json.loads(done.stdout.strip().splitlines()[-1])["result"]
+            print(f"  cross-check DuckDB runs vs tsdp's record path (same rows): "
+                  f"{'equal' if check['equal'] else 'DIFFERENT'}: {check['runs']:,} runs (DuckDB {check['duckdb_runs']:,}), "
+                  f"{check['unmatched']} unmatched, {check['counts_differ']} counts and {check['sums_differ']} kept sums "
+                  f"differ; {check['kept']:,} records kept")
+            self.record("DuckDB mean-estimate runs equal tsdp's", check["equal"])
 
     def long(self, gb: float, engines: Engines) -> None:
         path = long_dataset(gb, self.workdir)
@@ -840,6 +950,8 @@ class Bench:
             "10^8 events released no slower than DuckDB",
             "10^8 records mean-estimate peak RSS <= 2 GiB",
             "10^8 records mean-estimate within 3x of polars",
+            "10^8 records mean-estimate no slower than DuckDB",
+            "DuckDB mean-estimate runs equal tsdp's",
             "time per row roughly constant 10^6 -> 10^8",
             "GB long Parquet released with peak RSS <= 2 GiB",
             "DuckDB cell counts equal tsdp's",
@@ -877,6 +989,10 @@ def worker(kind: str, path: str, extra: list[str]) -> None:
         result = cross_check(p, Path(extra[0]) if extra else None)
     elif kind == "duckdb-events":
         result = duckdb_cells(p, Path(extra[0]) if extra else None).height
+    elif kind == "duckdb-mean":
+        result = duckdb_mean_runs(p, Path(extra[0]) if extra else None).height
+    elif kind == "mean-cross-check":
+        result = mean_cross_check(p, Path(extra[0]) if extra else None)
     else:
         raise SystemExit(f"error: unknown worker {kind!r}")
     print(json.dumps({"kind": kind, "result": result}))

@@ -105,3 +105,25 @@ def test_measure_reports_the_child_peak(scale):
     assert run.code == 0 and run.peak >= 300 * 2**20
     small = scale.measure([sys.executable, "-c", "pass"])
     assert small.peak < 300 * 2**20, "a later, smaller child is not charged the earlier peak"
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "csv"])
+def test_duckdb_mean_runs_equal_tsdp_record_path(scale, tmp_path_factory, fmt):
+    """Issue 30: DuckDB's window cap (earliest m_UB records by time, then row) and per-run count and
+    sum give mean-estimate's runs; on the ITMS shape (tens of records per run) the cap bites."""
+    pytest.importorskip("duckdb", reason="duckdb is a bench-only reference, not installed")
+    path = scale.dataset("itms", 200_000, tmp_path_factory.mktemp("itms"), ["parquet", "csv"], quiet=True)[fmt]
+    check = scale.mean_cross_check(path)
+    assert check["equal"], check
+    assert check["kept"] < 200_000, "the cap m_UB drops records at this size"
+
+
+def test_mean_cross_check_detects_another_cap_or_order(scale, tmp_path_factory, monkeypatch):
+    """Negative control: one record fewer per run, or the latest records instead of the earliest."""
+    pytest.importorskip("duckdb", reason="duckdb is a bench-only reference, not installed")
+    path = scale.dataset("itms", 200_000, tmp_path_factory.mktemp("itms2"), ["parquet"], quiet=True)["parquet"]
+    sql = scale.duckdb_mean_sql
+    for edit in (lambda p, m_ub=scale.MEAN_M_UB: sql(p, m_ub - 1),
+                 lambda p, m_ub=scale.MEAN_M_UB: sql(p, m_ub).replace("ORDER BY ts, row_id", "ORDER BY ts DESC, row_id")):
+        monkeypatch.setattr(scale, "duckdb_mean_sql", edit)
+        assert not scale.mean_cross_check(path)["equal"]

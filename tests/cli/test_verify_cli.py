@@ -56,7 +56,14 @@ OTHERS = {  # name -> (command, input, output, options)
     "mean-estimate": ("mean-estimate", "itms_speeds.parquet", "csv",
                       ["--user-col", "bus_id", "--value-col", "speed", "--time-col", "timestamp", "--cell-col",
                        "cell_id", "--slot-length", "1h", "--group-by", "cell,slot", "--epsilon-per-group-ok",
-                       "--epsilon", "0.1", "--upper", "65", "--algorithm", "levy", "--participation", "public"]),
+                       "--epsilon", "0.1", "--upper", "65", "--algorithm", "levy",
+                       # --participation private: the groups declared, K arrays and m_UB public
+                       "--group-keys", ",".join(f"c{i:02d}_{j:02d}" for i in range(5) for j in range(5)),
+                       "--start", "2024-05-06", "--end", "2024-05-09", "--arrays", "20", "--m-ub", "10"]),
+    "mean-estimate-public": ("mean-estimate", "itms_speeds.parquet", "csv",
+                             ["--user-col", "bus_id", "--value-col", "speed", "--time-col", "timestamp", "--cell-col",
+                              "cell_id", "--slot-length", "1h", "--group-by", "cell,slot", "--epsilon-per-group-ok",
+                              "--epsilon", "0.1", "--upper", "65", "--algorithm", "levy", "--participation", "public"]),
     "mean-estimate-aa": ("mean-estimate", "itms_speeds.parquet", "csv",
                          ["--user-col", "bus_id", "--value-col", "speed", "--time-col", "timestamp", "--cell-col",
                           "cell_id", "--slot-length", "1h", "--group-by", "cell,slot", "--epsilon-per-group-ok",
@@ -287,10 +294,16 @@ TAMPERING = {  # id -> (report, edit, a check that must fail)
                                                       "output_shape"),
     "release grid steps understated (long CSV)": ("events", _set("grid.n_steps", lambda n: n - 1), "output_shape"),
     # every figure of the group count rewritten together: only the released estimates (one row a group) tell
-    "mean groups understated with their epsilon": ("mean-estimate", _all(
+    "mean groups understated with their epsilon": ("mean-estimate-public", _all(
         _set("grid.n_groups", lambda n: n - 1), _set("claim.parameters.n_groups", lambda n: n - 1),
         _set("claim.parameters.epsilon_total_bound", lambda e: round(e - 0.1, 12)),
         _set("claim.epsilon", lambda e: round(e - 0.1, 12))), "output_shape"),
+    # declared groups (--participation private): their count is in the report too
+    "mean declared groups understated with their epsilon": ("mean-estimate", _all(
+        _set("grid.n_groups", lambda n: n - 1), _set("claim.parameters.n_groups", lambda n: n - 1),
+        _set("claim.parameters.epsilon_total_bound", lambda e: round(e - 0.1, 12)),
+        _set("claim.epsilon", lambda e: round(e - 0.1, 12))), "parameters"),
+    "mean relation words edited": ("mean-estimate", _set("claim.unit.neighbouring", "add or remove one user"), "unit"),
     "hardened mean event scale lowered": ("mean-estimate-aa", _set("claim.events.0.noise", lambda b: b / 2),
                                           "events"),
     "hardened mean event off its lattice": (

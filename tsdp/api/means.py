@@ -301,7 +301,7 @@ class ChunkedEstimates:
     over every group, and ``true_means`` the PRIVATE per-group means (for the steward's checks; NaN
     for groups without records).
 
-    With declared groups (:func:`tsdp.io.records.declared_table`) every declared group gets a row,
+    With declared groups (:func:`tsdp.io.records.declared_groups`) every declared group gets a row,
     in the declared order: the groups of a chunk are placed among the declared ones, and the
     declared groups between chunks (or after the last) are estimated without records."""
 

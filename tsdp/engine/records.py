@@ -68,8 +68,9 @@ class RecordRuns:
     clipped: bool = False
     notes: list[str] = field(default_factory=list)
     run_users: pl.Series | None = None      # the user id (as text) of every run
-    declared: pl.DataFrame | None = None    # every declared group (tsdp.io.records.declared_table), or None
+    declared: pl.DataFrame | None = None    # every declared group (tsdp.io.records.Declared.table), or None
     dropped: int | None = 0                 # records outside the declared groups (a figure of the data; None: not counted)
+    declared_index: np.ndarray | None = None  # each group's position among the declared ones (None: found by a join)
 
     @property
     def n_groups(self) -> int:
@@ -104,7 +105,7 @@ def runs_from_records(records: Records) -> RecordRuns:
 
     return RecordRuns(records.counts, records.group_starts, records.groups, records.key_columns,
                       records.max_groups_per_user, piece_sums, records.clipped, list(records.notes),
-                      records.run_users, records.declared, records.dropped)
+                      records.run_users, records.declared, records.dropped, records.declared_index)
 
 
 DECLARED_INDEX = "__declared"
@@ -115,6 +116,8 @@ def declared_positions(runs: RecordRuns) -> np.ndarray:
     canonical group order)."""
     if runs.n_groups == 0:
         return np.zeros(0, dtype=np.int64)
+    if runs.declared_index is not None:
+        return runs.declared_index
     if not runs.key_columns:
         return np.zeros(1, dtype=np.int64)
     keys = runs.key_columns

@@ -13,7 +13,7 @@ columns, and returns the records in the compressed layout of :mod:`tsdp.mean.api
 
 Declared groups: when every group key is declared (a cell by ``--cell`` or ``--group-keys`` /
 ``--group-keys-file``, a derived slot by ``--slot`` or the grid ``--start``/``--end`` with
-``--slot-length``), :func:`declared_table` lists every declared group (typed like the input's
+``--slot-length``), :func:`declared_groups` lists every declared group (typed like the input's
 columns, in the canonical order), records outside them are dropped, and :class:`Records` carries
 the table (``declared``) and the number of records dropped (``dropped``, a figure of the data).
 
@@ -23,6 +23,7 @@ knows nothing about privacy.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -101,7 +102,8 @@ class Records:
     notes: list[str] = field(default_factory=list)
     run_users: pl.Series | None = None  # the user id (as text) of every run
     run_codes: np.ndarray | None = None  # the user code of every run (its rank among the ids as text)
-    declared: pl.DataFrame | None = None  # every declared group (declared_table), or None
+    declared: pl.DataFrame | None = None  # every declared group (Declared.table), or None
+    declared_index: np.ndarray | None = None  # the position of each group among the declared ones
     dropped: int = 0  # records outside the declared groups or the selection (a figure of the data)
 
     @property
@@ -193,13 +195,15 @@ def _load_records(df: pl.DataFrame, spec: RecordSpec, order_col: str | None, sha
     user_job = pool.submit(_user_codes, users, spec.user_col, spec.cell is None and spec.slot is None)
     pool.shutdown(wait=False)
     distinct = {}
+    all_declared = _declares_all(keys, slot_needed, spec)
     try:
         for k in source_keys:
             if frame[k].null_count():
                 row = int(frame[k].is_null().arg_true()[0])
                 raise DataError(f"column {k!r}: missing group key at row {row + 1}; fill or drop such records first")
-            distinct[k] = frame[k].unique()
-            reject_nan_ids(frame[k], k, "group key", distinct[k])
+            if not all_declared:  # (declared keys: records of undeclared values, NaN among them, are dropped)
+                distinct[k] = frame[k].unique()
+                reject_nan_ids(frame[k], k, "group key", distinct[k])
         values = numeric_values(frame, spec.value_col, allow_negative=True, allow_null=False,
                                 null_hint="every record needs a value; drop such records before the run "
                                           "(the guarantee then covers the cleaned dataset)")
@@ -220,15 +224,15 @@ def _load_records(df: pl.DataFrame, spec: RecordSpec, order_col: str | None, sha
             frame = frame.filter(as_text == str(spec.cell))
         if spec.slot is not None:
             frame = frame.filter(pl.col(SLOT) == _slot_instant(spec, frame.schema[spec.time_col]))
-        declared = declared_table(frame.schema, keys, slot_needed, spec)
-        if declared is not None and declared.width:
-            kept = within_declared(frame, declared)
-            if not kept.all():
-                frame = frame.filter(kept)
+        declared = declared_groups(frame.schema, keys, slot_needed, spec)
+        declared_index = None  # each record's declared group
+        if declared is not None and declared.keys:
+            frame, declared_index = declared.select(frame)
         dropped = n_read - frame.height
+        table = None if declared is None else declared.table()
         if frame.height == 0:
             if shard or declared is not None:
-                return _empty_records(spec, keys, frame.select(keys), declared, dropped)
+                return _empty_records(spec, keys, frame.select(keys), table, dropped)
             raise DataError(f"no records in the selection {_selection(spec)}; check the value(s) against the data")
 
         # Public value bounds: error (default) or per-record clipping (keeps every record).
@@ -248,7 +252,12 @@ def _load_records(df: pl.DataFrame, spec: RecordSpec, order_col: str | None, sha
     # Sort (stable: ties keep the input row order) and cut into runs and groups. Keys and user ids
     # are replaced by integer codes in their sort order, so that one or two int64 columns are
     # sorted instead of text.
-    key_codes = [_codes(frame[k], distinct=distinct.get(k)) for k in keys]
+    if declared_index is not None:  # the declared group index: the groups' codes in their order
+        size = declared.n_groups
+        key_codes = [_Codes(declared_index, size, lambda c: table.gather(c))]
+        del declared_index
+    else:
+        key_codes = [_codes(frame[k], distinct=distinct.get(k)) for k in keys]
     user_distinct, user = user_job.result()
     del users
     if user is None:  # rows were selected: code the ids that remain
@@ -257,12 +266,16 @@ def _load_records(df: pl.DataFrame, spec: RecordSpec, order_col: str | None, sha
         user.codes = user.codes[frame[DF_ROW].to_numpy()]
     ucodes, n_users = user.codes, user.size
     user.codes = None
-    group = np.zeros(frame.height, dtype=np.int64)
+    group = np.zeros(frame.height, dtype=np.int64) if not key_codes else None
     mixed_radix = True  # group = the key codes in mixed radix (else re-densified: not decodable)
-    for codes in key_codes:
-        if group.size and int(group.max()) >= (2**62) // max(codes.size, 1):
-            group, mixed_radix = _dense_codes(pl.Series(group))[0], False  # re-densify before it could overflow
-        group = group * codes.size + codes.codes
+    for i, codes in enumerate(key_codes):
+        if i == 0:
+            group = codes.codes  # (no zeros to multiply: fresh pages cost system time)
+        else:
+            if group.size and int(group.max()) >= (2**62) // max(codes.size, 1):
+                group, mixed_radix = _dense_codes(pl.Series(group))[0], False  # re-densify before it could overflow
+            group = group * codes.size
+            group += codes.codes
         codes.codes = None  # only its size and decoder are needed from here on (memory)
     n_codes = int(group.max()) + 1 if group.size else 1
     if keys and n_codes > (2**62) // max(n_users, 1):
@@ -270,7 +283,8 @@ def _load_records(df: pl.DataFrame, spec: RecordSpec, order_col: str | None, sha
         n_codes = int(group.max()) + 1
     sort_cols = {}
     if n_codes <= (2**62) // max(n_users, 1):
-        sort_cols["k"] = group * n_users + ucodes
+        sort_cols["k"] = group * n_users
+        sort_cols["k"] += ucodes
     else:
         sort_cols["g"], sort_cols["u"] = group, ucodes
     span = 1
@@ -278,7 +292,8 @@ def _load_records(df: pl.DataFrame, spec: RecordSpec, order_col: str | None, sha
         offsets = _time_offsets(frame, spec.time_col, SLOT in keys and slot_needed)
         if "k" in sort_cols and offsets is not None and n_codes * n_users * offsets[1] < 2**63:
             # one int64 key (run, time within the run) sorts about twice as fast as two columns
-            sort_cols["k"] = sort_cols["k"] * offsets[1] + offsets[0]
+            sort_cols["k"] *= offsets[1]
+            sort_cols["k"] += offsets[0]
             span = offsets[1]
         else:
             sort_cols["t"] = frame[spec.time_col]
@@ -294,11 +309,10 @@ def _load_records(df: pl.DataFrame, spec: RecordSpec, order_col: str | None, sha
         ordered = pl.DataFrame({**sort_cols, "v": values}).sort(
             list(sort_cols), maintain_order=True, multithreaded=True)
         del sort_cols
-        run_code = ordered["k"].to_numpy()
+        run_code = ordered["k"].to_numpy(writable=True)
         if span > 1:
-            run_code = run_code // span
-        g_sorted = run_code // n_users
-        u_sorted = run_code - g_sorted * n_users
+            run_code //= span
+        g_sorted, u_sorted = np.divmod(run_code, n_users)
         sorted_values = ordered["v"].to_numpy()
         del ordered, run_code
         order = None
@@ -322,8 +336,13 @@ def _load_records(df: pl.DataFrame, spec: RecordSpec, order_col: str | None, sha
     group_run_starts = np.flatnonzero(group_flags)
     group_starts = np.append(group_run_starts, run_start_rows.size).astype(np.int64)
     run_codes = u_sorted[run_start_rows]
+    declared_pos = None  # the position of every group among the declared ones
     if not keys:
         groups = pl.DataFrame()
+        declared_pos = np.zeros(group_run_starts.size, dtype=np.int64) if table is not None else None
+    elif table is not None and mixed_radix:
+        declared_pos = g_sorted[run_start_rows[group_run_starts]]
+        groups = table.gather(declared_pos)
     elif order is None:
         groups = _decode_groups(g_sorted[run_start_rows[group_run_starts]], keys, key_codes)
     else:
@@ -341,7 +360,8 @@ def _load_records(df: pl.DataFrame, spec: RecordSpec, order_col: str | None, sha
         notes=_notes(spec),
         run_users=run_users,
         run_codes=run_codes,
-        declared=declared,
+        declared=table,
+        declared_index=declared_pos,
         dropped=dropped,
     )
 
@@ -378,6 +398,7 @@ def _time_offsets(frame: pl.DataFrame, time_col: str, slot_key: bool) -> tuple[n
     t = t.to_numpy()
     if slot_key:
         offsets = t - frame[SLOT].to_physical().cast(pl.Int64).to_numpy()
+        del t
     else:
         low, high = int(t.min()), int(t.max())
         if high - low >= 2**62:
@@ -404,37 +425,98 @@ def _empty_records(spec: RecordSpec, keys: list[str], key_frame: pl.DataFrame | 
                    key_columns=keys, n_groups=0, max_groups_per_user=0,
                    clipped=spec.out_of_range == "clip", notes=_notes(spec),
                    run_users=pl.Series([], dtype=pl.String), run_codes=np.zeros(0, dtype=np.int64),
-                   declared=declared, dropped=dropped)
+                   declared=declared, declared_index=np.zeros(0, dtype=np.int64), dropped=dropped)
 
 
-def declared_table(schema: pl.Schema, keys: list[str], slot_derived: bool, spec: RecordSpec) -> pl.DataFrame | None:
-    """Every declared group, one row per group with the key columns in ``keys`` order, typed like
-    ``schema`` (the records' columns, with the derived slot), sorted in the canonical group order
-    (the order of the runs): a cell fixed by ``--cell``, the other non-slot keys' declared values
-    (``--group-keys``, or the rows of ``--group-keys-file``), the slot fixed by ``--slot`` or the
-    grid ``--start``, ``--start + --slot-length``, ... before ``--end``. An empty frame without
-    columns when there are no keys (one group). None when some key is not declared (the groups
-    are then read off the records, which only ``--participation public`` allows)."""
+@dataclass(frozen=True)
+class Declared:
+    """The declared groups as a product of factors, in the canonical key order: each factor is a
+    sorted table of distinct declared values of one key column (a cell fixed by ``--cell``, the
+    values of ``--group-keys``, the slot grid) or of several (the rows of ``--group-keys-file``).
+    Group ``i`` of :meth:`table` has the mixed-radix digits of ``i`` as its factors' positions, so a
+    record's group index is computed from its keys without materialising the groups per record."""
+
+    keys: list[str]
+    factors: list[pl.DataFrame]
+
+    @property
+    def n_groups(self) -> int:
+        return math.prod(f.height for f in self.factors) if self.keys else 1
+
+    def table(self) -> pl.DataFrame:
+        """Every declared group, in order (the factors' cross product: lexicographic, as sorted)."""
+        if not self.keys:
+            return pl.DataFrame()
+        table = self.factors[0]
+        for factor in self.factors[1:]:
+            table = table.join(factor, how="cross", maintain_order="left_right")
+        return table.select(self.keys)
+
+    def select(self, frame: pl.DataFrame) -> tuple[pl.DataFrame, np.ndarray]:
+        """(the records of ``frame`` inside the declared groups, in their order; each one's declared
+        group index)."""
+        index = pl.lit(0, dtype=pl.Int64)
+        for factor in self.factors:
+            index = index * factor.height + _position(factor, frame)
+        inside = frame.with_columns(index.alias(DECLARED)).filter(pl.col(DECLARED).is_not_null())
+        return inside.drop(DECLARED), inside[DECLARED].to_numpy()
+
+
+DECLARED = "__declared"
+
+
+def _position(factor: pl.DataFrame, frame: pl.DataFrame) -> pl.Expr:
+    """The position of each record's values in ``factor`` (sorted, distinct rows), null if absent."""
+    names = factor.columns
+    if len(names) > 1:  # combinations of several columns: a join
+        found = frame.select(names).join(factor.with_row_index("__pos"), on=names, how="left",
+                                         maintain_order="left")["__pos"]
+        return pl.lit(found.cast(pl.Int64))
+    column, values = pl.col(names[0]), factor[names[0]]
+    dtype = frame.schema[names[0]]
+    if dtype == pl.String:  # an Enum of the declared values: its physical codes are the positions
+        return column.cast(pl.Enum(values), strict=False).to_physical().cast(pl.Int64)
+    if dtype.is_integer() or dtype.is_temporal():
+        grid = values.to_physical().cast(pl.Int64).to_numpy()
+        steps = np.diff(grid)
+        if grid.size > 1 and (steps == steps[0]).all() and steps[0] > 0:  # a regular grid (slots): arithmetic
+            offset = column.to_physical().cast(pl.Int64) - int(grid[0])
+            pos = offset // int(steps[0])
+            return pl.when((offset % int(steps[0]) == 0) & (pos >= 0) & (pos < grid.size)).then(pos)
+    return column.replace_strict(values, pl.int_range(values.len(), eager=True, dtype=pl.Int64), default=None,
+                                 return_dtype=pl.Int64)
+
+
+def declared_groups(schema: pl.Schema, keys: list[str], slot_derived: bool, spec: RecordSpec) -> Declared | None:
+    """The declared groups (:class:`Declared`), typed like ``schema`` (the records' columns, with
+    the derived slot), in the canonical group order (the order of the runs): a cell fixed by
+    ``--cell``, the other non-slot keys' declared values (``--group-keys``, or the rows of
+    ``--group-keys-file``), the slot fixed by ``--slot`` or the grid ``--start``, ``--start +
+    --slot-length``, ... before ``--end``. No factors when there are no keys (one group). None when
+    some key is not declared (the groups are then read off the records, which only
+    ``--participation public`` allows)."""
     if not keys:
-        return pl.DataFrame()
+        return Declared([], [])
     slot_key = SLOT in keys and slot_derived
     rest = [k for k in keys if not (k == SLOT and slot_key) and not (spec.cell is not None and k == spec.cell_col)]
-    parts: list[pl.DataFrame] = []
+    parts: dict[tuple[str, ...], pl.DataFrame] = {}
     if spec.cell is not None and spec.cell_col in keys:
-        parts.append(_typed(pl.DataFrame({spec.cell_col: [str(spec.cell)]}), schema, "--cell"))
+        parts[(spec.cell_col,)] = _typed(pl.DataFrame({spec.cell_col: [str(spec.cell)]}), schema, "--cell")
     if rest:
         if spec.group_keys_table is not None:
             table = spec.group_keys_table
             if sorted(table.columns) != sorted(rest):
                 raise UsageError(f"--group-keys-file: its columns {', '.join(table.columns) or '(none)'} must be the "
                                  f"group key columns {', '.join(rest)} (one declared group per row)")
-            parts.append(_typed(table.select(rest), schema, "--group-keys-file"))
+            parts[tuple(rest)] = _distinct(_typed(table.select(rest), schema, "--group-keys-file"),
+                                           "--group-keys-file")
         elif spec.group_keys is not None:
             if len(rest) > 1:
                 raise UsageError(f"--group-keys lists the values of one key column, but the groups have "
                                  f"{len(rest)} ({', '.join(rest)}); give their combinations in --group-keys-file")
-            parts.append(_typed(pl.DataFrame({rest[0]: list(spec.group_keys)}, schema={rest[0]: pl.String}),
-                                schema, "--group-keys"))
+            parts[(rest[0],)] = _distinct(_typed(pl.DataFrame({rest[0]: list(spec.group_keys)},
+                                                             schema={rest[0]: pl.String}), schema, "--group-keys"),
+                                          "--group-keys")
         else:
             return None
     elif spec.group_keys is not None or spec.group_keys_table is not None:
@@ -450,18 +532,37 @@ def declared_table(schema: pl.Schema, keys: list[str], slot_derived: bool, spec:
             points = slot_grid(spec, like)
         else:
             return None
-        parts.append(points.to_frame())
+        parts[(SLOT,)] = points.to_frame()
     elif spec.start is not None or spec.end is not None:
         raise UsageError("--start/--end declare the grid of time slots, but the groups have no slot key; add slot "
                          "to --group-by or drop them")
-    table = parts[0]
-    for part in parts[1:]:
-        table = table.join(part, how="cross")
-    table = table.select(keys)
+    # factors in key order; a multi-column factor whose columns are not consecutive keys becomes one
+    # factor of the whole product (sorted), which the join codes as well
+    order = sorted(parts, key=lambda cols: keys.index(cols[0]))
+    flat = [k for cols in order for k in cols]
+    if flat != keys:
+        table = parts[order[0]]
+        for cols in order[1:]:
+            table = table.join(parts[cols], how="cross")
+        return Declared(keys, [table.select(keys).sort(keys)])
+    return Declared(keys, [parts[cols].sort(list(cols)) for cols in order])
+
+
+def _declares_all(keys: list[str], slot_derived: bool, spec: RecordSpec) -> bool:
+    """Whether :func:`declared_groups` will declare every key (before the slots are derived)."""
+    slot_key = SLOT in keys and slot_derived
+    rest = [k for k in keys if not (k == SLOT and slot_key) and not (spec.cell is not None and k == spec.cell_col)]
+    if rest and spec.group_keys is None and spec.group_keys_table is None:
+        return False
+    return not slot_key or spec.slot is not None or (spec.start is not None and spec.end is not None)
+
+
+def _distinct(table: pl.DataFrame, option: str) -> pl.DataFrame:
+    """``table`` without duplicates (UsageError naming one: a group declared twice)."""
     if table.is_duplicated().any():
         row = table.filter(table.is_duplicated()).row(0)
-        raise UsageError(f"declared groups: {row!r} is declared twice (--group-keys / --group-keys-file)")
-    return table.sort(keys)
+        raise UsageError(f"declared groups: {row!r} is declared twice ({option})")
+    return table
 
 
 def slot_grid(spec: RecordSpec, like: pl.DataType) -> pl.Series:
@@ -499,14 +600,6 @@ def _typed(table: pl.DataFrame, schema: pl.Schema, option: str) -> pl.DataFrame:
     return pl.DataFrame(out)
 
 
-def within_declared(frame: pl.DataFrame, declared: pl.DataFrame) -> pl.Series:
-    """Whether each record's keys are one of the declared groups."""
-    keys = declared.columns
-    if len(keys) == 1:
-        return frame.select(pl.col(keys[0]).is_in(declared[keys[0]].implode())).to_series()
-    return frame.select(pl.struct(keys).is_in(declared.select(pl.struct(keys)).to_series().implode())).to_series()
-
-
 def _dense_codes(series: pl.Series, as_text: bool = False) -> tuple[np.ndarray, int]:
     """(int64 code of each element in the sort order of the distinct values, number of them).
 
@@ -526,9 +619,10 @@ def _dense_codes(series: pl.Series, as_text: bool = False) -> tuple[np.ndarray, 
     return np.ascontiguousarray(codes.to_numpy(), dtype=np.int64), uniq.len()
 
 
-# Above this many distinct text ids, ranks come from a hash join rather than an Enum cast
-# (measured: 0.41 s against 1.45 s for 4M rows of 1.25M ids; 0.20 s against 0.16 s at 200k ids).
-_MANY_IDS = 2**19
+# Above this many distinct text ids, ranks come from a hash join rather than an Enum cast, whose
+# cost grows with its categories (CPU seconds at 10^7 rows: 0.17 against 0.40 at 10^4 ids, 0.25
+# against 0.29 at 3 x 10^4, 0.56 against 0.48 at 6 x 10^4, 1.84 against 0.81 at 2 x 10^5).
+_MANY_IDS = 2**15
 
 
 @dataclass

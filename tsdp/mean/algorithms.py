@@ -153,18 +153,35 @@ class RunPlan:
 def run_piece_sums(values: np.ndarray, user_starts: np.ndarray, cut1: np.ndarray,
                    cut2: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(sum(values[s : s + cut1]), sum(values[s + cut1 : s + cut2])) of every run starting at s,
-    one reduceat pass over ``values`` sorted run by run in time order."""
-    starts = np.asarray(user_starts[:-1], dtype=np.int64)
-    vpad = np.append(np.asarray(values, dtype=np.float64), 0.0)
-    idx = np.empty(3 * starts.size, dtype=np.int64)
-    idx[0::3] = starts
-    idx[1::3] = starts + cut1
-    idx[2::3] = starts + cut2
-    sums = np.add.reduceat(vpad, idx)
+    one reduceat pass over ``values`` sorted run by run in time order (each piece summed left to
+    right, whichever branch). When the cuts are equal (BESTFIT, private participation) the second
+    pieces are empty and only each run's start and first cut are boundaries; when they are the
+    whole runs, the run starts alone."""
+    values = np.asarray(values, dtype=np.float64)
+    user_starts = np.asarray(user_starts, dtype=np.int64)
+    starts = user_starts[:-1]
+    if starts.size == 0:
+        return np.zeros(0), np.zeros(0)
+    one_cut = cut1 is cut2 or np.array_equal(cut1, cut2)
+    if one_cut and np.array_equal(cut1, np.diff(user_starts)):  # whole runs (every run holds a record)
+        return np.add.reduceat(values, starts), np.zeros(starts.size)
+    width = 2 if one_cut else 3
+    idx = np.empty(width * starts.size, dtype=np.int64)
+    idx[0::width] = starts
+    np.add(starts, cut1, out=idx[1::width])
+    if not one_cut:
+        np.add(starts, cut2, out=idx[2::width])
+    # boundaries at the end of the values can only trail (the runs are in order): a piece before
+    # them runs to the end, and the pieces after them are empty
+    sums = np.add.reduceat(values, idx[:int(np.searchsorted(idx, values.size))])  # every run start is kept
     # reduceat gives values[idx[k]] (not 0) for an empty slice idx[k] == idx[k + 1]
-    first = np.where(cut1 > 0, sums[0::3], 0.0)
-    second = np.where(cut2 > cut1, sums[1::3], 0.0)
-    return first, second
+    first = sums[0::width]
+    first = first.copy() if (cut1 > 0).all() else np.where(cut1 > 0, first, 0.0)
+    if one_cut:
+        return first, np.zeros(starts.size)
+    second = np.zeros(starts.size)
+    second[:sums[1::3].size] = sums[1::3]  # (the last run's may have been trimmed: empty)
+    return first, np.where(cut2 > cut1, second, 0.0)
 
 
 def plan_runs(counts: np.ndarray, group_starts: np.ndarray, *, algorithm: str, grouping: str,

@@ -35,6 +35,8 @@ from decimal import Decimal, localcontext
 
 import numpy as np
 
+from tsdp.mean.selection import length_classes
+
 _BITS = 52
 _MIN_MARGIN = 2.0 ** -30
 LATTICE_POINTS = 2 ** 20  # about this many selection lattice points span [lo, hi)
@@ -53,54 +55,56 @@ def lattice_quantile(sorted_values: np.ndarray, starts: np.ndarray, q: np.ndarra
     (:func:`tsdp.mean.selection.sorted_segments`); group k holds ``sorted_values[starts[k]:starts[k+1]]``.
     ``q``: one quantile level per group."""
     g = selection_lattice(lo, hi) if g is None else float(g)
-    n_g = np.diff(starts).astype(np.int64)
-    n_groups = n_g.size
-    group_of = np.repeat(np.arange(n_groups), n_g)
-    # boundaries z_0 = lo, z_1..z_n = the values, z_{n+1} = hi, as lattice indices ceil(z / g)
-    zstarts = starts + 2 * np.arange(n_groups + 1)
-    kz = np.empty(zstarts[-1], dtype=np.int64)
-    kz[zstarts[:-1]] = math.ceil(lo / g)
-    kz[zstarts[1:] - 1] = math.ceil(hi / g)
-    kz[np.arange(sorted_values.size) + 2 * group_of + 1] = np.ceil(np.asarray(sorted_values) / g).astype(np.int64)
-    gstarts = starts + np.arange(n_groups + 1)  # n_g + 1 gaps per group
-    gap_group = np.repeat(np.arange(n_groups), n_g + 1)
-    left = np.arange(gstarts[-1]) + gap_group  # z index of each gap's left end
-    count = kz[left + 1] - kz[left]  # N_i
-    i_local = np.arange(gstarts[-1]) - gstarts[gap_group]
-    t = np.asarray(q, dtype=np.float64) * n_g
-    d = np.abs(i_local - t[gap_group])
+    starts = np.asarray(starts, dtype=np.int64)
+    n_groups = starts.size - 1
+    t = np.broadcast_to(np.asarray(q, dtype=np.float64) * np.diff(starts), (n_groups,))
     c = eps_q / (2.0 * score_sens)
-    dmin = np.minimum.reduceat(d, gstarts[:-1])
-    with np.errstate(under="ignore"):
-        w = count * np.exp(-c * (d - dmin[gap_group]))
-    cum = _segment_cumsum(w, gap_group)
-    total = cum[gstarts[1:] - 1]
-    # every cumulative weight (and the total) is within `margin` of its true value
-    margin = (np.maximum(_MIN_MARGIN, ((c * (n_g + np.abs(t) + 2) + 1) * 2.0 ** -50 + (n_g + 8) * 2.0 ** -52))
-              * total + np.add.reduceat(count, gstarts[:-1]) * 1e-300)
     u = rng.bit_generator.random_raw(n_groups) >> np.uint64(64 - _BITS)
     uf = u.astype(np.float64)
-    # U W_true lies in [low + margin, high - margin] (W_true within margin of total, U < 1); comparing
-    # with float cumulative weights, each within margin of its true value, takes a second margin
-    low = uf * (total * 2.0 ** -_BITS) * (1 - 2.0 ** -50) - 2 * margin
-    high = (uf + 1) * (total * 2.0 ** -_BITS) * (1 + 2.0 ** -50) + 2 * margin
-    # the gap: the number of cumulative weights at or below U W
-    below = np.add.reduceat((cum <= low[gap_group]).astype(np.int64), gstarts[:-1])
-    pick = gstarts[:-1] + np.minimum(below, n_g)
-    prev = np.where(below > 0, cum[np.maximum(pick - 1, 0)], 0.0)
-    decided = (below <= n_g) & (low >= prev) & (high < cum[pick])
-    for k in np.flatnonzero(~decided).tolist():
-        span = slice(gstarts[k], gstarts[k + 1])
-        pick[k] = gstarts[k] + _choose_exact(rng, count[span].tolist(), float(t[k]), c, int(u[k]))
-    offset = rng.integers(0, count[pick])  # a point uniform among the gap's N_i (exact bounded integers)
-    return (kz[left[pick]] + offset).astype(np.float64) * g
-
-
-def _segment_cumsum(w: np.ndarray, segment: np.ndarray) -> np.ndarray:
-    """Cumulative sums of ``w`` restarting at each segment (segments contiguous, in order)."""
-    import polars as pl
-
-    return pl.DataFrame({"s": segment, "w": w}).select(pl.col("w").cum_sum().over("s")).to_series().to_numpy()
+    pick = np.empty(n_groups, dtype=np.int64)      # the gap drawn, within its group
+    left = np.empty(n_groups, dtype=np.int64)      # its left end ceil(z_i / g)
+    points = np.empty(n_groups, dtype=np.int64)    # its number of lattice points N_i
+    decided = np.empty(n_groups, dtype=bool)
+    pending = {}                                   # undecided groups: (their N_i, their ceil(z / g))
+    values = np.asarray(sorted_values, dtype=np.float64)
+    for segments, index in length_classes(starts):  # the groups of each size n, as (groups, n) arrays
+        rows = values.reshape(index) if segments is None else values[index]
+        which = slice(None) if segments is None else segments
+        n = rows.shape[1]
+        # boundaries z_0 = lo, z_1..z_n = the values, z_{n+1} = hi, as lattice indices ceil(z / g)
+        kz = np.empty((rows.shape[0], n + 2), dtype=np.int64)
+        kz[:, 0] = math.ceil(lo / g)
+        kz[:, -1] = math.ceil(hi / g)
+        kz[:, 1:-1] = np.ceil(rows / g).astype(np.int64)
+        count = np.diff(kz, axis=1)  # N_i of the n + 1 gaps
+        tk = t[which]
+        d = np.abs(np.arange(n + 1) - tk[:, None])
+        with np.errstate(under="ignore"):
+            w = count * np.exp(-c * (d - d.min(axis=1)[:, None]))
+        cum = np.cumsum(w, axis=1)  # sequential within each group
+        total = cum[:, -1]
+        # every cumulative weight (and the total) is within `margin` of its true value
+        margin = (np.maximum(_MIN_MARGIN, ((c * (n + np.abs(tk) + 2) + 1) * 2.0 ** -50 + (n + 8) * 2.0 ** -52))
+                  * total + count.sum(axis=1) * 1e-300)
+        # U W_true lies in [low + margin, high - margin] (W_true within margin of total, U < 1); comparing
+        # with float cumulative weights, each within margin of its true value, takes a second margin
+        low = uf[which] * (total * 2.0 ** -_BITS) * (1 - 2.0 ** -50) - 2 * margin
+        high = (uf[which] + 1) * (total * 2.0 ** -_BITS) * (1 + 2.0 ** -50) + 2 * margin
+        # the gap: the number of cumulative weights at or below U W
+        below = (cum <= low[:, None]).sum(axis=1)
+        local = np.minimum(below, n)
+        r = np.arange(rows.shape[0])
+        prev = np.where(below > 0, cum[r, np.maximum(local - 1, 0)], 0.0)
+        ok = (below <= n) & (low >= prev) & (high < cum[r, local])
+        pick[which], left[which], points[which], decided[which] = local, kz[r, local], count[r, local], ok
+        for i in np.flatnonzero(~ok).tolist():
+            pending[int(i if segments is None else segments[i])] = (count[i], kz[i])
+    for k in np.flatnonzero(~decided).tolist():  # in group order: the draws of a seeded run do not move
+        count, kz = pending[k]
+        i = _choose_exact(rng, count.tolist(), float(t[k]), c, int(u[k]))
+        pick[k], left[k], points[k] = i, kz[i], count[i]
+    offset = rng.integers(0, points)  # a point uniform among the gap's N_i (exact bounded integers)
+    return (left + offset).astype(np.float64) * g
 
 
 def _choose_exact(gen: np.random.Generator, counts: list[int], t: float, c: float, u: int) -> int:

@@ -20,11 +20,41 @@ the normalised exponential weights. The single-group functions ``*_log_probs`` /
 from __future__ import annotations
 
 import numpy as np
-from scipy.special import logsumexp
 
 
 def _seg_ids(starts: np.ndarray) -> np.ndarray:
     return np.repeat(np.arange(starts.size - 1), np.diff(starts))
+
+
+def length_classes(starts: np.ndarray):
+    """The segments by length, one ``(segments, index)`` per distinct length L (a loop over the
+    lengths, never over segments): ``segments`` the ids of the segments of length L, ``index`` the
+    (segments, L) array of their flat positions. When every segment has one length and they tile
+    [0, n), a single ``(None, (n_segments, L))``: a reshape serves. Row-wise numpy operations on
+    these 2-D views (cumsum, sort) run segment by segment, each in its own order."""
+    starts = np.asarray(starts, dtype=np.int64)
+    lengths = np.diff(starts)
+    if lengths.size and (lengths == lengths[0]).all() and starts[0] == 0:
+        yield None, (lengths.size, int(lengths[0]))
+        return
+    order = np.argsort(lengths, kind="stable")
+    sorted_lengths = lengths[order]
+    edges = np.concatenate(([0], np.flatnonzero(np.diff(sorted_lengths)) + 1, [lengths.size]))
+    for a, b in zip(edges[:-1].tolist(), edges[1:].tolist()):
+        segments = order[a:b]
+        yield segments, starts[segments][:, None] + np.arange(int(sorted_lengths[a]))
+
+
+def segment_rows(x: np.ndarray, starts: np.ndarray, fn) -> np.ndarray:
+    """``fn`` (a row-wise operation on a 2-D array, e.g. ``np.cumsum(a, axis=1)``) applied to every
+    segment ``x[starts[k]:starts[k + 1]]``, by :func:`length_classes`."""
+    out = np.empty_like(x)
+    for segments, index in length_classes(starts):
+        if segments is None:
+            out[:] = fn(x.reshape(index)).reshape(-1)
+        else:
+            out[index] = fn(x[index])
+    return out
 
 
 def segmented_gumbel_argmax(logits: np.ndarray, starts: np.ndarray,
@@ -107,20 +137,18 @@ def em_median_log_probs(means: np.ndarray, tau: float, lower: float, upper: floa
     means = np.asarray(means, dtype=np.float64)
     _, centres, logits = em_median_logits(means, np.array([0, means.size]), np.array([tau]),
                                           lower, upper, eps_sel, score_sens)
+    from scipy.special import logsumexp  # (scipy costs 0.7 s to import: only these exact-distribution helpers use it)
+
     return centres, logits - logsumexp(logits)
 
 
 def sorted_segments(values: np.ndarray, starts: np.ndarray, lo: float, hi: float) -> np.ndarray:
     """``values`` clipped to [lo, hi] and sorted within each segment (one sort serves both of
-    QUANTILE's private quantiles). Polars sorts the segments in parallel; a per-segment sort is
-    exactly the lexicographic (segment, value) order."""
+    QUANTILE's private quantiles): a row-wise sort of the segments of each length."""
     y = np.clip(np.asarray(values, dtype=np.float64), lo, hi)
     if y.size < 2:
         return y
-    import polars as pl
-
-    frame = pl.DataFrame({"g": _seg_ids(starts), "y": y})
-    return frame.select(pl.col("y").sort().over("g")).to_series().to_numpy()
+    return segment_rows(y, starts, lambda a: np.sort(a, axis=1))
 
 
 def smith_gaps(values: np.ndarray, starts: np.ndarray, q: np.ndarray, eps_q: float,
@@ -166,6 +194,8 @@ def smith_log_density(values: np.ndarray, q: float, eps_q: float, lo: float, hi:
     values = np.asarray(values, dtype=np.float64)
     _, left, length, logw = smith_gaps(values, np.array([0, values.size]), np.array([q]),
                                        eps_q, lo, hi, score_sens)
+    from scipy.special import logsumexp
+
     log_w_total = logsumexp(logw)
     ok = length > 0
     left, length, logw = left[ok], length[ok], logw[ok]
