@@ -253,6 +253,7 @@ class DeepForecastModel(FlatParameters, ABC):
 
     def _clipped_fn(self):
         import jax
+        import jax.numpy as jnp
         import optax
         from jax_privacy.clipping import clip_pytree
 
@@ -264,10 +265,13 @@ class DeepForecastModel(FlatParameters, ABC):
             values, grads = self._window_grads(self._tree(flat), ctx, tgt, feats)
 
             def one(grad, pad):
-                clipped, _ = clip_pytree(grad, clip_norm=clip, nan_safe=True, return_zero=pad)
-                return self._ravel(clipped), optax.global_norm(grad)  # (clip_pytree's is float32)
+                # non-finite entries zeroed first (what nan_safe=True does inside clip_pytree), so that the norm
+                # reported is the very one clip_pytree computes (XLA computes it once) in the model's precision
+                grad = jax.tree.map(lambda g: jnp.nan_to_num(g, nan=0.0, posinf=0.0, neginf=0.0), grad)
+                clipped, _ = clip_pytree(grad, clip_norm=clip, nan_safe=False, return_zero=pad)
+                return [clipped[n].reshape(-1) for n, _ in self.layout], optax.global_norm(grad)
 
-            rows, norms = jax.vmap(one)(grads, padding)
+            rows, norms = jax.vmap(one)(grads, padding)  # rows: one (B, size) array per tensor, in layout order
             return rows, values, norms
 
         return jax.jit(step)
@@ -313,7 +317,7 @@ class DeepForecastModel(FlatParameters, ABC):
             flat, c, t, f, padding, n = self._inputs(theta, ctx, tgt, feats, training=True)
             inner = clip * (1.0 - CLIP_MARGIN[self.dtype])
             rows, values, norms = self._fn("clip", self._clipped_fn)(flat, c, t, f, padding, self._put(inner))
-            total = np.asarray(rows)[:n].sum(axis=0, dtype=np.float64)  # exact float32 rows, float64 sum
+            total = np.concatenate([np.asarray(r)[:n].sum(axis=0, dtype=np.float64) for r in rows])  # float64 sum
             return (np.asarray(values, dtype=np.float64)[:n], total, np.asarray(norms, dtype=np.float64)[:n])
 
     def per_example_grads(self, theta, ctx, tgt, feats=None):
