@@ -207,10 +207,14 @@ class DeepARModel(DeepForecastModel):
                                           in_axes=(None, 1, 0, 0))(head, hs, y, log_s)
         if weights is not None:
             real = weights > 0
-            values = jnp.sum(jnp.where(real, values, 0.0) * weights)
-            g_head = {name: jnp.tensordot(jnp.where(real, weights, 0.0), jnp.where(
-                real.reshape((-1,) + (1,) * (g.ndim - 1)), g, 0.0), axes=1) for name, g in g_head.items()}
-            d_hs = jnp.where(real[:, None, None], d_hs * weights[:, None, None], 0.0)
+
+            def weighted(a):  # weights_i a_i, padding's entries masked (they could be NaN)
+                shape = (-1,) + (1,) * (a.ndim - 1)
+                return jnp.where(real.reshape(shape), a * weights.reshape(shape), 0.0)
+
+            values = jnp.sum(weighted(values))
+            g_head = {name: jnp.sum(weighted(g), axis=0) for name, g in g_head.items()}
+            d_hs = weighted(d_hs)
         (d_gates,) = backward(jnp.swapaxes(d_hs, 0, 1))
         grads = dict(g_head)
         for k in range(1, self.layers + 1):
