@@ -16,7 +16,10 @@ a function of a pytree of parameters (a dict of arrays); this class
   gradients are replaced by zeros), so Poisson batches of varying size reuse the compiled function:
   the padded size only grows, in steps of a quarter octave;
 * computes in float32 by default (``dtype="float64"`` for checks); the host keeps the weights and Adam
-  in float64 and sends float32 copies; the clipped sum comes back as float64.
+  in float64 and sends float32 copies; the clipped rows come back one array per tensor and the host
+  sums them in float64;
+* runs XLA:CPU inline with glibc keeping freed temporaries (:mod:`tsdp.forecast.deep.runtime`), so a
+  step does not fault its ~100 MB of temporaries in afresh.
 
 ``theta`` is the flat concatenation of the parameter tensors in ``layout`` order (what
 :mod:`tsdp.forecast.persist` saves). Initial weights are drawn on the host from the caller's numpy
@@ -307,7 +310,7 @@ class DeepForecastModel(FlatParameters, ABC):
 
     def clipped_grad_sum(self, theta, ctx, tgt, clip: float, feats=None):
         """Losses ``(B,)``, ``sum_i g_i / max(1, ||g_i|| / C')`` ``(n_params,)`` and the norms ``||g_i||``
-        ``(B,)``: each window clipped by jax-privacy's ``clip_pytree`` on a padded batch (padding contributes
+        ``(B,)`` (non-finite entries counted as 0, as the clipping does): each window clipped by jax-privacy's ``clip_pytree`` on a padded batch (padding contributes
         0), ``C' = clip (1 - CLIP_MARGIN)`` so that rounding cannot take a contribution above ``clip``; the
         rows summed on the host in float64 (:mod:`tsdp.accounting.dpsgd_lattice` bounds that sum's error)."""
         clip = float(clip)
