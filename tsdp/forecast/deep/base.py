@@ -16,7 +16,10 @@ a function of a pytree of parameters (a dict of arrays); this class
   gradients are replaced by zeros), so Poisson batches of varying size reuse the compiled function:
   the padded size only grows, in steps of a quarter octave;
 * computes in float32 by default (``dtype="float64"`` for checks); the host keeps the weights and Adam
-  in float64 and sends float32 copies; the clipped sum comes back as float64.
+  in float64 and sends float32 copies; the clipped rows come back one array per tensor and the host
+  sums them in float64;
+* runs XLA:CPU inline with glibc keeping freed temporaries (:mod:`tsdp.forecast.deep.runtime`), so a
+  step does not fault its ~100 MB of temporaries in afresh.
 
 ``theta`` is the flat concatenation of the parameter tensors in ``layout`` order (what
 :mod:`tsdp.forecast.persist` saves). Initial weights are drawn on the host from the caller's numpy
@@ -51,6 +54,9 @@ def resolve_device(choice: str):
     (the first GPU if JAX sees one, else the CPU)."""
     import jax
 
+    from tsdp.forecast.deep import runtime
+
+    runtime.configure()  # before JAX creates its CPU client
     if choice not in DEVICES:
         raise UsageError(f"--device must be one of {', '.join(DEVICES)}, got {choice!r}")
     if choice == "cpu":
@@ -168,7 +174,7 @@ class DeepForecastModel(FlatParameters, ABC):
     def _put(self, array):
         import jax
 
-        return jax.device_put(np.asarray(array, dtype=self.dtype), self.device)
+        return jax.device_put(np.asarray(array, dtype=self.dtype), self.device).block_until_ready()
 
     def _inputs(self, theta, ctx, tgt, feats, training: bool = False):
         ctx = np.asarray(ctx, dtype=np.float64)
@@ -203,7 +209,7 @@ class DeepForecastModel(FlatParameters, ABC):
     def _put_mask(self, mask):
         import jax
 
-        return jax.device_put(mask, self.device)
+        return jax.device_put(mask, self.device).block_until_ready()
 
     # -- compiled functions --------------------------------------------------------------------
     def _fn(self, key, build):
@@ -225,15 +231,36 @@ class DeepForecastModel(FlatParameters, ABC):
         return jax.jit(losses)
 
     def _window_value_and_grad(self, p, ctx, tgt, feats):
-        """Loss of ONE window and its gradient pytree: JAX's ``value_and_grad`` of :meth:`_window_loss`.
-        A subclass may override it with another autodiff formulation of the same gradient that is
-        cheaper under ``vmap`` (DeepAR does; tests check it against ``jax.grad`` of the loss)."""
+        """Loss of ONE window and its gradient pytree: JAX's ``value_and_grad`` of :meth:`_window_loss`."""
         import jax
 
         return jax.value_and_grad(self._window_loss)(p, ctx, tgt, feats)
 
+    def _window_grads(self, p, ctx, tgt, feats):
+        """Per-window losses ``(B,)`` and per-window gradients (a pytree whose leaves have a leading batch
+        axis) of a padded batch: ``vmap`` of :meth:`_window_value_and_grad`. A subclass may override it with
+        a batched formulation of the same gradients (DeepAR does; tests check it against ``jax.grad`` of
+        :meth:`_window_loss`)."""
+        import jax
+
+        return jax.vmap(self._window_value_and_grad, in_axes=(None, 0, 0, 0))(p, ctx, tgt, feats)
+
+    def _weighted_value_and_grad(self, p, ctx, tgt, feats, weights):
+        """``sum_i weights_i loss_i`` over a padded batch and its gradient pytree (padding has weight 0 and
+        its losses are masked, so they cannot turn the sum into NaN). A subclass may override it with a
+        cheaper formulation of the same gradient (DeepAR does)."""
+        import jax
+        import jax.numpy as jnp
+
+        def total(p):
+            losses = jax.vmap(self._window_loss, in_axes=(None, 0, 0, 0))(p, ctx, tgt, feats)
+            return jnp.sum(jnp.where(weights > 0, losses, 0.0) * weights)
+
+        return jax.value_and_grad(total)(p)
+
     def _clipped_fn(self):
         import jax
+        import jax.numpy as jnp
         import optax
         from jax_privacy.clipping import clip_pytree
 
@@ -242,14 +269,17 @@ class DeepForecastModel(FlatParameters, ABC):
             # padding examples zeroed) under vmap; the rows are returned unsummed so that the host sums them
             # in float64 (a float32 sum on the device could be off by about B^2 2^-24 C, which the accountant
             # does not charge). The clip norm is an argument, not a constant: one compilation serves every C.
-            tree = self._tree(flat)
+            values, grads = self._window_grads(self._tree(flat), ctx, tgt, feats)
 
-            def one(c, t, f, pad):
-                value, grad = self._window_value_and_grad(tree, c, t, f)
-                clipped, _ = clip_pytree(grad, clip_norm=clip, nan_safe=True, return_zero=pad)
-                return self._ravel(clipped), value, optax.global_norm(grad)  # (clip_pytree's is float32)
+            def one(grad, pad):
+                # non-finite entries zeroed first (what nan_safe=True does inside clip_pytree), so that the norm
+                # reported is the very one clip_pytree computes (XLA computes it once) in the model's precision
+                grad = jax.tree.map(lambda g: jnp.nan_to_num(g, nan=0.0, posinf=0.0, neginf=0.0), grad)
+                clipped, _ = clip_pytree(grad, clip_norm=clip, nan_safe=False, return_zero=pad)
+                return [clipped[n].reshape(-1) for n, _ in self.layout], optax.global_norm(grad)
 
-            return jax.vmap(one)(ctx, tgt, feats, padding)
+            rows, norms = jax.vmap(one)(grads, padding)  # rows: one (B, size) array per tensor, in layout order
+            return rows, values, norms
 
         return jax.jit(step)
 
@@ -257,10 +287,7 @@ class DeepForecastModel(FlatParameters, ABC):
         import jax
 
         def grads(flat, ctx, tgt, feats):
-            def one(c, t, f):
-                return self._window_value_and_grad(self._tree(flat), c, t, f)
-
-            values, g = jax.vmap(one)(ctx, tgt, feats)
+            values, g = self._window_grads(self._tree(flat), ctx, tgt, feats)
             return values, jax.vmap(self._ravel)(g)
 
         return jax.jit(grads)
@@ -269,12 +296,13 @@ class DeepForecastModel(FlatParameters, ABC):
         import jax
         import jax.numpy as jnp
 
-        def mean_loss(flat, ctx, tgt, feats, padding):
-            losses = jax.vmap(self._window_loss, in_axes=(None, 0, 0, 0))(self._tree(flat), ctx, tgt, feats)
+        def mean_grad(flat, ctx, tgt, feats, padding):
             real = jnp.logical_not(padding)
-            return jnp.sum(jnp.where(real, losses, 0.0)) / jnp.sum(real)
+            weights = real / jnp.sum(real)
+            value, grad = self._weighted_value_and_grad(self._tree(flat), ctx, tgt, feats, weights.astype(ctx.dtype))
+            return value, self._ravel(grad)
 
-        return jax.jit(jax.value_and_grad(mean_loss))
+        return jax.jit(mean_grad)
 
     # -- the trainer contract ------------------------------------------------------------------
     def loss(self, theta, ctx, tgt, feats=None) -> np.ndarray:
@@ -286,7 +314,7 @@ class DeepForecastModel(FlatParameters, ABC):
 
     def clipped_grad_sum(self, theta, ctx, tgt, clip: float, feats=None):
         """Losses ``(B,)``, ``sum_i g_i / max(1, ||g_i|| / C')`` ``(n_params,)`` and the norms ``||g_i||``
-        ``(B,)``: each window clipped by jax-privacy's ``clip_pytree`` on a padded batch (padding contributes
+        ``(B,)`` (non-finite entries counted as 0, as the clipping does): each window clipped by jax-privacy's ``clip_pytree`` on a padded batch (padding contributes
         0), ``C' = clip (1 - CLIP_MARGIN)`` so that rounding cannot take a contribution above ``clip``; the
         rows summed on the host in float64 (:mod:`tsdp.accounting.dpsgd_lattice` bounds that sum's error)."""
         clip = float(clip)
@@ -295,9 +323,8 @@ class DeepForecastModel(FlatParameters, ABC):
         with self._scope():
             flat, c, t, f, padding, n = self._inputs(theta, ctx, tgt, feats, training=True)
             inner = clip * (1.0 - CLIP_MARGIN[self.dtype])
-            rows, values, norms = self._fn("clip", self._clipped_fn)(flat, c, t, f, padding,
-                                                                    np.asarray(inner, dtype=self.dtype))
-            total = np.asarray(rows)[:n].sum(axis=0, dtype=np.float64)  # exact float32 rows, float64 sum
+            rows, values, norms = self._fn("clip", self._clipped_fn)(flat, c, t, f, padding, self._put(inner))
+            total = np.concatenate([np.asarray(r)[:n].sum(axis=0, dtype=np.float64) for r in rows])  # float64 sum
             return (np.asarray(values, dtype=np.float64)[:n], total, np.asarray(norms, dtype=np.float64)[:n])
 
     def per_example_grads(self, theta, ctx, tgt, feats=None):

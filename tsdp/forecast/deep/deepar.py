@@ -95,24 +95,18 @@ class DeepARModel(DeepForecastModel):
         c = jax.nn.sigmoid(f) * c + jax.nn.sigmoid(i) * jnp.tanh(g)
         return jax.nn.sigmoid(o) * jnp.tanh(c), c
 
-    def _unroll(self, p, x, perturb=None, frozen: bool = False):
+    def _unroll(self, p, x):
         """The LSTM over one window's inputs ``x`` ``(n, inputs)``: the last layer's hidden states
-        ``(n, hidden)``, every layer's final (h, c), and every layer's previous hidden states
-        ``h_{t-1}`` ``(n, hidden)`` (zero at the first position).
-
-        ``perturb`` (one ``(n, 4 hidden)`` array per layer) is added to the gate pre-activations and
-        ``frozen`` stops the gradient of the recurrent weights: see :meth:`_window_value_and_grad`."""
+        ``(n, hidden)`` and every layer's final (h, c)."""
         import jax
         import jax.numpy as jnp
 
-        states, previous = [], []
+        states = []
         for k in range(1, self.layers + 1):
             w, b = p[f"lstm{k}.W"], p[f"lstm{k}.b"]
             n_in = x.shape[-1]
             pre = x @ w[:n_in] + b  # input projections of all positions at once
-            if perturb is not None:
-                pre = pre + perturb[k - 1]
-            w_h = jax.lax.stop_gradient(w[n_in:]) if frozen else w[n_in:]
+            w_h = w[n_in:]
 
             def step(carry, g_in, w_h=w_h):
                 h, c = self._cell(g_in + carry[0] @ w_h, carry[1])
@@ -121,8 +115,34 @@ class DeepARModel(DeepForecastModel):
             zero = jnp.zeros((self.hidden,), dtype=x.dtype)
             final, x = jax.lax.scan(step, (zero, zero), pre)
             states.append(final)
-            previous.append(jnp.concatenate([zero[None], x[:-1]]))
-        return x, states, previous
+        return x, states
+
+    def _unroll_batch(self, p, x, perturb):
+        """The LSTM over a batch, time-major: inputs ``x`` ``(n, B, inputs)`` -> the last layer's hidden
+        states ``(n, B, hidden)`` and, per layer, its inputs ``(n, B, width_k)`` and previous hidden states
+        ``h_{t-1}`` ``(n, B, hidden)`` (zero at the first position). Each layer's input projection is one
+        matrix product over all positions and windows before its recurrence; ``perturb`` (one
+        ``(n, B, 4 hidden)`` array per layer) is added to the gate pre-activations (see :meth:`_backprop`)."""
+        import jax
+        import jax.numpy as jnp
+
+        inputs, previous = [], []
+        for k in range(1, self.layers + 1):
+            w, b = p[f"lstm{k}.W"], p[f"lstm{k}.b"]
+            n_in = x.shape[-1]
+            pre = x @ w[:n_in] + b + perturb[k - 1]
+            w_h = w[n_in:]
+
+            def step(carry, g_in, w_h=w_h):
+                h, c = self._cell(g_in + carry[0] @ w_h, carry[1])
+                return (h, c), h
+
+            zero = jnp.zeros(x.shape[1:2] + (self.hidden,), dtype=x.dtype)
+            _, hs = jax.lax.scan(step, (zero, zero), pre)
+            inputs.append(x)
+            previous.append(jnp.concatenate([zero[None], hs[:-1]]))
+            x = hs
+        return x, inputs, previous
 
     def _step(self, p, x, states):
         """One position for a batch: inputs ``(N, inputs)``, per-layer (h, c) ``(N, hidden)``."""
@@ -160,36 +180,67 @@ class DeepARModel(DeepForecastModel):
         x, y, log_s = self._inputs_of(ctx, tgt, feats)
         return self._nll(p, self._unroll(p, x)[0], y, log_s)
 
-    def _window_value_and_grad(self, p, ctx, tgt, feats):
-        """The loss of one window and its gradient, by JAX's autodiff, arranged to be cheap under ``vmap``.
+    def _backprop(self, p, ctx, tgt, feats, weights=None):
+        """Losses and gradients of a padded batch of windows by JAX's autodiff, arranged so that every weight
+        gradient is one matrix product after the recurrence.
 
-        Differentiated directly, ``lax.scan`` accumulates the gradient of the loop-invariant recurrent
-        weights ``W_h`` in the backward loop's carry: under ``vmap`` (per-window gradients) a
-        ``(B, hidden, 4 hidden)`` array read and written at every position. Instead, ``W_h`` enters
-        the scan through ``stop_gradient`` and a zero perturbation ``e_t`` is added to each layer's
-        gate pre-activations ``a_t = x_t W_x + b + e_t + h_{t-1} W_h``; JAX's backward pass then gives
-        ``dL/de_t = dL/da_t`` and, since ``W_h`` enters ``a_t`` only through that product, its
-        gradient is ``sum_t h_{t-1}^T dL/da_t`` (the per-sample gradient of a linear layer, as
-        Opacus' hooks compute it): one batched product after the loop. Every other gradient is
-        JAX's own; tests check the whole against ``jax.grad`` of :meth:`_window_loss`.
-        """
+        A zero perturbation ``e_t`` is added to each layer's gate pre-activations
+        ``a_t = x_t W_x + b + e_t + h_{t-1} W_h``, and JAX's reverse mode (``jax.vjp`` of the batched LSTM with
+        the weights held fixed) gives ``dL/de_t = dL/da_t`` for every window and position. The windows do not
+        interact, so these are each window's own derivatives, and since the layer's weights enter ``a_t`` only
+        through those products, a window's gradient of ``W = [W_x; W_h]`` is
+        ``sum_t [x_t, h_{t-1}]^T dL/da_t`` and of ``b`` ``sum_t dL/da_t`` (the per-sample gradient of a linear
+        layer, as Opacus's hooks compute it). The head's gradients and ``dL/dh_t`` are JAX's ``value_and_grad``
+        of :meth:`_nll` per window. Nothing is accumulated inside the loops, and the recurrence runs once for
+        the whole batch. Tests check the result against ``jax.grad`` of :meth:`_window_loss`.
+
+        ``weights`` None: per-window losses ``(B,)`` and gradients (leaves with a leading batch axis); else
+        ``sum_i weights_i loss_i`` and its gradient (padding has weight 0 and is masked)."""
         import jax
         import jax.numpy as jnp
 
-        x, y, log_s = self._inputs_of(ctx, tgt, feats)
+        x, y, log_s = jax.vmap(self._inputs_of)(ctx, tgt, feats)  # (B, n, inputs), (B, n), (B,)
+        x = jnp.swapaxes(x, 0, 1)
+        n, batch = x.shape[:2]
+        zeros = [jnp.zeros((n, batch, 4 * self.hidden), dtype=x.dtype)] * self.layers
 
-        def loss(p, perturb):
-            hs, _, previous = self._unroll(p, x, perturb, frozen=True)
-            return self._nll(p, hs, y, log_s), previous
+        def lstm(perturb):
+            last, inputs, previous = self._unroll_batch(p, x, perturb)
+            return last, (inputs, previous)
 
-        zeros = [jnp.zeros((x.shape[0], 4 * self.hidden), dtype=x.dtype)] * self.layers
-        (value, previous), (grad, d_gates) = jax.value_and_grad(loss, argnums=(0, 1), has_aux=True)(p, zeros)
-        grad = dict(grad)
+        hs, backward, (inputs, previous) = jax.vjp(lstm, zeros, has_aux=True)
+        head = {name: value for name, value in p.items() if name.startswith("head.")}
+        values, (g_head, d_hs) = jax.vmap(jax.value_and_grad(self._nll, argnums=(0, 1)),
+                                          in_axes=(None, 1, 0, 0))(head, hs, y, log_s)
+        if weights is not None:
+            real = weights > 0
+
+            def weighted(a):  # weights_i a_i, padding's entries masked (they could be NaN)
+                shape = (-1,) + (1,) * (a.ndim - 1)
+                return jnp.where(real.reshape(shape), a * weights.reshape(shape), 0.0)
+
+            values = jnp.sum(weighted(values))
+            g_head = {name: jnp.sum(weighted(g), axis=0) for name, g in g_head.items()}
+            d_hs = weighted(d_hs)
+        (d_gates,) = backward(jnp.swapaxes(d_hs, 0, 1))
+        grads = dict(g_head)
         for k in range(1, self.layers + 1):
-            w = grad[f"lstm{k}.W"]
-            n_in = w.shape[0] - self.hidden  # rows n_in: are W_h, whose gradient was stopped
-            grad[f"lstm{k}.W"] = jnp.concatenate([w[:n_in], previous[k - 1].T @ d_gates[k - 1]])
-        return value, grad
+            fed = jnp.concatenate([inputs[k - 1], previous[k - 1]], axis=-1)  # (n, B, width)
+            d = d_gates[k - 1]  # (n, B, 4 hidden)
+            if weights is None:  # window-major operands: XLA's batched products and sums are fast that way round
+                d = jnp.swapaxes(d, 0, 1)
+                grads[f"lstm{k}.W"] = jnp.einsum("bti,btj->bij", jnp.swapaxes(fed, 0, 1), d)
+                grads[f"lstm{k}.b"] = jnp.sum(d, axis=1)
+            else:
+                grads[f"lstm{k}.W"] = fed.reshape(n * batch, -1).T @ d.reshape(n * batch, -1)
+                grads[f"lstm{k}.b"] = jnp.sum(d, axis=(0, 1))
+        return values, grads
+
+    def _window_grads(self, p, ctx, tgt, feats):
+        return self._backprop(p, ctx, tgt, feats)
+
+    def _weighted_value_and_grad(self, p, ctx, tgt, feats, weights):
+        return self._backprop(p, ctx, tgt, feats, weights)
 
     # -- forecasting ---------------------------------------------------------------------------
     def _sampler(self):
@@ -207,7 +258,7 @@ class DeepARModel(DeepForecastModel):
             z = ctx / s
             log_s = jnp.log(s)
             x = jnp.concatenate([z[warm_lags], feats[warm], jnp.full((warm.size, 1), log_s, dtype=z.dtype)], axis=-1)
-            _, states, _ = self._unroll(p, x)
+            _, states = self._unroll(p, x)
             return states, s, z[r - m:]
 
         def sample(p, ctx, feats, key):
