@@ -100,10 +100,17 @@ def release_matrix() -> list[tuple[str, list[str]]]:
 def other_cases() -> list[tuple[str, list[str]]]:
     mean = ["mean-estimate", "{data}/itms.parquet", "--user-col", "bus_id", "--value-col", "speed", "--upper", "65",
             "--epsilon", "1", "--time-col", "timestamp"]
-    cases = [(f"mean-{algorithm}", [*mean, "--algorithm", algorithm, "-o", "out.csv"])
+    public = ["--participation", "public"]
+    cases = [(f"mean-{algorithm}", [*mean, "--algorithm", algorithm, *public, "-o", "out.csv"])
              for algorithm in ("baseline", "array-averaging", "levy", "quantile")]
+    # --participation private (the default): the groups declared, K arrays and m_UB public
+    declared = ["--cell-col", "cell_id", "--group-by", "cell", "--epsilon-per-group-ok", "--arrays", "10",
+                "--m-ub", "12", "--group-keys", ",".join(f"c{i:02d}_{j:02d}" for i in range(5) for j in range(5))]
+    cases += [(f"mean-private-{algorithm}", [*mean, "--algorithm", algorithm, *declared, "-o", "out.csv"])
+              for algorithm in ("array-averaging", "levy", "quantile")]
     cases += [
-        ("mean-cells", [*mean, "--cell-col", "cell_id", "--group-by", "cell", "--epsilon-per-group-ok", "-o", "out.csv"]),
+        ("mean-cells", [*mean, "--cell-col", "cell_id", "--group-by", "cell", "--epsilon-per-group-ok", *public,
+                        "-o", "out.csv"]),
         ("flip-qwi", ["flip", str(SAMPLE / "qwi_quarterly.csv"), "--time-col", "quarter", "--value-cols", "ca_asian",
                       "--aux-cols", "ca_white", "--trend-order", "1", "--filter-half-length", "10", "--lip-delta", "0.1",
                       "-o", "out.csv"]),
