@@ -30,7 +30,11 @@ RUNS = {  # name -> command line (output and report land in the module's directo
     "mean-estimate-aa": ["mean-estimate", SAMPLE / "itms_speeds.parquet", "--user-col", "bus_id", "--value-col",
                          "speed", "--time-col", "timestamp", "--cell-col", "cell_id", "--slot-length", "1h",
                          "--group-by", "cell,slot", "--epsilon-per-group-ok", "--epsilon", "0.1", "--upper", "65",
-                         "--algorithm", "array-averaging", "-o", "mean-estimate-aa.csv"],
+                         "--algorithm", "array-averaging",
+                         # --participation private: the groups declared, K arrays and m_UB public
+                         "--group-keys", ",".join(f"c{i:02d}_{j:02d}" for i in range(5) for j in range(5)),
+                         "--start", "2024-05-06", "--end", "2024-05-09", "--arrays", "20", "--m-ub", "10",
+                         "-o", "mean-estimate-aa.csv"],
     "forecast-train": ["forecast-train", SAMPLE / "traffic_hourly.parquet", "--time-col", "time", "--value-col",
                        "count", "--series-col", "sensor", "--context-length", "24", "--forecast-length", "12",
                        "--model", "linear", "--batch-size", "8", "--noise-multiplier", "1.5", "--delta", "1e-5",

@@ -229,14 +229,14 @@ def test_a_release_whose_reservation_was_cancelled_meanwhile_publishes_nothing(t
     (it looked stale): the release must not publish an output that no entry pays for."""
     path = here / "budget.db"
     core.init_ledger(path, "d", 1.0, 1e-5)
-    reserve = core.reserve
+    confirm = core.confirm
 
-    def reserve_then_cancelled(*args, **kwargs):
-        entry = reserve(*args, **kwargs)
+    def cancelled_then_confirm(ledger, entry, *args, **kwargs):
         core.cancel(path, entry)  # the steward, while the release reads and adds noise
-        return entry
+        return confirm(ledger, entry, *args, **kwargs)
 
-    monkeypatch.setattr(core, "reserve", reserve_then_cancelled)
+    # the reservation confirms through the module's confirm() (reservation() inserts its row directly)
+    monkeypatch.setattr(core, "confirm", cancelled_then_confirm)
     run = tsdp_cli("release", WIDE, "--mechanism", "gaussian", "--epsilon", "0.5", "--delta", "1e-6", "--unit", "event",
                    "-o", "out.csv", "-q", "--ledger", "budget.db", "--dataset", "d")
     assert run.code != 0 and "Traceback" not in run.err

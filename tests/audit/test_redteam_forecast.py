@@ -32,9 +32,11 @@ def panel(tmp_path) -> Path:
 
 
 def private_figures(custodian: dict) -> list[float]:
-    """Every held-out score the custodian file holds (model and seasonal naive, CRPS and MASE)."""
-    return [value for scores in custodian["figures"]["scores"].values() for value in scores.values()
-            if isinstance(value, float) and math.isfinite(value)]
+    """Every held-out score the custodian file holds (model and each seasonal naive, CRPS and MASE, averaged
+    and at each forecast origin)."""
+    values = [v for scores in custodian["figures"]["scores"].values() for value in scores.values()
+              for v in (value if isinstance(value, list) else [value])]
+    return [v for v in values if isinstance(v, float) and math.isfinite(v)]
 
 
 def shows(text: str, value: float) -> bool:
@@ -52,7 +54,11 @@ def test_held_out_metrics_stay_in_the_custodian_file(tsdp_cli, panel, tmp_path, 
     assert run.code == 0, run.err
     custodian = json.loads((tmp_path / f"fc{CUSTODIAN}").read_text())
     figures = private_figures(custodian)
-    assert len(figures) == 4
+    scores = custodian["figures"]["scores"]
+    origins = {s["origins"] for s in scores.values()}
+    # the model and every seasonal naive the tool offers, CRPS and MASE, averaged and by origin
+    assert len(scores) >= 2 and "model (DP-SGD)" in scores and origins == {7}
+    assert len(figures) == len(scores) * 2 * (1 + 7)
     for value in figures:
         assert not shows(run.out, value), f"held-out score {value!r} printed on stdout"
         assert not shows(run.err, value), f"held-out score {value!r} printed on stderr"
@@ -79,8 +85,10 @@ LENGTHS = {
     "budget binding before --steps": ["--noise-multiplier", "1", "--epsilon", "6", "--steps", "20"],
     "auto noise for --epochs": ["--noise-multiplier", "auto", "--epsilon", "4", "--epochs", "2"],
 }
+# one test window (forecast-train's default is 7 rolling origins): 48 of the panel's 60 steps train
 TRAIN = ["--time-col", "time", "--value-col", "v", "--series-col", "id", "--context-length", "4",
-         "--forecast-length", "2", "--batch-size", "2", "--model", "linear", "--delta", "1e-5", "--quiet"]
+         "--forecast-length", "2", "--batch-size", "2", "--model", "linear", "--delta", "1e-5", "--test-windows", "1",
+         "--quiet"]
 
 
 def shortened(report: dict, count: int) -> dict:
