@@ -22,7 +22,7 @@ demo: $(STAMP)
 	@echo "privacy report:  demo_output/traffic_released.report.json"
 
 test: $(STAMP)
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n 2
 
 # Speed targets (each prints its figure and a ratio against a reference timed in the same run);
 # bench/reproduce_*.py reproduce the papers' experiments and are run one by one.
