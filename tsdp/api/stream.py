@@ -245,7 +245,9 @@ def init(state: str, *, start: str, freq: str, horizon: int, epsilon: float, del
     charge = common.ledger_reservation(ledger, dataset, privacy.epsilon, privacy.delta,
                                        f"tsdp stream init {definition.stream_id} ({setting.strategy}, "
                                        f"{setting.horizon} steps of {freq})")
-    with charge as held, AtomicOutputs(replace=force) as files:
+    from tsdp.io.statefile import locked
+
+    with locked(state), charge as held, AtomicOutputs(replace=force) as files:  # (--force: not under an append)
         table_bytes = accuracy_table(definition, accuracy)
         digest = files.stage_bytes(table_bytes, accuracy_file, option="accuracy table")
         described = {"file": Path(accuracy_file).name, "format": "csv", "sha256": digest}
