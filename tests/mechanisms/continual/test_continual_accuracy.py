@@ -76,3 +76,15 @@ def test_auto_is_never_worse_than_independent(outputs, unit, horizon):
     if len(outputs) == 1:
         (o,) = outputs
         assert best["outputs"][o]["rmse"] <= independent["outputs"][o]["rmse"]
+
+
+def test_weights_decide_who_pays():
+    """Daily + running totals: a heavy weight on daily pulls the choice towards C = I."""
+    outputs = ("daily", "cumulative")
+    plain, _ = choose(**{**PUBLIC, "outputs": outputs})
+    daily_heavy, table = choose(**{**PUBLIC, "outputs": outputs}, weights={"daily": 1000.0})
+    assert plain.strategy != "independent"
+    rmse = {(r["strategy"], r["band"]): r["outputs"]["daily"]["rmse"] for r in table}
+    assert rmse[(daily_heavy.strategy, daily_heavy.band)] < rmse[(plain.strategy, plain.band)]
+    with pytest.raises(Exception, match="--weights"):
+        choose(**{**PUBLIC, "outputs": outputs}, weights={"window:7": 1.0})

@@ -31,7 +31,7 @@ def test_claim_is_backed_by_its_events(case, sampler):
     assert event.kind == ("discrete-gaussian" if sampler == "hardened" else "gaussian")
     assert event.noise == priv.sigma and event.count == 1
     K = s.series_touched
-    per_series = factorization(s.strategy, s.horizon, s.band).sensitivity(s.unit, s.w, s.max_steps, s.min_separation)[0]
+    per_series = factorization(s.strategy, s.horizon, s.band).sensitivity(s.unit, s.w, s.max_steps, s.min_separation)
     assert priv.l2_sensitivity == pytest.approx(np.sqrt(K) * s.max_per_step * per_series, rel=1e-15)
     if sampler == "float":
         assert event.sensitivity == priv.l2_sensitivity

@@ -17,7 +17,7 @@ def rms(v):
 def normalised(strategy, horizon=T, output="cumulative", unit="event", k=None, steps=None):
     fac = factorization(strategy, horizon)
     norms = fac.row_norms(output)[:steps]
-    s = fac.sensitivity(unit, None, k, None)[0]
+    s = fac.sensitivity(unit, None, k, None)
     return s * rms(norms), s * norms[-1]
 
 
@@ -51,7 +51,7 @@ def test_tree_sensitivity_counts_complete_levels_only():
     # 2^8 = 256 <= 365 < 512: nine levels complete within the horizon, so s(C) = 3 < sqrt(10)
     C = BinaryTree(T).matrix()
     assert np.sqrt((C * C).sum(axis=0)).max() == 3.0
-    assert factorization("tree", T).sensitivity("event", None, None, None)[0] == 3.0
+    assert factorization("tree", T).sensitivity("event", None, None, None) == 3.0
 
 
 def test_least_squares_decoder_is_unbiased_and_online():

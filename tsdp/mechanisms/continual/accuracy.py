@@ -7,9 +7,9 @@ rounding of each encoded value moves it by at most g/2, a fraction ~2^-21 of sig
 (1 - alpha) half-width is the normal quantile times that s.d.
 
 ``choose`` compares candidates on the requested outputs only: for each the RMSE over the horizon,
-``sigma sqrt(mean_t ||B_{i,t}||^2)``, and the expected total squared error ``sum_i RMSE_i^2`` (the
-outputs are counts in the same unit; the score reported is that total relative to independent
-noise's). Independent noise (score 1) is always a candidate, so ``auto`` is never worse than it on
+``sigma sqrt(mean_t ||B_{i,t}||^2)``, and the expected squared error of the stacked workload,
+``sum_i w_i RMSE_i^2`` (the outputs are counts in the same unit; weights ``w_i`` default to 1; the
+score reported is that total relative to independent noise's). Independent noise (score 1) is always a candidate, so ``auto`` is never worse than it on
 the total, and with a single output never worse on that output. Requesting ``daily`` alone keeps C = I (no factorization beats it there).
 Ties go to the simpler strategy (the order of :data:`CANDIDATE_ORDER`).
 """
@@ -71,24 +71,25 @@ def candidates(base: dict) -> list[StreamSetting]:
 
 
 def choose(*, strategy: str = "auto", band: int | None = None, alpha: float = 0.05,
-           **public) -> tuple[StreamSetting, list[dict]]:
+           weights: dict[str, float] | None = None, **public) -> tuple[StreamSetting, list[dict]]:
     """Resolve ``strategy`` (``auto``: the smallest score, module docstring) and return the resolved
     setting with the comparison table (one row per candidate: strategy, band, sigma, score, chosen,
     and per output its RMSE, last-step s.d. and RMS (1 - alpha) half-width). ``public`` are the other
     :class:`StreamSetting` fields; an explicit strategy is returned as given (``banded`` without a
-    band takes the auto band)."""
+    band takes the auto band). ``weights``: optional weight per output in the stacked objective."""
     if strategy not in ("auto", *STRATEGIES):
         raise UsageError(f"--strategy must be one of auto, {', '.join(STRATEGIES)}, got {strategy!r}")
     base = {**public, "outputs": public["outputs"]}
     settings = candidates(base)
     if strategy != "auto" and not any(c.strategy == strategy and (band is None or c.band == band) for c in settings):
         settings.append(StreamSetting(**{**base, "strategy": strategy, "band": band}))
+    weight = _weights(weights, settings[0].outputs)
     rows = []
     reference = summary(settings[0], alpha)
     for cand in settings:
         figures = summary(cand, alpha)
-        score = float(sum(figures[o]["rmse"] ** 2 for o in cand.outputs)
-                      / sum(reference[o]["rmse"] ** 2 for o in cand.outputs))
+        score = float(sum(weight[o] * figures[o]["rmse"] ** 2 for o in cand.outputs)
+                      / sum(weight[o] * reference[o]["rmse"] ** 2 for o in cand.outputs))
         rows.append({"strategy": cand.strategy, "band": cand.band, "sigma": privacy_map(cand).sigma,
                      "l2_sensitivity": privacy_map(cand).l2_sensitivity, "score": score,
                      "outputs": figures, "chosen": False})
@@ -97,3 +98,16 @@ def choose(*, strategy: str = "auto", band: int | None = None, alpha: float = 0.
     best = min(pool, key=lambda i: (rows[i]["score"], CANDIDATE_ORDER.index(settings[i].strategy)))
     rows[best]["chosen"] = True
     return settings[best], rows
+
+
+def _weights(weights: dict[str, float] | None, outputs: tuple[str, ...]) -> dict[str, float]:
+    if weights is None:
+        return {o: 1.0 for o in outputs}
+    unknown = set(weights) - set(outputs)
+    if unknown:
+        raise UsageError(f"--weights names output(s) not requested: {', '.join(sorted(unknown))}")
+    out = {o: float(weights.get(o, 1.0)) for o in outputs}
+    bad = {o: w for o, w in out.items() if not (w > 0 and np.isfinite(w))}
+    if bad:
+        raise UsageError(f"--weights must be positive and finite, got {bad}")
+    return out

@@ -4,8 +4,8 @@
 decoders and the Toeplitz decoder columns are computed once per process). It answers the two
 public questions the privacy map and the accuracy ask of a strategy:
 
-* ``sensitivity(setting)``: s(C) per series in units of M (:mod:`.sensitivity`), and the number of
-  noisy values of one series a unit can change (the hardened sampler's lattice coordinates);
+* ``sensitivity(unit, ...)``: s(C) per series in units of M (:mod:`.sensitivity`); ``column_support``
+  and ``n_rows`` bound the noisy values a unit can change (the hardened sampler's rounding slack);
 * ``row_norms(output)``: ``||B_t||_2`` for every step t of an output's workload A = B C.
 """
 
@@ -43,21 +43,14 @@ class Factorization:
         """Most rows of C one step reaches (the band of a Toeplitz C; the levels of the tree)."""
         return self.tree.levels if self.tree is not None else int(min(self.column.size, self.horizon))
 
-    def sensitivity(self, unit: str, w: int | None, max_steps: int | None,
-                    min_separation: int | None) -> tuple[float, int]:
-        """``(s(C) / M, lattice coordinates)`` of one series for the unit (:mod:`.sensitivity`)."""
-        T = self.horizon
-        count = sens.participation_count(T, max_steps, min_separation) if unit == "user" else None
+    def sensitivity(self, unit: str, w: int | None, max_steps: int | None, min_separation: int | None) -> float:
+        """s(C) / M of one series for the unit (:mod:`.sensitivity`)."""
         if self.tree is None:
-            s = sens.toeplitz_sensitivity(self.column, T, unit, w, max_steps, min_separation)
-            band = self.column_support
-            reach = band if unit == "event" else (min(w, T) + band - 1 if unit == "w-event" else count * band)
-            return s, int(min(reach, T))
+            return sens.toeplitz_sensitivity(self.column, self.horizon, unit, w, max_steps, min_separation)
         if unit == "event":
-            s = math.sqrt(self.tree.levels)
-        else:
-            s = sens.dense_sensitivity(self.tree.matrix(), unit, w, count)
-        return s, sens.lattice_coordinates(self.column_support, self.n_rows, unit, T, w, count)
+            return math.sqrt(self.tree.levels)
+        count = sens.participation_count(self.horizon, max_steps, min_separation) if unit == "user" else None
+        return sens.dense_sensitivity(self.tree.matrix(), unit, w, count)
 
     def decoder_column(self, output: str) -> np.ndarray:
         """First column of the Toeplitz decoder B = A C^{-1} of ``output``."""

@@ -30,6 +30,7 @@ from tsdp.accounting import gaussian as gauss
 from tsdp.accounting.claim import MechanismEvent, PrivacyClaim
 from tsdp.accounting.sensitivity import privacy_unit
 from tsdp.mechanisms.continual.factorization import factorization
+from tsdp.mechanisms.continual.sensitivity import changed_values
 from tsdp.mechanisms.continual.setting import StreamSetting
 
 MECHANISM = "continual-gaussian"
@@ -89,10 +90,11 @@ def privacy_map(setting: StreamSetting) -> StreamPrivacy:
 @lru_cache(maxsize=256)
 def _privacy_map(s: StreamSetting) -> StreamPrivacy:
     fac = factorization(s.strategy, s.horizon, s.band)
-    per_series, coords_one = fac.sensitivity(s.unit, s.w, s.max_steps, s.min_separation)
+    per_series = fac.sensitivity(s.unit, s.w, s.max_steps, s.min_separation)
     K = s.series_touched
     l2 = math.sqrt(K) * float(s.max_per_step) * per_series
-    coords = K * coords_one
+    coords = changed_values(fac.column_support, fac.n_rows, s.unit, s.horizon, s.n_series, K, s.w, s.max_steps,
+                            s.min_separation)
     eps, delta = float(s.epsilon), float(s.delta)
     theorem = f"{STREAM_THEOREM}; {gauss.ANALYTIC_THEOREM}"
     if s.sampler == "hardened":

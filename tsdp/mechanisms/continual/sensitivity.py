@@ -89,18 +89,21 @@ def dense_sensitivity(C: np.ndarray, unit: str, w: int | None = None, max_steps:
     return float(math.sqrt(np.sort(row_best)[::-1][:k].sum()))
 
 
-def lattice_coordinates(column_support: int, n_rows: int, unit: str, horizon: int, w: int | None,
-                        max_steps: int | None) -> int:
-    """Noisy values of one series a unit can change: the rows of C that its steps reach. A step
-    reaches at most ``column_support`` rows (for a Toeplitz C, the band; any w consecutive steps
-    reach at most ``w + band - 1`` rows of a Toeplitz C, fewer than ``w`` times the support)."""
+def changed_values(support: int, n_rows: int, unit: str, horizon: int, n_series: int, series_per_user: int,
+                   w: int | None, max_steps: int | None, min_separation: int | None = None) -> int:
+    """m: the noisy values (all series) a unit can change, which the hardened sampler's rounding
+    slack counts. A changed step of a series changes at most ``support`` rows of C in that series (the
+    band of a Toeplitz C, the levels of the tree) and a series has ``n_rows`` rows. An event changes one
+    step; a user ``min(I, ceil(T / b))`` steps in each of its K series; a w-event unit ``K w`` cells in
+    K series per step chosen afresh, so in up to ``min(S, K w)`` series: spreading them maximises m
+    (while packing them maximises the L2 norm), hence ``min(K w support, min(S, K w) n_rows)``."""
     if unit == "event":
-        reach = column_support
-    elif unit == "w-event":
-        reach = min(w, horizon) * column_support
-    else:
-        reach = min(max_steps, horizon) * column_support
-    return int(min(reach, n_rows))
+        return int(min(support, n_rows))
+    if unit == "user":
+        steps = participation_count(horizon, max_steps, min_separation)
+        return int(min(series_per_user, n_series) * min(n_rows, steps * support))
+    cells = min(series_per_user, n_series) * min(w, horizon)
+    return int(min(cells * support, min(n_series, cells) * n_rows))
 
 
 def _check_monotone(c: np.ndarray) -> None:
