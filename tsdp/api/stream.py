@@ -182,7 +182,8 @@ def parse_outputs(text: str | list[str] | tuple[str, ...]) -> tuple[str, ...]:
 
 def public_setting(*, horizon: int, epsilon: float, delta: float | None, unit: str, w: int | None,
                    max_per_step: float, max_steps: int | None, min_separation: int | None,
-                   series_per_user: int | None, n_series: int, outputs, strategy: str, sampler: str | None):
+                   series_per_user: int | None, n_series: int, outputs, strategy: str, sampler: str | None,
+                   band: int | None = None, alpha: float = 0.05):
     """The core's (setting, comparison table): every option checked, ``auto`` resolved."""
     from tsdp.accounting.sensitivity import ContributionBounds
 
@@ -199,13 +200,14 @@ def public_setting(*, horizon: int, epsilon: float, delta: float | None, unit: s
     return _core().choose(horizon=horizon, epsilon=float(epsilon), delta=float(delta), unit=unit, w=w,
                           max_per_step=float(max_per_step), max_steps=max_steps, min_separation=min_separation,
                           series_per_user=series_per_user or n_series, n_series=n_series,
-                          outputs=parse_outputs(outputs), strategy=strategy, sampler=sampler or "hardened")
+                          outputs=parse_outputs(outputs), strategy=strategy, band=band, alpha=alpha,
+                          sampler=sampler or "hardened")
 
 
 def init(state: str, *, start: str, freq: str, horizon: int, epsilon: float, delta: float | None = None,
          unit: str = "event", w: int | None = None, max_per_step: float = 1.0, max_steps: int | None = None,
          min_separation: int | None = None, series_per_user: int | None = None, series_keys: list[str],
-         outputs="daily,cumulative", strategy: str = "auto", sampler: str | None = None,
+         outputs="daily,cumulative", strategy: str = "auto", band: int | None = None, sampler: str | None = None,
          layout: dict[str, Any] | None = None, alpha: float = 0.05, report: str | None = None,
          seed: int | None = None, ledger: str | None = None, dataset: str | None = None, force: bool = False,
          dry_run: bool = False, parameters: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -217,11 +219,11 @@ def init(state: str, *, start: str, freq: str, horizon: int, epsilon: float, del
     keys = _keys(series_keys)
     layout = {k: (layout or {}).get(k) for k in LAYOUT_KEYS}
     _check_layout(layout, unit)
+    _check_alpha(alpha)
     setting, table = public_setting(horizon=horizon, epsilon=epsilon, delta=delta, unit=unit, w=w,
                                     max_per_step=max_per_step, max_steps=max_steps, min_separation=min_separation,
                                     series_per_user=series_per_user, n_series=len(keys), outputs=outputs,
-                                    strategy=strategy, sampler=sampler)
-    _check_alpha(alpha)
+                                    strategy=strategy, band=band, sampler=sampler, alpha=alpha)
     _check_grid(start, freq)
     definition = Definition(secrets.token_hex(16), setting, str(start), str(freq), keys, layout, float(alpha))
     privacy = _core().privacy_map(setting)
