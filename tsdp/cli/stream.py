@@ -97,7 +97,7 @@ def init(
     json_summary: bool = common.JsonOption,
     quiet: bool = common.QuietOption,
     config: Optional[str] = common.ConfigOption,
-) -> None:
+) -> Optional[dict]:
     """Fix a stream's public parameters, choose its noise factorization and charge the budget once."""
     params = common.public_parameters(locals())
     params.pop("state", None)  # a custodian path: the report names no private file
@@ -120,11 +120,37 @@ def init(
                           outputs=outputs, strategy=strategy.value, band=band, sampler=sampler, layout=layout_options,
                           alpha=alpha, report=report, seed=seed, ledger=ledger, dataset=dataset, force=force,
                           dry_run=dry_run, parameters=params)
-    if seed is not None and not dry_run:
+    if dry_run:
+        from tsdp.cli import accuracy_options as acc_opts
+
+        if acc_opts.planning():  # tsdp plan stream: the summary goes to its table
+            return summary
+        if not json_summary and not quiet:
+            print_comparison(summary["comparison"], f"tsdp stream init --dry-run: {horizon} steps, epsilon {epsilon:g}")
+            summary = {k: v for k, v in summary.items() if k not in ("comparison", "expected_error")}
+    elif seed is not None:
         from tsdp.rng import SEEDED_WARNING
 
         console.warn(SEEDED_WARNING)
     console.summary(summary, "tsdp stream init --dry-run" if dry_run else "tsdp stream init")
+
+
+def print_comparison(rows: list[dict], title: str) -> None:
+    """The strategies' expected error, one row per candidate (stderr): why auto chose what it chose."""
+    from rich.console import Console as RichConsole
+    from rich.table import Table
+
+    outputs = list(rows[0]["outputs"]) if rows else []
+    table = Table(title=title, title_justify="left")
+    for column in ("strategy", "sigma", "score", *(f"{o} RMSE" for o in outputs),
+                   *(f"{o} s.d. at T" for o in outputs), "chosen"):
+        table.add_column(column, justify="left" if column in ("strategy", "chosen") else "right")
+    for row in rows:
+        name = row["strategy"] + (f" (band {row['band']})" if row.get("band") else "")
+        table.add_row(name, f"{row['sigma']:.4g}", f"{row['score']:.3g}",
+                      *(f"{row['outputs'][o]['rmse']:.4g}" for o in outputs),
+                      *(f"{row['outputs'][o]['final_sd']:.4g}" for o in outputs), "<- chosen" if row["chosen"] else "")
+    RichConsole(stderr=True, soft_wrap=True).print(table)
 
 
 @app.command("append", cls=VocabularyCommand)
