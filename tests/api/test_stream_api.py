@@ -107,3 +107,12 @@ def test_events_outside_the_appended_steps_are_refused(tmp_path, when, steps, ma
     with pytest.raises(DataError, match=match):
         tsdp.stream.append(state, _events(tmp_path / "e.csv", rows), str(tmp_path / "o.csv"), steps=steps)
     assert (tmp_path / "s.state").read_bytes() == before and not (tmp_path / "o.csv").exists()
+
+
+def test_user_over_the_series_cap_is_refused(tmp_path):
+    state = _event_stream(tmp_path, max_steps=5, series_per_user=1)
+    rows = [("u1", "2025-01-01 08:00:00", "s0")]
+    tsdp.stream.append(state, _events(tmp_path / "e1.csv", rows), str(tmp_path / "o1.csv"))
+    rows = [("u1", "2025-01-02 08:00:00", "s2")]  # a second series over the horizon: K = 1 is exceeded
+    with pytest.raises(DataError, match="more than --series-per-user 1"):
+        tsdp.stream.append(state, _events(tmp_path / "e2.csv", rows), str(tmp_path / "o2.csv"))

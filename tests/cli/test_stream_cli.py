@@ -265,3 +265,11 @@ def test_reports_hold_no_private_figure(in_tmp):
     small, large = _run_pair(in_tmp / "small", 1), _run_pair(in_tmp / "large", 100000)
     for name in small:
         assert _public(small[name]) == _public(large[name])
+
+
+def test_ledger_spend_charges_the_stream_report_once_never_an_append(in_tmp, capsys):
+    reports = _genuine(in_tmp)
+    assert main(["ledger", "init", "l.db", "--dataset", "visits", "--epsilon", "3", "--delta", "1e-5", "--quiet"]) == 0
+    assert main(["ledger", "spend", "l.db", "--dataset", "visits", "--from-report", reports[1], "--quiet"]) == 2
+    assert "part of its stream's one spend" in _errors(capsys)[-1]
+    assert main(["ledger", "spend", "l.db", "--dataset", "visits", "--from-report", reports[0], "--quiet"]) == 0

@@ -634,7 +634,7 @@ def _event_steps(df, spec, d: Definition, p: int, k: int, participation: dict[st
         raise UsageError("--series-col is required: the stream has several series keys")
     counters = participation
     if setting.unit == "user":
-        counters = _participation(df, spec, keys, index, participation, setting.max_steps)
+        counters = _participation(df, spec, keys, index, participation, setting.max_steps, setting.series_per_user)
     bounds = ContributionBounds(setting.unit, setting.max_per_step,
                                 setting.max_steps if setting.unit == "user" else None,
                                 setting.w if setting.unit == "w-event" else None, setting.series_per_user)
@@ -648,8 +648,9 @@ def _event_steps(df, spec, d: Definition, p: int, k: int, participation: dict[st
 
 
 def _participation(df, spec, keys: list[str], index: np.ndarray, counters: dict[str, np.ndarray],
-                   max_steps: int) -> dict[str, np.ndarray]:
-    """The (user, series) participation counters after this append; DataError if one exceeds I."""
+                   max_steps: int, series_per_user: int) -> dict[str, np.ndarray]:
+    """The (user, series) participation counters after this append; DataError if a user would take
+    part in more than I steps of a series, or in more than K series, over the horizon."""
     import polars as pl
 
     series = (df[spec.series_col].cast(pl.String).replace_strict(keys, list(range(len(keys))), return_dtype=pl.Int64)
@@ -661,6 +662,11 @@ def _participation(df, spec, keys: list[str], index: np.ndarray, counters: dict[
                            "steps": counters.get("steps", np.array([], dtype=np.int64)).astype(np.int64)},
                           schema={"users": pl.String, "series": pl.Int64, "steps": pl.Int64})
     total = pl.concat([before, now]).group_by("users", "series").agg(pl.col("steps").sum()).sort("users", "series")
+    spread = total.group_by("users").agg(pl.len().alias("series")).filter(pl.col("series") > series_per_user)
+    if spread.height:
+        raise DataError(f"INPUT: {spread.height} user(s) would contribute to more than --series-per-user "
+                        f"{series_per_user} series over the stream's horizon; drop their events in the other series "
+                        "before appending; nothing was written and the state is unchanged")
     over = total.filter(pl.col("steps") > max_steps)
     if over.height:
         raise DataError(f"INPUT: {over.height} user(s) would take part in more than --max-steps {max_steps} steps of "
