@@ -273,3 +273,17 @@ def test_ledger_spend_charges_the_stream_report_once_never_an_append(in_tmp, cap
     assert main(["ledger", "spend", "l.db", "--dataset", "visits", "--from-report", reports[1], "--quiet"]) == 2
     assert "part of its stream's one spend" in _errors(capsys)[-1]
     assert main(["ledger", "spend", "l.db", "--dataset", "visits", "--from-report", reports[0], "--quiet"]) == 0
+
+
+def test_json_summaries_with_a_window_output(in_tmp, capsys):
+    """Output names such as window:7 are values of a --json summary, never its keys."""
+    args = ["--outputs", "daily,window:7", "--json"]
+    assert main(["stream", "init", "s.state", "--freq", "1d", "--start", START, "--horizon", "30", "--epsilon", "1",
+                 "--unit", "event", "--series-keys", "a", "--series-col", "series", "--value-col", "value", "--dry-run",
+                 *args]) == 0
+    dry = json.loads(capsys.readouterr().out)
+    assert {e["output"] for e in dry["comparison"][0]["outputs"]} == {"daily", "window:7"}
+    assert main(["plan", "stream", "--freq", "1d", "--start", START, "--horizon", "30,365", "--epsilon", "1", "--unit",
+                 "event", "--series-keys", "a", "--series-col", "series", "--value-col", "value", *args]) == 0
+    plans = json.loads(capsys.readouterr().out)["plans"]
+    assert [p["horizon"] for p in plans] == [30, 365] and all(p["comparison"] for p in plans)

@@ -371,9 +371,16 @@ def _sigma(privacy) -> float | None:
 
 
 def _comparison(table) -> list[dict[str, Any]]:
+    """The core's comparison rows, each output's figures as a list entry named by ``output`` (an
+    output's name, ``window:7``, is not a key of a --json summary)."""
     from tsdp.report import json_ready
 
-    return json_ready(list(table or []))
+    rows = []
+    for row in table or []:
+        row = dict(row)
+        row["outputs"] = [{"output": name, **figures} for name, figures in dict(row.get("outputs") or {}).items()]
+        rows.append(row)
+    return json_ready(rows)
 
 
 def accuracy_block(definition: Definition, accuracy: dict[str, np.ndarray]) -> dict[str, Any]:

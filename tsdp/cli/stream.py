@@ -140,16 +140,17 @@ def print_comparison(rows: list[dict], title: str) -> None:
     from rich.console import Console as RichConsole
     from rich.table import Table
 
-    outputs = list(rows[0]["outputs"]) if rows else []
+    outputs = [entry["output"] for entry in rows[0]["outputs"]] if rows else []
     table = Table(title=title, title_justify="left")
     for column in ("strategy", "sigma", "score", *(f"{o} RMSE" for o in outputs),
                    *(f"{o} s.d. at T" for o in outputs), "chosen"):
         table.add_column(column, justify="left" if column in ("strategy", "chosen") else "right")
     for row in rows:
+        figures = {entry["output"]: entry for entry in row["outputs"]}
         name = row["strategy"] + (f" (band {row['band']})" if row.get("band") else "")
         table.add_row(name, f"{row['sigma']:.4g}", f"{row['score']:.3g}",
-                      *(f"{row['outputs'][o]['rmse']:.4g}" for o in outputs),
-                      *(f"{row['outputs'][o]['final_sd']:.4g}" for o in outputs), "<- chosen" if row["chosen"] else "")
+                      *(f"{figures[o]['rmse']:.4g}" for o in outputs),
+                      *(f"{figures[o]['final_sd']:.4g}" for o in outputs), "<- chosen" if row["chosen"] else "")
     RichConsole(stderr=True, soft_wrap=True).print(table)
 
 
