@@ -12,7 +12,9 @@ whatever the chunking, so the floating-point results agree bit for bit too.
 Toeplitz strategies decode through ``u = C^{-1} y`` (forward substitution) and publish ``A_i u``:
 ``daily`` is u_t, ``cumulative`` a running sum of u, ``window:k`` the sum of the last k values of u;
 this equals ``B_i y`` with ``B_i = A_i C^{-1}``. The carry holds the last ``band - 1`` steps of x and
-of u (all past steps for the full square root), and the running sums. The tree keeps the last
+of u (the longest window's ``k - 1`` at least) and the running sums: ``2 x 8 S (band - 1)`` bytes, so
+O(band) per series for ``banded``, but ``2 x 8 S (T - 1)`` for the full square root (58 MB for
+10^4 series over a year; choose ``banded`` for long horizons with many series). The tree keeps the last
 ``2^(levels - 1) - 1`` steps of x (to form node sums) and every released node value (its
 least-squares decoders read the whole current forest).
 
