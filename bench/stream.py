@@ -26,7 +26,7 @@ import time
 import numpy as np
 
 from tsdp.accounting.gaussian import analytic_sigma
-from tsdp.mechanisms.continual import StreamSetting, choose, new_carry, privacy_map, release_steps, summary
+from tsdp.mechanisms.continual import StreamSetting, choose, new_carry, release_steps, summary
 
 EPSILON, DELTA = 1.0, 1e-6
 SPEC = {"independent": (13.53, 19.10), "tree": (4.94, 6.01), "toeplitz": (2.78, 2.94)}  # tree: + least squares

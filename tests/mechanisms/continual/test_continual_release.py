@@ -131,3 +131,13 @@ def test_the_carry_survives_np_savez(strategy, band, tmp_path):
     second, _ = release_steps(s, SECRET, loaded, x[:, 9:], int(loaded["position"]))
     for o in OUTPUTS:
         assert np.array_equal(np.concatenate([first[o], second[o]], axis=1), whole[o])
+
+
+def test_a_carry_of_another_setting_is_refused():
+    s = setting(horizon=10, strategy="toeplitz", n_series=2, outputs=("daily",))
+    other = setting(horizon=10, strategy="banded", band=3, n_series=2, outputs=("daily",))
+    with pytest.raises(DataError, match="state"):
+        release_steps(s, SECRET, new_carry(other), np.ones((2, 1)), 0)
+    bad = {**new_carry(s), "position": np.array(11)}
+    with pytest.raises(DataError, match="state"):
+        release_steps(s, SECRET, bad, np.ones((2, 1)), 11)

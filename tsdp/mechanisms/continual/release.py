@@ -68,6 +68,7 @@ def release_steps(setting: StreamSetting, secret: bytes, carry: dict, x: np.ndar
     if not isinstance(secret, (bytes, bytearray)) or len(secret) < MIN_SECRET_BYTES:
         raise UsageError(f"the stream secret must be at least {MIN_SECRET_BYTES} bytes")
     x = np.asarray(x, dtype=np.float64)
+    _check_carry(setting, carry)
     position = int(carry["position"])
     if x.ndim != 2 or x.shape[0] != setting.n_series:
         raise DataError(f"the stream has {setting.n_series} series; the data has shape {x.shape}")
@@ -89,6 +90,14 @@ def release_steps(setting: StreamSetting, secret: bytes, carry: dict, x: np.ndar
             outputs[o][:, j] = values[o]
         state["position"] = np.array(start + j + 1, dtype=np.int64)
     return outputs, state
+
+
+def _check_carry(setting: StreamSetting, carry: dict) -> None:
+    """The carry must be one this setting made: the same arrays, shapes and a position in the horizon."""
+    expected = new_carry(setting)
+    if set(carry) != set(expected) or any(np.shape(carry[k]) != v.shape for k, v in expected.items()) \
+            or not 0 <= int(carry["position"]) <= setting.horizon:
+        raise DataError("the stream state does not belong to this stream's setting (its arrays or position differ)")
 
 
 def _toeplitz_step(setting, privacy, fac: Factorization, secret, state, xt, t) -> dict[str, np.ndarray]:
