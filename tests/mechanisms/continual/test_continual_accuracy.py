@@ -86,5 +86,5 @@ def test_weights_decide_who_pays():
     assert plain.strategy != "independent"
     rmse = {(r["strategy"], r["band"]): r["outputs"]["daily"]["rmse"] for r in table}
     assert rmse[(daily_heavy.strategy, daily_heavy.band)] < rmse[(plain.strategy, plain.band)]
-    with pytest.raises(Exception, match="--weights"):
+    with pytest.raises(Exception, match="weights"):
         choose(**{**PUBLIC, "outputs": outputs}, weights={"window:7": 1.0})

@@ -69,20 +69,20 @@ def test_setting_round_trips_through_json():
 
 
 @pytest.mark.parametrize("changes, message", [
-    (dict(strategy="auto"), "--strategy"),
+    (dict(strategy="auto"), "strategy"),
     (dict(strategy="banded"), "band"),
     (dict(strategy="toeplitz", band=4), "band"),
     (dict(unit="user"), "--max-steps"),
     (dict(unit="w-event"), "--w"),
-    (dict(min_separation=3), "--min-separation"),
-    (dict(outputs=("weekly",)), "--outputs"),
-    (dict(outputs=("daily", "daily")), "--outputs"),
-    (dict(outputs=("window:0",)), "--outputs"),
-    (dict(horizon=0), "--horizon"),
+    (dict(min_separation=3), "min_separation"),
+    (dict(outputs=("weekly",)), "outputs"),
+    (dict(outputs=("daily", "daily")), "outputs"),
+    (dict(outputs=("window:0",)), "outputs"),
+    (dict(horizon=0), "horizon"),
     (dict(epsilon=-1.0), "epsilon"),
     (dict(max_per_step=0.0), "--max-per-step"),
     (dict(sampler="exact"), "--sampler"),
-    (dict(strategy="tree", horizon=5000), "--horizon"),
+    (dict(strategy="tree", horizon=5000), "horizon"),
 ])
 def test_bad_settings_are_usage_errors(changes, message):
     with pytest.raises(UsageError, match=message):

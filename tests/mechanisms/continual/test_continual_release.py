@@ -117,3 +117,27 @@ def test_bad_steps_are_data_errors_and_leave_the_carry():
         release_steps(s, SECRET, carry, np.array([[1.0], [np.nan]]), 2)
     for k in snapshot:
         assert np.array_equal(snapshot[k], carry[k])
+
+
+@pytest.mark.parametrize("strategy, band", STRATEGY_CASES)
+def test_the_carry_survives_np_savez(strategy, band, tmp_path):
+    s = setting(horizon=20, strategy=strategy, band=band, sampler="hardened", n_series=3, outputs=OUTPUTS)
+    x = np.random.default_rng(3).poisson(4, (3, 20)).astype(float)
+    whole, _ = run_in_chunks(s, x, [])
+    first, carry = release_steps(s, SECRET, new_carry(s), x[:, :9], 0)
+    np.savez(tmp_path / "carry.npz", **carry)
+    with np.load(tmp_path / "carry.npz") as saved:
+        loaded = {k: saved[k] for k in saved.files}
+    second, _ = release_steps(s, SECRET, loaded, x[:, 9:], int(loaded["position"]))
+    for o in OUTPUTS:
+        assert np.array_equal(np.concatenate([first[o], second[o]], axis=1), whole[o])
+
+
+def test_a_carry_of_another_setting_is_refused():
+    s = setting(horizon=10, strategy="toeplitz", n_series=2, outputs=("daily",))
+    other = setting(horizon=10, strategy="banded", band=3, n_series=2, outputs=("daily",))
+    with pytest.raises(DataError, match="state"):
+        release_steps(s, SECRET, new_carry(other), np.ones((2, 1)), 0)
+    bad = {**new_carry(s), "position": np.array(11)}
+    with pytest.raises(DataError, match="state"):
+        release_steps(s, SECRET, bad, np.ones((2, 1)), 11)

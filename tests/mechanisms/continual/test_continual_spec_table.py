@@ -78,3 +78,16 @@ def test_user_level_gain_shrinks_with_participation():
     assert round(gain[7], 1) == 2.1
     assert 1.1 < gain[30] < 1.2
     assert gain[365] < 0.55  # independent noise wins: 258 vs 472
+
+
+def test_square_root_squares_to_the_prefix_matrix_and_its_inverse_is_closed_form():
+    from tsdp.mechanisms.continual import toeplitz as tz
+
+    n = 2000
+    c = tz.sqrt_coefficients(n)
+    assert np.allclose(tz.product(c, c, n), 1.0, rtol=1e-12)          # C C = L
+    assert np.allclose(tz.inverse_sqrt_coefficients(n), tz.inverse(c, n), rtol=1e-9, atol=1e-15)
+    assert np.allclose(tz.product(c, tz.inverse_sqrt_coefficients(n), n), np.r_[1.0, np.zeros(n - 1)], atol=1e-12)
+    # the stable recurrence against exact binomials for small k
+    from math import comb
+    assert np.allclose(c[:30], [comb(2 * k, k) / 4 ** k for k in range(30)], rtol=1e-14)

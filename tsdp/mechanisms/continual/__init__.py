@@ -22,6 +22,10 @@ the stream's secret):
 * ``new_carry(setting)`` and ``release_steps(setting, secret, carry, x, start) -> (outputs, carry)``:
   ``x`` is (n_series, k) for steps start..start+k-1; outputs maps each output to (n_series, k);
   the carry is a dict of numpy arrays for ``np.savez``. Noise is keyed by (secret, step).
+
+What the caller owns: enforcing the declared bounds on x (M per step, I participations, the
+min-separation, K series), keeping the secret and the carry private (custodian state), and the
+option names of the command line (the core's messages name the setting's fields).
 """
 
 from tsdp.mechanisms.continual.accuracy import accuracy, choose, summary

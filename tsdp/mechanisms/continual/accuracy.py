@@ -27,7 +27,7 @@ from tsdp.mechanisms.continual.toeplitz import BAND_CANDIDATES
 from tsdp.mechanisms.continual.tree import MAX_TREE_HORIZON
 
 CANDIDATE_ORDER = ("independent", "toeplitz", "banded", "tree")
-AUTO_TREE_HORIZON = 1024  # auto considers the tree up to this horizon (its decoders cost O(T^2) to plan)
+AUTO_TREE_HORIZON = 512  # auto considers the tree up to this horizon (its decoders cost O(T^2) to plan)
 
 
 def normal_quantile(alpha: float) -> float:
@@ -78,7 +78,7 @@ def choose(*, strategy: str = "auto", band: int | None = None, alpha: float = 0.
     :class:`StreamSetting` fields; an explicit strategy is returned as given (``banded`` without a
     band takes the auto band). ``weights``: optional weight per output in the stacked objective."""
     if strategy not in ("auto", *STRATEGIES):
-        raise UsageError(f"--strategy must be one of auto, {', '.join(STRATEGIES)}, got {strategy!r}")
+        raise UsageError(f"stream strategy must be one of auto, {', '.join(STRATEGIES)}, got {strategy!r}")
     base = {**public, "outputs": public["outputs"]}
     settings = candidates(base)
     if strategy != "auto" and not any(c.strategy == strategy and (band is None or c.band == band) for c in settings):
@@ -105,9 +105,9 @@ def _weights(weights: dict[str, float] | None, outputs: tuple[str, ...]) -> dict
         return {o: 1.0 for o in outputs}
     unknown = set(weights) - set(outputs)
     if unknown:
-        raise UsageError(f"--weights names output(s) not requested: {', '.join(sorted(unknown))}")
+        raise UsageError(f"weights name output(s) not requested: {', '.join(sorted(unknown))}")
     out = {o: float(weights.get(o, 1.0)) for o in outputs}
     bad = {o: w for o, w in out.items() if not (w > 0 and np.isfinite(w))}
     if bad:
-        raise UsageError(f"--weights must be positive and finite, got {bad}")
+        raise UsageError(f"weights must be positive and finite, got {bad}")
     return out

@@ -71,7 +71,12 @@ def factorization(strategy: str, horizon: int, band: int | None = None) -> Facto
 @lru_cache(maxsize=256)
 def _decoder_column(strategy: str, horizon: int, band: int | None, output: str) -> np.ndarray:
     fac = factorization(strategy, horizon, band)
-    return tz.decoder_column(workload_column(output, horizon), fac.column, horizon)
+    return tz.decoder_column(workload_column(output, horizon), _inverse_column(strategy, horizon, band), horizon)
+
+
+@lru_cache(maxsize=64)
+def _inverse_column(strategy: str, horizon: int, band: int | None) -> np.ndarray:
+    return tz.strategy_inverse(strategy, horizon, factorization(strategy, horizon, band).column)
 
 
 @lru_cache(maxsize=256)

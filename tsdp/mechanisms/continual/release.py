@@ -12,7 +12,9 @@ whatever the chunking, so the floating-point results agree bit for bit too.
 Toeplitz strategies decode through ``u = C^{-1} y`` (forward substitution) and publish ``A_i u``:
 ``daily`` is u_t, ``cumulative`` a running sum of u, ``window:k`` the sum of the last k values of u;
 this equals ``B_i y`` with ``B_i = A_i C^{-1}``. The carry holds the last ``band - 1`` steps of x and
-of u (all past steps for the full square root), and the running sums. The tree keeps the last
+of u (the longest window's ``k - 1`` at least) and the running sums: ``2 x 8 S (band - 1)`` bytes, so
+O(band) per series for ``banded``, but ``2 x 8 S (T - 1)`` for the full square root (58 MB for
+10^4 series over a year; choose ``banded`` for long horizons with many series). The tree keeps the last
 ``2^(levels - 1) - 1`` steps of x (to form node sums) and every released node value (its
 least-squares decoders read the whole current forest).
 
@@ -66,6 +68,7 @@ def release_steps(setting: StreamSetting, secret: bytes, carry: dict, x: np.ndar
     if not isinstance(secret, (bytes, bytearray)) or len(secret) < MIN_SECRET_BYTES:
         raise UsageError(f"the stream secret must be at least {MIN_SECRET_BYTES} bytes")
     x = np.asarray(x, dtype=np.float64)
+    _check_carry(setting, carry)
     position = int(carry["position"])
     if x.ndim != 2 or x.shape[0] != setting.n_series:
         raise DataError(f"the stream has {setting.n_series} series; the data has shape {x.shape}")
@@ -87,6 +90,14 @@ def release_steps(setting: StreamSetting, secret: bytes, carry: dict, x: np.ndar
             outputs[o][:, j] = values[o]
         state["position"] = np.array(start + j + 1, dtype=np.int64)
     return outputs, state
+
+
+def _check_carry(setting: StreamSetting, carry: dict) -> None:
+    """The carry must be one this setting made: the same arrays, shapes and a position in the horizon."""
+    expected = new_carry(setting)
+    if set(carry) != set(expected) or any(np.shape(carry[k]) != v.shape for k, v in expected.items()) \
+            or not 0 <= int(carry["position"]) <= setting.horizon:
+        raise DataError("the stream state does not belong to this stream's setting (its arrays or position differ)")
 
 
 def _toeplitz_step(setting, privacy, fac: Factorization, secret, state, xt, t) -> dict[str, np.ndarray]:

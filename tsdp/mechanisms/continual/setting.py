@@ -51,7 +51,7 @@ class StreamSetting:
     def __post_init__(self) -> None:
         object.__setattr__(self, "outputs", parse_outputs(self.outputs))
         if isinstance(self.horizon, bool) or not isinstance(self.horizon, int) or not 1 <= self.horizon <= MAX_HORIZON:
-            raise UsageError(f"--horizon must be an integer in [1, {MAX_HORIZON}], got {self.horizon!r}")
+            raise UsageError(f"stream horizon must be an integer in [1, {MAX_HORIZON}], got {self.horizon!r}")
         check_epsilon(self.epsilon)
         check_delta(self.delta)
         if not (isinstance(self.n_series, int) and self.n_series >= 1):
@@ -61,15 +61,15 @@ class StreamSetting:
         self.bounds  # validates unit, w, max_steps, max_per_step
         if self.min_separation is not None:
             if self.unit != "user":
-                raise UsageError(f"--min-separation applies to --unit user only; with --unit {self.unit} remove it")
+                raise UsageError(f"min_separation applies to --unit user only; with --unit {self.unit} remove it")
             if not (isinstance(self.min_separation, int) and self.min_separation >= 1):
-                raise UsageError(f"--min-separation must be an integer >= 1, got {self.min_separation!r}")
+                raise UsageError(f"min_separation must be an integer >= 1, got {self.min_separation!r}")
         if self.strategy not in STRATEGIES:
-            raise UsageError(f"--strategy must be one of auto, {', '.join(STRATEGIES)}, got {self.strategy!r}")
+            raise UsageError(f"stream strategy must be one of auto, {', '.join(STRATEGIES)}, got {self.strategy!r}")
         if (self.strategy == "banded") != (self.band is not None):
-            raise UsageError("a band is given exactly for --strategy banded")
+            raise UsageError("a band is given exactly for the banded strategy")
         if self.band is not None and not (isinstance(self.band, int) and 1 <= self.band <= self.horizon):
-            raise UsageError(f"--band must be an integer in [1, horizon={self.horizon}], got {self.band!r}")
+            raise UsageError(f"band must be an integer in [1, horizon={self.horizon}], got {self.band!r}")
         check_sampler(self.sampler)
         if not math.isfinite(self.max_per_step):
             raise UsageError(f"--max-per-step must be finite, got {self.max_per_step}")

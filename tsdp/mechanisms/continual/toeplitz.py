@@ -26,6 +26,7 @@ import numpy as np
 
 TOEPLITZ_STRATEGIES = ("independent", "toeplitz", "banded")
 BAND_CANDIDATES = (2, 4, 8, 16, 32, 64)
+DIRECT_LIMIT = 8192  # products of up to this many terms by direct convolution
 
 
 def sqrt_coefficients(n: int) -> np.ndarray:
@@ -45,6 +46,20 @@ def strategy_column(strategy: str, horizon: int, band: int | None = None) -> np.
     raise ValueError(f"{strategy!r} is not a Toeplitz strategy")
 
 
+def inverse_sqrt_coefficients(n: int) -> np.ndarray:
+    """First column of the square root's inverse: the Taylor coefficients of ``(1 - z)^(1/2)``,
+    ``d_0 = 1``, ``d_k = d_{k-1} (2k - 3) / (2k)`` (``C^{-1} = (L^{-1})^{1/2}``; closed form, O(n))."""
+    k = np.arange(1, n, dtype=np.float64)
+    return np.concatenate(([1.0], np.cumprod((2.0 * k - 3.0) / (2.0 * k))))
+
+
+def strategy_inverse(strategy: str, horizon: int, c: np.ndarray) -> np.ndarray:
+    """First column (length T) of C^{-1} for a strategy of first column ``c``."""
+    if strategy == "toeplitz":
+        return inverse_sqrt_coefficients(horizon)
+    return inverse(c, horizon)
+
+
 def padded(c: np.ndarray, n: int) -> np.ndarray:
     out = np.zeros(n)
     m = min(n, c.size)
@@ -53,23 +68,31 @@ def padded(c: np.ndarray, n: int) -> np.ndarray:
 
 
 def product(a: np.ndarray, b: np.ndarray, n: int) -> np.ndarray:
-    """First column (length n) of the product of two lower-triangular Toeplitz matrices."""
-    return padded(np.convolve(a[:n], b[:n])[:n], n)
+    """First column (length n) of the product of two lower-triangular Toeplitz matrices (the
+    convolution truncated to n; by FFT beyond :data:`DIRECT_LIMIT` terms)."""
+    a, b = np.trim_zeros(a[:n], "b"), np.trim_zeros(b[:n], "b")
+    if a.size * b.size <= DIRECT_LIMIT ** 2:
+        return padded(np.convolve(a, b)[:n], n)
+    size = 1 << int(a.size + b.size - 2).bit_length()
+    return padded(np.fft.irfft(np.fft.rfft(a, size) * np.fft.rfft(b, size), size)[:n], n)
 
 
 def inverse(c: np.ndarray, n: int) -> np.ndarray:
-    """First column (length n) of C^{-1}: ``d_0 = 1 / c_0``, ``d_m = -(sum_{k=1..m} c_k d_{m-k}) / c_0``."""
-    c = padded(c, n)
+    """First column (length n) of C^{-1}: ``d_0 = 1 / c_0``, ``d_m = -(sum_{k=1..m} c_k d_{m-k}) / c_0``
+    (forward substitution, O(n len(c)); scipy.signal's lfilter would do it but costs seconds to import)."""
+    c = np.trim_zeros(np.asarray(c[:n], dtype=np.float64), "b")
+    lag = c[1:]
     d = np.zeros(n)
     d[0] = 1.0 / c[0]
     for m in range(1, n):
-        d[m] = -np.dot(c[1:m + 1], d[m - 1::-1]) / c[0]
+        k = min(m, lag.size)
+        d[m] = -np.dot(lag[:k], d[m - 1::-1][:k]) / c[0]
     return d
 
 
-def decoder_column(a: np.ndarray, c: np.ndarray, n: int) -> np.ndarray:
-    """First column of B = A C^{-1} (length n)."""
-    return product(a, inverse(c, n), n)
+def decoder_column(a: np.ndarray, c_inverse: np.ndarray, n: int) -> np.ndarray:
+    """First column of B = A C^{-1} (length n), from the first column of C^{-1}."""
+    return product(a, c_inverse, n)
 
 
 def matrix(c: np.ndarray, n: int) -> np.ndarray:

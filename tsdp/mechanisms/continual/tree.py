@@ -32,8 +32,8 @@ class BinaryTree:
 
     def __init__(self, horizon: int) -> None:
         if horizon > MAX_TREE_HORIZON:
-            raise UsageError(f"--strategy tree supports --horizon up to {MAX_TREE_HORIZON}, got {horizon}; "
-                             "use --strategy toeplitz or banded")
+            raise UsageError(f"the tree strategy supports a horizon of at most {MAX_TREE_HORIZON} steps, got {horizon}; "
+                             "use the toeplitz or banded strategy")
         self.horizon = horizon
         self.levels = int(horizon).bit_length()  # levels l with 2^l <= T
         steps = np.arange(horizon)

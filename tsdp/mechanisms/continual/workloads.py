@@ -27,12 +27,12 @@ def parse_outputs(outputs) -> tuple[str, ...]:
         outputs = [part.strip() for part in outputs.split(",")]
     names = tuple(str(o).strip() for o in outputs)
     if not names:
-        raise UsageError("--outputs must name at least one of daily, cumulative, window:K")
+        raise UsageError("stream outputs must name at least one of daily, cumulative, window:K")
     for name in names:
         if name not in ("daily", "cumulative") and not _WINDOW.match(name):
-            raise UsageError(f"--outputs: unknown output {name!r}; use daily, cumulative or window:K (K >= 1)")
+            raise UsageError(f"stream outputs: unknown output {name!r}; use daily, cumulative or window:K (K >= 1)")
     if len(set(names)) != len(names):
-        raise UsageError(f"--outputs names an output twice: {','.join(names)}")
+        raise UsageError(f"stream outputs name an output twice: {','.join(names)}")
     return names
 
 
