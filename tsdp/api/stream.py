@@ -180,10 +180,26 @@ def parse_outputs(text: str | list[str] | tuple[str, ...]) -> tuple[str, ...]:
     return tuple(items)
 
 
+def parse_weights(text) -> dict[str, float] | None:
+    """``daily=1,cumulative=4`` -> ``{"daily": 1.0, "cumulative": 4.0}`` (a dict passes through)."""
+    if text is None or isinstance(text, dict):
+        return text
+    weights = {}
+    for item in (t.strip() for t in str(text).split(",") if t.strip()):
+        name, _, value = item.rpartition("=")
+        try:
+            weights[name.strip()] = float(value)
+        except ValueError:
+            raise UsageError(f"--weights {item!r}: write output=weight, e.g. daily=1,cumulative=4") from None
+        if not name.strip():
+            raise UsageError(f"--weights {item!r}: write output=weight, e.g. daily=1,cumulative=4")
+    return weights or None
+
+
 def public_setting(*, horizon: int, epsilon: float, delta: float | None, unit: str, w: int | None,
                    max_per_step: float, max_steps: int | None, min_separation: int | None,
                    series_per_user: int | None, n_series: int, outputs, strategy: str, sampler: str | None,
-                   band: int | None = None, alpha: float = 0.05):
+                   band: int | None = None, alpha: float = 0.05, weights=None):
     """The core's (setting, comparison table): every option checked, ``auto`` resolved."""
     from tsdp.accounting.sensitivity import ContributionBounds
 
@@ -201,13 +217,15 @@ def public_setting(*, horizon: int, epsilon: float, delta: float | None, unit: s
                           max_per_step=float(max_per_step), max_steps=max_steps, min_separation=min_separation,
                           series_per_user=series_per_user or n_series, n_series=n_series,
                           outputs=parse_outputs(outputs), strategy=strategy, band=band, alpha=alpha,
+                          weights=parse_weights(weights),
                           sampler=sampler or "hardened")
 
 
 def init(state: str, *, start: str, freq: str, horizon: int, epsilon: float, delta: float | None = None,
          unit: str = "event", w: int | None = None, max_per_step: float = 1.0, max_steps: int | None = None,
          min_separation: int | None = None, series_per_user: int | None = None, series_keys: list[str],
-         outputs="daily,cumulative", strategy: str = "auto", band: int | None = None, sampler: str | None = None,
+         outputs="daily,cumulative", strategy: str = "auto", band: int | None = None, weights=None,
+         sampler: str | None = None,
          layout: dict[str, Any] | None = None, alpha: float = 0.05, report: str | None = None,
          seed: int | None = None, ledger: str | None = None, dataset: str | None = None, force: bool = False,
          dry_run: bool = False, parameters: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -223,7 +241,7 @@ def init(state: str, *, start: str, freq: str, horizon: int, epsilon: float, del
     setting, table = public_setting(horizon=horizon, epsilon=epsilon, delta=delta, unit=unit, w=w,
                                     max_per_step=max_per_step, max_steps=max_steps, min_separation=min_separation,
                                     series_per_user=series_per_user, n_series=len(keys), outputs=outputs,
-                                    strategy=strategy, band=band, sampler=sampler, alpha=alpha)
+                                    strategy=strategy, band=band, sampler=sampler, alpha=alpha, weights=weights)
     _check_grid(start, freq)
     definition = Definition(secrets.token_hex(16), setting, str(start), str(freq), keys, layout, float(alpha))
     privacy = _core().privacy_map(setting)

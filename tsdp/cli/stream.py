@@ -79,6 +79,8 @@ def init(
                                                          "(sum of the last K steps)."),
     strategy: Strategy = typer.Option(Strategy.auto, help="Noise factorization: auto picks the smallest expected "
                                                           "error for --outputs and the unit (independent included)."),
+    weights: Optional[str] = typer.Option(None, help="Weight of each output in auto's objective (sum of weight x "
+                                                     "RMSE^2), e.g. daily=1,cumulative=4 [default: 1 each]."),
     band: Optional[int] = typer.Option(None, help="--strategy banded: the number of diagonals of C kept (O(band) "
                                                   "state per series) [default: chosen like auto].", min=1),
     alpha: float = typer.Option(0.05, "--alpha", help="Accuracy: intervals of the noise hold with probability "
@@ -117,7 +119,7 @@ def init(
     summary = stream.init(state, start=start, freq=freq, horizon=horizon, epsilon=epsilon, delta=delta,
                           unit=unit.value, w=w, max_per_step=max_per_step, max_steps=max_steps,
                           min_separation=min_separation, series_per_user=series_per_user, series_keys=keys or [],
-                          outputs=outputs, strategy=strategy.value, band=band, sampler=sampler, layout=layout_options,
+                          outputs=outputs, strategy=strategy.value, band=band, weights=weights, sampler=sampler, layout=layout_options,
                           alpha=alpha, report=report, seed=seed, ledger=ledger, dataset=dataset, force=force,
                           dry_run=dry_run, parameters=params)
     if dry_run:
