@@ -72,15 +72,14 @@ def test_events_are_capped_per_step_as_release_caps_them(tmp_path):
     state = _event_stream(tmp_path, unit="w-event", w=2)
     rows = [("u1", "2025-01-01 08:00:00", "s0")] * 5 + [("u2", "2025-01-01 09:00:00", "s1")]
     tsdp.stream.append(state, _events(tmp_path / "e1.csv", rows), str(tmp_path / "o1.csv"))
-    current = tsdp.stream.State.read(state)
-    assert current.position == 1
-    # the carry holds what the step contributed: u1's five events count once (--max-per-step 1)
-    seeded_again = _event_stream(tmp_path / "again" if (tmp_path / "again").mkdir() is None else None,
-                                 unit="w-event", w=2)
+    assert tsdp.stream.State.read(state).position == 1
+    # the same stream (same seed) given the events the caps keep: u1's five events count once (M = 1)
+    again = tmp_path / "again"
+    again.mkdir()
+    capped = _event_stream(again, unit="w-event", w=2)
     rows_capped = [("u1", "2025-01-01 08:00:00", "s0"), ("u2", "2025-01-01 09:00:00", "s1")]
-    tsdp.stream.append(seeded_again, _events(tmp_path / "again" / "e1.csv", rows_capped),
-                       str(tmp_path / "again" / "o1.csv"))
-    assert pl.read_csv(tmp_path / "o1.csv").equals(pl.read_csv(tmp_path / "again" / "o1.csv"))
+    tsdp.stream.append(capped, _events(again / "e1.csv", rows_capped), str(again / "o1.csv"))
+    assert pl.read_csv(tmp_path / "o1.csv").equals(pl.read_csv(again / "o1.csv"))
 
 
 def test_user_over_the_participation_cap_is_refused(tmp_path):

@@ -51,7 +51,6 @@ STATE_SCHEMA = "tsdp-stream-state/1"
 STATE_NOTE = ("NOT FOR PUBLICATION: this file holds the stream's noise secret (whoever has it can remove the "
               "noise from every published value) and private counters. Keep it with the data custodian, mode 0600.")
 INIT_COMMAND, APPEND_COMMAND = "stream init", "stream append"
-OUTPUT_COLUMNS = ("step", "series")  # then the time column and one column per output
 LAYOUT_KEYS = ("layout", "time_col", "value_col", "series_col", "series_cols", "user_col", "timezone",
                "value_bound")
 
