@@ -29,9 +29,19 @@ COMMANDS = ("stream init", "stream append")
 REL_TOL = 1e-9
 
 
-def is_stream_report(data: dict[str, Any]) -> bool:
+def _command_name(data: Any) -> Any:
+    command = data.get("command") if isinstance(data, dict) else None
+    return command.get("name") if isinstance(command, dict) else None
+
+
+def is_stream_report(data: Any) -> bool:
     """Whether ``data`` was written by ``tsdp stream`` (its command names it)."""
-    return (data.get("command") or {}).get("name") in COMMANDS
+    return _command_name(data) in COMMANDS
+
+
+def is_append_report(data: Any) -> bool:
+    """Whether ``data`` is the report of one ``tsdp stream append`` (part of its stream's one spend)."""
+    return _command_name(data) == "stream append"
 
 
 def check(report, out) -> None:
@@ -133,7 +143,8 @@ def one_spend(paths: list[str], documents: list[dict]) -> tuple[list[str], list[
     kept_paths, kept, seen = [], [], {}
     for path, data in zip(paths, documents):
         if is_stream_report(data):
-            params = (data.get("command") or {}).get("parameters") or {}
+            params = data["command"].get("parameters")
+            params = params if isinstance(params, dict) else {}
             stream_id, digest = params.get("stream_id"), params.get("definition_sha256")
             if stream_id in seen:
                 if seen[stream_id][1] != digest:
