@@ -91,3 +91,9 @@ def test_square_root_squares_to_the_prefix_matrix_and_its_inverse_is_closed_form
     # the stable recurrence against exact binomials for small k
     from math import comb
     assert np.allclose(c[:30], [comb(2 * k, k) / 4 ** k for k in range(30)], rtol=1e-14)
+
+
+def test_mixed_workload_independent_row():
+    fac = factorization("independent", T)
+    figures = [rms(fac.row_norms(o)) for o in ("daily", "window:7", "cumulative")]
+    assert figures == pytest.approx([1.00, 2.63, 13.53], abs=0.005)

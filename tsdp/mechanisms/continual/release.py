@@ -35,17 +35,19 @@ from tsdp.mechanisms.noise import gaussian_noise, snap
 MIN_SECRET_BYTES = 16
 
 
+def carry_shapes(setting: StreamSetting) -> dict[str, tuple[int, ...]]:
+    """The arrays of a carry and their shapes."""
+    S, fac = setting.n_series, factorization(setting.strategy, setting.horizon, setting.band)
+    if fac.tree is None:
+        return {"position": (), "x_tail": (S, fac.column.size - 1),
+                "u_tail": (S, max(fac.column.size - 1, *(memory(o) for o in setting.outputs))), "total": (S,)}
+    return {"position": (), "x_tail": (S, 2 ** (fac.tree.levels - 1) - 1), "nodes": (S, fac.tree.n_nodes)}
+
+
 def new_carry(setting: StreamSetting) -> dict[str, np.ndarray]:
     """The carry before the first step."""
-    S, fac = setting.n_series, factorization(setting.strategy, setting.horizon, setting.band)
-    carry = {"position": np.array(0, dtype=np.int64)}
-    if fac.tree is None:
-        carry["x_tail"] = np.zeros((S, fac.column.size - 1))
-        carry["u_tail"] = np.zeros((S, max(fac.column.size - 1, *(memory(o) for o in setting.outputs))))
-        carry["total"] = np.zeros(S)
-    else:
-        carry["x_tail"] = np.zeros((S, 2 ** (fac.tree.levels - 1) - 1))
-        carry["nodes"] = np.zeros((S, fac.tree.n_nodes))
+    carry = {key: np.zeros(shape) for key, shape in carry_shapes(setting).items()}
+    carry["position"] = np.array(0, dtype=np.int64)
     return carry
 
 
@@ -94,8 +96,8 @@ def release_steps(setting: StreamSetting, secret: bytes, carry: dict, x: np.ndar
 
 def _check_carry(setting: StreamSetting, carry: dict) -> None:
     """The carry must be one this setting made: the same arrays, shapes and a position in the horizon."""
-    expected = new_carry(setting)
-    if set(carry) != set(expected) or any(np.shape(carry[k]) != v.shape for k, v in expected.items()) \
+    expected = carry_shapes(setting)
+    if set(carry) != set(expected) or any(np.shape(carry[k]) != shape for k, shape in expected.items()) \
             or not 0 <= int(carry["position"]) <= setting.horizon:
         raise DataError("the stream state does not belong to this stream's setting (its arrays or position differ)")
 

@@ -9,21 +9,25 @@ can touch). The encoded release ``C x`` moves by ``C d``, and the sensitivity is
 * w-event: ``s = M max_W ||C 1_W||`` over windows W of w consecutive steps;
 * user: ``s = M max_S ||C 1_S||`` over sets S of at most I steps (``min_separation`` b apart).
 
-A unit reaching K series changes each of them this way (a w-event unit can keep the same K series
-for its whole window, and ``||C d||^2`` is superadditive over supports for a non-negative Gram
-matrix, so packing its cells into K full series is the worst spread), and the series' noise is
-independent, so the panel's sensitivity is ``sqrt(K)`` times the per-series one.
+A unit reaching K series changes each of them this way, and the panel's sensitivity is ``sqrt(K)``
+times the per-series one. For a user (K series, at most I steps in each) that is immediate. A
+w-event unit picks at most K series per step afresh: with A_s its steps in series s and n_i <= K the
+series it touches at step i, ``sum_s 1_{A_s}^T G 1_{A_s} = sum_{i,j in W} G_ij #{s: i, j in A_s}
+<= sum_{i,j in W} G_ij min(n_i, n_j) <= K 1_W^T G 1_W`` (G >= 0), so packing its cells into K whole
+series is the worst spread for the L2 norm (spreading is the worst for the count of changed values,
+:func:`changed_values`).
 
 Toeplitz C with non-negative, non-increasing coefficients: every one of these maxima is exact in
 O(T I). Shifting a set S to the left only lengthens the tail of the same vector ``C 1_S``, so W and
 S start at step 0; and among sets of at most I steps at least b apart the worst is I steps exactly b
-apart (McMahan, Choquette-Choo, Pillutla et al. 2024, "Efficient and near-optimal noise generation
-for streaming differential privacy", Theorem 2; jax-privacy's ``toeplitz.minsep_sensitivity_squared``).
+apart (Dvijotham, McMahan, Pillutla, Steinke and Thakurta 2024, "Efficient and near-optimal noise
+generation for streaming differential privacy", arXiv:2405.13763, Theorem 2; jax-privacy's
+``toeplitz.minsep_sensitivity_squared``).
 
 Any other non-negative C (the binary tree): event and w-event exactly (all columns, all windows);
-user level by the upper bound of Choquette-Choo, Ganesh, McKenna et al. (2023, "(Amplified) banded
-matrix factorization", Algorithm 4): for each row i of G take the largest sum
-of I of its entries, then the largest sum of I of those row maxima. The maximum over sets is
+user level by the upper bound of Choquette-Choo, Ganesh, McKenna, McMahan, Rush, Thakurta and Xu
+(2023, "(Amplified) banded matrix factorization", arXiv:2306.08153, Algorithm 4): for each row i of
+G take the largest sum of I of its entries, then the largest sum of I of those row maxima. The maximum over sets is
 ``max_S sum_{i in S} sum_{j in S} G_ij`` and this bound enlarges the space of choices, so it is an
 upper bound; it ignores ``min_separation`` (separated sets are a subset of all sets), which can only
 make it larger.
