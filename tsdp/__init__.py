@@ -1,13 +1,14 @@
 """tsdp: differentially private release of time series.
 
-``tsdp.release(frame, ...)``, ``tsdp.mean_estimate(frame, ...)`` and ``tsdp.account.dpsgd(...)``
+``tsdp.release(frame, ...)``, ``tsdp.mean_estimate(frame, ...)``, ``tsdp.account.dpsgd(...)`` and
+``tsdp.stream.init/append/status(...)``
 are the Python API (:mod:`tsdp.api`); they load on first use, so that ``import tsdp`` (and the
 command line's start) stays free of numerical libraries.
 """
 __version__ = "0.1.0"
 
 _API = {"release": ("tsdp.api.series", "release"), "mean_estimate": ("tsdp.api.means", "mean_estimate"),
-        "account": ("tsdp.api.accounting", None), "Result": ("tsdp.api.result", "Result")}
+        "account": ("tsdp.api.accounting", None), "stream": ("tsdp.api.stream", None), "Result": ("tsdp.api.result", "Result")}
 __all__ = ["__version__", *_API]
 
 

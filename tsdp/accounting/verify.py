@@ -322,7 +322,7 @@ def _rule_checks(report: "_Report") -> list[Check]:
     """The mechanism rule's checks of a claim (:func:`claim_checks` without the caps' selection)."""
     claim = report.claim
     checks = []
-    rule = _rule_for(claim.mechanism)
+    rule = _stream_rule(report) or _rule_for(claim.mechanism)
     if rule is None:
         known = ", ".join(sorted(k for k in RULES if not k.startswith("user-level-mean/")))
         known += ", user-level-mean/<algorithm>"
@@ -1701,3 +1701,10 @@ RULES: dict[str, _Rule] = {
 
 def _rule_for(mechanism: str) -> _Rule | None:
     return RULES.get(mechanism)
+
+
+def _stream_rule(report: _Report) -> _Rule | None:
+    """tsdp stream's reports (issue 32): their rule lives in :mod:`tsdp.verify.stream`."""
+    from tsdp.verify import stream
+
+    return _Rule(stream.DESCRIBES, stream.check) if stream.is_stream_report(report.data) else None

@@ -286,6 +286,9 @@ def compose(reports: Sequence[str], delta: float | None = None, discretization: 
         check_delta(delta)
     reports = [str(r) for r in _paths(reports)]
     documents = [load_report(path) for path in reports]  # not a report: exit 4
+    from tsdp.verify.stream import one_spend
+
+    reports, documents = one_spend(reports, documents)  # a stream and its appends: one spend (issue 32)
     try:
         claims = [PrivacyClaim.from_dict(d["claim"]) for d in documents]
     except (TypeError, ValueError, OverflowError) as exc:

@@ -36,6 +36,8 @@ SUBCOMMANDS: dict[str, tuple[str, str, str]] = {
                 "Privacy accounting: DP-SGD with structured subsampling, calibration, composition, verification."),
     "ledger": ("tsdp.cli.ledger", "ledger_app",
                "Privacy budget ledger: a total (epsilon, delta) per dataset and every release charged to it."),
+    "stream": ("tsdp.cli.stream", "app",
+               "Continual release: fix a stream once (budget charged once), then append each new step from cron."),
 }
 
 

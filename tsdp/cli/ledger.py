@@ -140,6 +140,11 @@ def _read_report(path: str) -> tuple[float, float, str, str | None, str | None]:
     if claim.bound == "lower":
         raise UsageError(f"--from-report: {path!r} states a lower bound on epsilon, not a guarantee; "
                          "charge the release's upper bound instead")
+    from tsdp.verify.stream import is_append_report
+
+    if is_append_report(report):  # a stream is one spend (issue 32)
+        raise UsageError(f"--from-report: {path!r} is an append report, part of its stream's one spend; charge the "
+                         "stream report of 'tsdp stream init' once instead (or pass --ledger to 'stream init')")
     _check_claim(path, report)
     output = report.get("output") if isinstance(report.get("output"), dict) else {}
     command = report.get("command") if isinstance(report.get("command"), dict) else {}

@@ -5,6 +5,10 @@
 release's) and tabulates the noise scale and the (1 - alpha) half-width of each. Nothing is
 written and no budget is charged; only the public shape of the input is read.
 
+``tsdp plan stream [stream init options] --horizon 30,365,3650`` tabulates, per horizon, each
+output's expected error under every candidate strategy of ``tsdp stream init`` (from public
+parameters only), and which one ``--strategy auto`` chooses.
+
 ``tsdp plan forecast INPUT [forecast-train options] --epsilon 0.5,1,2`` tabulates forecast-train's
 training plan at each budget (:mod:`tsdp.forecast.plan`): the noise multiplier, the noise per
 coordinate sigma C / B, the signal-to-noise ratios of a step and of the run, and the wall time
@@ -77,6 +81,48 @@ def plan_forecast(ctx: typer.Context, epsilon: str = EpsilonsOption, json_summar
 
         for plan in plans:
             _print_plan(plan["training_plan"])
+
+
+@app.command("stream", context_settings=PASS_THROUGH)
+def plan_stream(ctx: typer.Context,
+                horizon: str = typer.Option(..., "--horizon", help="Comma-separated horizons to compare, e.g. 30,365,3650."),
+                json_summary: bool = common.JsonOption, quiet: bool = common.QuietOption) -> None:
+    """Each output's expected error per strategy at each horizon of `tsdp stream init` (give its options, no STATE):
+    why auto chose what it chose."""
+    from tsdp.cli.app import _SETTINGS
+    from tsdp.cli.lazy import load_subcommand
+
+    args = ctx.args
+    for flag in ("--dry-run", "--horizon", "--report", "--ledger", "--dataset", "--seed"):
+        if any(a == flag or a.startswith(flag + "=") for a in args):
+            raise UsageError(f"{flag} does not apply to tsdp plan stream: it runs the dry run of 'tsdp stream init' "
+                             "at each --horizon and writes nothing")
+    horizons = []
+    for part in common.split_list(horizon) or []:
+        if not part.isdigit() or int(part) < 1:
+            raise UsageError(f"--horizon must be comma-separated integers >= 1 such as 30,365,3650, got {horizon!r}")
+        horizons.append(int(part))
+    if not horizons:
+        raise UsageError(f"--horizon names no horizon, got {horizon!r}")
+    command = load_subcommand("stream", _SETTINGS).commands["init"]
+    plans = []
+    with acc_opts.plan_mode():
+        for value in horizons:
+            with command.make_context("stream init", ["<plan>", *args, "--horizon", str(value), "--dry-run"],
+                                      parent=ctx.find_root()) as sub:
+                summary = command.invoke(sub)
+            plans.append({"horizon": value, "strategy": summary["strategy"], "epsilon": summary["epsilon"],
+                          "delta": summary["delta"], "comparison": summary["comparison"]})
+    if json_summary:
+        from tsdp.cli.summary import document
+
+        print(document({"command": "stream init", "plans": plans}, "tsdp plan stream", []))
+    elif not quiet:
+        from tsdp.cli.stream import print_comparison
+
+        for plan in plans:
+            print_comparison(plan["comparison"], f"tsdp plan stream: horizon {plan['horizon']}, "
+                                                 f"epsilon {plan['epsilon']:g} (auto: {plan['strategy']})")
 
 
 def epsilons(text: str) -> list[float]:

@@ -1,0 +1,739 @@
+"""``tsdp.stream``: continual release of a growing panel, one cron run at a time (issue 32).
+
+A stream is fixed once, by :func:`init`, from public parameters only: the time grid (``start``,
+``freq``, ``horizon`` T steps), the series keys, the unit and its contribution bounds, the budget and
+the outputs (``daily``, ``cumulative``, ``window:7``). :func:`init` resolves the factorization
+(:func:`tsdp.mechanisms.continual.choose`), computes the claim of the WHOLE horizon
+(:func:`tsdp.mechanisms.continual.privacy_map`: one Gaussian mechanism on C x, the published B y
+being post-processing), charges a budget ledger once for it, and writes
+
+* the stream report (``tsdp-report/1``, command ``stream init``): the claim, the strategy, the
+  comparison that chose it, and the exact s.d. of each output at each step (public);
+* its accuracy table (CSV: step, time, output, s.d., half-width), the file the report's ``output``
+  covers, so that ``tsdp account verify`` checks it like any released file;
+* the custodian state file (mode 0600, NOT for publication): the noise secret, the position, the
+  core's carry (running sums, buffers) and, at user level with raw events, each (user, series)
+  pair's participations so far.
+
+:func:`append` releases the next step(s): it reads them (panel rows of the public grid, or raw
+events with the per-step caps enforced by release's own bounding code), calls
+:func:`tsdp.mechanisms.continual.release_steps`, writes the output and an append report (the stream
+id, the steps, the output's sha256), then advances the state. The state is replaced by an atomic
+rename after the output and report are in place, under a lock (:mod:`tsdp.io.statefile`): a run
+killed at any instant leaves it as before or fully advanced. The noise of (series, step) is a
+function of the state's secret and the position only, so re-running an interrupted append (with
+``force`` if its files did appear) writes the same values, and 365 appends of one step equal one
+append of 365 steps bit for bit.
+
+Refused with exit 4, nothing written and the state unchanged: a step given twice, a step skipped, a
+step past the horizon, rows or events outside the steps of the append, series keys not declared at
+init, and (user level, raw events) a user and series over ``max_steps`` participations over the
+horizon.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import math
+import secrets
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tsdp.errors import DataError, UsageError
+
+STATE_SCHEMA = "tsdp-stream-state/1"
+STATE_NOTE = ("NOT FOR PUBLICATION: this file holds the stream's noise secret (whoever has it can remove the "
+              "noise from every published value) and private counters. Keep it with the data custodian, mode 0600.")
+INIT_COMMAND, APPEND_COMMAND = "stream init", "stream append"
+LAYOUT_KEYS = ("layout", "time_col", "value_col", "series_col", "series_cols", "user_col", "timezone",
+               "value_bound")
+
+
+def _core():
+    from tsdp.mechanisms import continual
+
+    return continual
+
+
+# --------------------------------------------------------------------------------------------------
+# the stream's public definition and its private state
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Definition:
+    """Every public parameter of a stream (what its reports state and verify recomputes from)."""
+
+    stream_id: str
+    setting: Any  # tsdp.mechanisms.continual.StreamSetting
+    start: str
+    freq: str
+    series_keys: list[str]
+    layout: dict[str, Any]
+    alpha: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"stream_id": self.stream_id, "setting": self.setting.to_dict(), "start": self.start,
+                "freq": self.freq, "series_keys": list(self.series_keys), "layout": dict(self.layout),
+                "alpha": self.alpha}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Definition":
+        setting = _core().StreamSetting.from_dict(data["setting"])
+        return cls(data["stream_id"], setting, data["start"], data["freq"], list(data["series_keys"]),
+                   dict(data["layout"]), float(data["alpha"]))
+
+    def digest(self) -> str:
+        """sha256 of the canonical JSON of the definition: binds the stream's reports together."""
+        return definition_digest(self.to_dict())
+
+
+def definition_digest(definition: dict[str, Any]) -> str:
+    text = json.dumps(definition, sort_keys=True, separators=(",", ":"), allow_nan=False)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+@dataclass
+class State:
+    """The custodian state: the definition, the noise secret, the position (steps released so far),
+    the core's carry, and the (user, series) participation counters (user level, raw events)."""
+
+    definition: Definition
+    secret: bytes
+    position: int
+    carry: dict[str, Any]
+    seeded: bool
+    report: str
+    participation: dict[str, np.ndarray] = field(default_factory=dict)
+
+    def to_bytes(self) -> bytes:
+        meta = {"schema": STATE_SCHEMA, "publish": False, "note": STATE_NOTE, "definition": self.definition.to_dict(),
+                "position": self.position, "seeded": self.seeded, "report": self.report,
+                "carry_keys": sorted(self.carry), "updated": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+        arrays = {"meta": np.frombuffer(json.dumps(meta, allow_nan=False).encode(), dtype=np.uint8),
+                  "secret": np.frombuffer(self.secret, dtype=np.uint8)}
+        arrays.update({f"carry.{k}": np.asarray(v) for k, v in self.carry.items()})
+        arrays.update({f"participation.{k}": np.asarray(v) for k, v in self.participation.items()})
+        buffer = io.BytesIO()
+        np.savez(buffer, **arrays)
+        return buffer.getvalue()
+
+    @classmethod
+    def read(cls, path: str | Path) -> "State":
+        p = Path(path)
+        if not p.is_file():
+            raise UsageError(f"STATE: file {str(path)!r} does not exist; create it with 'tsdp stream init'")
+        try:
+            with np.load(p, allow_pickle=False) as npz:
+                arrays = {k: npz[k] for k in npz.files}
+            meta = json.loads(arrays["meta"].tobytes().decode())
+            if meta.get("schema") != STATE_SCHEMA:
+                raise ValueError(f"schema {meta.get('schema')!r}")
+            carry = {k: _unwrap(arrays[f"carry.{k}"]) for k in meta["carry_keys"]}
+            participation = {k.split(".", 1)[1]: v for k, v in arrays.items() if k.startswith("participation.")}
+            return cls(Definition.from_dict(meta["definition"]), arrays["secret"].tobytes(), int(meta["position"]),
+                       carry, bool(meta["seeded"]), str(meta["report"]), participation)
+        except (OSError, ValueError, KeyError, TypeError, json.JSONDecodeError) as exc:
+            raise DataError(f"STATE: {str(path)!r} is not a tsdp stream state file ({type(exc).__name__}: {exc})") \
+                from None
+
+
+def _unwrap(value: np.ndarray):
+    """A 0-d array back to the Python int or float the core stored."""
+    return value.item() if value.ndim == 0 else value
+
+
+def _secret(seed: int | None) -> bytes:
+    """32 bytes of OS entropy; with ``--seed`` a hash of the seed (tests and experiments only)."""
+    if seed is None:
+        return secrets.token_bytes(32)
+    if seed < 0:
+        raise UsageError(f"--seed must be a non-negative integer, got {seed}")
+    return hashlib.sha256(f"tsdp-stream-seed/{seed}".encode()).digest()
+
+
+# --------------------------------------------------------------------------------------------------
+# init
+# --------------------------------------------------------------------------------------------------
+
+
+def parse_outputs(text: str | list[str] | tuple[str, ...]) -> tuple[str, ...]:
+    """``daily,cumulative,window:7`` -> a tuple of output names (UsageError naming --outputs)."""
+    items = [t.strip() for t in (text.split(",") if isinstance(text, str) else text) if str(t).strip()]
+    if not items:
+        raise UsageError("--outputs: give at least one of daily, cumulative, window:K")
+    for item in items:
+        if item in ("daily", "cumulative"):
+            continue
+        kind, _, k = item.partition(":")
+        if kind != "window" or not k.isdigit() or int(k) < 1:
+            raise UsageError(f"--outputs {item!r}: must be daily, cumulative or window:K with an integer K >= 1")
+    if len(set(items)) != len(items):
+        raise UsageError(f"--outputs {','.join(items)!r} names an output twice")
+    return tuple(items)
+
+
+def parse_weights(text) -> dict[str, float] | None:
+    """``daily=1,cumulative=4`` -> ``{"daily": 1.0, "cumulative": 4.0}`` (a dict passes through)."""
+    if text is None or isinstance(text, dict):
+        return text
+    weights = {}
+    for item in (t.strip() for t in str(text).split(",") if t.strip()):
+        name, _, value = item.rpartition("=")
+        try:
+            weights[name.strip()] = float(value)
+        except ValueError:
+            raise UsageError(f"--weights {item!r}: write output=weight, e.g. daily=1,cumulative=4") from None
+        if not name.strip():
+            raise UsageError(f"--weights {item!r}: write output=weight, e.g. daily=1,cumulative=4")
+    return weights or None
+
+
+def public_setting(*, horizon: int, epsilon: float, delta: float | None, unit: str, w: int | None,
+                   max_per_step: float, max_steps: int | None, min_separation: int | None,
+                   series_per_user: int | None, n_series: int, outputs, strategy: str, sampler: str | None,
+                   band: int | None = None, alpha: float = 0.05, weights=None):
+    """The core's (setting, comparison table): every option checked, ``auto`` resolved."""
+    from tsdp.accounting.sensitivity import ContributionBounds
+
+    if not (isinstance(horizon, int) and horizon >= 1):
+        raise UsageError(f"--horizon must be an integer >= 1, got {horizon!r}")
+    if not (epsilon > 0 and math.isfinite(epsilon)):
+        raise UsageError(f"--epsilon must be positive and finite, got {epsilon}")
+    delta = 1e-6 if delta is None else delta
+    if not 0 < delta < 1:
+        raise UsageError(f"--delta must be in (0, 1) (the noise is Gaussian), got {delta}")
+    ContributionBounds(unit, float(max_per_step), max_steps, w, series_per_user)  # the bounds' own checks
+    if min_separation is not None and unit != "user":
+        raise UsageError(f"--min-separation applies to --unit user only; with --unit {unit} remove it")
+    return _core().choose(horizon=horizon, epsilon=float(epsilon), delta=float(delta), unit=unit, w=w,
+                          max_per_step=float(max_per_step), max_steps=max_steps, min_separation=min_separation,
+                          series_per_user=series_per_user or n_series, n_series=n_series,
+                          outputs=parse_outputs(outputs), strategy=strategy, band=band, alpha=alpha,
+                          weights=parse_weights(weights),
+                          sampler=sampler or "hardened")
+
+
+def init(state: str, *, start: str, freq: str, horizon: int, epsilon: float, delta: float | None = None,
+         unit: str = "event", w: int | None = None, max_per_step: float = 1.0, max_steps: int | None = None,
+         min_separation: int | None = None, series_per_user: int | None = None, series_keys: list[str],
+         outputs="daily,cumulative", strategy: str = "auto", band: int | None = None, weights=None,
+         sampler: str | None = None,
+         layout: dict[str, Any] | None = None, alpha: float = 0.05, report: str | None = None,
+         seed: int | None = None, ledger: str | None = None, dataset: str | None = None, force: bool = False,
+         dry_run: bool = False, parameters: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Fix a stream (see the module docstring); returns the summary. ``dry_run``: the comparison of
+    the strategies and the accuracy only, nothing written or charged."""
+    from tsdp.cli import common
+    from tsdp.io.files import AtomicOutputs, check_output_path
+
+    keys = _keys(series_keys)
+    layout = {k: (layout or {}).get(k) for k in LAYOUT_KEYS}
+    _check_layout(layout, unit)
+    _check_alpha(alpha)
+    setting, table = public_setting(horizon=horizon, epsilon=epsilon, delta=delta, unit=unit, w=w,
+                                    max_per_step=max_per_step, max_steps=max_steps, min_separation=min_separation,
+                                    series_per_user=series_per_user, n_series=len(keys), outputs=outputs,
+                                    strategy=strategy, band=band, sampler=sampler, alpha=alpha, weights=weights)
+    _check_grid(start, freq)
+    definition = Definition(secrets.token_hex(16), setting, str(start), str(freq), keys, layout, float(alpha))
+    privacy = _core().privacy_map(setting)
+    accuracy = accuracy_of(setting, alpha)
+    summary = {"strategy": setting.strategy, "requested_strategy": strategy, "horizon": setting.horizon,
+               "series": len(keys), "outputs": list(setting.outputs), "epsilon": privacy.epsilon,
+               "delta": privacy.delta, "sigma": _sigma(privacy), "comparison": _comparison(table),
+               "expected_error": _expected(accuracy)}
+    if dry_run:
+        return {"dry_run": "public parameters only; nothing written, no budget charged", **summary}
+
+    report = report or str(Path(state).with_suffix("")) + ".stream.report.json"
+    accuracy_file = _accuracy_path(report)
+    for path, option in ((state, "STATE"), (report, "--report"), (accuracy_file, "accuracy table")):
+        check_output_path(path, force, (), option)
+    if len({str(Path(p).resolve()) for p in (state, report, accuracy_file)}) != 3:
+        raise UsageError("STATE and --report must be different files")
+    seeded = seed is not None
+    new = State(definition, _secret(seed), 0, _core().new_carry(setting), seeded, Path(report).name,
+                _empty_participation() if _counts_participation(definition) else {})
+    charge = common.ledger_reservation(ledger, dataset, privacy.epsilon, privacy.delta,
+                                       f"tsdp stream init {definition.stream_id} ({setting.strategy}, "
+                                       f"{setting.horizon} steps of {freq})")
+    from tsdp.io.statefile import locked
+
+    with locked(state), charge as held, AtomicOutputs(replace=force) as files:  # (--force: not under an append)
+        table_bytes = accuracy_table(definition, accuracy)
+        digest = files.stage_bytes(table_bytes, accuracy_file, option="accuracy table")
+        described = {"file": Path(accuracy_file).name, "format": "csv", "sha256": digest}
+        params = {**(parameters or {}), **definition_parameters(definition),
+                  "comparison": _comparison(table), **common.ledger_parameters(ledger, held)}
+        document = stream_report(INIT_COMMAND, definition, params, described, seeded,
+                                 grid={"n_series": len(keys), "n_steps": setting.horizon, "start": start, "freq": freq},
+                                 accuracy=accuracy)
+        files.stage_bytes(document, report, option="--report")
+        files.stage_bytes(new.to_bytes(), state, private=True, option="STATE")
+        _commit(files, held, described)
+    return {**summary, "stream_id": definition.stream_id, "state": str(state), "report": str(report),
+            "accuracy_table": str(accuracy_file),
+            **({"ledger": {"dataset": dataset, "entry": held.id}} if held is not None else {})}
+
+
+def _commit(files, held, described: dict) -> None:
+    """Publish the staged files; the ledger confirms its spend just before (tsdp.cli.common.publish's order)."""
+    from tsdp.cli.termination import abandon_commit, begin_commit
+
+    def hook():
+        begin_commit()
+        if held is not None:
+            held.confirm(described["file"], described["sha256"])
+
+    try:
+        files.commit(before_publish=hook)
+    except BaseException:
+        abandon_commit()
+        if held is not None and held.confirmed:
+            held.unconfirm()
+        raise
+
+
+def definition_parameters(definition: Definition) -> dict[str, Any]:
+    """The report's command parameters that define the stream (verify rebuilds the setting from them)."""
+    return {"stream_id": definition.stream_id, "definition_sha256": definition.digest(),
+            "definition": definition.to_dict()}
+
+
+def _keys(series_keys) -> list[str]:
+    keys = [str(k).strip() for k in (series_keys.split(",") if isinstance(series_keys, str) else series_keys or [])]
+    keys = [k for k in keys if k]
+    if not keys:
+        raise UsageError("--series-keys: give the public series keys (comma-separated), or --series-cols for a "
+                         "wide layout")
+    if len(set(keys)) != len(keys):
+        raise UsageError(f"--series-keys names a series twice ({sorted(k for k in keys if keys.count(k) > 1)[0]!r})")
+    return keys
+
+
+def _check_layout(layout: dict[str, Any], unit: str) -> None:
+    kind = layout.get("layout") or ("events" if layout.get("user_col") else "long" if layout.get("value_col")
+                                    else "wide")
+    layout["layout"] = kind
+    if kind == "events" and not layout.get("user_col"):
+        raise UsageError("--user-col is required for --layout events")
+    if kind == "long" and not layout.get("value_col"):
+        raise UsageError("--value-col is required for --layout long")
+    if kind != "events" and layout.get("value_bound") is not None:
+        raise UsageError("--value-bound applies to --layout events")
+
+
+def _check_alpha(alpha: float) -> None:
+    if not 0 < alpha < 1:
+        raise UsageError(f"--alpha must be in (0, 1), got {alpha}")
+
+
+def _check_grid(start: str, freq: str) -> None:
+    from tsdp.io.timegrid import parse_freq
+
+    parse_freq(str(freq), str(start).lstrip("-").isdigit())
+    if not str(start).strip():
+        raise UsageError("--start: give the time of the stream's first step")
+
+
+def _counts_participation(definition: Definition) -> bool:
+    return definition.setting.unit == "user" and definition.layout.get("layout") == "events"
+
+
+def _empty_participation() -> dict[str, np.ndarray]:
+    return {"users": np.array([], dtype=str), "series": np.array([], dtype=np.int64),
+            "steps": np.array([], dtype=np.int64)}
+
+
+# --------------------------------------------------------------------------------------------------
+# accuracy and reports
+# --------------------------------------------------------------------------------------------------
+
+
+def accuracy_of(setting, alpha: float) -> dict[str, np.ndarray]:
+    """Per output, the exact s.d. of its noise at each step 1..T (public: sigma s(C) ||B_t||)."""
+    raw = _core().accuracy(setting, alpha)
+    out = {}
+    for name in setting.outputs:
+        value = raw[name]
+        sd = value["sd"] if isinstance(value, dict) else value
+        out[name] = np.asarray(sd, dtype=float)
+    return out
+
+
+def _z(alpha: float) -> float:
+    from scipy.stats import norm
+
+    return float(norm.ppf(1 - alpha / 2))
+
+
+def _expected(accuracy: dict[str, np.ndarray]) -> list[dict[str, Any]]:
+    """Per output: the s.d. at the first and last step, its largest value and the RMSE over the horizon."""
+    return [{"output": name, "sd_first": float(sd[0]), "sd_last": float(sd[-1]), "sd_max": float(sd.max()),
+             "rmse": float(np.sqrt(np.mean(sd ** 2)))} for name, sd in accuracy.items()]
+
+
+def _sigma(privacy) -> float | None:
+    for name in ("sigma", "noise"):
+        if getattr(privacy, name, None) is not None:
+            return float(getattr(privacy, name))
+    return None
+
+
+def _comparison(table) -> list[dict[str, Any]]:
+    """The core's comparison rows, each output's figures as a list entry named by ``output`` (an
+    output's name, ``window:7``, is not a key of a --json summary)."""
+    from tsdp.report import json_ready
+
+    rows = []
+    for row in table or []:
+        row = dict(row)
+        row["outputs"] = [{"output": name, **figures} for name, figures in dict(row.get("outputs") or {}).items()]
+        rows.append(row)
+    return json_ready(rows)
+
+
+def accuracy_block(definition: Definition, accuracy: dict[str, np.ndarray]) -> dict[str, Any]:
+    """The report's accuracy block: the (1 - alpha) half-width, from public parameters only."""
+    z = _z(definition.alpha)
+    largest = max(float(sd.max()) for sd in accuracy.values())
+    return {"alpha": definition.alpha, "confidence": 1 - definition.alpha, "target": "cell",
+            "scope": "each output (" + ", ".join(accuracy) + ") of each series at each step of the horizon",
+            "half_width": z * largest, "exact": True, "method": "closed form",
+            "formula": "z_{1-alpha/2} * sigma * s(C) * ||B_t,:||_2 (the exact s.d. of output t)",
+            "covers": "the noise only (not the bounding of contributions)",
+            "summary": {"min": z * min(float(sd.min()) for sd in accuracy.values()),
+                        "median": z * float(np.median(np.concatenate(list(accuracy.values())))), "max": z * largest},
+            "per_step_sd": {name: [float(v) for v in sd] for name, sd in accuracy.items()}}
+
+
+def accuracy_table(definition: Definition, accuracy: dict[str, np.ndarray]) -> bytes:
+    """CSV: step, output, s.d. and (1 - alpha) half-width of every output at every step (public)."""
+    z = _z(definition.alpha)
+    lines = ["step,output,sd,half_width"]
+    for name, sd in accuracy.items():
+        lines.extend(f"{t},{name},{v!r},{z * v!r}" for t, v in enumerate(sd.tolist(), 1))
+    return ("\n".join(lines) + "\n").encode()
+
+
+def _accuracy_path(report: str) -> str:
+    p = Path(report)
+    stem = p.name[:-len(".report.json")] if p.name.endswith(".report.json") else p.stem
+    return str(p.with_name(stem + ".accuracy.csv"))
+
+
+def stream_claim(setting, layout: dict[str, Any]):
+    """The stream's PrivacyClaim: the core's privacy map (the same map verify calls)."""
+    privacy = _core().privacy_map(setting)
+    claim = getattr(privacy, "claim", None)
+    if callable(claim):
+        claim = claim(id_column=layout.get("user_col"), enforced=layout.get("layout") == "events")
+    return claim
+
+
+def stream_report(command: str, definition: Definition, parameters: dict[str, Any], described: dict[str, Any],
+                  seeded: bool, grid: dict[str, Any], accuracy: dict[str, np.ndarray] | None = None) -> bytes:
+    from tsdp.report import Report
+    from tsdp.rng import SEEDED_WARNING
+
+    setting = definition.setting
+    warnings = [SEEDED_WARNING] if seeded else []
+    if setting.sampler == "float":
+        from tsdp.mechanisms.noise import FLOAT_WARNING
+
+        warnings.append(FLOAT_WARNING)
+    notes = [f"continual release: strategy {setting.strategy}; outputs {', '.join(setting.outputs)}; the claim "
+             f"covers the whole horizon of {setting.horizon} steps, charged once at 'stream init'; every append "
+             "report of this stream (same stream_id) is part of the same spend"]
+    if definition.layout.get("layout") != "events":
+        from tsdp.engine.panel import TRUSTED_NOTE
+
+        notes.append(TRUSTED_NOTE)
+    report = Report(command, parameters, stream_claim(setting, definition.layout), described,
+                    "seeded" if seeded else "os-entropy", grid=grid, notes=notes, warnings=warnings,
+                    accuracy=accuracy_block(definition, accuracy) if accuracy is not None else None)
+    return report.to_json()
+
+
+# --------------------------------------------------------------------------------------------------
+# append
+# --------------------------------------------------------------------------------------------------
+
+PAUSE_ENV = "TSDP_STREAM_PAUSE_AT"  # tests only: "read", "staged" or "published" (see _pause)
+
+
+def append(state: str, input: str, output: str, report: str | None = None, steps: int | None = None,
+           force: bool = False) -> dict[str, Any]:
+    """Release the next step(s) of the stream in ``state`` from ``input`` (module docstring)."""
+    from tsdp.cli import common
+    from tsdp.cli.termination import abandon_commit, begin_commit
+    from tsdp.io.files import AtomicOutputs, table_format
+    from tsdp.io.statefile import install, locked, stage_private
+
+    if output == "-":
+        raise UsageError("-o -: a stream's output goes to a file (its sha256 is in the append report)")
+    output, report = common.resolve_outputs(input, output, report, force, False)
+    if steps is not None and steps < 1:
+        raise UsageError(f"--steps must be an integer >= 1, got {steps}")
+    with locked(state):
+        current = State.read(state)
+        d, p = current.definition, current.position
+        horizon = d.setting.horizon
+        if p >= horizon:
+            raise DataError(f"INPUT: the stream {d.stream_id} is complete ({horizon} of {horizon} steps released); "
+                            "every further step is past its horizon; start a new stream with 'tsdp stream init'")
+        x, times, participation = read_steps(input, d, p, steps, current.participation)
+        k = x.shape[1]
+        _pause("read")
+        values, carry = _core().release_steps(d.setting, current.secret, current.carry, x, p)
+        frame = output_frame(d, times, p, values)
+        advanced = State(d, current.secret, p + k, carry, current.seeded, current.report, participation)
+        with AtomicOutputs(replace=force) as files:
+            digest = files.stage_table(frame, output, "--output")
+            described = {"file": Path(output).name, "format": table_format(output, "--output"), "sha256": digest}
+            params = {**definition_parameters(d), "first_step": p + 1, "last_step": p + k,
+                      "input": common.display_name(input), "output": described["file"]}
+            accuracy = {name: sd[p:p + k] for name, sd in accuracy_of(d.setting, d.alpha).items()}
+            grid = {"n_series": len(d.series_keys), "n_steps": k, "start": _iso(times[0]), "freq": d.freq,
+                    "first_step": p + 1, "horizon": horizon}
+            files.stage_bytes(stream_report(APPEND_COMMAND, d, params, described, current.seeded, grid, accuracy),
+                              report, option="--report")
+            staged_state = stage_private(advanced.to_bytes(), state, "STATE")
+            try:
+                _pause("staged")
+                files.commit(before_publish=begin_commit)  # from here a SIGTERM waits for the state too
+                _pause("published")
+                install(staged_state, state, "STATE")
+            except BaseException:
+                staged_state.unlink(missing_ok=True)
+                abandon_commit()
+                raise
+    return {"stream_id": d.stream_id, "first_step": p + 1, "last_step": p + k, "horizon": horizon,
+            "output": output, "report": report, "sha256": digest, "series": len(d.series_keys),
+            "remaining_steps": horizon - p - k, "seeded": current.seeded}
+
+
+def _pause(point: str) -> None:
+    """Tests only: with ``TSDP_STREAM_PAUSE_AT=point``, write ``point`` to the file named by
+    ``TSDP_STREAM_PAUSE_FILE`` and sleep, so that a test can send SIGTERM at that point."""
+    import os
+
+    if os.environ.get(PAUSE_ENV) != point:
+        return
+    import time
+
+    Path(os.environ["TSDP_STREAM_PAUSE_FILE"]).write_text(point)
+    time.sleep(float(os.environ.get("TSDP_STREAM_PAUSE_SECONDS", "30")))
+
+
+def stream_points(d: Definition, like, count: int):
+    """The first ``count`` points of the stream's public grid, as a column of dtype ``like``."""
+    import polars as pl
+
+    from tsdp.io.timegrid import TimeGrid, following_points, parse_freq, parse_instant
+
+    start = parse_instant(d.start, "--start", like)
+    first = pl.Series(d.layout["time_col"], [start], dtype=like)
+    if count == 1:
+        return first
+    return pl.concat([first, following_points(TimeGrid(first, parse_freq(d.freq, like.is_integer())), count - 1)])
+
+
+def _iso(value) -> str:
+    if hasattr(value, "isoformat"):
+        return value.isoformat(sep=" ") if isinstance(value, datetime) else value.isoformat()
+    return str(value)
+
+
+def _outside(what: str, index: int, p: int, horizon: int, when, k: int | None) -> DataError:
+    """The error for data of 0-based step ``index`` when the append covers ``p .. p+k-1``."""
+    if index < 0:
+        return DataError(f"INPUT: {what} at {_iso(when)} is before the stream's first step; nothing was written")
+    if index >= horizon:
+        return DataError(f"INPUT: {what} at {_iso(when)} is past the stream's horizon of {horizon} steps; nothing "
+                         "was written and the state is unchanged")
+    if index < p:
+        return DataError(f"INPUT: {what} at {_iso(when)} belongs to step {index + 1}, which was already appended (the "
+                         f"stream is at step {p} of {horizon}; a step is never published twice); nothing was written")
+    if k is None:
+        return DataError(f"INPUT: {what} at {_iso(when)} is step {index + 1}, but the next step is {p + 1}: a step "
+                         "would be skipped; nothing was written and the state is unchanged")
+    return DataError(f"INPUT: {what} at {_iso(when)} belongs to step {index + 1}, outside the steps {p + 1}.."
+                     f"{p + k} of this append (--steps {k}); nothing was written and the state is unchanged")
+
+
+def read_steps(input: str, d: Definition, p: int, steps: int | None, participation: dict[str, np.ndarray]):
+    """(x: (n_series, k) values of steps p..p+k-1 in the order of the declared keys, their grid
+    points, the participation counters after them)."""
+    from tsdp.io.files import read_table
+    from tsdp.io.load import InputSpec
+
+    lay = d.layout
+    spec = InputSpec(layout=lay["layout"], time_col=lay["time_col"], value_col=lay.get("value_col"),
+                     series_col=lay.get("series_col"), series_cols=lay.get("series_cols"),
+                     user_col=lay.get("user_col"), freq=d.freq, timezone=lay.get("timezone"))
+    df = read_table(input, *spec.read_schema())
+    if spec.resolved_layout == "events":
+        return _event_steps(df, spec, d, p, steps or 1, participation)
+    return (*_panel_steps(df, spec, d, p, steps), participation)
+
+
+def _panel_steps(df, spec, d: Definition, p: int, steps: int | None):
+    import polars as pl
+
+    from tsdp.io.load import load_input
+
+    table = load_input(df, spec).table
+    horizon = d.setting.horizon
+    points = table.grid.points
+    grid = stream_points(d, points.dtype, horizon + 1)
+    index = pl.DataFrame({"t": grid, "i": np.arange(horizon + 1)})
+    found = pl.DataFrame({"t": points}).join(index, on="t", how="left", maintain_order="left")["i"]
+    if found.null_count():
+        bad = points.filter(found.is_null())[0]
+        raise DataError(f"INPUT: time {_iso(bad)} in column {spec.time_col!r} is not a step of the stream's grid "
+                        f"(start {d.start}, every {d.freq}); nothing was written")
+    positions = found.to_numpy()
+    first = int(positions[0])
+    if first != p:
+        raise _outside("the first row", first, p, horizon, points[0], None)
+    last = int(positions[-1])
+    if last >= horizon:
+        raise _outside("a row", last, p, horizon, points[-1], None)
+    k = len(positions)
+    if steps is not None and steps != k:
+        raise DataError(f"INPUT: holds {k} step(s) ({p + 1}..{p + k}), but --steps {steps} was given; nothing was "
+                        "written")
+    names = [str(n) for n in table.series_names]
+    unknown = [n for n in names if n not in set(d.series_keys)]
+    if unknown:
+        raise DataError(f"INPUT: series {unknown[0]!r} is not one of the stream's public series keys (declared at "
+                        "'stream init'); nothing was written and the state is unchanged")
+    missing = [key for key in d.series_keys if key not in set(names)]
+    if missing:
+        raise DataError(f"INPUT: series {missing[0]!r} has no rows for steps {p + 1}..{p + k}; every declared series "
+                        "needs a value at every step; nothing was written")
+    matrix = np.asarray(table.values_matrix(), dtype=float)
+    order = [names.index(key) for key in d.series_keys]
+    return matrix[order], points
+
+
+def _event_steps(df, spec, d: Definition, p: int, k: int, participation: dict[str, np.ndarray]):
+    import polars as pl
+
+    from tsdp.accounting.sensitivity import ContributionBounds
+    from tsdp.engine.panel import event_caps
+    from tsdp.io.load import load_input
+    from tsdp.io.timegrid import parse_time_column
+
+    horizon, setting = d.setting.horizon, d.setting
+    if p + k > horizon:
+        raise DataError(f"--steps {k}: steps {p + 1}..{p + k} go past the stream's horizon of {horizon} steps; "
+                        "nothing was written and the state is unchanged")
+    raw = df
+    df = parse_time_column(df, spec.time_col, spec.timezone)
+    times = df[spec.time_col]
+    grid = stream_points(d, times.dtype, horizon + 1)
+    edges = grid.to_physical().to_numpy()
+    index = np.searchsorted(edges, times.to_physical().to_numpy(), side="right") - 1
+    inside = (index >= p) & (index < p + k)
+    if not inside.all():
+        j = int(np.flatnonzero(~inside)[0])
+        raise _outside("an event", int(index[j]) if index[j] < horizon else horizon, p, horizon, times[j], k)
+    keys = d.series_keys
+    if spec.series_col is not None:
+        seen = df[spec.series_col].cast(pl.String).unique()
+        unknown = seen.filter(~seen.is_in(keys) | seen.is_null())
+        if unknown.len():
+            raise DataError(f"INPUT: series {unknown[0]!r} in column {spec.series_col!r} is not one of the stream's "
+                            "public series keys (declared at 'stream init'); nothing was written")
+    elif len(keys) != 1:
+        raise UsageError("--series-col is required: the stream has several series keys")
+    counters = participation
+    if setting.unit == "user":
+        counters = _participation(df, spec, keys, index, participation, setting.max_steps, setting.series_per_user)
+    bounds = ContributionBounds(setting.unit, setting.max_per_step,
+                                setting.max_steps if setting.unit == "user" else None,
+                                setting.w if setting.unit == "w-event" else None, setting.series_per_user)
+    window = replace(spec, series_keys=keys if spec.series_col else None, start=_iso(grid[p]), end=_iso(grid[p + k]))
+    table = load_input(raw, window, event_caps(bounds, d.layout.get("value_bound"))).table
+    names = [str(n) for n in table.series_names]
+    matrix = np.asarray(table.values_matrix(), dtype=float)
+    if spec.series_col is None:
+        return matrix.reshape(1, -1), grid[p:p + k], counters
+    return matrix[[names.index(key) for key in keys]], grid[p:p + k], counters
+
+
+def _participation(df, spec, keys: list[str], index: np.ndarray, counters: dict[str, np.ndarray],
+                   max_steps: int, series_per_user: int) -> dict[str, np.ndarray]:
+    """The (user, series) participation counters after this append; DataError if a user would take
+    part in more than I steps of a series, or in more than K series, over the horizon."""
+    import polars as pl
+
+    series = (df[spec.series_col].cast(pl.String).replace_strict(keys, list(range(len(keys))), return_dtype=pl.Int64)
+              if spec.series_col else pl.Series(np.zeros(df.height, dtype=np.int64)))
+    now = (pl.DataFrame({"users": df[spec.user_col].cast(pl.String), "series": series, "step": index})
+           .unique().group_by("users", "series").agg(pl.len().cast(pl.Int64).alias("steps")))
+    before = pl.DataFrame({"users": counters.get("users", np.array([], dtype=str)).astype(str),
+                           "series": counters.get("series", np.array([], dtype=np.int64)).astype(np.int64),
+                           "steps": counters.get("steps", np.array([], dtype=np.int64)).astype(np.int64)},
+                          schema={"users": pl.String, "series": pl.Int64, "steps": pl.Int64})
+    total = pl.concat([before, now]).group_by("users", "series").agg(pl.col("steps").sum()).sort("users", "series")
+    spread = total.group_by("users").agg(pl.len().alias("series")).filter(pl.col("series") > series_per_user)
+    if spread.height:
+        raise DataError(f"INPUT: {spread.height} user(s) would contribute to more than --series-per-user "
+                        f"{series_per_user} series over the stream's horizon; drop their events in the other series "
+                        "before appending; nothing was written and the state is unchanged")
+    over = total.filter(pl.col("steps") > max_steps)
+    if over.height:
+        raise DataError(f"INPUT: {over.height} user(s) would take part in more than --max-steps {max_steps} steps of "
+                        f"one series over the stream's horizon (the participation the claim covers); drop their "
+                        "extra events before appending; nothing was written and the state is unchanged")
+    return {"users": total["users"].to_numpy().astype(str), "series": total["series"].to_numpy(),
+            "steps": total["steps"].to_numpy()}
+
+
+def output_frame(d: Definition, times, p: int, values: dict[str, np.ndarray]):
+    """The released steps, step-major (so that appended files concatenate to one long file):
+    step (1-based), time, series, then one column per output."""
+    import polars as pl
+
+    n = len(d.series_keys)
+    k = len(times)
+    columns = {"step": np.repeat(np.arange(p + 1, p + k + 1, dtype=np.int64), n),
+               d.layout["time_col"]: times.gather(np.repeat(np.arange(k), n)),
+               "series": np.tile(np.asarray(d.series_keys, dtype=object), k).astype(str)}
+    for name in d.setting.outputs:
+        columns[name] = np.asarray(values[name], dtype=float).T.ravel()
+    return pl.DataFrame(columns)
+
+
+# --------------------------------------------------------------------------------------------------
+# status
+# --------------------------------------------------------------------------------------------------
+
+
+def status(state: str) -> dict[str, Any]:
+    """Position, horizon, budget and the expected error of each output (public figures only)."""
+    current = State.read(state)
+    d, p = current.definition, current.position
+    setting = d.setting
+    privacy = _core().privacy_map(setting)
+    accuracy = accuracy_of(setting, d.alpha)
+    z = _z(d.alpha)
+    following = [{"output": name, "sd": float(sd[p]), "half_width": z * float(sd[p])}
+                 for name, sd in accuracy.items()] if p < setting.horizon else None
+    return {"stream_id": d.stream_id, "position": p, "horizon": setting.horizon,
+            "remaining_steps": setting.horizon - p, "complete": p >= setting.horizon, "start": d.start,
+            "freq": d.freq, "series": len(d.series_keys), "unit": setting.unit, "strategy": setting.strategy,
+            "sampler": setting.sampler, "epsilon": privacy.epsilon, "delta": privacy.delta,
+            "budget": "charged once at init for the whole horizon", "alpha": d.alpha,
+            "next_step": following, "expected_error": _expected(accuracy), "seeded": current.seeded,
+            "report": current.report}

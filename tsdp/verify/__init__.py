@@ -1,0 +1,1 @@
+"""Verification of reports by the same privacy maps the releases used (DESIGN.md section 1)."""
