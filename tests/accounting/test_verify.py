@@ -24,7 +24,9 @@ from tsdp.accounting.verify import RULES, check_thresholds, claim_checks
 from tsdp.accounting.verify import verify_report as verify_with_output
 from tsdp.errors import BudgetError, DataError, UsageError
 from tsdp.mechanisms import subsample as sm
-from tsdp.mechanisms.baseline import Panel, release_gaussian, release_laplace
+from tsdp.mechanisms.baseline import Panel
+from tsdp.mechanisms.gaussian import release_gaussian
+from tsdp.mechanisms.laplace import release_laplace
 from tsdp.mechanisms.dft import release_dft
 from tsdp.mechanisms.fast import release_fast
 from tsdp.report import Report

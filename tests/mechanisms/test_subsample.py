@@ -14,7 +14,8 @@ from tsdp.accounting.compose import claim_backed_by_events
 from tsdp.errors import BudgetError, DataError, NumericalError, UsageError
 from tsdp.mechanisms import filters as F
 from tsdp.mechanisms import subsample as sm
-from tsdp.mechanisms.baseline import Panel, release_gaussian
+from tsdp.mechanisms.baseline import Panel
+from tsdp.mechanisms.gaussian import release_gaussian
 
 EPS, DELTA = 0.5, 1e-4
 TAIL = 1e-6  # two-sided tail probability of every statistical check (the seeds are fixed)

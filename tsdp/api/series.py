@@ -17,11 +17,9 @@ from tsdp.accounting.budget import check_delta, check_epsilon
 from tsdp.accounting.sensitivity import ContributionBounds
 from tsdp.errors import UsageError
 from tsdp.io.load import InputSpec
+from tsdp.mechanisms.registry import LINEAR, MECHANISMS, NAMES, SUMMABLE, owners
+from tsdp.mechanisms.samplers import sampler_of
 
-MECHANISMS = ("gaussian", "laplace", "dft", "fast", "subsample", "filter-subsample")
-DEFAULT_DFT_K = 30  # Fourier coefficients kept by --mechanism dft when --dft-k is not given
-CELLWISE = ("gaussian", "laplace")  # cells released independently, in file order (no sorting)
-SUMMABLE = ("gaussian", "laplace", "dft")  # --accuracy-for sum: per-series sums independent of sampling
 ALL_STEPS_NOTE = "no participation bound: a user may appear in every step (I = T)"
 UNIT_HINT = ("give --max-per-step: the largest amount one protected unit can add to or remove from one cell, in "
              "the values' own unit (see 'Choosing your unit' in the README)")
@@ -164,14 +162,14 @@ class ReleaseOptions:
                               ("assume-none", self.assume_none), ("interpolate-released", self.interpolate_released)):
             if type(value).__name__ not in ("bool", "bool_"):  # "no" is truthy: a flag takes True/False only
                 raise UsageError(f"--{option} is a flag: True or False, got {value!r}")
-        mechanism = _choice("mechanism", self.mechanism, MECHANISMS)
+        mechanism = _choice("mechanism", self.mechanism, NAMES)
         unit = _choice("unit", self.unit, ("event", "w-event", "user"))
         noise = _choice("noise", self.noise, ("gaussian", "laplace"))
         _choice("neighbouring", self.neighbouring, ("add-remove", "substitute"))
-        calibration = _choice("calibration", self.calibration, ("analytic", "classic"))
+        _choice("calibration", self.calibration, ("analytic", "classic"))
         fill = _fill_policy(self.fill_missing)
-        accounting = _choice("accounting", self.accounting, ("exact", "paper", "conditional"))
-        kernel = _choice("filter", self.filter, ("gaussian", "triangle", "boxcar", "custom"))
+        _choice("accounting", self.accounting, ("exact", "paper", "conditional"))
+        _choice("filter", self.filter, ("gaussian", "triangle", "boxcar", "custom"))
         layout = _choice("layout", self.layout, ("long", "wide", "events"))
         check_zone(self.timezone)
         post.check_clip(self.clip_min, self.clip_max)
@@ -182,33 +180,12 @@ class ReleaseOptions:
                              "replaced by one contributing +M changes it by 2 M, which the substitution "
                              "sensitivities (twice the cells, M each) do not cover; use --neighbouring "
                              "add-remove, or declare --max-per-step as twice the largest contribution")
-        if noise is not None and mechanism in CELLWISE:
-            raise UsageError(f"--noise applies to --mechanism dft and fast; --mechanism {mechanism} "
-                             "is the noise itself")
-        noise = noise or ("laplace" if mechanism == "fast" else "gaussian")
-        fast = {"preset": self.fast_preset, "max_samples": self.fast_max_samples,
-                "interval": self.fast_fixed_interval, "gains": _gains(self.fast_gains), "theta": self.fast_theta,
-                "xi": self.fast_xi, "q": self.fast_q, "r": self.fast_r}
-        if mechanism != "fast" and any(v is not None for v in fast.values()):
-            given = next(k for k, v in fast.items() if v is not None)
-            flag = {"interval": "fixed-interval"}.get(given, given.replace("_", "-"))
-            raise UsageError(f"--fast-{flag} applies only to --mechanism fast")
-        koga = {"p": self.sampling_rate, "accounting": accounting, "delta_split": self.delta_split,
-                "alpha": self.filter_alpha, "kernel": kernel, "filter_sigma": self.filter_sigma,
-                "filter_width": self.filter_width, "filter_kernel": self.filter_kernel}
-        subsampling = mechanism in ("subsample", "filter-subsample")
-        if not subsampling and any(v is not None for v in koga.values()):
-            first = next(k for k, v in koga.items() if v is not None)
-            flag = {"p": "sampling-rate", "kernel": "filter", "alpha": "filter-alpha"}.get(first, first.replace("_", "-"))
-            raise UsageError(f"--{flag} applies only to --mechanism subsample or filter-subsample")
-        if mechanism != "dft" and self.dft_k is not None:
-            raise UsageError(f"--dft-k {self.dft_k!r} applies only to --mechanism dft, not {mechanism}; remove it")
-        if mechanism == "subsample" and any(koga[k] is not None for k in ("alpha", "kernel", "filter_sigma",
-                                                                          "filter_width", "filter_kernel")):
-            raise UsageError("the --filter options and --filter-alpha apply only to --mechanism filter-subsample")
+        mech = MECHANISMS[mechanism]
+        own = self._own_options(mech)
+        noise = own.get("noise", "gaussian")
         if self.assume_none and (unit != "user" or self.max_steps is not None):
             raise UsageError("--assume-none needs --unit user and no --max-steps (it sets I = T)")
-        pure = mechanism == "laplace" or (mechanism in ("dft", "fast") and noise == "laplace")
+        pure = mech.pure(noise)
         if not pure and self.delta is None:
             raise UsageError(f"--delta is required for --mechanism {mechanism}")
         if pure and self.delta is not None:
@@ -247,21 +224,42 @@ class ReleaseOptions:
                                      f"events only; the {spec.resolved_layout} layout releases every series and "
                                      "step of its input (treated as public): remove it, or filter the input first")
         caps = event_caps(declared, self.value_bound) if spec.resolved_layout == "events" else None
-        sampling = _sampling(mechanism, self.sampler, self.granularity)
+        sampler = sampler_of(self.sampler, self.granularity)  # hardened by default; float warns itself
         accuracy_for = _choice("accuracy-for", self.accuracy_for, ("cell", "sum"))
         _check_alpha(self.alpha)
-        if accuracy_for == "sum" and mechanism not in SUMMABLE:
+        if accuracy_for == "sum" and not mech.summable:
             raise UsageError(f"--accuracy-for sum is available for --mechanism {', '.join(SUMMABLE)}, not "
                              f"{mechanism}: its per-series sums depend on the released sampling pattern")
-        dft_k = DEFAULT_DFT_K if self.dft_k is None else self.dft_k
-        run = mechanism_runner(mechanism, self.epsilon, self.delta, calibration, noise, dft_k, fast, koga,
-                               sampling)
-        return ReleasePlan(self, mechanism, noise, declared, spec, caps, run, sampling=sampling,
+        run = mechanism_runner(mech, self.epsilon, self.delta, own, sampler)
+        return ReleasePlan(self, mechanism, noise, declared, spec, caps, run, sampler=sampler,
                            accuracy_for=accuracy_for, counts_assumed=counts_assumed)
+
+    def _own_options(self, mechanism) -> dict[str, Any]:
+        """The mechanism's own options (its keyword -> value, its defaults for those not given, parsed);
+        UsageError naming an option given that applies only to other mechanisms."""
+        for name in EXCLUSIVE_OPTIONS:
+            if getattr(self, name) is not None and name not in mechanism.options:
+                allowed = owners(name)
+                scope = (f"only to --mechanism {allowed[0]}" if len(allowed) == 1 else
+                         f"to --mechanism {', '.join(allowed[:-1])} and {allowed[-1]}")
+                raise UsageError(f"--{name.replace('_', '-')} applies {scope}, not --mechanism {mechanism.name}; "
+                                 "remove it")
+        parsers = getattr(mechanism, "parsers", {})
+        own = {}
+        for name, (keyword, default) in mechanism.options.items():
+            value = getattr(getattr(self, name), "value", getattr(self, name))
+            value = parsers[name](value) if name in parsers else value
+            own[keyword] = default if value is None else value
+        return own
 
     @property
     def neighbouring_value(self) -> str:
         return getattr(self.neighbouring, "value", self.neighbouring)
+
+
+# options that apply to some mechanisms only (not given: None), in the order they are checked
+EXCLUSIVE_OPTIONS = tuple(name for name, f in ReleaseOptions.__dataclass_fields__.items()
+                          if f.default is None and owners(name))
 
 
 @dataclass
@@ -277,7 +275,7 @@ class ReleasePlan:
     caps: Any
     run: Callable
     notes: list[str] = field(default_factory=list)
-    sampling: dict = field(default_factory=lambda: {"sampler": "hardened", "granularity": None})
+    sampler: Any = field(default_factory=sampler_of)
     accuracy_for: str = "cell"
     counts_assumed: bool = False  # series input without --max-per-step: its values must be counts
     auto: "AutoBounds | None" = None  # caps to be chosen privately (then the plan is a placeholder)
@@ -345,13 +343,13 @@ class ReleasePlan:
 
     @property
     def cellwise(self) -> bool:
-        return self.mechanism in CELLWISE
+        return MECHANISMS[self.mechanism].cellwise
 
     def accuracy(self, result, target: str | None = None, pattern: bool = True):
         """The release's :class:`tsdp.accuracy.Accuracy` at ``--alpha`` (public parameters only);
         with ``pattern``, FAST's also given its released sampling pattern. Computed once per release
         (the DFT-Laplace interval is a simulation)."""
-        from tsdp.accuracy import for_claim
+        from tsdp.mechanisms.registry import for_claim
 
         target = target or self.accuracy_for
         key = (id(result), target, pattern)
@@ -461,7 +459,7 @@ def _check_missing_policy(fill: str, interpolate: bool, mechanism: str, layout: 
     if layout == "events":
         raise UsageError("--fill-missing null applies to series input (--layout long or wide): events are counted "
                          "on the public grid, where a step without events is a true 0")
-    if mechanism not in CELLWISE:
+    if not MECHANISMS[mechanism].cellwise:
         raise UsageError(f"--fill-missing null keeps missing cells out of the release, which --mechanism {mechanism} "
                          "cannot do (it transforms whole series): use --mechanism gaussian or laplace, or "
                          "--fill-missing zero for counts")
@@ -469,9 +467,6 @@ def _check_missing_policy(fill: str, interpolate: bool, mechanism: str, layout: 
         raise UsageError("--accuracy-for sum with --interpolate-released: an interpolated step repeats the noise of "
                          "its neighbours, so a series' sum no longer has independent noise per step; use "
                          "--accuracy-for cell")
-
-
-LINEAR = ("gaussian", "laplace", "dft", "subsample", "filter-subsample")  # release = A_w(values) + N_w
 
 
 class ZerosLike:
@@ -513,17 +508,12 @@ def run_split(plan: "ReleasePlan", table, panel, rng):
     on the (lattice-rounded) values at the released pattern."""
     import copy
 
-    if plan.mechanism == "fast":
-        from tsdp.mechanisms.kalman import filter_given_pattern
-        from tsdp.mechanisms.noise import snap
-
+    mechanism = MECHANISMS[plan.mechanism]
+    if hasattr(mechanism, "noiseless"):
         result, as_matrix, _ = plan.run(table, panel, rng, None)
-        p = result.claim.parameters
-        g = p.get("granularity") if p.get("sampler") == "hardened" else None
-        sampled = result.sampled.reshape(table.n_series, table.n_steps)
-        noiseless = filter_given_pattern(snap(table.values_matrix(), g), sampled, p["Q"], p["R"], p["P0"])
+        noiseless = mechanism.noiseless(table.values_matrix(), result)
         return result, as_matrix().reshape(table.n_series, table.n_steps), noiseless
-    if plan.mechanism not in LINEAR:
+    if not mechanism.linear:
         raise ValueError(f"no noiseless part known for mechanism {plan.mechanism!r}")
     twin = copy.deepcopy(rng)
     result, as_matrix, _ = plan.run(table, panel, rng, None)
@@ -654,8 +644,8 @@ def load_frame(df, plan: ReleasePlan, generator=None, stage: Callable[[str], Non
     from tsdp.mechanisms.noise import PrefetchedNormals
 
     prefetched = None
-    if (generator is not None and plan.mechanism == "gaussian" and plan.sampling["sampler"] == "float"
-            and plan.spec.resolved_layout == "long"):
+    if (generator is not None and getattr(MECHANISMS[plan.mechanism], "prefetches", False)
+            and not plan.sampler.hardened and plan.spec.resolved_layout == "long"):
         prefetched = PrefetchedNormals(generator, df.height)
     stage("checking")
     loaded = Loaded(*load_panel(df, plan.spec, plan.declared, plan.caps), prefetched)
@@ -701,101 +691,38 @@ def report_for(plan: ReleasePlan, table, result, randomness, described: dict, no
     )
 
 
-def _gains(value: str | Sequence[float] | None) -> tuple[float, float, float] | None:
-    if value is None:
-        return None
-    parts = _names(value) if isinstance(value, str) else list(value)
-    try:
-        values = tuple(float(x) for x in parts or ())
-    except (TypeError, ValueError):
-        raise UsageError(f"--fast-gains must be three numbers Cp,Ci,Cd, got {value!r}") from None
-    if len(values) != 3:
-        raise UsageError(f"--fast-gains must be three numbers Cp,Ci,Cd, got {value!r}")
-    return values
-
-
 def _check_alpha(alpha) -> None:
     if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not (0.0 < alpha < 1.0):
         raise UsageError(f"--alpha must be in (0, 1), got {alpha!r}")
 
 
-def _sampling(mechanism: str, sampler: str | None, granularity: float | None) -> dict:
-    """Check --sampler/--granularity up front: hardened by default for every mechanism (each warns
-    itself about float noise)."""
-    from tsdp.accounting import discrete as disc
-
-    sampler = disc.check_sampler("hardened" if sampler is None else sampler)
-    if granularity is not None:
-        if sampler != "hardened":
-            raise UsageError("--granularity applies to --sampler hardened only")
-        disc.check_granularity(granularity)
-    return {"sampler": sampler, "granularity": granularity}
-
-
-def mechanism_runner(mechanism: str, epsilon: float, delta: float | None, calibration: str, noise: str,
-                     dft_k: int, fast: dict, koga: dict, sampling: dict | None = None):
+def mechanism_runner(mechanism, epsilon: float, delta: float | None, own: dict, sampler):
     """Validate the budget up front and return ``run(table, panel, rng, prefetched, stream=None)``,
-    which gives the release, its values as an (n_series, n_steps) matrix (a function) and a
-    function rebuilding the output frame from the released values."""
+    which gives the release of ``mechanism`` (:mod:`tsdp.mechanisms.registry`) with its options
+    ``own``, its values as an (n_series, n_steps) matrix (a function) and a function rebuilding the
+    output frame from the released values."""
+    from tsdp.mechanisms.protocol import Setting
+
     check_epsilon(epsilon)
     if delta is not None:
         check_delta(delta)
 
     def run(table, panel, rng, prefetched, stream=None):
         """``stream``: the noise of a panel released in chunks of series (cellwise mechanisms)."""
-        from tsdp.mechanisms.baseline import release_gaussian, release_laplace
-
-        how = {"sampler": "hardened", "granularity": None, **(sampling or {})}
-        if mechanism in CELLWISE:
-            values = table.value_chunks()
-            if mechanism == "gaussian":
-                result = release_gaussian(values, panel, epsilon, delta, rng, calibration, prefetched, stream,
-                                          how["sampler"], how["granularity"])
-            else:
-                result = release_laplace(values, panel, epsilon, rng, stream, how["sampler"], how["granularity"])
+        setting = Setting(epsilon, delta, panel, sampler, own)
+        if mechanism.cellwise:
+            result = mechanism.release(table.value_chunks(), panel, rng, setting, prefetched=prefetched, stream=stream)
             return result, lambda: table.flat_to_matrix(result.values), table.with_values_flat
-        matrix = table.values_matrix()
-        if mechanism in ("subsample", "filter-subsample"):
-            result = _koga(mechanism, matrix, panel, epsilon, delta, rng, koga, how)
-        elif mechanism == "fast":
-            from tsdp.mechanisms.fast import release_fast
-
-            options = {k: v for k, v in fast.items() if k not in ("interval",) and v is not None}
-            fixed = fast["interval"]
-            result = release_fast(matrix, panel, epsilon, rng, delta=delta, noise=noise,
-                                  interval=fixed, adaptive=fixed is None, sampler=how["sampler"],
-                                  granularity=how["granularity"], **options)
-        else:
-            from tsdp.mechanisms.dft import release_dft
-
-            result = release_dft(matrix, panel, epsilon, delta, rng, dft_k, noise, how["sampler"], how["granularity"])
+        result = mechanism.release(table.values_matrix(), panel, rng, setting, read_numbers=_read_numbers)
         return result, lambda: result.values, table.with_values_matrix
 
     return run
 
 
-def _koga(mechanism: str, matrix, panel, epsilon, delta, rng, koga: dict, how: dict):
+def _read_numbers(path: str, option: str):
     from tsdp.io.files import read_numbers
-    from tsdp.mechanisms import subsample as ss
 
-    p = 0.1 if koga["p"] is None else koga["p"]
-    split = 0.5 if koga["delta_split"] is None else koga["delta_split"]
-    if mechanism == "subsample":
-        return ss.release_subsample(matrix, panel, epsilon, delta, rng, p, koga["accounting"] or "exact",
-                                    delta_split=split, sampler=how["sampler"], granularity=how["granularity"])
-    kernel = koga["kernel"] or "gaussian"
-    taps = koga["filter_kernel"]
-    if kernel == "custom":
-        if taps is None:
-            raise UsageError("--filter custom needs --filter-kernel FILE")
-        kernel = read_numbers(taps, "--filter-kernel") if isinstance(taps, str) else [float(t) for t in taps]
-    elif taps is not None:
-        raise UsageError("--filter-kernel needs --filter custom")
-    return ss.release_filter_subsample(
-        matrix, panel, epsilon, delta, rng, p, kernel, koga["accounting"] or "conditional",
-        filter_sigma=10.0 if koga["filter_sigma"] is None else koga["filter_sigma"],
-        filter_width=koga["filter_width"], delta_split=split, alpha=koga["alpha"], sampler=how["sampler"],
-        granularity=how["granularity"])
+    return read_numbers(path, option)
 
 
 def release(frame, *, epsilon: float, unit: str, seed: int | None = None, **options) -> "Result":

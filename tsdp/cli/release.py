@@ -20,16 +20,11 @@ from tsdp.errors import UsageError
 from tsdp.io.files import read_table
 from tsdp.io.load import SERIES_NOTE, InputSpec
 from tsdp.mechanisms.noise import NoiseStream
+from tsdp.mechanisms.registry import MECHANISMS, NAMES
 from tsdp.rng import SEEDED_WARNING, make_random_source
 
 
-class Mechanism(str, Enum):
-    gaussian = "gaussian"
-    laplace = "laplace"
-    dft = "dft"
-    fast = "fast"
-    subsample = "subsample"
-    filter_subsample = "filter-subsample"
+Mechanism = Enum("Mechanism", {name.replace("-", "_"): name for name in NAMES}, type=str)  # the registry's
 
 
 class Accounting(str, Enum):
@@ -228,7 +223,7 @@ def release(
             released, result, notes = release_loaded(plan, loaded, randomness.generator)
             results = [result]
             findings = acc_opts.noisy_check(plan.accuracy(result), _robust_scale(table, plan.accuracy_for),
-                                            _SCALE_OF[plan.accuracy_for], _remedy(plan.mechanism), fail_on_noisy)
+                                            _SCALE_OF[plan.accuracy_for], MECHANISMS[plan.mechanism].remedy, fail_on_noisy)
         else:
             table, diagnostics = chunks, {}
             panel, notes = panel_of(chunks.n_series, chunks.n_steps, spec, plan.declared, None, False, [SERIES_NOTE])
@@ -295,21 +290,6 @@ def _robust_scale(table, target: str) -> float:
     return table.median_abs("sum" if target == "sum" else "cell")
 
 
-def _remedy(mechanism: str) -> str:
-    """The options that would shrink the noise relative to the signal."""
-    common_part = "a larger --epsilon, tighter caps (--max-per-step, --max-steps, --series-per-user)"
-    return {
-        "gaussian": f"{common_part}, a coarser grid (--freq, fewer steps per user) or a mechanism that "
-                    "smooths (--mechanism dft or filter-subsample)",
-        "laplace": f"{common_part}, --mechanism gaussian (L2 rather than L1 sensitivity) or a mechanism "
-                   "that smooths (--mechanism dft)",
-        "dft": f"{common_part} or fewer coefficients (--dft-k)",
-        "fast": f"{common_part} or fewer samples per series (--fast-max-samples)",
-        "subsample": f"{common_part} or --mechanism filter-subsample",
-        "filter-subsample": f"{common_part} or a wider filter (--filter-sigma)",
-    }[mechanism]
-
-
 class _Zeros:
     """A panel of zeros of the public shape: the dry run's mechanism sees no value of the input."""
 
@@ -355,9 +335,8 @@ def _dry_run(input, plan: ReleasePlan, console) -> dict | None:
     }
     if shape.missing and not acc_opts.planning():
         console.warn(gaps_warning(plan, shape))
-    if plan.mechanism == "filter-subsample":
-        console.warn(Caveat("dry_run_one_draw", "--dry-run: filter-subsample's sigma depends on the sampled steps "
-                            "drawn at release; shown for one fixed draw"))
+    if MECHANISMS[plan.mechanism].dry_run_caveat:
+        console.warn(Caveat("dry_run_one_draw", MECHANISMS[plan.mechanism].dry_run_caveat))
     if plan.assumption_warning:
         console.warn(plan.assumption_warning)
     if acc_opts.planning():

@@ -63,9 +63,12 @@ from tsdp.accounting.sensitivity import ContributionBounds, privacy_unit
 from tsdp.caveats import Caveat
 from tsdp.errors import BudgetError, DataError, NumericalError, UsageError
 from tsdp.mechanisms import filters
-from tsdp.mechanisms.baseline import Panel, Release, release_gaussian
-from tsdp.mechanisms.noise import FLOAT_WARNING, gaussian_noise, snap
+from tsdp.mechanisms.baseline import Panel, Release
+from tsdp.mechanisms.gaussian import release_gaussian
+from tsdp.mechanisms.noise import gaussian_noise, snap
 from tsdp.mechanisms.postprocess import postprocess
+from tsdp.mechanisms.protocol import REMEDY_COMMON, Setting
+from tsdp.mechanisms.samplers import Sampler, sampler_of
 
 SUBSAMPLE_ACCOUNTING = ("exact", "paper")
 FILTER_ACCOUNTING = ("conditional", "paper")
@@ -283,10 +286,9 @@ def _common_checks(epsilon: float, delta: float, p: float, panel: Panel) -> list
 
 
 def _fallback(values, panel, epsilon, delta, rng, accounting, warnings, clip_min, shape, name,
-              sampler: str = "hardened", granularity: float | None = None) -> Release:
+              sampler: Sampler) -> Release:
     calibration = "classic" if accounting == "paper" else "analytic"
-    rel = release_gaussian(values, panel, epsilon, delta, rng, calibration=calibration, sampler=sampler,
-                           granularity=granularity)
+    rel = release_gaussian(values, panel, epsilon, delta, rng, calibration=calibration, sampler=sampler)
     out = postprocess(rel.values, clip_min=clip_min).reshape(shape)
     note = Caveat("mechanism_fallback", f"--sampling-rate 1 means no subsampling: {name} reduces to the plain "
                   f"Gaussian mechanism, which was released instead (calibration {calibration})")
@@ -407,20 +409,7 @@ def _analytic_sigma(epsilon: float, delta: float, sensitivity: float) -> float:
 # ---------------------------------------------------------------------------------------------
 
 
-def _granularity(sampler: str, granularity: float | None, sigma0, sensitivity: float, coords: int,
-                 slack: tuple[float, float]) -> float | None:
-    """The lattice of a hardened release, None for the float sampler.
-
-    ``granularity`` when given, else the default of :func:`tsdp.accounting.discrete.choose_granularity`
-    from ``sigma0()``, a public sigma calibrated without the rounding (called only then), the
-    unrounded L2 ``sensitivity`` of the unit and the ``coords`` released numbers it can change, and
-    ``slack``, the release's (epsilon, delta), which pays the rounding slack.
-    """
-    g, _ = disc.lattice(sampler, granularity, lambda _d: sigma0(), sensitivity, coords, "l2", slack)
-    return g
-
-
-def _sampler_record(g: float | None, sigma_min: float, coords: int, epsilon: float,
+def _sampler_record(sampler: Sampler, sigma_min: float, coords: int, epsilon: float,
                     paper: bool) -> tuple[dict, str, list[str]]:
     """(report parameters, theorem suffix, warnings) of the sampler that drew the noise.
 
@@ -430,14 +419,13 @@ def _sampler_record(g: float | None, sigma_min: float, coords: int, epsilon: flo
     (:mod:`tsdp.accounting.discrete`), which the calibration paid out of delta (``paper``: the
     paper accountings pay it in the corollary's two Gaussian branches instead).
     """
-    if g is None:
-        return {"sampler": "float"}, "", [FLOAT_WARNING]
-    disc.check_lattice_scale(sigma_min, g, "sigma")
-    slack = disc.rounding_slack(epsilon, disc.slack_rate(sigma_min / g, coords))
+    record, slack = sampler.lattice_record(epsilon, sigma_min, coords)
+    if slack is None:
+        return record, "", list(sampler.warnings)
     where = "in the corollary's Gaussian branches" if paper else "out of delta"
     theorem = (f"; {disc.GAUSSIAN_THEOREM}, given the public J (rounding slack {slack:.3g} paid {where}), the "
                "sensitivities above being those of the rounded samples")
-    return {"sampler": "hardened", "granularity": g, "rounding_slack": slack}, theorem, []
+    return record, theorem, list(sampler.warnings)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -500,25 +488,20 @@ def release_subsample(values: np.ndarray, panel: Panel, epsilon: float, delta: f
         ts.check_split(delta_split)
     steps, I, M, n = _geometry(panel)
     S, T = arr.shape
+    sampler = sampler_of(sampler, granularity)
     if p == 1:
         return _fallback(arr, panel, epsilon, delta, rng, accounting, warnings, clip_min, shape, "subsample",
-                         sampler, granularity)
-
-    def sigma0() -> float:  # public: the float calibration's sigma
-        if accounting == "paper":
-            return ts.paper_subsample(epsilon, delta, I, p, M, delta_split, T, n).sigma
-        return ts.exact_subsample(epsilon, delta, I, p, M, T, n).sigma
-
-    scale0 = sigma0() if sampler == "hardened" else None
-    g = _granularity(sampler, granularity, lambda: scale0, M * math.sqrt(I), I, (epsilon, delta))
-    M_noise = M if g is None else disc.rounded_step(M, g)  # a kept cell's change after rounding
+                         sampler)
 
     parameters: dict = {"paper": ts.PAPER, "mechanism": "subsample", "accounting": accounting}
     if accounting == "exact":
+        def calibrate(budget: float, g: float | None):  # g: a kept cell's change after rounding (floor(M/g)+1) g
+            cal = ts.exact_subsample(epsilon, budget, I, p, M if g is None else disc.rounded_step(M, g), T, n)
+            return cal.sigma, cal
+
         # hardened: the continuous profile gets delta minus the rounding slack of the I values a unit changes
-        budget = delta if g is None else disc.slack_budget(epsilon, delta, scale0 / g, I)
-        cal = ts.exact_subsample(epsilon, budget, I, p, M_noise, T, n)
-        sigma = cal.sigma
+        sampler, sigma, cal = sampler.calibrate_gaussian(epsilon, delta, M * math.sqrt(I), I, calibrate)
+        g, M_noise = sampler.granularity, sampler.rounded_step(M)
         events = (MechanismEvent("gaussian-mixture" if g is None else "discrete-gaussian-mixture",
                                  float(cal.mixture.sensitivities.max()), sigma, 1, mixture=cal.mixture.pairs(),
                                  granularity=g, lattice_coords=None if g is None else I),)
@@ -545,6 +528,9 @@ def release_subsample(values: np.ndarray, panel: Panel, epsilon: float, delta: f
         paper_cmp = ts.paper_subsample(epsilon, delta, I, p, M, 0.5, T, n)
         parameters["paper_sigma_same_budget"] = paper_cmp.sigma
     else:
+        sampler = sampler.on_lattice(lambda _d: ts.paper_subsample(epsilon, delta, I, p, M, delta_split, T, n).sigma,
+                                     M * math.sqrt(I), I, "l2", (epsilon, delta))
+        g, M_noise = sampler.granularity, sampler.rounded_step(M)
         cal = ts.paper_subsample(epsilon, delta, I, p, M_noise, delta_split, T, n)
         if g is not None:
             disc.check_lattice_scale(cal.sigma, g, "sigma")
@@ -574,7 +560,7 @@ def release_subsample(values: np.ndarray, panel: Panel, epsilon: float, delta: f
         degradation = ts.degradation_subsample(epsilon, cal.delta_noise, I, cal.i_prime, p, T, series=n)
     if g is not None:
         parameters["sensitivity"].update(rounded_per_step=M_noise, rounded_l2_worst_case=M_noise * math.sqrt(I))
-    record, theorem_tail, sampler_warnings = _sampler_record(g, sigma, I, epsilon, accounting == "paper")
+    record, theorem_tail, sampler_warnings = _sampler_record(sampler, sigma, I, epsilon, accounting == "paper")
     theorem += theorem_tail
     warnings += sampler_warnings
 
@@ -670,16 +656,18 @@ def release_filter_subsample(values: np.ndarray, panel: Panel, epsilon: float, d
     S, T = arr.shape
     h, filter_info, kernel_warnings = resolve_kernel(kernel, T, filter_sigma, filter_width)
     warnings += kernel_warnings
+    sampler = sampler_of(sampler, granularity)
     if p == 1:
         return _fallback(arr, panel, epsilon, delta, rng, accounting, warnings, clip_min, shape,
-                         "filter-subsample", sampler, granularity)
+                         "filter-subsample", sampler)
     stats = filters.KernelStats(filter_info["L"], filter_info["srank"], filter_info["sigma_max"])
     y = filters.circular_filter(arr, h)
     parameters: dict = {"paper": ts.PAPER, "mechanism": "filter-subsample", "accounting": accounting}
 
     if accounting == "paper":
         cal = ts.paper_filter(epsilon, delta, I, p, stats.L, stats.srank, M, delta_split, T, alpha, n)
-        g = _granularity(sampler, granularity, lambda: cal.sigma, M * math.sqrt(I), T * n, (epsilon, delta))
+        sampler = sampler.on_lattice(lambda _d: cal.sigma, M * math.sqrt(I), T * n, "l2", (epsilon, delta))
+        g = sampler.granularity
         M_noise = M
         if g is not None:  # alpha does not depend on M: the same alpha, both branches cover the rounding
             M_noise = M + g * math.sqrt(n * T) / (cal.alpha * math.sqrt(I))
@@ -730,12 +718,15 @@ def release_filter_subsample(values: np.ndarray, panel: Panel, epsilon: float, d
         s_J = np.array([filters.sampled_sigma_max(h, np.flatnonzero(row), stats) for row in mask])
         sens = M * s_J * math.sqrt(I)
         low = float(sens.min())  # public given J; the smallest sigma sets the default lattice
-        scale0 = _analytic_sigma(epsilon, delta, low) if sampler == "hardened" else None
-        g = _granularity(sampler, granularity, lambda: scale0, low, T * n, (epsilon, delta))
-        covered = sens if g is None else sens * (1 + ts.rounding_share(M * s_J, mask.sum(axis=1), I, n, g))
+
+        def calibrate(budget: float, g: float | None):  # one sigma per series, for its rounded sensitivity
+            covered = sens if g is None else sens * (1 + ts.rounding_share(M * s_J, mask.sum(axis=1), I, n, g))
+            return np.array([_analytic_sigma(epsilon, budget, s) for s in covered]), covered
+
         # hardened: the continuous profile gets delta minus the rounding slack of the n T values a unit changes
-        budget = delta if g is None else disc.slack_budget(epsilon, delta, scale0 / g, T * n)
-        sigmas = np.array([_analytic_sigma(epsilon, budget, s) for s in covered])
+        sampler, sigmas, covered = sampler.calibrate_gaussian(epsilon, delta, low, T * n, calibrate,
+                                                              first=lambda d: _analytic_sigma(epsilon, d, low))
+        g = sampler.granularity
         worst = int(np.argmax(covered / sigmas))
         mu_total = covered[worst] / sigmas[worst]
         sigma_report = float(sigmas[0]) if S == 1 else float(sigmas.max())
@@ -767,7 +758,7 @@ def release_filter_subsample(values: np.ndarray, panel: Panel, epsilon: float, d
         degradation_note = ("privacy if the true participation bound were c*I: mu grows by sqrt(c), "
                             "epsilon at the same delta from the exact Gaussian profile")
 
-    record, theorem_tail, sampler_warnings = _sampler_record(g, float(sigmas.min()), T * n, epsilon,
+    record, theorem_tail, sampler_warnings = _sampler_record(sampler, float(sigmas.min()), T * n, epsilon,
                                                              accounting == "paper")
     theorem += theorem_tail
     warnings += sampler_warnings
@@ -782,3 +773,73 @@ def release_filter_subsample(values: np.ndarray, panel: Panel, epsilon: float, d
                                             degradation_note)})
     return _release("filter-subsample", out.reshape(shape), panel, epsilon, claim_delta, theorem, events,
                     parameters, warnings)
+
+
+# ---------------------------------------------------------------------------------------------
+# the mechanisms of the registry
+# ---------------------------------------------------------------------------------------------
+
+
+class Subsample:
+    """Koga et al.'s time subsampling: Bernoulli(p) sampled steps, Gaussian noise, interpolation."""
+
+    name = "subsample"
+    describes = "time subsampling with Gaussian noise (Koga et al.; exact or paper accounting)"
+    theorem_words = ()  # the rule compares the theorem itself (it depends on the accounting)
+    remedy = f"{REMEDY_COMMON} or --mechanism filter-subsample"
+    cellwise = False
+    summable = False
+    linear = True
+    dry_run_caveat = None
+    # ReleaseOptions field -> (keyword, default)
+    options = {"sampling_rate": ("p", 0.1), "accounting": ("accounting", "exact"), "delta_split": ("delta_split", 0.5)}
+
+    def pure(self, noise: str | None) -> bool:
+        return False
+
+    def release(self, values, panel: Panel, rng: np.random.Generator, setting: Setting, **_runtime) -> Release:
+        o = setting.options
+        return release_subsample(values, panel, setting.epsilon, setting.delta, rng, o["p"], o["accounting"],
+                                 delta_split=o["delta_split"], sampler=setting.sampler)
+
+    def accuracy(self, claim, alpha: float, target: str = "cell", sampled=None):
+        from tsdp.accuracy import mechanisms as acc
+
+        p = claim.parameters
+        sigmas = (p.get("noise") or {}).get("sigma_per_series") or [p["sigma"]]
+        # an interpolated value's noise is w X_1 + (1 - w) X_2: lattice weights sum to 1
+        return acc.on_lattice(acc.subsample(self.name, sigmas, alpha), acc.lattice_of(p), 1.0)
+
+
+class FilterSubsample(Subsample):
+    """Koga et al.'s filtered time subsampling: a low-pass filter, then :class:`Subsample`'s release."""
+
+    name = "filter-subsample"
+    describes = "filtered time subsampling (Koga et al.; conditional or paper accounting)"
+    remedy = f"{REMEDY_COMMON} or a wider filter (--filter-sigma)"
+    dry_run_caveat = ("--dry-run: filter-subsample's sigma depends on the sampled steps drawn at release; shown "
+                      "for one fixed draw")
+    options = {"sampling_rate": ("p", 0.1), "accounting": ("accounting", "conditional"),
+               "delta_split": ("delta_split", 0.5), "filter_alpha": ("alpha", None), "filter": ("kernel", "gaussian"),
+               "filter_sigma": ("filter_sigma", 10.0), "filter_width": ("filter_width", None),
+               "filter_kernel": ("filter_kernel", None)}
+
+    def release(self, values, panel: Panel, rng: np.random.Generator, setting: Setting, read_numbers=None,
+                **_runtime) -> Release:
+        """``read_numbers(path, option)``: how a ``--filter-kernel`` file is read (the caller's I/O)."""
+        o = setting.options
+        kernel, taps = o["kernel"], o["filter_kernel"]
+        if kernel == "custom":
+            if taps is None:
+                raise UsageError("--filter custom needs --filter-kernel FILE")
+            kernel = read_numbers(taps, "--filter-kernel") if isinstance(taps, str) else [float(t) for t in taps]
+        elif taps is not None:
+            raise UsageError("--filter-kernel needs --filter custom")
+        return release_filter_subsample(
+            values, panel, setting.epsilon, setting.delta, rng, o["p"], kernel, o["accounting"],
+            filter_sigma=o["filter_sigma"], filter_width=o["filter_width"], delta_split=o["delta_split"],
+            alpha=o["alpha"], sampler=setting.sampler)
+
+
+SUBSAMPLE = Subsample()
+FILTER_SUBSAMPLE = FilterSubsample()
