@@ -27,6 +27,10 @@ from tsdp.rng import SEEDED_WARNING, make_random_source
 Mechanism = Enum("Mechanism", {name.replace("-", "_"): name for name in NAMES}, type=str)  # the registry's
 
 
+# the parameters of release() that are ReleaseOptions fields: each option is spelled once here and once there
+RELEASE_OPTIONS = frozenset(ReleaseOptions.__dataclass_fields__)
+
+
 class Accounting(str, Enum):
     exact = "exact"
     paper = "paper"
@@ -150,22 +154,9 @@ def release(
 ) -> None:
     """Release a series or a panel of series with calibrated Gaussian or Laplace noise."""
     params = common.public_parameters(locals())
-    plan = ReleaseOptions(  # every option checked, the budget too, before the data is read
-        epsilon=epsilon, unit=unit, mechanism=mechanism, delta=delta, max_per_step=max_per_step, max_steps=max_steps,
-        w=w, series_per_user=series_per_user, neighbouring=neighbouring, calibration=calibration, noise=noise,
-        dft_k=dft_k, sampling_rate=sampling_rate, accounting=accounting, delta_split=delta_split,
-        filter_alpha=filter_alpha,
-        filter=filter, filter_sigma=filter_sigma, filter_width=filter_width, filter_kernel=filter_kernel,
-        assume_none=assume_none, fast_preset=fast_preset, fast_max_samples=fast_max_samples,
-        fast_fixed_interval=fast_fixed_interval, fast_gains=fast_gains, fast_theta=fast_theta, fast_xi=fast_xi,
-        fast_q=fast_q, fast_r=fast_r, layout=layout, time_col=time_col, value_col=value_col, series_col=series_col,
-        series_cols=series_cols, user_col=user_col, series_keys=series_keys, start=start, end=end, freq=freq,
-        timezone=timezone, fill_missing=fill_missing, interpolate_released=interpolate_released,
-        allow_negative=allow_negative, value_bound=value_bound,
-        clip_min=clip_min, clip_max=clip_max, round_values=round_values, sampler=sampler, granularity=granularity,
-        alpha=acc_opts.DEFAULT_ALPHA if alpha is None else alpha, accuracy_for=accuracy_for,
-        bound_selection_share=bound_selection_share, bound_quantile=bound_quantile,
-    ).plan()
+    given = {name: value for name, value in locals().items() if name in RELEASE_OPTIONS}
+    given["alpha"] = acc_opts.DEFAULT_ALPHA if alpha is None else alpha
+    plan = ReleaseOptions(**given).plan()  # every option checked, the budget too, before the data is read
     requested = plan.auto.options if plan.auto is not None else plan.options
     params.update(max_per_step=requested.max_per_step, max_steps=requested.max_steps)  # parsed: 14, not "14"
     spec = plan.spec
