@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 from tsdp.accounting.claim import MechanismEvent
+from tsdp.mechanisms.samplers import Sampler
 from tsdp.verify.parts import (_close, _events_loss, _expect_events, _is_int, _is_real, _noise, _Outcome, _param,
     REL_TOL, _release_unit, _Report)
 
@@ -17,20 +18,23 @@ def _laplace(r: _Report, out: _Outcome) -> None:
     _cellwise(r, out, "laplace")
 
 
-def _lattice(r: _Report, p, value: float) -> tuple[str, float | None] | None:
-    """``(sampler, granularity or None)`` stated by the report, or None when malformed.
+def _lattice(r: _Report, p, value: float) -> "Sampler | None":
+    """The sampler the report states (:mod:`tsdp.mechanisms.samplers`, on its lattice), or None when
+    malformed: the same objects round the sensitivities and name the events as at release.
 
     A report without ``parameters.sampler`` predates the hardened sampler: float. For the hardened
     one the granularity must be a positive power of two and the noise ``value`` must span at least
     :data:`tsdp.accounting.discrete.MIN_LATTICE_SCALE` steps of it.
     """
     from tsdp.accounting import discrete as disc
+    from tsdp.mechanisms.samplers import Hardened, sampler_of
 
-    sampler = r.params.get("sampler", "float")
-    if not p.expect(sampler in disc.SAMPLERS, f"parameters.sampler is {sampler!r}, not hardened or float"):
+    name = r.params.get("sampler", "float")
+    if not p.expect(name in disc.SAMPLERS, f"parameters.sampler is {name!r}, not hardened or float"):
         return None
-    if sampler == "float":
-        return sampler, None
+    sampler = sampler_of(name)
+    if not sampler.hardened:
+        return sampler
     g = r.params.get("granularity")
     if not p.expect(_is_real(g) and g > 0 and math.frexp(g)[0] == 0.5,
                     f"parameters.granularity is {g!r}, not a positive power of two"):
@@ -38,7 +42,7 @@ def _lattice(r: _Report, p, value: float) -> tuple[str, float | None] | None:
     g = float(g)
     p.expect(value / g >= disc.MIN_LATTICE_SCALE,
              f"the noise spans {value / g:.3g} lattice steps, fewer than {disc.MIN_LATTICE_SCALE:g}")
-    return sampler, g
+    return Hardened(g)
 
 
 def _stated_slack(r: _Report, p, sigma: float, g: float, coords: int) -> None:
@@ -58,8 +62,6 @@ def _cellwise(r: _Report, out: _Outcome, noise: str) -> None:
     stated granularity (a power of two) and the sensitivity covers that rounding
     (:mod:`tsdp.accounting.discrete`): L2 + g sqrt(cells), or cells x (floor(M/g) + 1) g for L1.
     """
-    from tsdp.accounting import discrete as disc
-
     gaussian = noise == "gaussian"
     out.definition = "approx-dp" if gaussian else "pure-dp"
     found = _release_unit(r, out)
@@ -73,28 +75,24 @@ def _cellwise(r: _Report, out: _Outcome, noise: str) -> None:
     p = out.group("parameters")
     p.same(f"parameters.{norm}_sensitivity", r.params.get(f"{norm}_sensitivity"), sens)
     p.equal("parameters.cells_per_unit", r.params.get("cells_per_unit"), cells)
-    lattice = _lattice(r, p, value)
-    if lattice is None:
+    sampler = _lattice(r, p, value)
+    if sampler is None:
         return
-    sampler, g = lattice
-    if g is not None:
+    g, unrounded = sampler.granularity, sens
+    step = sampler.rounded_step(bounds.max_per_step)
+    if sampler.hardened:
         if gaussian:
-            step, sens = None, disc.rounded_l2(sens, cells, g)
+            sens = sampler.rounded_l2(sens, cells)
             _stated_slack(r, p, value, g, cells)
         else:
-            step = disc.rounded_step(bounds.max_per_step, g)
             sens = cells * step
         p.same(f"parameters.rounded_{norm}_sensitivity", r.params.get(f"rounded_{norm}_sensitivity"), sens)
     if not p.problems:
-        lattice = f" rounded to multiples of {g:g}" if sampler == "hardened" else ""
+        lattice = f" rounded to multiples of {g:g}" if sampler.hardened else ""
         p.ok(f"{'sigma' if gaussian else 'scale'} {value:.6g} on an {norm.upper()} sensitivity of {sens:.6g} "
-             f"({cells} cells{lattice}; {sampler} sampler)")
-    if sampler == "hardened":
-        event = (MechanismEvent("discrete-gaussian", sens, value, 1, granularity=g, lattice_coords=cells) if gaussian else
-                 MechanismEvent("discrete-laplace", step, value, cells, granularity=g))
-    else:
-        event = (MechanismEvent("gaussian", sens, value, 1) if gaussian else
-                 MechanismEvent("laplace", bounds.max_per_step, value, cells))
+             f"({cells} cells{lattice}; {sampler.name} sampler)")
+    event = (sampler.gaussian_event(unrounded, sens, value, cells) if gaussian else
+             sampler.laplace_event(bounds.max_per_step, step, value, cells))
     _expect_events(r, out, (event,), "one Gaussian mechanism on the panel" if gaussian else "Laplace noise on every cell")
     _events_loss(r, out)
 
@@ -124,30 +122,27 @@ def _dft(r: _Report, out: _Outcome) -> None:
     coords = n_real * changed  # hardened: each rounded kept number adds at most g to the change
     if noise == "gaussian":
         sigma = _noise(r, "sigma", out)
-        lattice = None if sigma is None else _lattice(r, p, sigma)
-        if lattice is None:
+        sampler = None if sigma is None else _lattice(r, p, sigma)
+        if sampler is None:
             return
         l2 = series_l2 * math.sqrt(touched)
         p.same("parameters.l2_sensitivity", r.params.get("l2_sensitivity"), l2)
-        gran = lattice[1]
-        if gran is None:
-            event = MechanismEvent("gaussian", l2, sigma, 1)
-        else:
-            covered = l2 + gran * math.sqrt(coords)
+        covered = sampler.rounded_l2(l2, coords)
+        if sampler.hardened:
             p.same("parameters.rounded_l2_sensitivity", r.params.get("rounded_l2_sensitivity"), covered)
-            _stated_slack(r, p, sigma, gran, coords)
-            event = MechanismEvent("discrete-gaussian", covered, sigma, 1, granularity=gran, lattice_coords=coords)
+            _stated_slack(r, p, sigma, sampler.granularity, coords)
+        event = sampler.gaussian_event(l2, covered, sigma, coords)
         _expect_events(r, out, (event,), "Gaussian noise on the first k coefficients (Parseval)")
         _events_loss(r, out)
         return
     scale = _noise(r, "scale", out)
-    lattice = None if scale is None else _lattice(r, p, scale)
-    if lattice is None:
+    sampler = None if scale is None else _lattice(r, p, scale)
+    if sampler is None:
         return
     l1 = laplace_l1(bounds, S, T, n_real)
     p.same("parameters.l1_sensitivity", r.params.get("l1_sensitivity"), l1)
-    if lattice[1] is not None:
-        l1 += lattice[1] * coords
+    if sampler.hardened:
+        l1 = sampler.rounded_l1(l1, coords)
         p.same("parameters.rounded_l1_sensitivity", r.params.get("rounded_l1_sensitivity"), l1)
     _expect_events(r, out, (), "the Laplace DFT claims pure epsilon from its parameters")
     g = out.group("privacy_loss")
@@ -158,14 +153,13 @@ def _dft(r: _Report, out: _Outcome) -> None:
             g.expect(r.claim.epsilon <= needed * (1 + REL_TOL),  # scale = L1 / epsilon exactly
                      f"Laplace scale {scale:.6g} on L1 sensitivity {l1:.6g} gives epsilon {needed:.6g}, not the "
                      f"claimed {r.claim.epsilon:g}: the scale is not the one the claim used"):
-        rounding = "" if lattice[1] is None else f" + {lattice[1]:g} x {coords} (rounding)"
+        rounding = f" + {sampler.granularity:g} x {coords} (rounding)" if sampler.hardened else ""
         g.ok(f"Laplace scale {scale:.6g} on L1 = sqrt({n_real}) x the L2 change of each of up to {changed} "
              f"series{rounding} = {l1:.6g} gives "
              f"epsilon {needed:.6g} (claimed {r.claim.epsilon:g})")
 
 
 def _fast(r: _Report, out: _Outcome) -> None:
-    from tsdp.accounting.discrete import rounded_step
     from tsdp.mechanisms.fast import changed_samples
 
     found = _release_unit(r, out)
@@ -201,40 +195,35 @@ def _fast(r: _Report, out: _Outcome) -> None:
     epsilon = r.claim.epsilon
     p.same("parameters.epsilon_per_series", r.params.get("epsilon_per_series"), epsilon * most / n_hit)
     scale = _noise(r, "scale" if noise == "laplace" else "sigma", out)
-    lattice = None if scale is None else _lattice(r, p, scale)
-    if lattice is None:
+    sampler = None if scale is None else _lattice(r, p, scale)
+    if sampler is None:
         return
-    gran = lattice[1]
+    gran = sampler.granularity
     # hardened: a rounded sample moves by at most (floor(Delta_q / g) + 1) g; under substitution
     # twice that (a cell both units change, or two cells), on up to 2 n samples
     factor = 2 if u.relation == "substitute" else 1
-    step = dq if gran is None else factor * rounded_step(u.max_per_step, gran)
+    step = factor * sampler.rounded_step(u.max_per_step)  # float: Delta_q
     coords = factor * n_hit
     if noise == "laplace":
         p.same("parameters.epsilon_per_sample", r.params.get("epsilon_per_sample"), epsilon / n_hit)
         variance = 2.0 * scale * scale
-        if gran is None:
-            events = (MechanismEvent("laplace", dq, scale, n_hit),)
-        else:
+        if sampler.hardened:
             p.same("parameters.rounded_l1_sensitivity", r.params.get("rounded_l1_sensitivity"), step * n_hit)
-            events = (MechanismEvent("discrete-laplace", step, scale, n_hit, granularity=gran),)
+        events = (sampler.laplace_event(dq, step, scale, n_hit),)
         how = (f"Laplace samples: at most {n_hit} on the cells one unit changes (c = min(M, steps) = {c} per "
                f"series, over up to {touched} series)")
     else:
         l2 = dq * math.sqrt(n_hit)
         p.same("parameters.l2_sensitivity", r.params.get("l2_sensitivity"), l2)
         variance = scale * scale
-        if gran is None:
-            events = (MechanismEvent("gaussian", l2, scale, 1),)
-        else:
-            covered = step * math.sqrt(n_hit)
+        covered = step * math.sqrt(n_hit) if sampler.hardened else l2
+        if sampler.hardened:
             p.same("parameters.rounded_l2_sensitivity", r.params.get("rounded_l2_sensitivity"), covered)
             _stated_slack(r, p, scale, gran, coords)
-            events = (MechanismEvent("discrete-gaussian", covered, scale, 1, granularity=gran,
-                                     lattice_coords=coords),)
+        events = (sampler.gaussian_event(l2, covered, scale, coords),)
         how = f"Gaussian samples: Delta_q sqrt(n), n = {n_hit} samples on changed cells (c = {c}, up to {touched} series)"
-    if gran is not None:
-        how += f"; {lattice[0]} sampler, values rounded to multiples of {gran:g}"
+    if sampler.hardened:
+        how += f"; {sampler.name} sampler, values rounded to multiples of {gran:g}"
     if str(r.params.get("R_mode", "")).startswith("auto"):
         p.same("parameters.R (auto: the variance of the DP noise)", r.params.get("R"), variance)
     _expect_events(r, out, events, how)
@@ -279,12 +268,12 @@ def _koga_lattice(r: _Report, p, sigma: float):
     lattice = _lattice(r, p, sigma)
     if lattice is None:
         return False
-    if lattice[1] is not None:
+    if lattice.hardened:
         from tsdp.accounting.discrete import GAUSSIAN_THEOREM
 
         p.expect(GAUSSIAN_THEOREM in (r.claim.theorem or ""), "a hardened subsampling claim must name the discrete "
                                                               "Gaussian theorem its rounded sensitivities rest on")
-    return lattice[1]
+    return lattice.granularity
 
 
 def _subsample(r: _Report, out: _Outcome) -> None:
