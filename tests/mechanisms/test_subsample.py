@@ -455,7 +455,7 @@ def test_long_series_path_equals_the_vectorised_path(monkeypatch):
     # float noise: the same normals whatever the chunking (the exact sampler's draws depend on the block sizes)
     a = sm.release_filter_subsample(x, pnl, EPS, DELTA, np.random.default_rng(41), 0.1, accounting="paper",
                                     sampler="float")
-    monkeypatch.setattr(sm, "CHUNK_CELLS", 2048)  # series longer than CHUNK_CELLS/4: numpy.interp, row by row
+    monkeypatch.setattr(sm.sampling, "CHUNK_CELLS", 2048)  # series longer than CHUNK_CELLS/4: numpy.interp, row by row
     b = sm.release_filter_subsample(x, pnl, EPS, DELTA, np.random.default_rng(41), 0.1, accounting="paper",
                                     sampler="float")
     np.testing.assert_allclose(a.values, b.values, rtol=1e-12, atol=1e-9)
