@@ -154,10 +154,10 @@ def fast(noise: str, scale: float, alpha: float) -> Accuracy:
                     "step, conservative elsewhere, for any sampling pattern", exact=False)
 
 
-def subsample(mechanism: str, sigmas, alpha: float) -> Accuracy:
+def subsample(sigmas, alpha: float, filtered: bool = False) -> Accuracy:
     """Koga et al.: N(0, sigma_s^2) at sampled steps, a convex combination of two of them between."""
     widths = np.array([iv.gaussian_half_width(float(s), alpha) for s in sigmas])
-    filtered = " of the filtered series" if mechanism == "filter-subsample" else ""
+    filtered = " of the filtered series" if filtered else ""
     return Accuracy(alpha, "cell", "each released value", float(widths.max()), "analytic",
                     f"z_(1-alpha/2) sigma_s{filtered}: exact at the sampled steps; between them the linear "
                     "interpolation of two samples' noise has variance (w^2 + (1-w)^2) sigma_s^2 <= sigma_s^2, "

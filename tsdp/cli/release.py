@@ -188,11 +188,9 @@ def release(
 
         plots.check_plot_path(plot, (output, report), force)
     console = common.Console(quiet, json_summary, stdout_taken="-" in (output, report))
-    if alpha is not None and plan.mechanism == "filter-subsample" and filter_alpha is None \
-            and plan.options.accounting == "paper":
-        console.warn(Caveat("alpha_renamed", f"--alpha {alpha:g} is the accuracy level (1 - alpha intervals); Koga "
-                            "et al.'s filter parameter is now --filter-alpha, and without it --accounting paper "
-                            "solves for it"))
+    for caveat in getattr(MECHANISMS[plan.mechanism], "caveats", lambda options, alpha_given: [])(
+            plan.options, alpha is not None):
+        console.warn(caveat)
     charge = common.ledger_reservation(  # reserved before the data is read or any noise is drawn
         ledger, dataset, epsilon, delta or 0.0,
         f"tsdp release {common.display_name(input)} -> {common.display_name(output)} ({mechanism.value})")

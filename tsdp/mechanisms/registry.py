@@ -15,7 +15,7 @@ from tsdp.mechanisms.fast import FAST
 from tsdp.mechanisms.gaussian import GAUSSIAN
 from tsdp.mechanisms.laplace import LAPLACE
 from tsdp.mechanisms.protocol import Mechanism
-from tsdp.mechanisms.subsample import FILTER_SUBSAMPLE, SUBSAMPLE
+from tsdp.mechanisms.subsample.entries import FILTER_SUBSAMPLE, SUBSAMPLE
 
 MECHANISMS: dict[str, Mechanism] = {m.name: m for m in (
     GAUSSIAN,

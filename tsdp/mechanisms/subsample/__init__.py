@@ -52,17 +52,28 @@ The package: :mod:`.settings` (accountings, participation bounds, kernels, check
 :mod:`.release` (the two mechanisms and their registry entries).
 """
 
-from tsdp.mechanisms.subsample.accounting import (THEOREM_CONDITIONAL, THEOREM_EXACT, THEOREM_PAPER_FILTER,
-                                                  THEOREM_PAPER_SUBSAMPLE, _analytic_sigma, _paper_delta)
-from tsdp.mechanisms.subsample.release import (FILTER_SUBSAMPLE, SUBSAMPLE, FilterSubsample, Subsample,
-                                               release_filter_subsample, release_subsample)
-from tsdp.mechanisms.subsample.sampling import (_noisy_interpolation, check_sample_size, draw_sample_mask,
-                                                interpolate, nonempty_probability)
-from tsdp.mechanisms.subsample.settings import (FILTER_ACCOUNTING, SUBSAMPLE_ACCOUNTING, ContributionBounds,
-                                                participation_bounds, resolve_kernel)
+import importlib
 
-__all__ = ["FILTER_ACCOUNTING", "FILTER_SUBSAMPLE", "SUBSAMPLE",
-           "SUBSAMPLE_ACCOUNTING", "THEOREM_CONDITIONAL", "THEOREM_EXACT", "THEOREM_PAPER_FILTER",
-           "THEOREM_PAPER_SUBSAMPLE", "ContributionBounds", "FilterSubsample", "Subsample", "check_sample_size",
-           "draw_sample_mask", "interpolate", "nonempty_probability", "participation_bounds",
-           "release_filter_subsample", "release_subsample", "resolve_kernel"]
+# name -> the submodule that defines it; loaded on first use (PEP 562), so that the registry's light
+# entries (.entries) do not load the accounting and scipy.stats with them
+_HOMES = {
+    **dict.fromkeys(("THEOREM_CONDITIONAL", "THEOREM_EXACT", "THEOREM_PAPER_FILTER", "THEOREM_PAPER_SUBSAMPLE",
+                     "_analytic_sigma", "_paper_delta"), "accounting"),
+    **dict.fromkeys(("release_filter_subsample", "release_subsample"), "release"),
+    **dict.fromkeys(("FILTER_SUBSAMPLE", "SUBSAMPLE", "FilterSubsample", "Subsample"), "entries"),
+    **dict.fromkeys(("_noisy_interpolation", "check_sample_size", "draw_sample_mask", "interpolate",
+                     "nonempty_probability"), "sampling"),
+    **dict.fromkeys(("FILTER_ACCOUNTING", "SUBSAMPLE_ACCOUNTING", "ContributionBounds", "participation_bounds",
+                     "resolve_kernel"), "settings"),
+}
+_SUBMODULES = ("accounting", "entries", "release", "sampling", "settings")
+
+__all__ = sorted(n for n in _HOMES if not n.startswith("_"))
+
+
+def __getattr__(name: str):
+    if name in _SUBMODULES:
+        return importlib.import_module(f"{__name__}.{name}")
+    if name in _HOMES:
+        return getattr(importlib.import_module(f"{__name__}.{_HOMES[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
