@@ -422,7 +422,7 @@ def _evaluate(input, plan: ReleasePlan, engine_options, randomness, repeats: int
               force: bool) -> None:
     """Run the mechanism ``repeats`` times and split its error against the raw input (NOT private:
     :mod:`tsdp.cli.evaluation` says where the figures go); writes no release and no report."""
-    from tsdp.api.series import evaluate_auto, evaluate_loaded
+    from tsdp.api.evaluation import evaluate_auto, evaluate_loaded
     from tsdp.cli import evaluation as shown
     from tsdp.engine.panel import aggregate_job
     from tsdp.io.events import profile_histograms

@@ -27,8 +27,17 @@ value), ``describes`` (verify's one-line description), ``theorem_words`` (the wo
 names, any one of each tuple), ``remedy`` (the options that shrink a noisy release's noise), the flags
 ``cellwise`` (cells released independently, in file order) and ``summable`` (``--accuracy-for sum``
 holds), ``pure(noise)`` (pure epsilon-DP with that noise, so --delta must be absent) and ``options``
-(the ``ReleaseOptions`` fields that apply to it only, with their defaults: any other mechanism's
-option given is refused generically).
+(the ``ReleaseOptions`` fields that apply to it only, each with the keyword its ``Setting.options``
+uses and its default: any other mechanism's option given is refused generically).
+
+Optional, where a mechanism needs them: ``linear`` (the release is ``A_w(values) + N_w`` for its
+randomness w, so ``--evaluate`` splits off the noise by a run on zeros), ``noiseless(values, result)``
+(the noiseless part of a release that is not linear, e.g. FAST given its released pattern),
+``prefetches`` (its float noise is standard normals that may be drawn before the data is read),
+``dry_run_caveat`` (what a ``--dry-run`` of it cannot show), ``caveats(options, alpha_given)``
+(warnings about how its options were given), ``parsers`` (option field -> parser of the command
+line's text). A heavy mechanism keeps its registry entry light and imports its release when it
+runs (``tsdp.mechanisms.subsample.entries``).
 
 A mechanism with a command of its own (continual release, mean estimation) implements the same
 ``privacy_map`` / ``release`` pair over its own setting type; ``Setting`` is the one of ``tsdp
@@ -99,7 +108,9 @@ class Mechanism(Protocol):
     remedy: str
     cellwise: bool
     summable: bool
-    options: Mapping[str, Any]
+    linear: bool
+    dry_run_caveat: str | None
+    options: Mapping[str, tuple[str, Any]]  # ReleaseOptions field -> (keyword in Setting.options, default)
 
     def pure(self, noise: str | None) -> bool: ...
 
