@@ -41,6 +41,7 @@ class Float:
 
     name = "float"
     hardened = False
+    gaussian_kind, laplace_kind = "gaussian", "laplace"  # the claim's event kinds
     granularity: None = None
     warnings: tuple = (FLOAT_WARNING,)
 
@@ -97,6 +98,7 @@ class Hardened:
     granularity: float | None = None
     name = "hardened"
     hardened = True
+    gaussian_kind, laplace_kind = "discrete-gaussian", "discrete-laplace"
     warnings: tuple = ()
 
     def on_lattice(self, scale_for, sensitivity: float, coords: int, norm: str,

@@ -132,6 +132,7 @@ def _mean_events(r: _Report, out: _Outcome, algorithm: str, eps: float, groups: 
     of the scale, and equal to --granularity when that was given). LEVY and QUANTILE carry none: their
     exponential-mechanism steps are no additive-noise events."""
     from tsdp.accounting import discrete as disc
+    from tsdp.mechanisms.samplers import sampler_of
 
     sampler = r.params.get("sampler")
     g = out.group("events")
@@ -141,7 +142,7 @@ def _mean_events(r: _Report, out: _Outcome, algorithm: str, eps: float, groups: 
     if not out.group("parameters").expect(sampler in disc.SAMPLERS,
                                           f"parameters.sampler is {sampler!r}, not hardened or float"):
         return
-    kind = "discrete-laplace" if sampler == "hardened" else "laplace"
+    kind = sampler_of(sampler).laplace_kind
     events = r.claim.events
     fixed = r.params.get("granularity")
     if not g.expect(bool(events), f"{r.claim.mechanism} must carry one {kind} event per group scale"):
@@ -150,7 +151,7 @@ def _mean_events(r: _Report, out: _Outcome, algorithm: str, eps: float, groups: 
         if not g.equal(f"event {i} kind", e.kind, kind):
             continue
         g.same(f"event {i} epsilon (sensitivity / scale)", e.sensitivity / e.noise, eps)
-        if sampler == "hardened":
+        if sampler_of(sampler).hardened:
             step = e.granularity
             if g.expect(step > 0 and math.frexp(step)[0] == 0.5,
                         f"event {i} granularity {step!r} is not a power of two"):
