@@ -78,6 +78,13 @@ def test_the_hardened_gaussian_sequence_pays_the_slack_out_of_delta():
     assert same.granularity is None and sigma_float == gauss.analytic_sigma(epsilon, delta, l2)
 
 
+def test_verify_names_the_theorem_words_of_the_registry():
+    from tsdp.verify.checks import _THEOREM_WORDS
+
+    for name, mechanism in MECHANISMS.items():
+        assert _THEOREM_WORDS.get(name, ()) == mechanism.theorem_words, name
+
+
 def test_sampler_of_refuses_what_the_command_line_refuses():
     with pytest.raises(UsageError, match="--granularity applies to --sampler hardened only"):
         sampler_of("float", 2.0 ** -10)

@@ -25,11 +25,16 @@ from typing import Any, Callable
 from tsdp.accounting import discrete as disc
 from tsdp.accounting.claim import MechanismEvent
 from tsdp.errors import UsageError
-from tsdp.mechanisms.noise import FLOAT_WARNING
+from tsdp.caveats import Caveat
 
 # calibrate(delta budget, lattice g or None) -> (sigma, anything the mechanism wants back)
 Calibrate = Callable[[float, "float | None"], "tuple[float, Any]"]
 
+FLOAT_WARNING = Caveat(
+    "float_sampler",
+    "--sampler float: the noise was drawn by floating-point samplers, whose low-order bits can reveal "
+    "the input (Mironov 2012), so this output must not be published; use the default --sampler hardened",
+)
 CONTINUOUS_LAPLACE_THEOREM = ("Dwork, McSherry, Nissim and Smith 2006; Dwork and Roth 2014, Theorem 3.6 "
                               "(Laplace mechanism)")
 

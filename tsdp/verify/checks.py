@@ -9,7 +9,6 @@ from typing import Any
 from tsdp.accounting.claim import PrivacyClaim
 from tsdp.errors import DataError, UsageError
 from tsdp.forecast.claim import MECHANISM as DPSGD_MECHANISM
-from tsdp.mechanisms.registry import MECHANISMS
 from tsdp.verify.parts import (_budget_text, Check, _close, _definition_text, FLIP_MECHANISM, _Group, _is_int,
     _is_real, _Outcome, _parse, _Report, ReportVerification)
 from tsdp.verify.rules import _rule_for, RULES
@@ -353,7 +352,12 @@ def _bound_selection(r: "_Report") -> "tuple[_Report, Check] | None":
 # The theorem each mechanism's claim rests on, as words every report of it has named (the subsampling
 # and DP-SGD rules compare their theorem inside the rule): any one of each tuple must appear.
 _THEOREM_WORDS: dict[str, tuple[tuple[str, ...], ...]] = {
-    **{name: m.theorem_words for name, m in MECHANISMS.items() if m.theorem_words},
+    # the release mechanisms' theorem_words (tsdp.mechanisms.registry), written here so that verify loads no
+    # numerical library (tests/cli/test_startup_imports.py); tests/mechanisms/test_registry.py keeps them equal
+    "gaussian": (("Balle and Wang 2018, Theorem 8", "Dwork and Roth 2014, Theorem A.1"),),
+    "laplace": (("Dwork and Roth 2014, Theorem 3.6 (Laplace mechanism)", "discrete Laplace on the granularity lattice"),),
+    "dft": (("Rastogi and Nath 2010, FPA_k",),),
+    "fast": (("Fan and Xiong 2012, Theorem 2",),),
     "user-level-mean": (("Gupta et al. 2024 Thm. II.1",),),
     FLIP_MECHANISM: (("McElroy, Roy & Hore (2022)",),),
 }
