@@ -53,7 +53,9 @@ from tsdp.accounting.claim import PrivacyClaim
 from tsdp.accounting.sensitivity import ContributionBounds
 from tsdp.engine.panel import load_panel
 from tsdp.io.load import InputSpec
-from tsdp.mechanisms.baseline import Panel, release_gaussian, release_laplace
+from tsdp.mechanisms.baseline import Panel
+from tsdp.mechanisms.gaussian import release_gaussian
+from tsdp.mechanisms.laplace import release_laplace
 from tsdp.mechanisms.dft import kept_real_count, release_dft
 from tsdp.mechanisms.fast import release_fast
 from tsdp.mechanisms.filters import circular_filter

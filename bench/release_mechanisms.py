@@ -17,7 +17,9 @@ import sys
 import numpy as np
 
 from tsdp.accounting.sensitivity import ContributionBounds
-from tsdp.mechanisms.baseline import Panel, release_gaussian, release_laplace
+from tsdp.mechanisms.baseline import Panel
+from tsdp.mechanisms.gaussian import release_gaussian
+from tsdp.mechanisms.laplace import release_laplace
 from tsdp.mechanisms.fast import release_fast
 from tsdp.mechanisms.subsample import release_filter_subsample
 from timing import best_of  # noqa: E402  (bench/timing.py, beside this script)

@@ -32,7 +32,8 @@ import time
 import numpy as np
 
 from tsdp.accounting.sensitivity import ContributionBounds
-from tsdp.mechanisms.baseline import Panel, release_laplace
+from tsdp.mechanisms.baseline import Panel
+from tsdp.mechanisms.laplace import release_laplace
 from tsdp.mechanisms.dft import release_dft
 from tsdp.mechanisms.fast import release_fast, synthetic
 

@@ -40,7 +40,8 @@ import numpy as np
 from scipy import stats
 
 from tsdp.mechanisms import subsample as sm
-from tsdp.mechanisms.baseline import Panel, release_gaussian
+from tsdp.mechanisms.baseline import Panel
+from tsdp.mechanisms.gaussian import release_gaussian
 
 try:
     from tsdp.mechanisms.dft import release_dft

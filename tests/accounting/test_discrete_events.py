@@ -222,7 +222,7 @@ def test_hardened_subsample_claim_bounds_the_exact_discrete_mixture(p, I):
 
 def test_a_forecast_report_stating_the_earlier_float_reason_still_verifies_its_sampler():
     """Reports keep the reason of the version that wrote them: the earlier forecast-train text is known."""
-    from tsdp.accounting.verify import _sampler_check
+    from tsdp.verify.checks import _sampler_check
     from tsdp.forecast.claim import MECHANISM
 
     class Claim:

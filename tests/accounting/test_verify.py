@@ -1,4 +1,4 @@
-"""``tsdp.accounting.verify``: claims built by the mechanisms themselves verify, every figure is tied
+"""``tsdp.verify``: claims built by the mechanisms themselves verify, every figure is tied
 to the others (one edited alone fails a check), epsilon is recomputed from events or parameters;
 ``compose`` refuses different units and states the strictest one; the strict JSON loader.
 
@@ -20,11 +20,13 @@ from tsdp.accounting import timesubsampling as ts
 from tsdp.accounting.claim import MechanismEvent, PrivacyClaim, PrivacyUnit
 from tsdp.accounting.compose import check_composable, compose_claims, composed_unit, events_privacy
 from tsdp.accounting.sensitivity import ContributionBounds
-from tsdp.accounting.verify import RULES, check_thresholds, claim_checks
-from tsdp.accounting.verify import verify_report as verify_with_output
+from tsdp.verify import RULES, check_thresholds, claim_checks
+from tsdp.verify import verify_report as verify_with_output
 from tsdp.errors import BudgetError, DataError, UsageError
 from tsdp.mechanisms import subsample as sm
-from tsdp.mechanisms.baseline import Panel, release_gaussian, release_laplace
+from tsdp.mechanisms.baseline import Panel
+from tsdp.mechanisms.gaussian import release_gaussian
+from tsdp.mechanisms.laplace import release_laplace
 from tsdp.mechanisms.dft import release_dft
 from tsdp.mechanisms.fast import release_fast
 from tsdp.report import Report

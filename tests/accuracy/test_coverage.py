@@ -14,10 +14,12 @@ import numpy as np
 import pytest
 
 from tsdp.accounting.sensitivity import ContributionBounds
-from tsdp.accuracy import for_claim
+from tsdp.mechanisms.registry import for_claim
 from tsdp.accuracy import intervals as iv
 from tsdp.accuracy.estimators import mean_groups
-from tsdp.mechanisms.baseline import Panel, release_gaussian, release_laplace
+from tsdp.mechanisms.baseline import Panel
+from tsdp.mechanisms.gaussian import release_gaussian
+from tsdp.mechanisms.laplace import release_laplace
 
 ALPHA = 0.1
 

@@ -1,4 +1,4 @@
-"""``--evaluate``'s split of the error against the raw input (tsdp.accuracy.evaluation, tsdp.api.series.run_split).
+"""``--evaluate``'s split of the error against the raw input (tsdp.accuracy.evaluation, tsdp.api.evaluation.run_split).
 
 The split rests on two facts tested here for every mechanism: a linear mechanism's randomness (sampled
 steps, noise) is drawn without looking at the values, so its noise part is the same for any data
@@ -20,7 +20,9 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
 from tsdp.accuracy.evaluation import Evaluation, signal_figures, split_error
-from tsdp.api.series import LINEAR, ReleaseOptions, load_frame, run_split
+from tsdp.api.evaluation import run_split
+from tsdp.api.series import ReleaseOptions, load_frame
+from tsdp.mechanisms.registry import LINEAR
 from tsdp.mechanisms.kalman import filter_given_pattern
 
 S, T = 3, 120

@@ -23,7 +23,7 @@ from tsdp.accounting.audit import epsilon_lower_bound
 from tsdp.accounting.sensitivity import ContributionBounds
 from tsdp.engine.panel import load_panel
 from tsdp.io.load import InputSpec
-from tsdp.mechanisms.baseline import release_laplace
+from tsdp.mechanisms.laplace import release_laplace
 
 N = 20_000  # releases per side: resolves epsilon to within a few tenths in a fraction of a second
 SEED = 0

@@ -316,8 +316,8 @@ def test_sampling_mask_redraws_are_bounded(monkeypatch):
     """Even past the up-front check, the redraw loop ends (with a numerical error)."""
     from tsdp.mechanisms import subsample
 
-    monkeypatch.setattr(subsample, "MIN_NONEMPTY", 0.0)
-    monkeypatch.setattr(subsample, "MAX_REDRAW_ROUNDS", 5)
+    monkeypatch.setattr(subsample.sampling, "MIN_NONEMPTY", 0.0)
+    monkeypatch.setattr(subsample.sampling, "MAX_REDRAW_ROUNDS", 5)
     with pytest.raises(NumericalError, match="still had an empty sample"):
         subsample.draw_sample_mask(np.random.default_rng(1), 3, 10, 1e-300)
 

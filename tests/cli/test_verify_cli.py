@@ -152,7 +152,7 @@ def test_every_genuine_report_verifies_and_the_json_has_one_shape(tsdp_cli, genu
 
 
 def test_every_release_mechanism_has_a_rule():
-    from tsdp.accounting.verify import RULES
+    from tsdp.verify import RULES
     from tsdp.cli.release import Mechanism
 
     assert {m.value for m in Mechanism} <= set(RULES)

@@ -169,7 +169,7 @@ def test_deep_model_report_verifies(tsdp_cli, small, tmp_path, name):
     ("1", None, 4 + 7 - 1),  # integer time: no calendar, lags 1-7
 ])
 def test_verify_rebuilds_deepars_receptive_field(freq, lags, window):
-    from tsdp.accounting.verify import _receptive_field
+    from tsdp.verify.forecast import _receptive_field
     from tsdp.forecast.timefeatures import default_lags
 
     if window is None:  # daily data: the defaults GluonTS takes for that step
@@ -184,7 +184,7 @@ def test_verify_rebuilds_deepars_receptive_field(freq, lags, window):
     ("1d", 28, None, 84),  # daily: up to 112 -> 1-8, 13-15, 20-22, 27-31, 56, 84
 ])
 def test_verify_rebuilds_the_bounded_default_lags_of_new_reports(freq, context, lags, largest):
-    from tsdp.accounting.verify import _receptive_field
+    from tsdp.verify.forecast import _receptive_field
 
     cmd = {"model": "deepar", "context_length": context, "lags": lags, "test_windows": 7}
     assert _receptive_field(cmd, {"freq": freq}) == context + largest - 1

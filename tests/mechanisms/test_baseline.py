@@ -10,7 +10,9 @@ from tsdp.accounting import discrete as disc
 from tsdp.accounting import gaussian as g
 from tsdp.accounting.sensitivity import ContributionBounds
 from tsdp.errors import UsageError
-from tsdp.mechanisms.baseline import Panel, release_gaussian, release_laplace
+from tsdp.mechanisms.baseline import Panel
+from tsdp.mechanisms.gaussian import release_gaussian
+from tsdp.mechanisms.laplace import release_laplace
 from tsdp.mechanisms.noise import FLOAT_WARNING
 
 N_DRAWS = 1_000_000

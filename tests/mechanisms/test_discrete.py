@@ -8,7 +8,9 @@ from scipy import stats
 
 from tsdp.accounting.sensitivity import ContributionBounds
 from tsdp.mechanisms import discrete as d
-from tsdp.mechanisms.baseline import Panel, release_gaussian, release_laplace
+from tsdp.mechanisms.baseline import Panel
+from tsdp.mechanisms.gaussian import release_gaussian
+from tsdp.mechanisms.laplace import release_laplace
 from tsdp.mechanisms.noise import CHUNK, NoiseStream, discrete_gaussian_fill, discrete_laplace_fill, gaussian_noise, laplace_noise
 
 

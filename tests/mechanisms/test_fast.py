@@ -19,7 +19,9 @@ from tsdp.accounting import gaussian as g
 from tsdp.accounting.sensitivity import ContributionBounds
 from tsdp.errors import DataError, UsageError
 from tsdp.mechanisms import fast, kalman
-from tsdp.mechanisms.baseline import Panel, release_laplace
+from tsdp.mechanisms.fast import release as fast_release
+from tsdp.mechanisms.baseline import Panel
+from tsdp.mechanisms.laplace import release_laplace
 from tsdp.mechanisms.fast import next_interval, resolve_settings, run_fast, synthetic
 from tsdp.mechanisms.fast import release_fast as _release_fast
 from tsdp.mechanisms.metrics import mre
@@ -518,8 +520,8 @@ def test_all_randomness_comes_from_the_noise_module(monkeypatch, noise):
         calls.append((scale, size))
         return np.zeros(size)
 
-    monkeypatch.setattr(fast, "laplace_noise", zeros)
-    monkeypatch.setattr(fast, "gaussian_noise", zeros)
+    monkeypatch.setattr(fast_release, "laplace_noise", zeros)  # where the release draws its noise
+    monkeypatch.setattr(fast_release, "gaussian_noise", zeros)
     x = synthetic("regime", np.random.default_rng(0), 2)
     kw = {"noise": noise, "delta": 1e-6 if noise == "gaussian" else None}
     a = release_fast(x, panel(2), 0.5, np.random.default_rng(1), **kw)

@@ -14,7 +14,8 @@ from tsdp.accounting.compose import claim_backed_by_events
 from tsdp.errors import BudgetError, DataError, NumericalError, UsageError
 from tsdp.mechanisms import filters as F
 from tsdp.mechanisms import subsample as sm
-from tsdp.mechanisms.baseline import Panel, release_gaussian
+from tsdp.mechanisms.baseline import Panel
+from tsdp.mechanisms.gaussian import release_gaussian
 
 EPS, DELTA = 0.5, 1e-4
 TAIL = 1e-6  # two-sided tail probability of every statistical check (the seeds are fixed)
@@ -454,7 +455,7 @@ def test_long_series_path_equals_the_vectorised_path(monkeypatch):
     # float noise: the same normals whatever the chunking (the exact sampler's draws depend on the block sizes)
     a = sm.release_filter_subsample(x, pnl, EPS, DELTA, np.random.default_rng(41), 0.1, accounting="paper",
                                     sampler="float")
-    monkeypatch.setattr(sm, "CHUNK_CELLS", 2048)  # series longer than CHUNK_CELLS/4: numpy.interp, row by row
+    monkeypatch.setattr(sm.sampling, "CHUNK_CELLS", 2048)  # series longer than CHUNK_CELLS/4: numpy.interp, row by row
     b = sm.release_filter_subsample(x, pnl, EPS, DELTA, np.random.default_rng(41), 0.1, accounting="paper",
                                     sampler="float")
     np.testing.assert_allclose(a.values, b.values, rtol=1e-12, atol=1e-9)

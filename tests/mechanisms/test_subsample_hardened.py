@@ -29,7 +29,7 @@ from scipy import stats
 
 from tsdp.accounting import audit
 from tsdp.accounting import timesubsampling as ts
-from tsdp.accounting.verify import verify_report as verify_with_output
+from tsdp.verify import verify_report as verify_with_output
 from tsdp.errors import DataError, UsageError
 from tsdp.mechanisms import filters as F
 from tsdp.mechanisms import subsample as sm

@@ -313,7 +313,7 @@ def events_privacy(events: tuple[MechanismEvent, ...], definition: str, epsilon:
 def claim_backed_by_events(claim: PrivacyClaim, rel_tol: float = 1e-9) -> tuple[bool, str]:
     """Whether the claim's definition, epsilon and delta follow from its events (:func:`events_privacy`).
 
-    A claim without events is not backed by them (False); :mod:`tsdp.accounting.verify` decides which
+    A claim without events is not backed by them (False); :mod:`tsdp.verify` decides which
     mechanisms must carry events and rechecks the others from their parameters.
     """
     if claim.definition == "lip":

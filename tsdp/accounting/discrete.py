@@ -253,27 +253,6 @@ def slack_budget(epsilon: float, delta: float, sigma_lattice: float, coords: int
     return delta - slack
 
 
-def lattice(sampler: str, granularity: float | None, scale_for, sensitivity: float, coords: int,
-            norm: str, slack: tuple[float, float] | None = None) -> tuple[float | None, float]:
-    """``(g, covered)`` for a mechanism adding noise to ``coords`` numbers a unit can change.
-
-    ``g`` is None for the float sampler (and ``covered`` the sensitivity itself); for the hardened
-    one it is ``granularity`` or the default chosen from ``scale_for(sensitivity)``, the public
-    noise scale calibrated without rounding (and, for a Gaussian release, ``slack`` = its
-    ``(epsilon, delta)``: see :func:`choose_granularity`), and ``covered`` is the sensitivity of the rounded
-    numbers: ``Delta_2 + g sqrt(coords)`` (``l2``) or ``Delta_1 + g coords`` (``l1``: each rounded
-    number moves by at most its true change plus ``g``).
-    """
-    check_sampler(sampler)
-    if sampler == "float":
-        if granularity is not None:
-            raise UsageError("--granularity applies to --sampler hardened only")
-        return None, sensitivity
-    g = check_granularity(granularity) if granularity is not None else \
-        choose_granularity(scale_for(sensitivity), sensitivity, coords, norm, slack)
-    return g, (rounded_l2(sensitivity, coords, g) if norm == "l2" else sensitivity + g * coords)
-
-
 def hardened_parameters(scale: float, g: float, covered: float, norm: str, what: str) -> dict:
     """The report parameters of a hardened release (after checking the noise spans the lattice)."""
     check_lattice_scale(scale, g, what)

@@ -2,7 +2,7 @@
 values, from public parameters only (issue 15). Core mathematics; the CLI only prints it."""
 
 from tsdp.accuracy.intervals import DEFAULT_ALPHA, check_alpha
-from tsdp.accuracy.mechanisms import TARGETS, for_claim
+from tsdp.accuracy.mechanisms import TARGETS
 from tsdp.accuracy.result import COVERS, Accuracy
 
-__all__ = ["Accuracy", "COVERS", "DEFAULT_ALPHA", "TARGETS", "check_alpha", "for_claim"]
+__all__ = ["Accuracy", "COVERS", "DEFAULT_ALPHA", "TARGETS", "check_alpha"]

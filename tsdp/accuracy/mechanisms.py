@@ -1,6 +1,7 @@
 """The accuracy of every mechanism's release, from its claim's public parameters.
 
-``for_claim(claim, alpha, target)`` dispatches on ``claim.mechanism``; the mean estimators and
+Each release mechanism's ``accuracy`` (:mod:`tsdp.mechanisms.registry`, ``for_claim``) calls the
+interval of its noise here; the mean estimators and
 DP-SGD have their own functions because their noise scale is per group (a released column) or
 their release is a model. Noise distributions and why each interval holds:
 
@@ -43,50 +44,9 @@ INTERPOLATION_MODEL = (
     "this figure is not computed here (--evaluate measures the whole error)")
 
 
-def for_claim(claim, alpha: float = iv.DEFAULT_ALPHA, target: str = "cell", sampled=None) -> Accuracy:
-    """The accuracy of the release a (time-series) claim describes; ValueError for unknown targets.
-
-    ``sampled``: FAST's released sampling pattern (series x steps, bool), public once released; with
-    it the block also states the exact noise s.d. of every released value and the Kalman filter's
-    posterior variance at the sampled steps (:func:`fast_given_pattern`)."""
-    alpha = iv.check_alpha(alpha)
-    if target not in TARGETS:
-        raise ValueError(f"--accuracy-for must be one of {', '.join(TARGETS)}, got {target!r}")
-    p = claim.parameters
-    mechanism = claim.mechanism
-    if target == "sum" and mechanism not in ("gaussian", "laplace", "dft"):
-        raise ValueError(f"--accuracy-for sum is available for --mechanism gaussian, laplace and dft, not "
-                         f"{mechanism}: its per-series sums depend on the released sampling pattern")
-    g = p.get("granularity") if p.get("sampler") == "hardened" else None
-    if mechanism == "gaussian":
-        return on_lattice(cellwise("gaussian", p["sigma"], alpha, target, p["n_steps"]), g,
-                          p["n_steps"] if target == "sum" else 1)
-    if mechanism == "laplace":
-        return on_lattice(cellwise("laplace", p["scale"], alpha, target, p["n_steps"]), g,
-                          p["n_steps"] if target == "sum" else 1)
-    if mechanism == "dft":
-        scale = p["sigma"] if p["noise"] == "gaussian" else p["scale"]
-        acc = dft(p["noise"], scale, p["k"], p["kept_real_coefficients"], p["n_steps"], alpha, target)
-        if g is None:
-            return acc
-        n_real, n_steps = p["kept_real_coefficients"], p["n_steps"]
-        # sum_j |a_j(t)| <= sqrt(n_r) sqrt(sum_j a_j(t)^2) (Cauchy-Schwarz; see dft() for the sum of squares)
-        weights = math.sqrt(n_steps) if target == "sum" else math.sqrt(
-            n_real * (2 * n_real - 1 - (n_real % 2 == 0)) / n_steps)
-        return on_lattice(acc, g, weights)
-    if mechanism == "fast":
-        scale = p["sigma"] if p["noise"] == "gaussian" else p["scale"]
-        acc = on_lattice(fast(p["noise"], scale, alpha), g, 1.0)
-        if sampled is None:
-            return acc
-        variance = scale * scale * (1.0 if p["noise"] == "gaussian" else 2.0)
-        return replace(acc, extra={"given_sampling_pattern": fast_given_pattern(
-            np.asarray(sampled, dtype=bool).reshape(-1, p["n_steps"]), p["Q"], p["R"], p["P0"], variance)})
-    if mechanism in ("subsample", "filter-subsample"):
-        sigmas = (p.get("noise") or {}).get("sigma_per_series") or [p["sigma"]]
-        # an interpolated value's noise is w X_1 + (1 - w) X_2: lattice weights sum to 1
-        return on_lattice(subsample(mechanism, sigmas, alpha), g, 1.0)
-    raise ValueError(f"no accuracy model for mechanism {mechanism!r}")
+def lattice_of(parameters: dict) -> float | None:
+    """The granularity g of a hardened release's lattice, from its claim's parameters (None: float)."""
+    return parameters.get("granularity") if parameters.get("sampler") == "hardened" else None
 
 
 def on_lattice(acc: Accuracy, granularity: float | None, weight: float) -> Accuracy:
@@ -194,10 +154,10 @@ def fast(noise: str, scale: float, alpha: float) -> Accuracy:
                     "step, conservative elsewhere, for any sampling pattern", exact=False)
 
 
-def subsample(mechanism: str, sigmas, alpha: float) -> Accuracy:
+def subsample(sigmas, alpha: float, filtered: bool = False) -> Accuracy:
     """Koga et al.: N(0, sigma_s^2) at sampled steps, a convex combination of two of them between."""
     widths = np.array([iv.gaussian_half_width(float(s), alpha) for s in sigmas])
-    filtered = " of the filtered series" if mechanism == "filter-subsample" else ""
+    filtered = " of the filtered series" if filtered else ""
     return Accuracy(alpha, "cell", "each released value", float(widths.max()), "analytic",
                     f"z_(1-alpha/2) sigma_s{filtered}: exact at the sampled steps; between them the linear "
                     "interpolation of two samples' noise has variance (w^2 + (1-w)^2) sigma_s^2 <= sigma_s^2, "

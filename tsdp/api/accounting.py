@@ -262,7 +262,7 @@ def _record_calibrate(o: dict[str, Any], epsilon: float, noise_multiplier: float
     return {**summary, **_record_description(setting, discretization), "warnings": warnings}
 
 
-# the publication checks of tsdp.accounting.verify, and the code of the warning a failed one gives
+# the publication checks of tsdp.verify, and the code of the warning a failed one gives
 UNPUBLISHABLE = {"randomness": "seeded_run", "sampler": "float_sampler"}
 
 
@@ -278,7 +278,7 @@ def compose(reports: Sequence[str], delta: float | None = None, discretization: 
     from tsdp.accounting.budget import check_delta
     from tsdp.accounting.claim import PrivacyClaim
     from tsdp.accounting.compose import check_composable, compose_claims
-    from tsdp.accounting.verify import claim_checks, publication_checks
+    from tsdp.verify import claim_checks, publication_checks
     from tsdp.errors import BudgetError, DataError
     from tsdp.report import load_report
 
@@ -316,7 +316,7 @@ def verify(reports: Sequence[str], max_epsilon: float | None = None, max_delta: 
     unless ``output_check`` is False (``--no-output-check``: the claims alone are verified)."""
     from pathlib import Path
 
-    from tsdp.accounting.verify import check_thresholds, shape_columns, verify_report
+    from tsdp.verify import check_thresholds, shape_columns, verify_report
     from tsdp.io.files import sha256_file
     from tsdp.report import load_report
 

@@ -158,7 +158,7 @@ def _read_report(path: str) -> tuple[float, float, str, str | None, str | None]:
 def _check_claim(path: str, report: dict) -> None:
     """Charge only a claim that passes the claim checks of 'tsdp account verify' (as compose does):
     a report whose epsilon was lowered by hand would otherwise be charged for less than it spent."""
-    from tsdp.accounting.verify import claim_checks
+    from tsdp.verify import claim_checks
     from tsdp.errors import BudgetError
 
     failed = [c for c in claim_checks(report) if not c.passed]

@@ -20,16 +20,15 @@ from tsdp.errors import UsageError
 from tsdp.io.files import read_table
 from tsdp.io.load import SERIES_NOTE, InputSpec
 from tsdp.mechanisms.noise import NoiseStream
+from tsdp.mechanisms.registry import MECHANISMS, NAMES
 from tsdp.rng import SEEDED_WARNING, make_random_source
 
 
-class Mechanism(str, Enum):
-    gaussian = "gaussian"
-    laplace = "laplace"
-    dft = "dft"
-    fast = "fast"
-    subsample = "subsample"
-    filter_subsample = "filter-subsample"
+Mechanism = Enum("Mechanism", {name.replace("-", "_"): name for name in NAMES}, type=str)  # the registry's
+
+
+# the parameters of release() that are ReleaseOptions fields: each option is spelled once here and once there
+RELEASE_OPTIONS = frozenset(ReleaseOptions.__dataclass_fields__)
 
 
 class Accounting(str, Enum):
@@ -155,22 +154,9 @@ def release(
 ) -> None:
     """Release a series or a panel of series with calibrated Gaussian or Laplace noise."""
     params = common.public_parameters(locals())
-    plan = ReleaseOptions(  # every option checked, the budget too, before the data is read
-        epsilon=epsilon, unit=unit, mechanism=mechanism, delta=delta, max_per_step=max_per_step, max_steps=max_steps,
-        w=w, series_per_user=series_per_user, neighbouring=neighbouring, calibration=calibration, noise=noise,
-        dft_k=dft_k, sampling_rate=sampling_rate, accounting=accounting, delta_split=delta_split,
-        filter_alpha=filter_alpha,
-        filter=filter, filter_sigma=filter_sigma, filter_width=filter_width, filter_kernel=filter_kernel,
-        assume_none=assume_none, fast_preset=fast_preset, fast_max_samples=fast_max_samples,
-        fast_fixed_interval=fast_fixed_interval, fast_gains=fast_gains, fast_theta=fast_theta, fast_xi=fast_xi,
-        fast_q=fast_q, fast_r=fast_r, layout=layout, time_col=time_col, value_col=value_col, series_col=series_col,
-        series_cols=series_cols, user_col=user_col, series_keys=series_keys, start=start, end=end, freq=freq,
-        timezone=timezone, fill_missing=fill_missing, interpolate_released=interpolate_released,
-        allow_negative=allow_negative, value_bound=value_bound,
-        clip_min=clip_min, clip_max=clip_max, round_values=round_values, sampler=sampler, granularity=granularity,
-        alpha=acc_opts.DEFAULT_ALPHA if alpha is None else alpha, accuracy_for=accuracy_for,
-        bound_selection_share=bound_selection_share, bound_quantile=bound_quantile,
-    ).plan()
+    given = {name: value for name, value in locals().items() if name in RELEASE_OPTIONS}
+    given["alpha"] = acc_opts.DEFAULT_ALPHA if alpha is None else alpha
+    plan = ReleaseOptions(**given).plan()  # every option checked, the budget too, before the data is read
     requested = plan.auto.options if plan.auto is not None else plan.options
     params.update(max_per_step=requested.max_per_step, max_steps=requested.max_steps)  # parsed: 14, not "14"
     spec = plan.spec
@@ -202,11 +188,9 @@ def release(
 
         plots.check_plot_path(plot, (output, report), force)
     console = common.Console(quiet, json_summary, stdout_taken="-" in (output, report))
-    if alpha is not None and plan.mechanism == "filter-subsample" and filter_alpha is None \
-            and plan.options.accounting == "paper":
-        console.warn(Caveat("alpha_renamed", f"--alpha {alpha:g} is the accuracy level (1 - alpha intervals); Koga "
-                            "et al.'s filter parameter is now --filter-alpha, and without it --accounting paper "
-                            "solves for it"))
+    for caveat in getattr(MECHANISMS[plan.mechanism], "caveats", lambda options, alpha_given: [])(
+            plan.options, alpha is not None):
+        console.warn(caveat)
     charge = common.ledger_reservation(  # reserved before the data is read or any noise is drawn
         ledger, dataset, epsilon, delta or 0.0,
         f"tsdp release {common.display_name(input)} -> {common.display_name(output)} ({mechanism.value})")
@@ -228,7 +212,7 @@ def release(
             released, result, notes = release_loaded(plan, loaded, randomness.generator)
             results = [result]
             findings = acc_opts.noisy_check(plan.accuracy(result), _robust_scale(table, plan.accuracy_for),
-                                            _SCALE_OF[plan.accuracy_for], _remedy(plan.mechanism), fail_on_noisy)
+                                            _SCALE_OF[plan.accuracy_for], MECHANISMS[plan.mechanism].remedy, fail_on_noisy)
         else:
             table, diagnostics = chunks, {}
             panel, notes = panel_of(chunks.n_series, chunks.n_steps, spec, plan.declared, None, False, [SERIES_NOTE])
@@ -295,21 +279,6 @@ def _robust_scale(table, target: str) -> float:
     return table.median_abs("sum" if target == "sum" else "cell")
 
 
-def _remedy(mechanism: str) -> str:
-    """The options that would shrink the noise relative to the signal."""
-    common_part = "a larger --epsilon, tighter caps (--max-per-step, --max-steps, --series-per-user)"
-    return {
-        "gaussian": f"{common_part}, a coarser grid (--freq, fewer steps per user) or a mechanism that "
-                    "smooths (--mechanism dft or filter-subsample)",
-        "laplace": f"{common_part}, --mechanism gaussian (L2 rather than L1 sensitivity) or a mechanism "
-                   "that smooths (--mechanism dft)",
-        "dft": f"{common_part} or fewer coefficients (--dft-k)",
-        "fast": f"{common_part} or fewer samples per series (--fast-max-samples)",
-        "subsample": f"{common_part} or --mechanism filter-subsample",
-        "filter-subsample": f"{common_part} or a wider filter (--filter-sigma)",
-    }[mechanism]
-
-
 class _Zeros:
     """A panel of zeros of the public shape: the dry run's mechanism sees no value of the input."""
 
@@ -355,9 +324,8 @@ def _dry_run(input, plan: ReleasePlan, console) -> dict | None:
     }
     if shape.missing and not acc_opts.planning():
         console.warn(gaps_warning(plan, shape))
-    if plan.mechanism == "filter-subsample":
-        console.warn(Caveat("dry_run_one_draw", "--dry-run: filter-subsample's sigma depends on the sampled steps "
-                            "drawn at release; shown for one fixed draw"))
+    if MECHANISMS[plan.mechanism].dry_run_caveat:
+        console.warn(Caveat("dry_run_one_draw", MECHANISMS[plan.mechanism].dry_run_caveat))
     if plan.assumption_warning:
         console.warn(plan.assumption_warning)
     if acc_opts.planning():
@@ -454,7 +422,7 @@ def _evaluate(input, plan: ReleasePlan, engine_options, randomness, repeats: int
               force: bool) -> None:
     """Run the mechanism ``repeats`` times and split its error against the raw input (NOT private:
     :mod:`tsdp.cli.evaluation` says where the figures go); writes no release and no report."""
-    from tsdp.api.series import evaluate_auto, evaluate_loaded
+    from tsdp.api.evaluation import evaluate_auto, evaluate_loaded
     from tsdp.cli import evaluation as shown
     from tsdp.engine.panel import aggregate_job
     from tsdp.io.events import profile_histograms

@@ -21,14 +21,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from tsdp.caveats import Caveat
+from tsdp.mechanisms.samplers import FLOAT_WARNING  # noqa: F401  (defined by the float sampler; imported from here too)
 
 CHUNK = 1 << 20
-FLOAT_WARNING = Caveat(
-    "float_sampler",
-    "--sampler float: the noise was drawn by floating-point samplers, whose low-order bits can reveal "
-    "the input (Mironov 2012), so this output must not be published; use the default --sampler hardened",
-)
 
 
 def snap(values: np.ndarray, granularity: float | None) -> np.ndarray:

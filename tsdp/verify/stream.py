@@ -45,7 +45,7 @@ def is_append_report(data: Any) -> bool:
 
 
 def check(report, out) -> None:
-    """The verify rule (``tsdp.accounting.verify`` calls it with its parsed report and outcome)."""
+    """The verify rule (``tsdp.verify.checks`` calls it with its parsed report and outcome)."""
     from tsdp.api.stream import Definition, accuracy_of, definition_digest, stream_claim
 
     out.definition = "approx-dp"

@@ -1,0 +1,441 @@
+"""The rules of ``tsdp release``'s mechanisms: gaussian, laplace, dft, fast, subsample, filter-subsample."""
+
+from __future__ import annotations
+
+import math
+
+from tsdp.accounting.claim import MechanismEvent
+from tsdp.mechanisms.samplers import Sampler
+from tsdp.verify.parts import (_close, _events_loss, _expect_events, _is_int, _is_real, _noise, _Outcome, _param,
+    REL_TOL, _release_unit, _Report)
+
+
+def _gaussian(r: _Report, out: _Outcome) -> None:
+    _cellwise(r, out, "gaussian")
+
+
+def _laplace(r: _Report, out: _Outcome) -> None:
+    _cellwise(r, out, "laplace")
+
+
+def _lattice(r: _Report, p, value: float) -> "Sampler | None":
+    """The sampler the report states (:mod:`tsdp.mechanisms.samplers`, on its lattice), or None when
+    malformed: the same objects round the sensitivities and name the events as at release.
+
+    A report without ``parameters.sampler`` predates the hardened sampler: float. For the hardened
+    one the granularity must be a positive power of two and the noise ``value`` must span at least
+    :data:`tsdp.accounting.discrete.MIN_LATTICE_SCALE` steps of it.
+    """
+    from tsdp.accounting import discrete as disc
+    from tsdp.mechanisms.samplers import Hardened, sampler_of
+
+    name = r.params.get("sampler", "float")
+    if not p.expect(name in disc.SAMPLERS, f"parameters.sampler is {name!r}, not hardened or float"):
+        return None
+    sampler = sampler_of(name)
+    if not sampler.hardened:
+        return sampler
+    g = r.params.get("granularity")
+    if not p.expect(_is_real(g) and g > 0 and math.frexp(g)[0] == 0.5,
+                    f"parameters.granularity is {g!r}, not a positive power of two"):
+        return None
+    g = float(g)
+    p.expect(value / g >= disc.MIN_LATTICE_SCALE,
+             f"the noise spans {value / g:.3g} lattice steps, fewer than {disc.MIN_LATTICE_SCALE:g}")
+    return Hardened(g)
+
+
+def _stated_slack(r: _Report, p, sigma: float, g: float, coords: int) -> None:
+    """A hardened Gaussian report's ``rounding_slack`` must be the one its sigma, lattice and changed values
+    give: ``(1 + e^eps) coords 0.025 (g / sigma)^2`` (:mod:`tsdp.accounting.discrete`)."""
+    from tsdp.accounting.discrete import MIN_LATTICE_SCALE, rounding_slack, slack_rate
+
+    if sigma / g >= MIN_LATTICE_SCALE:  # (a coarser lattice is reported by _lattice)
+        p.same("parameters.rounding_slack", r.params.get("rounding_slack"),
+               rounding_slack(r.claim.epsilon, slack_rate(sigma / g, coords)))
+
+
+def _cellwise(r: _Report, out: _Outcome, noise: str) -> None:
+    """The Gaussian or Laplace mechanism on every cell of the panel, float or hardened sampler.
+
+    Hardened (``parameters.sampler`` is ``hardened``): the cells are rounded to multiples of the
+    stated granularity (a power of two) and the sensitivity covers that rounding
+    (:mod:`tsdp.accounting.discrete`): L2 + g sqrt(cells), or cells x (floor(M/g) + 1) g for L1.
+    """
+    gaussian = noise == "gaussian"
+    out.definition = "approx-dp" if gaussian else "pure-dp"
+    found = _release_unit(r, out)
+    value = _noise(r, "sigma" if gaussian else "scale", out)
+    if found is None or value is None:
+        return
+    bounds, S, T = found
+    cells = bounds.cells(S, T)
+    sens = bounds.l2(S, T) if gaussian else bounds.l1(S, T)
+    norm = "l2" if gaussian else "l1"
+    p = out.group("parameters")
+    p.same(f"parameters.{norm}_sensitivity", r.params.get(f"{norm}_sensitivity"), sens)
+    p.equal("parameters.cells_per_unit", r.params.get("cells_per_unit"), cells)
+    sampler = _lattice(r, p, value)
+    if sampler is None:
+        return
+    g, unrounded = sampler.granularity, sens
+    step = sampler.rounded_step(bounds.max_per_step)
+    if sampler.hardened:
+        if gaussian:
+            sens = sampler.rounded_l2(sens, cells)
+            _stated_slack(r, p, value, g, cells)
+        else:
+            sens = cells * step
+        p.same(f"parameters.rounded_{norm}_sensitivity", r.params.get(f"rounded_{norm}_sensitivity"), sens)
+    if not p.problems:
+        lattice = f" rounded to multiples of {g:g}" if sampler.hardened else ""
+        p.ok(f"{'sigma' if gaussian else 'scale'} {value:.6g} on an {norm.upper()} sensitivity of {sens:.6g} "
+             f"({cells} cells{lattice}; {sampler.name} sampler)")
+    event = (sampler.gaussian_event(unrounded, sens, value, cells) if gaussian else
+             sampler.laplace_event(bounds.max_per_step, step, value, cells))
+    _expect_events(r, out, (event,), "one Gaussian mechanism on the panel" if gaussian else "Laplace noise on every cell")
+    _events_loss(r, out)
+
+
+def _dft(r: _Report, out: _Outcome) -> None:
+    from tsdp.mechanisms.dft import laplace_l1
+
+    found = _release_unit(r, out)
+    noise = r.params.get("noise")
+    out.definition = {"gaussian": "approx-dp", "laplace": "pure-dp"}.get(noise, "approx-dp")
+    p = out.group("parameters")
+    if not p.expect(noise in ("gaussian", "laplace"), f"parameters.noise is {noise!r}, not gaussian or laplace"):
+        return
+    if found is None:
+        return
+    bounds, S, T = found
+    k = r.params.get("k")
+    if not p.expect(_is_int(k) and 1 <= k <= T // 2 + 1, f"parameters.k is {k!r}, not in [1, {T // 2 + 1}]"):
+        return
+    n_real = 2 * k - 1 - (1 if T % 2 == 0 and k == T // 2 + 1 else 0)  # DC (and Nyquist) are real
+    series_l2, touched = bounds.l2(1, T), bounds.series_touched(S)
+    changed = bounds.series_changed(S, T)
+    p.equal("parameters.kept_real_coefficients", r.params.get("kept_real_coefficients"), n_real)
+    p.same("parameters.series_l2_sensitivity", r.params.get("series_l2_sensitivity"), series_l2)
+    p.equal("parameters.series_per_unit", r.params.get("series_per_unit"), touched)
+    p.equal("parameters.series_changed", r.params.get("series_changed"), changed)
+    coords = n_real * changed  # hardened: each rounded kept number adds at most g to the change
+    if noise == "gaussian":
+        sigma = _noise(r, "sigma", out)
+        sampler = None if sigma is None else _lattice(r, p, sigma)
+        if sampler is None:
+            return
+        l2 = series_l2 * math.sqrt(touched)
+        p.same("parameters.l2_sensitivity", r.params.get("l2_sensitivity"), l2)
+        covered = sampler.rounded_l2(l2, coords)
+        if sampler.hardened:
+            p.same("parameters.rounded_l2_sensitivity", r.params.get("rounded_l2_sensitivity"), covered)
+            _stated_slack(r, p, sigma, sampler.granularity, coords)
+        event = sampler.gaussian_event(l2, covered, sigma, coords)
+        _expect_events(r, out, (event,), "Gaussian noise on the first k coefficients (Parseval)")
+        _events_loss(r, out)
+        return
+    scale = _noise(r, "scale", out)
+    sampler = None if scale is None else _lattice(r, p, scale)
+    if sampler is None:
+        return
+    l1 = laplace_l1(bounds, S, T, n_real)
+    p.same("parameters.l1_sensitivity", r.params.get("l1_sensitivity"), l1)
+    if sampler.hardened:
+        l1 = sampler.rounded_l1(l1, coords)
+        p.same("parameters.rounded_l1_sensitivity", r.params.get("rounded_l1_sensitivity"), l1)
+    _expect_events(r, out, (), "the Laplace DFT claims pure epsilon from its parameters")
+    g = out.group("privacy_loss")
+    needed = l1 / scale
+    if g.expect(r.claim.epsilon >= needed * (1 - REL_TOL),
+                f"Laplace scale {scale:.6g} on L1 sensitivity {l1:.6g} gives epsilon {needed:.6g}, more than the "
+                f"claimed {r.claim.epsilon:g}") and \
+            g.expect(r.claim.epsilon <= needed * (1 + REL_TOL),  # scale = L1 / epsilon exactly
+                     f"Laplace scale {scale:.6g} on L1 sensitivity {l1:.6g} gives epsilon {needed:.6g}, not the "
+                     f"claimed {r.claim.epsilon:g}: the scale is not the one the claim used"):
+        rounding = f" + {sampler.granularity:g} x {coords} (rounding)" if sampler.hardened else ""
+        g.ok(f"Laplace scale {scale:.6g} on L1 = sqrt({n_real}) x the L2 change of each of up to {changed} "
+             f"series{rounding} = {l1:.6g} gives "
+             f"epsilon {needed:.6g} (claimed {r.claim.epsilon:g})")
+
+
+def _fast(r: _Report, out: _Outcome) -> None:
+    from tsdp.mechanisms.fast import changed_samples
+
+    found = _release_unit(r, out)
+    noise = r.params.get("noise")
+    out.definition = {"gaussian": "approx-dp", "laplace": "pure-dp"}.get(noise, "approx-dp")
+    p = out.group("parameters")
+    if not p.expect(noise in ("gaussian", "laplace"), f"parameters.noise is {noise!r}, not gaussian or laplace"):
+        return
+    if found is None:
+        return
+    bounds, S, T = found
+    u = r.claim.unit
+    dq = u.max_per_step * (2.0 if u.relation == "substitute" else 1.0)
+    m = r.params.get("max_samples_M")
+    if not p.expect(_is_int(m) and 1 <= m <= T, f"parameters.max_samples_M is {m!r}, not in [1, T={T}]"):
+        return
+    if r.params.get("variant") == "fixed":
+        interval = r.params.get("interval")
+        if p.expect(_is_int(interval) and 1 <= interval <= T, f"parameters.interval is {interval!r}, not in [1, {T}]"):
+            p.equal("parameters.max_samples_M (fixed sampling: ceil(T / interval))", m, -(-T // interval))
+    else:
+        p.equal("parameters.variant", r.params.get("variant"), "adaptive")
+    c = min(m, bounds.steps_per_series(T))  # samples of one series that can fall on changed cells
+    touched = bounds.series_reach(S, T)
+    fixed = r.params.get("interval") if r.params.get("variant") == "fixed" else None
+    n_hit = changed_samples(bounds, S, T, m, fixed if _is_int(fixed) and fixed >= 1 else None)
+    most = max(min(m, cells) for _, cells in bounds.series_spread(S, T))
+    p.equal("parameters.samples_per_unit", r.params.get("samples_per_unit"), c)
+    p.equal("parameters.samples_on_changed_cells", r.params.get("samples_on_changed_cells"), n_hit)
+    p.same("parameters.sensitivity_per_timestamp", r.params.get("sensitivity_per_timestamp"), dq)
+    p.equal("parameters.series_length_T", r.params.get("series_length_T"), T)
+    p.equal("parameters.composition.series_per_unit", _param(r, "composition", "series_per_unit"), touched)
+    epsilon = r.claim.epsilon
+    p.same("parameters.epsilon_per_series", r.params.get("epsilon_per_series"), epsilon * most / n_hit)
+    scale = _noise(r, "scale" if noise == "laplace" else "sigma", out)
+    sampler = None if scale is None else _lattice(r, p, scale)
+    if sampler is None:
+        return
+    gran = sampler.granularity
+    # hardened: a rounded sample moves by at most (floor(Delta_q / g) + 1) g; under substitution
+    # twice that (a cell both units change, or two cells), on up to 2 n samples
+    factor = 2 if u.relation == "substitute" else 1
+    step = factor * sampler.rounded_step(u.max_per_step)  # float: Delta_q
+    coords = factor * n_hit
+    if noise == "laplace":
+        p.same("parameters.epsilon_per_sample", r.params.get("epsilon_per_sample"), epsilon / n_hit)
+        variance = 2.0 * scale * scale
+        if sampler.hardened:
+            p.same("parameters.rounded_l1_sensitivity", r.params.get("rounded_l1_sensitivity"), step * n_hit)
+        events = (sampler.laplace_event(dq, step, scale, n_hit),)
+        how = (f"Laplace samples: at most {n_hit} on the cells one unit changes (c = min(M, steps) = {c} per "
+               f"series, over up to {touched} series)")
+    else:
+        l2 = dq * math.sqrt(n_hit)
+        p.same("parameters.l2_sensitivity", r.params.get("l2_sensitivity"), l2)
+        variance = scale * scale
+        covered = step * math.sqrt(n_hit) if sampler.hardened else l2
+        if sampler.hardened:
+            p.same("parameters.rounded_l2_sensitivity", r.params.get("rounded_l2_sensitivity"), covered)
+            _stated_slack(r, p, scale, gran, coords)
+        events = (sampler.gaussian_event(l2, covered, scale, coords),)
+        how = f"Gaussian samples: Delta_q sqrt(n), n = {n_hit} samples on changed cells (c = {c}, up to {touched} series)"
+    if sampler.hardened:
+        how += f"; {sampler.name} sampler, values rounded to multiples of {gran:g}"
+    if str(r.params.get("R_mode", "")).startswith("auto"):
+        p.same("parameters.R (auto: the variance of the DP noise)", r.params.get("R"), variance)
+    _expect_events(r, out, events, how)
+    _events_loss(r, out)
+
+
+def _koga_geometry(r: _Report, out: _Outcome, mechanism: str):
+    """``(bounds, S, T, I, M, n, p, sigma)`` of a subsampling claim, or None: I the unit's changed
+    cells over the n series they can lie in (:meth:`ContributionBounds.changed_cells`)."""
+    from tsdp.accounting import timesubsampling as ts
+
+    found = _release_unit(r, out)
+    p = out.group("parameters")
+    p.equal("parameters.mechanism", r.params.get("mechanism"), mechanism)
+    rate = _param(r, "subsampling", "p")
+    sigma = _noise(r, "sigma", out)
+    if found is None or sigma is None:
+        return None
+    if not p.expect(_is_real(rate) and 0 < rate < 1, f"parameters.subsampling.p is {rate!r}, not in (0, 1)"):
+        return None
+    bounds, S, T = found
+    p.same("parameters.subsampling.probability_empty ((1 - p)^T)", _param(r, "subsampling", "probability_empty"),
+           ts.empty_probability(T, float(rate)))
+    u = r.claim.unit
+    if u.level == "user":
+        out.group("unit").expect(u.max_steps <= T, f"max_steps I = {u.max_steps} exceeds the series length T = {T} "
+                                                   "(Assumption 1 needs I <= T)")
+    n, I = bounds.changed_cells(S, T)
+    M = float(u.max_per_step)
+    assumption = r.params.get("assumption") if isinstance(r.params.get("assumption"), dict) else {}
+    p.equal("parameters.assumption.I", assumption.get("I"), bounds.steps_per_series(T))
+    p.equal("parameters.assumption.I_effective", assumption.get("I_effective"), I)
+    p.equal("parameters.assumption.series", assumption.get("series"), n)
+    p.same("parameters.assumption.M", assumption.get("M"), M)
+    p.equal("parameters.assumption.T", assumption.get("T"), T)
+    return bounds, S, T, I, M, n, float(rate), sigma
+
+
+def _koga_lattice(r: _Report, p, sigma: float):
+    """The granularity of a hardened subsampling release, None for the float sampler, False when
+    the stated sampler is malformed (:func:`_lattice`); the hardened claim must name the theorem."""
+    lattice = _lattice(r, p, sigma)
+    if lattice is None:
+        return False
+    if lattice.hardened:
+        from tsdp.accounting.discrete import GAUSSIAN_THEOREM
+
+        p.expect(GAUSSIAN_THEOREM in (r.claim.theorem or ""), "a hardened subsampling claim must name the discrete "
+                                                              "Gaussian theorem its rounded sensitivities rest on")
+    return lattice.granularity
+
+
+def _subsample(r: _Report, out: _Outcome) -> None:
+    from tsdp.accounting import timesubsampling as ts
+    from tsdp.accounting.discrete import rounded_step, slack_rate
+
+    out.definition = "approx-dp"
+    geometry = _koga_geometry(r, out, "subsample")
+    if geometry is None:
+        return
+    bounds, S, T, I, M, n, rate, sigma = geometry
+    p = out.group("parameters")
+    p.same("parameters.noise.sigma", _param(r, "noise", "sigma"), sigma)
+    g = _koga_lattice(r, p, sigma)
+    if g is False:
+        return
+    if g is not None:
+        _stated_slack(r, p, sigma, g, I)
+    M_noise = M if g is None else rounded_step(M, g)  # hardened: a kept cell's change after rounding
+    if g is not None:
+        p.same("parameters.sensitivity.rounded_per_step", _param(r, "sensitivity", "rounded_per_step"), M_noise)
+    accounting = r.params.get("accounting")
+    delta = r.claim.delta
+    if accounting == "exact":
+        if not p.expect(_is_real(delta) and 0 < delta < 1, f"claim delta {delta!r} is not in (0, 1)"):
+            return
+        mix = ts.subsample_mixture(I, rate, M_noise, T, truncation=ts.MIXTURE_TRUNCATION * delta, series=n)
+        event = MechanismEvent("gaussian-mixture" if g is None else "discrete-gaussian-mixture",
+                               float(mix.sensitivities.max()), sigma, 1, mixture=mix.pairs(), granularity=g,
+                               lattice_coords=None if g is None else I)
+        p.same("parameters.sensitivity.l2_worst_case", _param(r, "sensitivity", "l2_worst_case"), M * math.sqrt(I))
+        rounded = "" if g is None else f" (M' = {M_noise:.12g}: M rounded to multiples of {g:g})"
+        _expect_events(r, out, (event,), f"binomial mixture over the unit's I = {I} cells in up to {n} series "
+                                         f"(p = {rate:g}, each series' redraw), M sqrt(k){rounded}")
+        _events_loss(r, out)
+    elif accounting == "paper":
+        _expect_events(r, out, (), "the paper accounting states no events")
+        i_prime = _param(r, "sensitivity", "I_prime")
+        if not p.expect(_is_int(i_prime) and 1 <= i_prime <= I, f"parameters.sensitivity.I_prime is {i_prime!r}, "
+                                                               f"not in [1, I = {I}]"):
+            return
+        eps = r.claim.epsilon
+        term = float(ts.corollary3_failure_term(I, i_prime, eps, rate, T, n)) if i_prime < I else 0.0
+        _paper_loss(r, out, eps, M_noise * math.sqrt(i_prime), eps * math.sqrt(I / i_prime),
+                    M_noise * math.sqrt(I), sigma, term, f"Corollary 3 with I' = {i_prime} over {n} series",
+                    0.0 if g is None else slack_rate(sigma / g, I))
+    else:
+        p.fail(f"parameters.accounting is {accounting!r}, not exact or paper")
+
+
+def _filter_subsample(r: _Report, out: _Outcome) -> None:
+    from tsdp.accounting import timesubsampling as ts
+    from tsdp.accounting.discrete import slack_rate
+
+    out.definition = "approx-dp"
+    geometry = _koga_geometry(r, out, "filter-subsample")
+    if geometry is None:
+        return
+    bounds, S, T, I, M, n, rate, sigma = geometry
+    p = out.group("parameters")
+    p.same("parameters.noise.sigma", _param(r, "noise", "sigma"), sigma)
+    p.same("parameters.sensitivity.l2_worst_case", _param(r, "sensitivity", "l2_worst_case"), M * math.sqrt(I))
+    accounting = r.params.get("accounting")
+    sigmas = _param(r, "noise", "sigma_per_series")
+    smallest = min(sigmas) if accounting == "conditional" and isinstance(sigmas, list) and sigmas and \
+        all(_is_real(x) and x > 0 for x in sigmas) else sigma
+    g = _koga_lattice(r, p, smallest)
+    if g is False:
+        return
+    if g is not None:
+        _stated_slack(r, p, smallest, g, T * n)
+    if accounting == "conditional":
+        s_j = _param(r, "sensitivity", "s_J")
+        sens = _param(r, "sensitivity", "l2_conditional")
+        sigmas = _param(r, "noise", "sigma_per_series")
+        lists = (s_j, sens, sigmas)
+        if not p.expect(all(isinstance(v, list) and len(v) == S and all(_is_real(x) for x in v) for v in lists),
+                        f"parameters s_J, l2_conditional and sigma_per_series must list {S} numbers"):
+            return
+        p.expect(all(0 <= s <= 1 + 1e-9 for s in s_j), "an s_J (spectral norm of sampled rows of a unit-norm "
+                                                        "filter) is outside [0, 1]")
+        p.expect(all(_close(x, M * s * math.sqrt(I)) for x, s in zip(sens, s_j)),
+                 "l2_conditional is not M s_J sqrt(I) for every series")
+        p.expect(all(x > 0 for x in sigmas), "a sigma_per_series is not positive")
+        if g is not None:  # the filter spreads a change over a series: g sqrt(kept steps) in each touched one
+            kept = _param(r, "subsampling", "n_sampled")
+            rounded = _param(r, "sensitivity", "rounded_l2_conditional")
+            if p.expect(isinstance(kept, list) and len(kept) == S and all(_is_int(k) and 1 <= k <= T for k in kept),
+                        f"parameters.subsampling.n_sampled must list {S} sample sizes in [1, T]") and \
+                    p.expect(isinstance(rounded, list) and len(rounded) == S and all(_is_real(x) for x in rounded),
+                             f"parameters.sensitivity.rounded_l2_conditional must list {S} numbers") and \
+                    p.expect(all(s > 0 for s in s_j), "an s_J is zero"):
+                share = ts.rounding_share([M * s for s in s_j], kept, I, n, g)
+                p.expect(all(_close(x, s * (1 + share)) for x, s in zip(rounded, sens)),
+                         "rounded_l2_conditional is not M s_J (sqrt(I) + g sqrt(n) max_s sqrt(n_s) / (M s_J)) for "
+                         "every series")
+                sens = rounded
+        if p.problems:
+            return
+        p.same("parameters.sigma", sigma, sigmas[0] if S == 1 else max(sigmas))
+        worst = max(range(S), key=lambda s: sens[s])
+        kind = "gaussian" if g is None else "discrete-gaussian"
+        mus = [x / s for x, s in zip(sens, sigmas)]
+        worst = max(range(S), key=lambda s: mus[s])
+        _expect_events(r, out, (MechanismEvent(kind, float(sens[worst]), float(sigmas[worst]), 1, granularity=g,
+                                               lattice_coords=None if g is None else n * T),),
+                       f"the series with the largest mu, for the unit's I = {I} cells in up to {n} series jointly")
+        events = r.claim.events
+        if events and events[0].kind == kind:
+            mu_event = events[0].sensitivity / events[0].noise
+            p.expect(mu_event >= max(mus) * (1 - REL_TOL),
+                     f"the event's mu {mu_event:.6g} is below the largest series mu {max(mus):.6g}")
+        _events_loss(r, out)
+    elif accounting == "paper":
+        _expect_events(r, out, (), "the paper accounting states no events")
+        L, srank = _param(r, "filter", "L"), _param(r, "filter", "srank")
+        alpha = _param(r, "sensitivity", "alpha")
+        if not p.expect(_is_real(L) and L > 0 and _is_real(srank) and srank >= 1,
+                        f"parameters.filter L {L!r} / srank {srank!r} are not a kernel's statistics"):
+            return
+        if not p.expect(_is_real(alpha) and math.sqrt(rate) < alpha <= 1 and ts.tropp_condition(alpha, rate, L),
+                        f"parameters.sensitivity.alpha {alpha!r} is not in (sqrt(p), 1] with alpha^2 >= p + L"):
+            return
+        eps = r.claim.epsilon
+        term = ts.corollary2_failure_term(alpha, eps, rate, L, srank, T, n)
+        # hardened: M' = M + g sqrt(n T) / (alpha sqrt(I)) covers the rounding of up to T filtered values in each
+        # of the n touched series on both branches
+        M_noise = M if g is None else M + g * math.sqrt(n * T) / (alpha * math.sqrt(I))
+        if g is not None:
+            p.same("parameters.sensitivity.rounded_per_step", _param(r, "sensitivity", "rounded_per_step"), M_noise)
+        rate = 0.0 if g is None else slack_rate(sigma / g, n * T)
+        _paper_loss(r, out, eps, M_noise * alpha * math.sqrt(I), eps / alpha, M_noise * math.sqrt(I), sigma,
+                    term, f"Corollary 2 with alpha = {alpha:.6g} over {n} series", rate)
+    else:
+        p.fail(f"parameters.accounting is {accounting!r}, not conditional or paper")
+
+
+def _paper_loss(r: _Report, out: _Outcome, eps_s: float, sens_success: float, eps_fail: float,
+                sens_fail: float, sigma: float, term: float, how: str, rate: float = 0.0) -> None:
+    """Koga et al.'s corollaries on the unit's cells jointly: (eps_s, delta_noise + term) when both
+    Gaussian branches meet delta_noise under the exact profile (plus, hardened, each branch's rounding
+    slack ``(1 + e^eps) rate``, :mod:`tsdp.accounting.discrete`)."""
+    from tsdp.accounting import gaussian as gauss
+    from tsdp.accounting.discrete import rounding_slack
+
+    g = out.group("privacy_loss")
+    d_noise = _param(r, "privacy", "delta_noise")
+    if not g.expect(_is_real(d_noise) and 0 < d_noise < 1, f"parameters.privacy.delta_noise is {d_noise!r}"):
+        return
+    success = float(gauss.delta_for_epsilon(eps_s, sens_success / sigma)) + rounding_slack(eps_s, rate)
+    failure = (float(gauss.delta_for_epsilon(eps_fail, sens_fail / sigma)) + rounding_slack(eps_fail, rate)
+               if eps_fail > eps_s else 0.0)
+    g.expect(success <= d_noise * (1 + REL_TOL) and failure <= d_noise * (1 + REL_TOL),
+             f"the Gaussian branches give deltas {success:.3g} and {failure:.3g} > delta_noise {d_noise:.3g} at "
+             f"sigma {sigma:.6g}")
+    needed = d_noise + term
+    delta = r.claim.delta
+    if g.expect(_is_real(delta) and delta >= needed * (1 - REL_TOL),
+                f"{how} gives delta {needed:.6g} at epsilon {r.claim.epsilon:g}, more than the claimed {delta}"):
+        # tsdp claims exactly this delta: a larger one means a stated figure (p, I', alpha, delta_noise) was changed
+        g.expect(delta <= needed * (1 + 1e-6), f"{how} gives delta {needed:.6g} from the stated parameters, not "
+                                               f"the claimed {delta:g}: the parameters are not the ones the claim used")
+    if not g.problems:
+        g.ok(f"{how}: epsilon {eps_s:.6g}, delta {d_noise:.3g} + {term:.3g} = {needed:.6g} "
+             f"(claimed {delta:g}); both Gaussian branches checked on the exact profile")
