@@ -244,3 +244,46 @@ def test_readme_python_example_runs(tmp_path):
     exec(compile(code, "README.md", "exec"), {})
     assert (tmp_path / "traffic_released_api.parquet").exists()
     assert (tmp_path / "traffic_released_api.report.json").exists()
+
+
+# ------------------------------------------------------------------------------------- flip
+
+QWI = SAMPLE / "qwi_quarterly.csv"
+FLIP = dict(time_col="quarter", value_cols="ca_asian", aux_cols=["ca_white"], trend_order=1, filter_half_length=10,
+            lip_delta=0.1)
+
+
+def test_flip_filter_equals_the_command_line(tmp_path):
+    cli("flip", QWI, *cli_args(FLIP), "--seed", 3, "-o", tmp_path / "f.csv")
+    cli_report = json.loads((tmp_path / "f.report.json").read_text())
+    for frame in (pl.read_csv(QWI), pd.read_csv(QWI)):
+        result = tsdp.flip_filter(frame, seed=3, **FLIP)
+        report = result.report.to_dict()
+        assert type(result.frame) is type(frame)
+        # the same bytes as the command line wrote, the same claim, notes, warnings and withheld dates
+        assert report["output"]["sha256"] == cli_report["output"]["sha256"]
+        for key in ("claim", "notes", "warnings", "lip", "grid"):
+            assert report[key] == cli_report[key], key
+        assert report["output"]["withheld"] == cli_report["output"]["withheld"]
+        parameters = report["command"]["parameters"]
+        assert parameters["input"] == "<dataframe>" and "r_params" not in parameters
+        assert {k: v for k, v in parameters.items() if k not in ("input", "output")} == {
+            k: v for k, v in cli_report["command"]["parameters"].items()
+            if k not in ("input", "output", "secrets_written", "custodian_file")}
+        custodian = json.loads((tmp_path / "f.custodian.NOT-FOR-PUBLICATION.json").read_text())
+        from tsdp.report import json_ready
+
+        figures = json_ready(result.custodian, nonfinite_as_null=True)
+        assert json.loads(json.dumps(figures, default=str)) == custodian["figures"]
+
+
+def test_flip_filter_errors():
+    df = pl.read_csv(QWI)
+    with pytest.raises(UsageError, match="--cepstral-terms"):
+        tsdp.flip_filter(df, cepstral_terms=10, **FLIP)
+    with pytest.raises(UsageError, match="unknown option 'epsilon'"):
+        tsdp.flip_filter(df, epsilon=1.0, **FLIP)
+    with pytest.raises(UsageError, match="--r-range"):
+        tsdp.flip_filter(df, r_range="1", **FLIP)
+    with pytest.raises(DataError):
+        tsdp.flip_filter(df, **{**FLIP, "value_cols": "nope"})
