@@ -287,3 +287,53 @@ def test_flip_filter_errors():
         tsdp.flip_filter(df, r_range="1", **FLIP)
     with pytest.raises(DataError):
         tsdp.flip_filter(df, **{**FLIP, "value_cols": "nope"})
+
+
+# ------------------------------------------------------------------------------------- forecast-train
+
+FORECAST = dict(series_col="sensor", time_col="time", value_col="count", context_length=24, forecast_length=6,
+                model="linear", batch_size=4, noise_multiplier="1.5", epsilon=8, delta=1e-5, steps=20)
+
+
+def small_traffic() -> pl.DataFrame:
+    traffic = pl.read_parquet(TRAFFIC)
+    sensors = sorted(traffic["sensor"].unique().to_list())[:6]
+    hours = sorted(traffic["time"].unique().to_list())[:240]
+    return traffic.filter(pl.col("sensor").is_in(sensors) & pl.col("time").is_in(hours)).sort("sensor", "time")
+
+
+def test_forecast_train_equals_the_command_line(tmp_path):
+    df = small_traffic()
+    df.write_parquet(tmp_path / "t.parquet")
+    cli("forecast-train", tmp_path / "t.parquet", *cli_args(FORECAST), "--seed", 4, "-o", tmp_path / "f.csv")
+    cli_report = json.loads((tmp_path / "f.report.json").read_text())
+    result = tsdp.forecast_train(df, seed=4, **FORECAST)
+    report = result.report.to_dict()
+    # the same forecasts (bytes), claim, notes, warnings, grid and accuracy as the command line
+    assert report["output"]["sha256"] == cli_report["output"]["sha256"]
+    for key in ("claim", "notes", "warnings", "grid", "accuracy"):
+        assert report[key] == cli_report[key], key
+    parameters = report["command"]["parameters"]
+    assert parameters["input"] == "<dataframe>" and parameters["training"] == cli_report["command"]["parameters"][
+        "training"]
+    assert "model_files" not in parameters
+    custodian = json.loads((tmp_path / "f.custodian.NOT-FOR-PUBLICATION.json").read_text())
+    from tsdp.report import json_ready
+
+    assert json.loads(json.dumps(json_ready(result.custodian, nonfinite_as_null=True))) == custodian["figures"]
+    assert result.model.weights() == (tmp_path / "f.model.npz").read_bytes()
+    pandas = tsdp.forecast_train(df.to_pandas(), seed=4, **FORECAST)
+    assert isinstance(pandas.frame, pd.DataFrame)
+    assert np.array_equal(pandas.frame["mean"].to_numpy(), result.frame["mean"].to_numpy())
+
+
+def test_forecast_train_errors():
+    df = small_traffic()
+    with pytest.raises(UsageError, match="--lags is an option of --model deepar"):
+        tsdp.forecast_train(df, lags="1-3", **FORECAST)
+    with pytest.raises(UsageError, match="unknown option 'epsilons'"):
+        tsdp.forecast_train(df, epsilons=1, **FORECAST)
+    with pytest.raises(UsageError, match="--min-scale"):
+        tsdp.forecast_train(df, min_scale=0, **FORECAST)
+    with pytest.raises(DataError):
+        tsdp.forecast_train(df, **{**FORECAST, "value_col": "nope"})

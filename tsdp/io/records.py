@@ -4,7 +4,7 @@
 keys, non-numeric or non-finite values, unparseable timestamps), checks the values against the
 PUBLIC bounds ``[lower, upper]`` (an error, or per-record clipping, which keeps every record and so
 the public per-user counts), derives time slots, selects one cell/slot and/or groups by key
-columns, and returns the records in the compressed layout of :mod:`tsdp.mean.estimation`:
+columns, and returns the records in the compressed layout of :mod:`tsdp.mean.api`:
 
 * ``values``: float64, sorted by group keys, then user id (as text, ascending), then timestamp,
   then input row order (a stable sort). The order never depends on the values.
