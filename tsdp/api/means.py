@@ -17,6 +17,7 @@ import numpy as np
 from tsdp.errors import DataError, UsageError
 from tsdp.io.records import RecordSpec
 from tsdp.api.mean_estimates import ChunkedEstimates, Estimated
+from tsdp.api.parsing import enum_value, number_pair, split_list
 from tsdp.mean import MeanSettings, prepare_from_runs, release_prepared
 from tsdp.mean.estimation import DEFAULT_GAMMA, DEFAULT_QUANTILES, PARTICIPATIONS
 from tsdp.mean.errors import GroupDataError, GroupUsageError
@@ -24,10 +25,6 @@ from tsdp.mean.errors import GroupDataError, GroupUsageError
 OUTPUT_COLUMNS = ("estimate", "laplace_scale", "algorithm", "num_arrays", "m_ub")
 PARTICIPATION_COLUMNS = ("users", "records_used")  # --participation public only
 ALGORITHMS = ("baseline", "array-averaging", "levy", "quantile")
-
-
-def _value(x: Any) -> Any:
-    return getattr(x, "value", x)  # an Enum of the command line, or the plain string
 
 
 @dataclass(frozen=True)
@@ -68,9 +65,9 @@ class MeanOptions:
     end: str | None = None
 
     def parameters(self) -> dict[str, Any]:
-        out = {k: _value(v) for k, v in asdict(self).items()}
+        out = {k: enum_value(v) for k, v in asdict(self).items()}
         if isinstance(out.get("group_keys"), str):
-            out["group_keys"] = _split(out["group_keys"])
+            out["group_keys"] = split_list(out["group_keys"]) or []
         return out
 
     def plan(self) -> "MeanPlan":
@@ -87,25 +84,27 @@ class MeanOptions:
             raise UsageError(f"--group-by {','.join(keys)} releases one estimate per group, each spending --epsilon "
                              f"{self.epsilon:g}, so the total is {self.epsilon:g} x the number of groups; pass "
                              "--epsilon-per-group-ok to confirm")
-        algorithm = _value(self.algorithm)
+        algorithm = enum_value(self.algorithm)
         if algorithm not in ALGORITHMS:
             raise UsageError(f"--algorithm {algorithm!r}: must be one of {', '.join(ALGORITHMS)}")
-        participation = _value(self.participation) or "private"
+        participation = enum_value(self.participation) or "private"
         if participation not in PARTICIPATIONS:
             raise UsageError(f"--participation {participation!r}: must be private or public")
         if participation == "private" and self.grouping is not None:
-            raise UsageError(f"--grouping {_value(self.grouping)} packs users by their record counts, which "
+            raise UsageError(f"--grouping {enum_value(self.grouping)} packs users by their record counts, which "
                              "--participation private keeps private; drop it (users go to --arrays arrays by a hash "
                              "of their id) or use --participation public")
         settings = MeanSettings(  # validates every option (UsageError) before the data is read
             epsilon=self.epsilon, upper=self.upper, lower=self.lower, algorithm=algorithm,
-            grouping=_value(self.grouping) or "bestfit", m_ub=self.m_ub if self.m_ub is not None else "auto",
-            quantile_mode=_value(self.quantile_mode) or "fixed", quantiles=_quantiles(self.quantiles),
-            gamma=DEFAULT_GAMMA if self.gamma is None else self.gamma, tau_k=_value(self.tau_k) or "kbar",
+            grouping=enum_value(self.grouping) or "bestfit", m_ub=self.m_ub if self.m_ub is not None else "auto",
+            quantile_mode=enum_value(self.quantile_mode) or "fixed",
+            quantiles=DEFAULT_QUANTILES if self.quantiles is None else number_pair(self.quantiles, "--quantiles",
+                                                                                   "0.1,0.9"),
+            gamma=DEFAULT_GAMMA if self.gamma is None else self.gamma, tau_k=enum_value(self.tau_k) or "kbar",
             sampler=self.sampler or "hardened", granularity=self.granularity,
             participation=participation, arrays=self.arrays,
         )
-        _check_algorithm_flags(algorithm, self.quantiles, _value(self.quantile_mode), self.gamma, self.tau_k)
+        _check_algorithm_flags(algorithm, self.quantiles, enum_value(self.quantile_mode), self.gamma, self.tau_k)
         if isinstance(self.alpha, bool) or not isinstance(self.alpha, (int, float)) or not 0.0 < self.alpha < 1.0:
             raise UsageError(f"--alpha must be in (0, 1), got {self.alpha!r}")
         group_keys, table = _declared_keys(self.group_keys, self.group_keys_file)
@@ -114,15 +113,11 @@ class MeanOptions:
         spec = RecordSpec(user_col=self.user_col, value_col=self.value_col, lower=settings.lower,
                           upper=settings.upper, time_col=self.time_col, cell_col=self.cell_col,
                           slot_length=self.slot_length, cell=self.cell, slot=self.slot, group_by=keys,
-                          out_of_range=_value(self.value_out_of_range), timezone=self.timezone,
+                          out_of_range=enum_value(self.value_out_of_range), timezone=self.timezone,
                           group_keys=group_keys, group_keys_table=table, start=self.start, end=self.end)
         if participation == "private":
             _require_declared(spec)
         return MeanPlan(self, settings, spec)
-
-
-def _split(text: str) -> list[str]:
-    return [part.strip() for part in text.split(",") if part.strip()]
 
 
 def _declared_keys(group_keys, group_keys_file) -> tuple[tuple[str, ...] | None, Any]:
@@ -131,7 +126,8 @@ def _declared_keys(group_keys, group_keys_file) -> tuple[tuple[str, ...] | None,
         raise UsageError("--group-keys and --group-keys-file both declare the groups: give one of them")
     values = None
     if group_keys is not None:
-        values = tuple(_split(group_keys) if isinstance(group_keys, str) else (str(v).strip() for v in group_keys))
+        values = tuple((split_list(group_keys) or []) if isinstance(group_keys, str)
+                       else (str(v).strip() for v in group_keys))
         if not values:
             raise UsageError(f"--group-keys {group_keys!r} declares no group; give e.g. c00_00,c00_01")
         if len(set(values)) != len(values):
@@ -313,19 +309,6 @@ def mean_estimate(frame, *, user_col: str, value_col: str, upper: float, epsilon
                     estimated.table, make_report)
     result.custodian = estimated.custodian
     return result
-
-
-def _quantiles(value) -> tuple[float, float]:
-    if value is None:
-        return DEFAULT_QUANTILES
-    parts = value.split(",") if isinstance(value, str) else list(value)
-    try:
-        pair = tuple(float(p) for p in parts if str(p).strip())
-    except (TypeError, ValueError):
-        pair = ()
-    if len(pair) != 2:
-        raise UsageError(f"--quantiles {value!r}: must be two numbers such as 0.1,0.9")
-    return pair  # type: ignore[return-value]
 
 
 def _check_algorithm_flags(name: str, quantiles, quantile_mode, gamma, tau_k) -> None:

@@ -25,7 +25,7 @@ def names(value: str | Sequence[str] | None) -> list[str] | None:
 
 def number_pair(value: Any, option: str, example: str) -> tuple[float, float]:
     """``"lo,hi"`` or a pair of numbers -> ``(lo, hi)``; UsageError naming ``option`` otherwise."""
-    parts = (split_list(value) or []) if isinstance(value, str) else list(value)
+    parts = (split_list(value) or []) if isinstance(value, str) else [p for p in value if str(p).strip()]
     try:
         pair = tuple(float(p) for p in parts)
     except (TypeError, ValueError):
