@@ -201,11 +201,12 @@ def _dry_run(input: str, plan, console) -> dict | None:
     console.summary(summary if console.json_mode else {k: v for k, v in summary.items() if k != "training_plan"},
                     "tsdp forecast-train --dry-run")
     if training_plan and not console.json_mode and not console.quiet:
-        _print_plan(training_plan)
+        print_plan(training_plan)
     return None
 
 
-def _print_plan(training_plan: dict[str, Any]) -> None:
+def print_plan(training_plan: dict[str, Any]) -> None:
+    """The training plan as a rich table on stdout (also for `tsdp plan forecast`)."""
     from rich.console import Console as RichConsole
     from rich.table import Table
 
