@@ -186,7 +186,7 @@ def test_subsample_sampled_exact_interpolated_covered(mechanism):
 def test_mean_estimators_given_released_scale():
     from tsdp.mean import MeanSettings, estimate_groups
     from tsdp.mean.algorithms import release
-    from tsdp.mean.api import prepare_groups
+    from tsdp.mean.estimation import prepare_groups
     from tsdp.mean.synthetic import flat_layout
 
     rng = np.random.default_rng(6)

@@ -244,3 +244,96 @@ def test_readme_python_example_runs(tmp_path):
     exec(compile(code, "README.md", "exec"), {})
     assert (tmp_path / "traffic_released_api.parquet").exists()
     assert (tmp_path / "traffic_released_api.report.json").exists()
+
+
+# ------------------------------------------------------------------------------------- flip
+
+QWI = SAMPLE / "qwi_quarterly.csv"
+FLIP = dict(time_col="quarter", value_cols="ca_asian", aux_cols=["ca_white"], trend_order=1, filter_half_length=10,
+            lip_delta=0.1)
+
+
+def test_flip_filter_equals_the_command_line(tmp_path):
+    cli("flip", QWI, *cli_args(FLIP), "--seed", 3, "-o", tmp_path / "f.csv")
+    cli_report = json.loads((tmp_path / "f.report.json").read_text())
+    for frame in (pl.read_csv(QWI), pd.read_csv(QWI)):
+        result = tsdp.flip_filter(frame, seed=3, **FLIP)
+        report = result.report.to_dict()
+        assert type(result.frame) is type(frame)
+        # the same bytes as the command line wrote, the same claim, notes, warnings and withheld dates
+        assert report["output"]["sha256"] == cli_report["output"]["sha256"]
+        for key in ("claim", "notes", "warnings", "lip", "grid"):
+            assert report[key] == cli_report[key], key
+        assert report["output"]["withheld"] == cli_report["output"]["withheld"]
+        parameters = report["command"]["parameters"]
+        assert parameters["input"] == "<dataframe>" and "r_params" not in parameters
+        assert {k: v for k, v in parameters.items() if k not in ("input", "output")} == {
+            k: v for k, v in cli_report["command"]["parameters"].items()
+            if k not in ("input", "output", "secrets_written", "custodian_file")}
+        custodian = json.loads((tmp_path / "f.custodian.NOT-FOR-PUBLICATION.json").read_text())
+        from tsdp.report import json_ready
+
+        figures = json_ready(result.custodian, nonfinite_as_null=True)
+        assert json.loads(json.dumps(figures, default=str)) == custodian["figures"]
+
+
+def test_flip_filter_errors():
+    df = pl.read_csv(QWI)
+    with pytest.raises(UsageError, match="--cepstral-terms"):
+        tsdp.flip_filter(df, cepstral_terms=10, **FLIP)
+    with pytest.raises(UsageError, match="unknown option 'epsilon'"):
+        tsdp.flip_filter(df, epsilon=1.0, **FLIP)
+    with pytest.raises(UsageError, match="--r-range"):
+        tsdp.flip_filter(df, r_range="1", **FLIP)
+    with pytest.raises(DataError):
+        tsdp.flip_filter(df, **{**FLIP, "value_cols": "nope"})
+
+
+# ------------------------------------------------------------------------------------- forecast-train
+
+FORECAST = dict(series_col="sensor", time_col="time", value_col="count", context_length=24, forecast_length=6,
+                model="linear", batch_size=4, noise_multiplier="1.5", epsilon=8, delta=1e-5, steps=20)
+
+
+def small_traffic() -> pl.DataFrame:
+    traffic = pl.read_parquet(TRAFFIC)
+    sensors = sorted(traffic["sensor"].unique().to_list())[:6]
+    hours = sorted(traffic["time"].unique().to_list())[:240]
+    return traffic.filter(pl.col("sensor").is_in(sensors) & pl.col("time").is_in(hours)).sort("sensor", "time")
+
+
+def test_forecast_train_equals_the_command_line(tmp_path):
+    df = small_traffic()
+    df.write_parquet(tmp_path / "t.parquet")
+    cli("forecast-train", tmp_path / "t.parquet", *cli_args(FORECAST), "--seed", 4, "-o", tmp_path / "f.csv")
+    cli_report = json.loads((tmp_path / "f.report.json").read_text())
+    result = tsdp.forecast_train(df, seed=4, **FORECAST)
+    report = result.report.to_dict()
+    # the same forecasts (bytes), claim, notes, warnings, grid and accuracy as the command line
+    assert report["output"]["sha256"] == cli_report["output"]["sha256"]
+    for key in ("claim", "notes", "warnings", "grid", "accuracy"):
+        assert report[key] == cli_report[key], key
+    parameters = report["command"]["parameters"]
+    assert parameters["input"] == "<dataframe>" and parameters["training"] == cli_report["command"]["parameters"][
+        "training"]
+    assert "model_files" not in parameters
+    custodian = json.loads((tmp_path / "f.custodian.NOT-FOR-PUBLICATION.json").read_text())
+    from tsdp.report import json_ready
+
+    assert json.loads(json.dumps(json_ready(result.custodian, nonfinite_as_null=True))) == custodian["figures"]
+    assert result.model.weights() == (tmp_path / "f.model.npz").read_bytes()
+    pandas = tsdp.forecast_train(df.to_pandas(), seed=4, **FORECAST)
+    assert isinstance(pandas.frame, pd.DataFrame)
+    assert np.array_equal(pandas.frame["mean"].to_numpy(), result.frame["mean"].to_numpy())
+
+
+def test_forecast_train_errors():
+    df = small_traffic()
+    with pytest.raises(UsageError, match="--lags is an option of --model deepar"):
+        tsdp.forecast_train(df, lags="1-3", **FORECAST)
+    with pytest.raises(UsageError, match="unknown option 'epsilons'"):
+        tsdp.forecast_train(df, epsilons=1, **FORECAST)
+    with pytest.raises(UsageError, match="--min-scale"):
+        tsdp.forecast_train(df, min_scale=0, **FORECAST)
+    with pytest.raises(DataError):
+        tsdp.forecast_train(df, **{**FORECAST, "value_col": "nope"})

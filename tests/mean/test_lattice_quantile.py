@@ -88,7 +88,7 @@ def test_many_groups_at_once_and_the_default_lattice():
 
 def test_a_hardened_quantile_run_clips_to_lattice_points():
     """The interval [a, b] a hardened QUANTILE run clips to lies on the selection lattice of its bounds."""
-    from tsdp.mean.api import MeanSettings, estimate_groups
+    from tsdp.mean.estimation import MeanSettings, estimate_groups
 
     rng = np.random.default_rng(2)
     counts = rng.integers(1, 6, 400)

@@ -2,6 +2,8 @@
 
 * :func:`tsdp.release` (:func:`tsdp.api.series.release`): private release of series or raw events;
 * :func:`tsdp.mean_estimate` (:func:`tsdp.api.means.mean_estimate`): user-level private means;
+* :func:`tsdp.flip_filter` (:func:`tsdp.api.flip.flip_filter`): FLIP all-pass filtering (LIP, not DP);
+* :func:`tsdp.forecast_train` (:func:`tsdp.api.forecast.forecast_train`): DP-SGD forecasting models;
 * :mod:`tsdp.account` (:mod:`tsdp.api.accounting`): ``dpsgd``, ``calibrate_dpsgd``, ``compose``, ``verify``.
 
 Every option is a keyword argument named as on the command line (``--max-steps`` is
@@ -14,6 +16,7 @@ same release. Errors are :class:`tsdp.errors.TsdpError` subclasses (``UsageError
 # Loaded on first use: the command line imports single modules of this package (tsdp account
 # verify must not pay for numpy through tsdp.api.means).
 _NAMES = {"release": ("tsdp.api.series", "release"), "mean_estimate": ("tsdp.api.means", "mean_estimate"),
+          "flip_filter": ("tsdp.api.flip", "flip_filter"), "forecast_train": ("tsdp.api.forecast", "forecast_train"),
           "Result": ("tsdp.api.result", "Result"), "accounting": ("tsdp.api.accounting", None)}
 __all__ = list(_NAMES)
 

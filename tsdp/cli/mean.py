@@ -1,7 +1,7 @@
 """``tsdp mean-estimate``: user-level private means per cell/time slot (Gupta et al. 2024).
 
-Thin: parse the options, validate them through :class:`tsdp.mean.MeanSettings` before the data is
-read, load the records (:mod:`tsdp.io.records`), call :func:`tsdp.mean.estimate_groups` and write
+Thin: parse the options into :class:`tsdp.api.means.MeanOptions` (validated before the data is
+read), load the records (:mod:`tsdp.io.records`), call :func:`tsdp.mean.estimate_groups` and write
 the estimates and the privacy report atomically.
 """
 
@@ -19,6 +19,7 @@ from tsdp.api.means import MeanOptions, MeanPlan
 from tsdp.caveats import Caveat
 from tsdp.cli import accuracy_options as acc_opts
 from tsdp.cli import common
+from tsdp.cli.options import options_from
 from tsdp.cli.engine_options import (Engine, EngineOption, MemoryLimitOption, SparkConfOption, SparkMasterOption,
                                      WorkDirOption, engine_options)
 from tsdp.engine.options import EngineOptions
@@ -112,15 +113,8 @@ def mean_estimate(
 ) -> None:
     """User-level private mean of bounded values per cell and time slot (Gupta et al. 2024)."""
     params = common.public_parameters(locals())
-    plan = MeanOptions(  # validates every option (UsageError) before the data is read
-        user_col=user_col, value_col=value_col, upper=upper, epsilon=epsilon, lower=lower, time_col=time_col,
-        timezone=timezone, cell_col=cell_col, slot_length=slot_length, cell=cell, slot=slot, group_by=group_by,
-        epsilon_per_group_ok=epsilon_per_group_ok, algorithm=algorithm, grouping=grouping, m_ub=m_ub,
-        quantile_mode=quantile_mode, quantiles=quantiles, gamma=gamma, tau_k=tau_k,
-        value_out_of_range=value_out_of_range, alpha=alpha, clip=not no_clip, round_values=round_values,
-        sampler=sampler, granularity=granularity, participation=participation, arrays=arrays,
-        group_keys=group_keys, group_keys_file=group_keys_file, start=start, end=end,
-    ).plan()
+    # every option checked before the data is read
+    plan = options_from(MeanOptions, locals(), clip=not no_clip).plan()
     settings, spec = plan.settings, plan.spec
     options = engine_options(engine, memory_limit, work_dir, spark_master, spark_conf)
     if dry_run:

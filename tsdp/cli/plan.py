@@ -77,10 +77,10 @@ def plan_forecast(ctx: typer.Context, epsilon: str = EpsilonsOption, json_summar
 
         print(document({"command": "forecast-train", "plans": plans}, "tsdp plan forecast", []))
     elif not quiet:
-        from tsdp.cli.forecast import _print_plan
+        from tsdp.cli.forecast import print_plan
 
         for plan in plans:
-            _print_plan(plan["training_plan"])
+            print_plan(plan["training_plan"])
 
 
 @app.command("stream", context_settings=PASS_THROUGH)

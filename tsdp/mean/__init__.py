@@ -2,7 +2,7 @@
 arXiv:2401.15906): grouping, cap rules, private selection and the four algorithms.
 See ``specs/mean.md``."""
 
-from tsdp.mean.api import (
+from tsdp.mean.estimation import (
     ALGORITHMS,
     GROUPINGS,
     NEIGHBOURING,

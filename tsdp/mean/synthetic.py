@@ -106,7 +106,7 @@ def experiment_mae(counts: np.ndarray, sigma: float, epsilon: float, *, algorith
     With ``fresh_data`` every run draws a new dataset (so the clipping/re-weighting error is
     averaged over datasets too, not frozen at one realisation).
     Returns (MAE, its Monte-Carlo standard error)."""
-    from tsdp.mean.api import MeanSettings, prepare_groups, release_prepared
+    from tsdp.mean.estimation import MeanSettings, prepare_groups, release_prepared
 
     counts = np.asarray(counts, dtype=np.int64)
     ss = np.random.SeedSequence(seed)
