@@ -31,7 +31,7 @@ from scipy.stats import norm
 
 from tsdp.accounting.gaussian import analytic_sigma
 from tsdp.cli.app import main as tsdp_main
-from tsdp.io.events import EventCaps, aggregate_events
+from tsdp.engine.events import EventCaps, aggregate_events
 
 ROOT = Path(__file__).resolve().parents[1]
 EVENTS = [str(ROOT / "sample_data/events.csv"), "--layout", "events", "--user-col", "user_id", "--time-col",

@@ -49,10 +49,8 @@ ALLOWED: dict[str, str] = {
     "layer tsdp.accounting.verify imports tsdp.mechanisms.bounds": "#28 item 2: verify moves above the core",
     "layer tsdp.accounting.verify imports tsdp.mechanisms.dft": "#28 item 2: verify moves above the core",
     "layer tsdp.accounting.verify imports tsdp.mechanisms.fast": "#28 item 2: verify moves above the core",
-    "layer tsdp.io.events imports tsdp.engine.kernel": "#28 item 5: io knows formats only",
     "local tsdp.accounting.compose imports tsdp.accounting.discrete": "#28 item 7: function-local imports only for heavy libraries",
     "local tsdp.accounting.compose imports tsdp.accounting.sensitivity": "#28 item 7: function-local imports only for heavy libraries",
-    "local tsdp.accounting.sensitivity imports tsdp.accounting.claim": "#28 item 7: function-local imports only for heavy libraries",
     "local tsdp.accounting.sgd imports tsdp.accounting.budget": "#28 item 7: function-local imports only for heavy libraries",
     "local tsdp.accounting.sgd imports tsdp.errors": "#28 item 7: function-local imports only for heavy libraries",
     "local tsdp.accounting.structured imports dataclasses": "#28 item 7: function-local imports only for heavy libraries",
@@ -282,3 +280,4 @@ def test_the_checker_sees_what_it_must(tmp_path):
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == ["cycle a <-> b <-> c"]
     assert STRING_BRANCH.search('if bounds.level == "user":') and STRING_BRANCH.search("if sampler_name != x:")
     assert not STRING_BRANCH.search("if unit.kind is User:")
+

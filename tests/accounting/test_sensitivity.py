@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from tsdp.accounting.sensitivity import ContributionBounds, privacy_unit
 from tsdp.errors import UsageError
-from tsdp.io.events import EventCaps, aggregate_events
+from tsdp.engine.events import EventCaps, aggregate_events
 
 
 @pytest.mark.parametrize(

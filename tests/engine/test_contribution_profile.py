@@ -12,7 +12,7 @@ import pytest
 
 from tests.engine.test_local_engine import END, KEYS, START, TINY, make_events, write
 from tsdp.engine import local
-from tsdp.io.events import EventCaps, EventJob, assemble, partial_cell_sums, profile_histograms
+from tsdp.engine.events import EventCaps, EventJob, assemble, partial_cell_sums, profile_histograms
 from tsdp.mechanisms import bounds
 
 GRIDS = {"max_per_step": bounds.PER_STEP_GRID, "max_steps": bounds.steps_grid(24)}

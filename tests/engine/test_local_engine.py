@@ -15,7 +15,7 @@ import pytest
 from tsdp.cli.app import main
 from tsdp.engine import local
 from tsdp.errors import DataError, UsageError
-from tsdp.io.events import EventCaps, EventJob, aggregate_events
+from tsdp.engine.events import EventCaps, EventJob, aggregate_events
 from tsdp.io.files import read_table
 
 KEYS = ["a", "b", "c"]

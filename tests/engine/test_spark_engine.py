@@ -25,7 +25,7 @@ import pytest
 
 from tsdp.engine.kernel import ORDER
 from tsdp.errors import DataError, TsdpError, UsageError
-from tsdp.io.events import EventCaps, EventJob, assemble, partial_cell_sums
+from tsdp.engine.events import EventCaps, EventJob, assemble, partial_cell_sums
 from tsdp.io.files import read_table
 
 try:
@@ -340,7 +340,7 @@ FRESH = textwrap.dedent("""
     import sys
     from tsdp.engine.spark import aggregate_events_spark
     from tsdp.errors import TsdpError
-    from tsdp.io.events import EventCaps, EventJob
+    from tsdp.engine.events import EventCaps, EventJob
     job = EventJob("user", "time", "1h", "2024-01-01", "2024-01-02", EventCaps(level="user", max_per_step=1))
     try:
         agg = aggregate_events_spark(sys.argv[1], job, "local[1]")

@@ -35,7 +35,7 @@ import polars as pl
 import pytest
 
 from tsdp.errors import DataError, UsageError
-from tsdp.io.events import EventCaps, aggregate_events
+from tsdp.engine.events import EventCaps, aggregate_events
 
 ROWS = [
     ("u1", "2024-01-01 00:50:00", "A"),

@@ -15,7 +15,7 @@ import polars as pl
 import pytest
 
 from tsdp.errors import DataError, UsageError
-from tsdp.io.events import EventCaps, aggregate_events
+from tsdp.engine.events import EventCaps, aggregate_events
 from tsdp.io.files import read_table, serialise_table
 from tsdp.io.layouts import load_long, load_wide
 from tsdp.io.records import RecordSpec, load_records

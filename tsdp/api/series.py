@@ -286,8 +286,8 @@ class ReleasePlan:
     def profile_job(self):
         """(the event job counting the users' contributions over the candidate grids, the grids): the
         pass that precedes the choice of the ``auto`` caps; fixed caps (series, fixed buckets) hold."""
-        from tsdp.io.events import EventCaps
-        from tsdp.io.load import event_job
+        from tsdp.engine.events import EventCaps
+        from tsdp.engine.events import event_job
         from tsdp.mechanisms import bounds
 
         options = self.auto.options
@@ -301,7 +301,7 @@ class ReleasePlan:
 
     def resolve(self, histograms: dict, grids: dict, rng) -> "ReleasePlan":
         """The plan of the release at the caps the exponential mechanism chooses from ``histograms``
-        (the profile job's, :func:`tsdp.io.events.profile_histograms`), with ``rng``; its claims are
+        (the profile job's, :func:`tsdp.engine.events.profile_histograms`), with ``rng``; its claims are
         composed with the selection (:func:`tsdp.mechanisms.bounds.with_selection`)."""
         from tsdp.mechanisms import bounds
 
@@ -577,7 +577,7 @@ def resolve_frame(plan: "ReleasePlan", df, rng) -> "ReleasePlan":
     when it has no ``auto`` cap."""
     if plan.auto is None:
         return plan
-    from tsdp.io.events import assemble, partial_cell_sums, profile_histograms
+    from tsdp.engine.events import assemble, partial_cell_sums, profile_histograms
 
     job, grids = plan.profile_job()
     histograms = profile_histograms(assemble(job, [partial_cell_sums(df, job)]).diagnostics, grids)
@@ -586,15 +586,15 @@ def resolve_frame(plan: "ReleasePlan", df, rng) -> "ReleasePlan":
 
 def raw_input(df, plan: "ReleasePlan", loaded: "Loaded"):
     """(the raw panel, the observed cells) of an in-memory input: for events the unbounded
-    aggregation on the public grid (:meth:`tsdp.io.events.EventJob.unbounded`), for series the
+    aggregation on the public grid (:meth:`tsdp.engine.events.EventJob.unbounded`), for series the
     input itself, whose filled cells are not observed."""
     table = loaded.loaded.table
     if plan.spec.resolved_layout != "events":
         return table.values_matrix(), table.observed_matrix()
     import numpy as np
 
-    from tsdp.io.events import assemble, partial_cell_sums
-    from tsdp.io.load import event_job
+    from tsdp.engine.events import assemble, partial_cell_sums
+    from tsdp.engine.events import event_job
 
     job = event_job(plan.spec, plan.caps).unbounded()
     raw = assemble(job, [partial_cell_sums(df, job)]).table.values_matrix()

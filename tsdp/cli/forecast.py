@@ -339,7 +339,7 @@ def _dry_run(input, layout, time_col, value_col, series_col, series_cols, freq, 
     rows that exist are found by training only)."""
     from tsdp.forecast import trainer
     from tsdp.io.load import InputSpec
-    from tsdp.io.public_shape import public_panel
+    from tsdp.engine.public_shape import public_panel
 
     keep = fill_missing is FillMissing.null
     spec = InputSpec(layout=layout.value, time_col=time_col, value_col=value_col, series_col=series_col,

@@ -335,7 +335,7 @@ def _dry_run(input, plan: ReleasePlan, console) -> dict | None:
     run shows one fixed draw)."""
     import numpy as np
 
-    from tsdp.io.public_shape import public_panel
+    from tsdp.engine.public_shape import public_panel
 
     spec = plan.spec
     shape = public_panel(input, spec)  # missing steps are refused here under --fill-missing error, as at release
@@ -433,7 +433,7 @@ def _release_chunks(chunks, panel, plan: ReleasePlan, rng, diagnostics: dict, st
 def _resolve(input: str, plan: ReleasePlan, options: EngineOptions, stage, generator) -> ReleasePlan:
     """The plan at the caps chosen privately from the events of ``input`` (one pass over them)."""
     from tsdp.engine.panel import aggregate_job
-    from tsdp.io.events import profile_histograms
+    from tsdp.engine.events import profile_histograms
 
     job, grids = plan.profile_job()
     stage("choosing the caps privately")
@@ -457,7 +457,7 @@ def _evaluate(input, plan: ReleasePlan, engine_options, randomness, repeats: int
     from tsdp.api.series import evaluate_auto, evaluate_loaded
     from tsdp.cli import evaluation as shown
     from tsdp.engine.panel import aggregate_job
-    from tsdp.io.events import profile_histograms
+    from tsdp.engine.events import profile_histograms
 
     with console.progress(3) as stage:
         loaded = None if plan.auto is not None else _read(input, plan, engine_options, stage, None)

@@ -53,8 +53,7 @@ def public_panel(path: str, spec: InputSpec, refuse_gaps: bool | None = None, ab
     refuse_gaps = (not spec.fill_missing) if refuse_gaps is None else refuse_gaps
     layout = spec.resolved_layout
     if layout == "events":
-        from tsdp.io.events import EventCaps
-        from tsdp.io.load import event_job
+        from tsdp.engine.events import EventCaps, event_job
 
         job = event_job(spec, EventCaps())
         if spec.series_col is not None and not spec.series_keys:
