@@ -139,15 +139,16 @@ class UserLevel(UnitLevel):
         return f"{who} with all of their contributions"
 
 
-UNIT_LEVELS: dict[str, UnitLevel] = {level.name: level for level in (EventLevel(), WEventLevel(), UserLevel())}
+UNIT_LEVELS: dict[str, UnitLevel] = {unit.name: unit for unit in (EventLevel(), WEventLevel(), UserLevel())}
 LEVELS = tuple(UNIT_LEVELS)
 
 
 def unit_level(level: str) -> UnitLevel:
     """The :class:`UnitLevel` named ``level`` (UsageError naming --unit otherwise)."""
-    if level not in UNIT_LEVELS:
+    unit = UNIT_LEVELS.get(level)
+    if unit is None:
         raise UsageError(f"--unit must be one of {', '.join(LEVELS)}, got {level!r}")
-    return UNIT_LEVELS[level]
+    return unit
 
 
 @dataclass(frozen=True)

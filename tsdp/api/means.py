@@ -207,7 +207,7 @@ class MeanPlan:
         """The number of declared groups, from the options alone (None when some key is not declared)."""
         import polars as pl
 
-        from tsdp.io.records import slot_grid
+        from tsdp.io.record_groups import slot_grid
 
         spec = self.spec
         n = 1
@@ -230,7 +230,7 @@ class MeanPlan:
         return n
 
     def estimate(self, records, rng: np.random.Generator) -> Estimated:
-        """Estimate every group of ``records`` (:class:`tsdp.engine.records.RecordRuns`)."""
+        """Estimate every group of ``records`` (:class:`tsdp.engine.runs.RecordRuns`)."""
         import polars as pl
 
         from tsdp.engine.records import RecordChunks
@@ -301,7 +301,7 @@ class ChunkedEstimates:
     over every group, and ``true_means`` the PRIVATE per-group means (for the steward's checks; NaN
     for groups without records).
 
-    With declared groups (:func:`tsdp.io.records.declared_groups`) every declared group gets a row,
+    With declared groups (:func:`tsdp.io.record_groups.declared_groups`) every declared group gets a row,
     in the declared order: the groups of a chunk are placed among the declared ones, and the
     declared groups between chunks (or after the last) are estimated without records."""
 
@@ -386,7 +386,7 @@ def _declared_description(declared, key_columns: list[str], plan: MeanPlan) -> d
     """What the report says of the declared groups: the non-slot key columns and how many
     combinations of them are declared, the slot grid and its number of slots (the groups are their
     product)."""
-    from tsdp.io.records import SLOT
+    from tsdp.io.record_spec import SLOT
 
     spec = plan.spec
     slot_key = SLOT in key_columns and SLOT in declared.columns and (spec.slot is not None or spec.start is not None)

@@ -15,7 +15,9 @@ from tsdp.cli import common
 from tsdp.cli.engine_options import (Engine, EngineOption, MemoryLimitOption, SparkConfOption, SparkMasterOption,
                                      WorkDirOption, engine_options, given_engine_flags)
 from tsdp.engine import series_stream
-from tsdp.engine.panel import EngineOptions, load_event_panel, panel_of
+from tsdp.engine.engines import engine_for
+from tsdp.engine.options import EngineOptions
+from tsdp.engine.panel import load_event_panel, panel_of
 from tsdp.errors import UsageError
 from tsdp.io.files import read_table
 from tsdp.io.load import SERIES_NOTE, InputSpec
@@ -211,7 +213,7 @@ def release(
         ledger, dataset, epsilon, delta or 0.0,
         f"tsdp release {common.display_name(input)} -> {common.display_name(output)} ({mechanism.value})")
 
-    streamed = plan.cellwise and engine_options.engine == "local" and input != "-" \
+    streamed = plan.cellwise and engine_for(engine_options).streams_series and input != "-" \
         and series_stream.streamable(input, spec, engine_options.memory_limit)
     if streamed and (fail_on_noisy or plot):
         raise UsageError(f"{'--fail-on-noisy' if fail_on_noisy else '--plot'} needs the panel in memory, but this "

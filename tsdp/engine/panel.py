@@ -9,13 +9,14 @@ V); for pre-aggregated series it is the declared one, and a note says it is trus
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import polars as pl
 
 from tsdp.accounting.sensitivity import ContributionBounds
 from tsdp.errors import UsageError
-from tsdp.engine.options import ENGINES, EngineOptions  # noqa: F401  (re-exported)
+from tsdp.engine.engines import engine_for
+from tsdp.engine.options import EngineOptions
 from tsdp.engine.events import EventAggregation, EventCaps, assemble, event_job, loaded_events, partial_cell_sums
 from tsdp.io.inputs import check_input
 from tsdp.io.layouts import SeriesTable
@@ -67,15 +68,7 @@ def aggregate_job(path: str, job, options: EngineOptions, stage=None) -> EventAg
     """``job`` run on the events of ``path`` by the engine of ``options``."""
     if "://" not in path:
         check_input(path)  # before any engine opens it: a FIFO would block, a repeated column mislead
-    if options.engine == "spark":
-        from tsdp.engine.spark import aggregate_events_spark
-
-        if stage is not None:
-            stage("bounding and aggregating on Spark")
-        return aggregate_events_spark(path, job, options.spark_master, dict(options.spark_conf))
-    from tsdp.engine.local import aggregate_events_local
-
-    return aggregate_events_local(path, job, options.memory_limit, options.work_dir, stage)
+    return engine_for(options).aggregate(path, job, stage)
 
 
 def load_input(df: pl.DataFrame, spec: InputSpec, caps: EventCaps | None = None) -> LoadedInput:

@@ -65,7 +65,8 @@ def public_panel(path: str, spec: InputSpec, refuse_gaps: bool | None = None, ab
         return PublicShape(n_series, grid.n_steps,
                            "the public grid (--start, --end, --freq) and --series-keys; the input was not opened")
     from tsdp.io.files import read_table
-    from tsdp.io.timegrid import MISSING_STEPS_HINT, build_grid, parse_time_column
+    from tsdp.io.timegrid import MISSING_STEPS_HINT, build_grid
+    from tsdp.io.timeparse import parse_time_column
 
     kinds = {spec.time_col: "time"}
     if layout == "long" and spec.series_col is not None:

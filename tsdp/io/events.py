@@ -22,7 +22,8 @@ import polars as pl
 from tsdp.errors import DataError, UsageError
 from tsdp.io.ids import reject_nan_ids
 from tsdp.io.layouts import numeric_values, require_columns
-from tsdp.io.timegrid import dates_as_times_deferred, fixed_grid, parse_instant, parse_time_column_deferred
+from tsdp.io.timegrid import fixed_grid, parse_instant
+from tsdp.io.timeparse import dates_as_times_deferred, parse_time_column_deferred
 from tsdp.io.timezones import ClockChanged
 
 # The prepared rows :func:`event_rows` returns, which the bounding kernel (:mod:`tsdp.engine.kernel`) reads.
