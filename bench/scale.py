@@ -508,7 +508,7 @@ def tsdp_cells(path: Path):
     from tsdp.engine.events import EventCaps, aggregate_events
 
     frame = pl.read_parquet(path) if str(path).endswith(".parquet") else pl.read_csv(path, try_parse_dates=True)
-    caps = EventCaps(max_per_step=M_PER_STEP, max_steps=I_STEPS, series_per_user=K_SERIES, level="user")
+    caps = EventCaps(max_per_step=M_PER_STEP, max_steps=I_STEPS, series_per_unit=K_SERIES, level="user")
     agg = aggregate_events(frame, "user_id", "ts", "1h", EV_START, EV_END, caps, series_col="station",
                            series_keys=STATIONS)
     table = agg.table.frame

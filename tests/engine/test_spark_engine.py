@@ -96,8 +96,8 @@ def files(tmp_path_factory):
 
 CAPS = {
     "event": EventCaps(level="event", value_bound=5.0),
-    "w-event": EventCaps(level="w-event", series_per_user=1, max_per_step=2, value_bound=4.0),
-    "user": EventCaps(level="user", series_per_user=2, max_steps=6, max_per_step=1, value_bound=5.0),
+    "w-event": EventCaps(level="w-event", series_per_unit=1, max_per_step=2, value_bound=4.0),
+    "user": EventCaps(level="user", series_per_unit=2, max_steps=6, max_per_step=1, value_bound=5.0),
 }
 
 
@@ -166,8 +166,8 @@ def test_values_match_local(spark, files, fmt, level):
 
 @pytest.mark.parametrize("fmt", ["csv", "parquet"])
 @pytest.mark.parametrize("caps", [
-    EventCaps(level="user", series_per_user=1, max_steps=4, max_per_step=2),
-    EventCaps(level="w-event", series_per_user=2, max_per_step=1),
+    EventCaps(level="user", series_per_unit=1, max_steps=4, max_per_step=2),
+    EventCaps(level="w-event", series_per_unit=2, max_per_step=1),
     EventCaps(level="event"),
 ], ids=["user", "w-event", "event"])
 def test_counts_match_local(spark, files, fmt, caps):

@@ -292,7 +292,7 @@ class ReleasePlan:
 
         options = self.auto.options
         fixed_steps = None if "max_steps" in self.auto.caps else self.declared.max_steps
-        caps = EventCaps(series_per_user=self.declared.series_per_unit, max_steps=fixed_steps,
+        caps = EventCaps(series_per_unit=self.declared.series_per_unit, max_steps=fixed_steps,
                          value_bound=options.value_bound, level=self.declared.level)
         job = event_job(self.spec, caps)
         n_steps = job.grid(_time_type(self.spec))[0].n_steps

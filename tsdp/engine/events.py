@@ -9,13 +9,13 @@ that unit may touch.
 
 ``level="user"`` (the whole user is the unit; scope: all of the user's rows):
 
-1. a user keeps at most ``series_per_user`` series, the ones they appear in first;
+1. a user keeps at most ``series_per_unit`` series, the ones they appear in first;
 2. in each kept series a user keeps at most ``max_steps`` time buckets, the earliest ones;
 3. in each bucket a user keeps at most ``max_per_step`` events per series, the earliest ones.
 
 ``level="w-event"`` (a user's events in any w consecutive buckets; scope: one bucket):
 
-1. in each bucket a user keeps at most ``series_per_user`` series, the ones they appear in first
+1. in each bucket a user keeps at most ``series_per_unit`` series, the ones they appear in first
    *within that bucket*; a choice over the whole stream would let events outside a window decide
    which cells inside it are kept, so a w-window neighbour could move cells far from the window;
 2. in each bucket a user keeps at most ``max_per_step`` events per series, the earliest ones.
@@ -24,7 +24,7 @@ that unit may touch.
 ``level="event"``: no per-user caps (one event is the unit).
 
 In every level an event's value (if any) is clipped to [0, value_bound]. Once these caps hold, one
-unit changes at most ``series_per_user`` series per bucket (user level: in total) and at most
+unit changes at most ``series_per_unit`` series per bucket (user level: in total) and at most
 ``max_per_step * value_bound`` per cell, which is what :mod:`tsdp.accounting.sensitivity` assumes.
 Which rule applies is the unit level's (:class:`tsdp.accounting.sensitivity.UnitLevel`); the caps
 run in :mod:`tsdp.engine.kernel`, on the rows :mod:`tsdp.io.events` reads and buckets.
@@ -53,7 +53,7 @@ class EventCaps:
 
     max_per_step: int | None = None
     max_steps: int | None = None
-    series_per_user: int | None = None
+    series_per_unit: int | None = None
     value_bound: float | None = None
     level: str = "user"
 
@@ -62,7 +62,7 @@ class EventCaps:
         if not unit.uses_max_steps and self.max_steps is not None:
             raise UsageError(f"--max-steps applies to --unit user only; with --unit {self.level} "
                              f"remove --max-steps {self.max_steps}")
-        if not unit.per_user_caps and (self.max_per_step is not None or self.series_per_user is not None):
+        if not unit.per_user_caps and (self.max_per_step is not None or self.series_per_unit is not None):
             raise UsageError("--unit event enforces no per-user caps: one event is the unit")
 
     @property
@@ -76,9 +76,9 @@ class EventCaps:
             rule = "no per-user caps (one event is the protected unit)"
         else:
             parts = []
-            if self.series_per_user is not None:
+            if self.series_per_unit is not None:
                 where = "in each time bucket" if unit.series_cap_per_step else "in total"
-                parts.append(f"at most {self.series_per_user} series per user {where} (the first "
+                parts.append(f"at most {self.series_per_unit} series per user {where} (the first "
                              f"it appears in{' within the bucket' if unit.series_cap_per_step else ''})")
             if self.max_steps is not None:
                 parts.append(f"at most {self.max_steps} time buckets per user and series (the earliest)")

@@ -85,8 +85,8 @@ def runs(frame: pl.DataFrame) -> pl.DataFrame:
                              pl.Series("__step_rank", step_rank, dtype=pl.Int64))
 
 
-def first_series(frame: pl.LazyFrame, series_per_user: int, per_step: bool) -> pl.Expr:
-    """Keep-flag of each row for "a user keeps their first ``series_per_user`` series": ranked by the
+def first_series(frame: pl.LazyFrame, series_per_unit: int, per_step: bool) -> pl.Expr:
+    """Keep-flag of each row for "a user keeps their first ``series_per_unit`` series": ranked by the
     first event time, then the series key, within each bucket when ``per_step`` (w-event) and over
     the user's whole stream otherwise (user level; the run's first row is its earliest event)."""
     scope, run = (["__ucode", STEP], "__cell") if per_step else (["__ucode"], "__pair")
@@ -95,7 +95,7 @@ def first_series(frame: pl.LazyFrame, series_per_user: int, per_step: bool) -> p
     new_scope = pl.any_horizontal([pl.col(c) != pl.col(c).shift(1) for c in scope]).fill_null(True)
     rank = pl.int_range(pl.len(), dtype=pl.Int64)
     kept = (starts.with_columns((rank - pl.when(new_scope).then(rank).forward_fill()).alias("__rank"))
-            .sort(run).select(pl.col("__rank") < series_per_user))
+            .sort(run).select(pl.col("__rank") < series_per_unit))
     return kept
 
 
@@ -115,10 +115,10 @@ def cap_and_sum(rows: pl.DataFrame, caps) -> tuple[pl.DataFrame, dict[str, int]]
     work = runs(rows)
     keep = pl.Series(np.ones(work.height, dtype=bool))
     diag: dict[str, int] = {}
-    if caps.series_per_user is not None:
+    if caps.series_per_unit is not None:
         per_step = caps.unit.series_cap_per_step
         run = "__cell" if per_step else "__pair"
-        flags = first_series(work.lazy(), caps.series_per_user, per_step).collect().to_series()
+        flags = first_series(work.lazy(), caps.series_per_unit, per_step).collect().to_series()
         step = flags.gather(work[run])
         diag["dropped_series_cap"] = int((keep & ~step).sum())
         keep = keep & step
@@ -151,10 +151,10 @@ def contribution_profile(rows: pl.DataFrame, caps, grids: dict[str, tuple[int, .
     """
     work = runs(rows)
     keep = pl.Series(np.ones(work.height, dtype=bool))
-    if caps.series_per_user is not None:
+    if caps.series_per_unit is not None:
         per_step = caps.unit.series_cap_per_step
         run = "__cell" if per_step else "__pair"
-        keep = keep & first_series(work.lazy(), caps.series_per_user, per_step).collect().to_series().gather(work[run])
+        keep = keep & first_series(work.lazy(), caps.series_per_unit, per_step).collect().to_series().gather(work[run])
     if caps.max_steps is not None:
         keep = keep & (work["__step_rank"] < caps.max_steps)
     kept = work.filter(keep)

@@ -40,7 +40,7 @@ def event_caps(declared: ContributionBounds, value_bound: float | None) -> Event
     return EventCaps(
         max_per_step=int(declared.max_per_step),
         max_steps=declared.max_steps if declared.unit.uses_max_steps else None,
-        series_per_user=declared.series_per_unit,
+        series_per_unit=declared.series_per_unit,
         value_bound=value_bound,
         level=declared.level,
     )
