@@ -31,7 +31,7 @@ from scipy.stats import norm
 
 from tsdp.accounting.gaussian import analytic_sigma
 from tsdp.cli.app import main as tsdp_main
-from tsdp.io.events import EventCaps, aggregate_events
+from tsdp.engine.events import EventCaps, aggregate_events
 
 ROOT = Path(__file__).resolve().parents[1]
 EVENTS = [str(ROOT / "sample_data/events.csv"), "--layout", "events", "--user-col", "user_id", "--time-col",
@@ -67,7 +67,7 @@ def floor(epsilon: float = 1.0, delta: float = 1e-6) -> list[tuple[float, int, i
     rows = []
     for steps in (4, 7, 10, 12, 14):
         for per_step in (1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 24, 32):
-            b = panel(df, EventCaps(max_per_step=per_step, max_steps=steps, series_per_user=1)) - raw
+            b = panel(df, EventCaps(max_per_step=per_step, max_steps=steps, series_per_unit=1)) - raw
             s = analytic_sigma(epsilon, delta, per_step * np.sqrt(steps))
             mae = np.mean(s * np.sqrt(2 / np.pi) * np.exp(-b ** 2 / (2 * s * s))
                           + np.abs(b) * (1 - 2 * norm.cdf(-np.abs(b) / s)))

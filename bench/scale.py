@@ -25,7 +25,7 @@ spread [min - max] over --repeats:
 2. the I/O floor: polars streaming group-by count of the same file per (station, hour), and
 3. the same caps written as DuckDB SQL window functions (ROW_NUMBER for M, DENSE_RANK of hours for
    I, first-appearance rank of stations for K), whose cell counts are checked equal to
-   tsdp.io.events.aggregate_events on the same rows at sizes <= --check-max;
+   tsdp.engine.events.aggregate_events on the same rows at sizes <= --check-max;
 4. `tsdp mean-estimate --group-by cell,slot` (both record shapes; the groups declared, --participation
    private with K = 64 arrays and m_UB = 40) against a polars streaming group-by mean (the target's
    reference), a polars streaming group-by per run (cell, hour, bus): the per-(group, user) reduction
@@ -502,13 +502,13 @@ def mean_cross_check(path: Path, temp_dir: Path | None = None) -> dict:
 
 
 def tsdp_cells(path: Path):
-    """The same cells from tsdp's own aggregation (tsdp.io.events.aggregate_events), in memory."""
+    """The same cells from tsdp's own aggregation (tsdp.engine.events.aggregate_events), in memory."""
     import polars as pl
 
-    from tsdp.io.events import EventCaps, aggregate_events
+    from tsdp.engine.events import EventCaps, aggregate_events
 
     frame = pl.read_parquet(path) if str(path).endswith(".parquet") else pl.read_csv(path, try_parse_dates=True)
-    caps = EventCaps(max_per_step=M_PER_STEP, max_steps=I_STEPS, series_per_user=K_SERIES, level="user")
+    caps = EventCaps(max_per_step=M_PER_STEP, max_steps=I_STEPS, series_per_unit=K_SERIES, level="user")
     agg = aggregate_events(frame, "user_id", "ts", "1h", EV_START, EV_END, caps, series_col="station",
                            series_keys=STATIONS)
     table = agg.table.frame
@@ -844,7 +844,7 @@ class Bench:
                 self.per_row.setdefault((name, "", fmt), {})[n] = statistics.median(ref.walls) / n
         if fmt == "parquet" and n <= self.args.check_max:
             check = self.cross_check(path)
-            print(f"  cross-check DuckDB cells vs tsdp.io.events.aggregate_events (same rows): "
+            print(f"  cross-check DuckDB cells vs tsdp.engine.events.aggregate_events (same rows): "
                   f"{'equal' if check['equal'] else 'DIFFERENT'}: {check['cells']:,} cells "
                   f"({check['nonzero']:,} non-empty), {check['differ']} differ; rows kept "
                   f"{check['kept']:,} (tsdp {check['tsdp_kept']:,})")

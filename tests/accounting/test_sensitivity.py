@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from tsdp.accounting.sensitivity import ContributionBounds, privacy_unit
 from tsdp.errors import UsageError
-from tsdp.io.events import EventCaps, aggregate_events
+from tsdp.engine.events import EventCaps, aggregate_events
 
 
 @pytest.mark.parametrize(
@@ -77,7 +77,7 @@ def _aggregate(rows, caps, with_values):
 @example(rows=HEAVY_USER, m=2, i=3, k=2, with_values=True, victim=0)
 def test_enforced_caps_bound_the_change_from_removing_a_user(rows, m, i, k, with_values, victim):
     """Removing any user changes the aggregated panel by at most the declared L1/L2 sensitivity."""
-    caps = EventCaps(max_per_step=m, max_steps=i, series_per_user=k, value_bound=2.5 if with_values else None)
+    caps = EventCaps(max_per_step=m, max_steps=i, series_per_unit=k, value_bound=2.5 if with_values else None)
     full = _aggregate(rows, caps, with_values)
     rest = [r for r in rows if r[0] != victim]
     reduced = _aggregate(rest, caps, with_values) if rest else np.zeros_like(full)

@@ -262,7 +262,7 @@ def test_zero_thresholds_are_meaningful():
 
 
 def test_mean_claim_verifies_and_epsilon_is_per_group_times_groups():
-    from tsdp.mean.api import MeanSettings, claim_for
+    from tsdp.mean.estimation import MeanSettings, claim_for
 
     claim = claim_for(MeanSettings(epsilon=0.2, upper=30.0, lower=-10.0, algorithm="quantile"), 12, "uid")
     data = Report(command="mean-estimate",
@@ -282,7 +282,7 @@ def test_mean_claim_verifies_and_epsilon_is_per_group_times_groups():
 def test_mean_relation_text_is_recomputed(participation):
     """Issue 33: the relation words of a mean-estimate claim follow from --participation; an edited
     text (or relation name) fails verify (on main any text verified, composed and was charged)."""
-    from tsdp.mean.api import MeanSettings, claim_for
+    from tsdp.mean.estimation import MeanSettings, claim_for
 
     private = participation == "private"
     settings = MeanSettings(epsilon=0.5, upper=30.0, algorithm="quantile", participation=participation,
@@ -383,7 +383,7 @@ def test_relations_of_other_commands_do_not_compose_with_a_release():
     values of one series: neither is a release's 'replace one user by another' (red-team audit:
     compose stated one epsilon for the release's wider relation)."""
     from tsdp.accounting.sensitivity import describe_relation
-    from tsdp.mean.api import NEIGHBOURING as MEAN_WORDS
+    from tsdp.mean.estimation import NEIGHBOURING as MEAN_WORDS
 
     release = _with_words(claim_of(relation="substitute"), describe_relation("user", "substitute"))
     mean = _with_words(claim_of(relation="substitute"), MEAN_WORDS)

@@ -3,7 +3,7 @@
 Worst-case neighbours for the selection: D, a small event table whose users' contributions straddle
 the quantile, and D', D plus one user with a huge contribution (501 events in one hour, and one in every
 other hour of the grid). Both go through the profile job the release runs
-(:meth:`tsdp.io.events.EventJob.profiling`); the selection is then drawn N times per side with the
+(:meth:`tsdp.engine.events.EventJob.profiling`); the selection is then drawn N times per side with the
 exact sampler and the chosen candidate is the statistic. The Clopper-Pearson lower bound on epsilon
 must stay below the selection's claimed epsilon; the exact log-probabilities give the true loss,
 which the claim must bound too. A negative control (the same sampler told a 10x larger epsilon than
@@ -19,7 +19,7 @@ import polars as pl
 import pytest
 
 from tsdp.accounting.audit import epsilon_lower_bound
-from tsdp.io.events import EventCaps, EventJob, assemble, partial_cell_sums, profile_histograms
+from tsdp.engine.events import EventCaps, EventJob, assemble, partial_cell_sums, profile_histograms
 from tsdp.mechanisms import bounds
 
 N = 20_000

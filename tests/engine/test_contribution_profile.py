@@ -12,7 +12,7 @@ import pytest
 
 from tests.engine.test_local_engine import END, KEYS, START, TINY, make_events, write
 from tsdp.engine import local
-from tsdp.io.events import EventCaps, EventJob, assemble, partial_cell_sums, profile_histograms
+from tsdp.engine.events import EventCaps, EventJob, assemble, partial_cell_sums, profile_histograms
 from tsdp.mechanisms import bounds
 
 GRIDS = {"max_per_step": bounds.PER_STEP_GRID, "max_steps": bounds.steps_grid(24)}
@@ -59,7 +59,7 @@ def brute_force(df: pl.DataFrame, series_per_user: int | None, max_steps: int | 
 @pytest.mark.parametrize("series_per_user, max_steps", [(None, None), (1, None), (2, 3)])
 def test_histograms_match_a_brute_force_count(series_per_user, max_steps):
     df = make_events(1500, 40, seed=4)
-    got = histograms(df, EventCaps(series_per_user=series_per_user, max_steps=max_steps, level="user"))
+    got = histograms(df, EventCaps(series_per_unit=series_per_user, max_steps=max_steps, level="user"))
     want = brute_force(df, series_per_user, max_steps)
     for cap in GRIDS:
         np.testing.assert_array_equal(got[cap], want[cap])
@@ -70,7 +70,7 @@ def test_histograms_match_a_brute_force_count(series_per_user, max_steps):
 def test_sharded_histograms_equal_in_memory(tmp_path, suffix):
     df = make_events()
     path = write(df, tmp_path / f"events{suffix}")
-    caps = EventCaps(series_per_user=2, level="user")
+    caps = EventCaps(series_per_unit=2, level="user")
     sharded = local.aggregate_events_local(path, profiling(caps), memory_limit=TINY, work_dir=str(tmp_path))
     whole = histograms(df, caps)
     got = profile_histograms(sharded.diagnostics, GRIDS)
@@ -85,8 +85,8 @@ def test_a_neighbour_moves_one_user_in_each_histogram():
     df = make_events(1500, 40, seed=5)
     huge = pl.DataFrame({"user": ["giant"] * 523, "time": [f"2024-01-01 {h:02d}:30:00" for h in range(23)]
                          + ["2024-01-01 23:10:00"] * 500, "station": ["a"] * 523})
-    before = histograms(df, EventCaps(series_per_user=1, level="user"))
-    after = histograms(pl.concat([df, huge]), EventCaps(series_per_user=1, level="user"))
+    before = histograms(df, EventCaps(series_per_unit=1, level="user"))
+    after = histograms(pl.concat([df, huge]), EventCaps(series_per_unit=1, level="user"))
     for cap in GRIDS:
         diff = after[cap] - before[cap]
         assert diff.sum() == 1 and diff.min() == 0
@@ -108,7 +108,7 @@ def test_spark_histograms_equal_in_memory(tmp_path):
 
     df = make_events(seed=9)
     path = write(df, tmp_path / "events.parquet")
-    caps = EventCaps(series_per_user=1, max_steps=6, level="user")
+    caps = EventCaps(series_per_unit=1, max_steps=6, level="user")
     got = aggregate_events_spark(path, profiling(caps), "local[2]", {"spark.sql.shuffle.partitions": "5"})
     whole = histograms(df, caps)
     for cap, counts in profile_histograms(got.diagnostics, GRIDS).items():

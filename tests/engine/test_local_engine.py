@@ -15,7 +15,7 @@ import pytest
 from tsdp.cli.app import main
 from tsdp.engine import local
 from tsdp.errors import DataError, UsageError
-from tsdp.io.events import EventCaps, EventJob, aggregate_events
+from tsdp.engine.events import EventCaps, EventJob, aggregate_events
 from tsdp.io.files import read_table
 
 KEYS = ["a", "b", "c"]
@@ -47,9 +47,9 @@ def job(caps: EventCaps, values: bool = False) -> EventJob:
 CAPS = {
     "none": EventCaps(),
     "event": EventCaps(level="event"),
-    "w-event": EventCaps(max_per_step=2, series_per_user=1, level="w-event"),
-    "user": EventCaps(max_per_step=2, max_steps=5, series_per_user=2, level="user"),
-    "user-values": EventCaps(max_per_step=3, max_steps=4, series_per_user=1, value_bound=5.0, level="user"),
+    "w-event": EventCaps(max_per_step=2, series_per_unit=1, level="w-event"),
+    "user": EventCaps(max_per_step=2, max_steps=5, series_per_unit=2, level="user"),
+    "user-values": EventCaps(max_per_step=3, max_steps=4, series_per_unit=1, value_bound=5.0, level="user"),
 }
 
 

@@ -25,7 +25,7 @@ import pytest
 
 from tsdp.engine.kernel import ORDER
 from tsdp.errors import DataError, TsdpError, UsageError
-from tsdp.io.events import EventCaps, EventJob, assemble, partial_cell_sums
+from tsdp.engine.events import EventCaps, EventJob, assemble, partial_cell_sums
 from tsdp.io.files import read_table
 
 try:
@@ -96,8 +96,8 @@ def files(tmp_path_factory):
 
 CAPS = {
     "event": EventCaps(level="event", value_bound=5.0),
-    "w-event": EventCaps(level="w-event", series_per_user=1, max_per_step=2, value_bound=4.0),
-    "user": EventCaps(level="user", series_per_user=2, max_steps=6, max_per_step=1, value_bound=5.0),
+    "w-event": EventCaps(level="w-event", series_per_unit=1, max_per_step=2, value_bound=4.0),
+    "user": EventCaps(level="user", series_per_unit=2, max_steps=6, max_per_step=1, value_bound=5.0),
 }
 
 
@@ -166,8 +166,8 @@ def test_values_match_local(spark, files, fmt, level):
 
 @pytest.mark.parametrize("fmt", ["csv", "parquet"])
 @pytest.mark.parametrize("caps", [
-    EventCaps(level="user", series_per_user=1, max_steps=4, max_per_step=2),
-    EventCaps(level="w-event", series_per_user=2, max_per_step=1),
+    EventCaps(level="user", series_per_unit=1, max_steps=4, max_per_step=2),
+    EventCaps(level="w-event", series_per_unit=2, max_per_step=1),
     EventCaps(level="event"),
 ], ids=["user", "w-event", "event"])
 def test_counts_match_local(spark, files, fmt, caps):
@@ -340,7 +340,7 @@ FRESH = textwrap.dedent("""
     import sys
     from tsdp.engine.spark import aggregate_events_spark
     from tsdp.errors import TsdpError
-    from tsdp.io.events import EventCaps, EventJob
+    from tsdp.engine.events import EventCaps, EventJob
     job = EventJob("user", "time", "1h", "2024-01-01", "2024-01-02", EventCaps(level="user", max_per_step=1))
     try:
         agg = aggregate_events_spark(sys.argv[1], job, "local[1]")

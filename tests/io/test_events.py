@@ -35,7 +35,7 @@ import polars as pl
 import pytest
 
 from tsdp.errors import DataError, UsageError
-from tsdp.io.events import EventCaps, aggregate_events
+from tsdp.engine.events import EventCaps, aggregate_events
 
 ROWS = [
     ("u1", "2024-01-01 00:50:00", "A"),
@@ -81,14 +81,14 @@ def test_no_caps(events):
 
 def test_series_per_user_keeps_the_first_series_by_time(events):
     """u1 keeps A (00:05, before B at 00:30); u2 keeps C (00:40, before B at 01:00)."""
-    agg = aggregate(events, EventCaps(series_per_user=1))
+    agg = aggregate(events, EventCaps(series_per_unit=1))
     assert matrix(agg) == [[3, 1, 1, 2], [0, 0, 0, 0], [1, 0, 0, 0]]
     assert agg.diagnostics["dropped_series_cap"] == 4  # u1: B, C; u2: B twice
 
 
 def test_series_per_user_two(events):
     """u1 keeps A and B (C comes last, at 02:00); u2 keeps C and B."""
-    agg = aggregate(events, EventCaps(series_per_user=2))
+    agg = aggregate(events, EventCaps(series_per_unit=2))
     assert matrix(agg) == [[3, 1, 1, 2], [1, 2, 0, 0], [1, 0, 0, 0]]
     assert agg.diagnostics["dropped_series_cap"] == 1
 
@@ -116,7 +116,7 @@ def test_max_per_step_keeps_at_most_m_events_per_user_and_bucket(events):
 
 
 def test_all_caps_together(events):
-    agg = aggregate(events, EventCaps(max_per_step=2, max_steps=2, series_per_user=1))
+    agg = aggregate(events, EventCaps(max_per_step=2, max_steps=2, series_per_unit=1))
     assert matrix(agg) == [[2, 1, 0, 1], [0, 0, 0, 0], [1, 0, 0, 0]]
     assert agg.diagnostics == {
         "rows_in": 16, "dropped_outside_grid": 3, "dropped_undeclared_series": 1,
@@ -127,13 +127,13 @@ def test_all_caps_together(events):
 def test_caps_are_per_user(events):
     """Renaming u2 to u1's id merges them: the caps then bind across their events."""
     merged = events.with_columns(pl.lit("u1").alias("user"))
-    agg = aggregate(merged, EventCaps(series_per_user=1))
+    agg = aggregate(merged, EventCaps(series_per_unit=1))
     # One user whose first series is A (00:05): only A survives, including u3's event.
     assert matrix(agg) == [[3, 1, 1, 2], [0, 0, 0, 0], [0, 0, 0, 0]]
 
 
 def test_row_order_does_not_matter(events):
-    caps = EventCaps(max_per_step=1, max_steps=2, series_per_user=1)
+    caps = EventCaps(max_per_step=1, max_steps=2, series_per_unit=1)
     expected = matrix(aggregate(events, caps))
     for seed in range(3):
         assert matrix(aggregate(events.sample(fraction=1.0, shuffle=True, seed=seed), caps)) == expected

@@ -222,7 +222,7 @@ def test_records_equal_the_documented_order_for_every_key_type(kind, users):
 def test_text_ids_rank_the_same_by_enum_or_by_hash_join(monkeypatch, many):
     """Above _MANY_IDS distinct ids the ranks come from a hash join: the same records either way,
     and a hash collision among the distinct ids falls back to the Enum (faked here by a constant hash)."""
-    import tsdp.io.records as records
+    import tsdp.io.record_groups as record_groups
 
     rng = np.random.default_rng(5)
     n = 4000
@@ -230,7 +230,7 @@ def test_text_ids_rank_the_same_by_enum_or_by_hash_join(monkeypatch, many):
                        "k": rng.choice(["a", "b", "c"], n)})
     s = RecordSpec(user_col="u", value_col="v", lower=0.0, upper=10.0, group_by=("k",))
     want = load_records(df, s)
-    monkeypatch.setattr(records, "_MANY_IDS", 10 if many else 10**9)
+    monkeypatch.setattr(record_groups, "_MANY_IDS", 10 if many else 10**9)
     got = load_records(df, s)
     np.testing.assert_array_equal(got.values, want.values)
     np.testing.assert_array_equal(got.user_starts, want.user_starts)

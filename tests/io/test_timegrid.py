@@ -9,15 +9,8 @@ import polars as pl
 import pytest
 
 from tsdp.errors import DataError, UsageError
-from tsdp.io.timegrid import (
-    Step,
-    TimeGrid,
-    build_grid,
-    fixed_grid,
-    parse_freq,
-    parse_instant,
-    parse_time_column,
-)
+from tsdp.io.timegrid import Step, TimeGrid, build_grid, fixed_grid, parse_freq, parse_instant
+from tsdp.io.timeparse import parse_time_column
 
 US = {"s": 1_000_000, "m": 60_000_000, "h": 3_600_000_000, "d": 86_400_000_000}
 T0 = datetime(2024, 1, 1)
@@ -369,7 +362,7 @@ def test_dates_become_times_when_the_public_grid_needs_them(freq, start, needs):
     """A column of dates is read as midnight timestamps when --freq or --start/--end need times of
     day, whatever the rows hold (red-team audit: one row with a time of day decided between a
     release and an error); with --timezone the midnights are local to that zone."""
-    from tsdp.io.timegrid import dates_as_times
+    from tsdp.io.timeparse import dates_as_times
 
     df = parse_time_column(pl.DataFrame({"t": ["2024-03-01", "2024-03-02"]}), "t")
     assert df.schema["t"] == pl.Date

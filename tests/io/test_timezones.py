@@ -15,11 +15,12 @@ import polars as pl
 import pytest
 
 from tsdp.errors import DataError, UsageError
-from tsdp.io.events import EventCaps, aggregate_events
+from tsdp.engine.events import EventCaps, aggregate_events
 from tsdp.io.files import read_table, serialise_table
 from tsdp.io.layouts import load_long, load_wide
 from tsdp.io.records import RecordSpec, load_records
-from tsdp.io.timegrid import build_grid, fixed_grid, following_points, parse_instant, parse_time_column
+from tsdp.io.timegrid import build_grid, fixed_grid, following_points, parse_instant
+from tsdp.io.timeparse import parse_time_column
 
 BERLIN = "Europe/Berlin"
 ISO = "%Y-%m-%dT%H:%M:%S%:z"

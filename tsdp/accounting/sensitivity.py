@@ -34,17 +34,121 @@ series as possible (``concentrated``).
 from __future__ import annotations
 
 import math
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from tsdp.accounting.claim import PrivacyUnit
 from tsdp.errors import UsageError
 from tsdp.limits import MAX_MAGNITUDE
 
-LEVELS = ("event", "w-event", "user")
 NEIGHBOURING = {
     "add-remove": "add or remove one {what}",
     "substitute": "replace one {what} by another",
 }
+
+
+class UnitLevel(ABC):
+    """What one privacy unit of a level may contribute: the per-level rules of the module docstring,
+    written once. :data:`UNIT_LEVELS` holds one object per level; :class:`ContributionBounds`,
+    :class:`~tsdp.accounting.claim.PrivacyUnit` and the engine's caps ask it instead of comparing
+    level names."""
+
+    name: str
+    per_user_caps = True  # the engine enforces per-user caps (not for an event unit)
+    series_cap_per_step = True  # a series cap counts the series of one bucket (w-event), else of the stream
+    uses_max_steps = False  # --max-steps belongs to this level (required)
+    uses_w = False  # --w belongs to this level (required)
+    cap_scope = ""  # the rows each enforced cap's choice depends on, in words
+
+    def check(self, bounds: "ContributionBounds") -> None:
+        """UsageError for an option the level needs and lacks, or has and does not use."""
+        if self.uses_max_steps and (bounds.max_steps is None or bounds.max_steps < 1):
+            raise UsageError(f"--max-steps must be an integer >= 1 for --unit {self.name}, got {bounds.max_steps}")
+        if self.uses_w and (bounds.w is None or bounds.w < 1):
+            raise UsageError(f"--w must be an integer >= 1 for --unit {self.name}, got {bounds.w}")
+        if not self.uses_max_steps and bounds.max_steps is not None:
+            raise UsageError(f"--max-steps applies to --unit user only; with --unit {self.name} "
+                             f"remove --max-steps {bounds.max_steps}")
+        if not self.uses_w and bounds.w is not None:
+            raise UsageError(f"--w applies to --unit w-event only; with --unit {self.name} remove --w {bounds.w}")
+
+    @abstractmethod
+    def steps_per_series(self, bounds: "ContributionBounds", n_steps: int) -> int:
+        """Steps of one series a unit can touch, capped by the series length T."""
+
+    def series_touched(self, bounds: "ContributionBounds", n_series: int) -> int:
+        """K: the series of one step (w-event) or of the whole stream (user); ``None`` means all."""
+        return n_series if bounds.series_per_unit is None else min(bounds.series_per_unit, n_series)
+
+    def series_reach(self, bounds: "ContributionBounds", n_series: int, n_steps: int) -> int:
+        return self.series_touched(bounds, n_series)
+
+    @abstractmethod
+    def what(self, w: int | None, who: str) -> str:
+        """The unit in words (``who``: the user, with their id column when there is one)."""
+
+
+class EventLevel(UnitLevel):
+    """One event: one cell, no per-user caps."""
+
+    name = "event"
+    per_user_caps = False
+    cap_scope = "the event itself"
+
+    def steps_per_series(self, bounds, n_steps):
+        return 1
+
+    def series_touched(self, bounds, n_series):
+        return 1
+
+    def what(self, w, who):
+        return "event"
+
+
+class WEventLevel(UnitLevel):
+    """A user's events inside any ``w`` consecutive steps, K series per step chosen afresh each step,
+    so the ``K w`` cells lie in ``min(S, K w)`` series."""
+
+    name = "w-event"
+    uses_w = True
+    cap_scope = "the user's events in the same time bucket"
+
+    def steps_per_series(self, bounds, n_steps):
+        return min(bounds.w, n_steps)
+
+    def series_reach(self, bounds, n_series, n_steps):
+        return min(n_series, self.series_touched(bounds, n_series) * self.steps_per_series(bounds, n_steps))
+
+    def what(self, w, who):
+        return f"user's events within any window of {w} consecutive steps"
+
+
+class UserLevel(UnitLevel):
+    """Everything one user contributes: at most I steps of each of K series."""
+
+    name = "user"
+    uses_max_steps = True
+    series_cap_per_step = False
+    cap_scope = "all of a user's events"
+
+    def steps_per_series(self, bounds, n_steps):
+        return min(bounds.max_steps, n_steps)
+
+    def what(self, w, who):
+        return f"{who} with all of their contributions"
+
+
+UNIT_LEVELS: dict[str, UnitLevel] = {unit.name: unit for unit in (EventLevel(), WEventLevel(), UserLevel())}
+LEVELS = tuple(UNIT_LEVELS)
+
+
+def unit_level(level: str) -> UnitLevel:
+    """The :class:`UnitLevel` named ``level`` (UsageError naming --unit otherwise)."""
+    unit = UNIT_LEVELS.get(level)
+    if unit is None:
+        raise UsageError(f"--unit must be one of {', '.join(LEVELS)}, got {level!r}")
+    return unit
 
 
 @dataclass(frozen=True)
@@ -59,24 +163,13 @@ class ContributionBounds:
     neighbouring: str = "add-remove"
 
     def __post_init__(self) -> None:
-        if self.level not in LEVELS:
-            raise UsageError(f"--unit must be one of {', '.join(LEVELS)}, got {self.level!r}")
+        unit = unit_level(self.level)
         if not (self.max_per_step > 0 and math.isfinite(self.max_per_step)):
             raise UsageError(f"--max-per-step must be positive and finite, got {self.max_per_step}")
         if self.max_per_step > MAX_MAGNITUDE:
             raise UsageError(f"--max-per-step {self.max_per_step:g} (the bound of one cell) is beyond 2**53, where "
                              "float64 cannot carry noise of that scale exactly; rescale the data")
-        if self.level == "user" and (self.max_steps is None or self.max_steps < 1):
-            raise UsageError(
-                f"--max-steps must be an integer >= 1 for --unit user, got {self.max_steps}"
-            )
-        if self.level == "w-event" and (self.w is None or self.w < 1):
-            raise UsageError(f"--w must be an integer >= 1 for --unit w-event, got {self.w}")
-        if self.level != "user" and self.max_steps is not None:
-            raise UsageError(f"--max-steps applies to --unit user only; with --unit {self.level} "
-                             f"remove --max-steps {self.max_steps}")
-        if self.level != "w-event" and self.w is not None:
-            raise UsageError(f"--w applies to --unit w-event only; with --unit {self.level} remove --w {self.w}")
+        unit.check(self)
         if self.series_per_unit is not None and self.series_per_unit < 1:
             raise UsageError(f"--series-per-user must be >= 1, got {self.series_per_unit}")
         if self.neighbouring not in NEIGHBOURING:
@@ -84,29 +177,22 @@ class ContributionBounds:
                 f"--neighbouring must be one of {', '.join(NEIGHBOURING)}, got {self.neighbouring!r}"
             )
 
+    @property
+    def unit(self) -> UnitLevel:
+        return UNIT_LEVELS[self.level]
+
     def steps_per_series(self, n_steps: int) -> int:
         """Steps of one series a unit can touch, capped by the series length."""
-        if self.level == "event":
-            return 1
-        if self.level == "w-event":
-            return min(self.w, n_steps)
-        return min(self.max_steps, n_steps)
+        return self.unit.steps_per_series(self, n_steps)
 
     def series_touched(self, n_series: int) -> int:
         """Series of the panel one unit can touch (``series_per_unit=None`` means all)."""
-        if self.level == "event":
-            return 1
-        return n_series if self.series_per_unit is None else min(self.series_per_unit, n_series)
+        return self.unit.series_touched(self, n_series)
 
     def series_reach(self, n_series: int, n_steps: int) -> int:
         """Series in which the cells of one unit (add/remove) can lie: 1 for ``event``, K for
         ``user``, ``min(S, K w)`` for ``w-event`` (K series per step, chosen afresh each step)."""
-        if self.level == "event":
-            return 1
-        touched = self.series_touched(n_series)
-        if self.level == "w-event":
-            return min(n_series, touched * self.steps_per_series(n_steps))
-        return touched
+        return self.unit.series_reach(self, n_series, n_steps)
 
     def series_spread(self, n_series: int, n_steps: int) -> tuple[tuple[int, int], ...]:
         """The worst spread of one unit's cells (add/remove) over the series, for a bound that sums
@@ -160,25 +246,18 @@ def describe_relation(level: str, relation: str, w: int | None = None, id_column
     commands (mean-estimate, forecast-train) state relations of their own under the same level
     and relation names; :func:`tsdp.accounting.compose.check_composable` tells them apart by these words."""
     who = f"user (identified by column {id_column!r})" if id_column else "user"
-    what = {
-        "event": "event",
-        "w-event": f"user's events within any window of {w} consecutive steps",
-        "user": f"{who} with all of their contributions",
-    }[level]
-    return NEIGHBOURING[relation].format(what=what)
+    return NEIGHBOURING[relation].format(what=UNIT_LEVELS[level].what(w, who))
 
 
 def privacy_unit(bounds: ContributionBounds, n_series: int, id_column: str | None, enforced: bool):
     """The report's :class:`~tsdp.accounting.claim.PrivacyUnit` for these bounds."""
-    from tsdp.accounting.claim import PrivacyUnit
-
     return PrivacyUnit(
         level=bounds.level,
         relation=bounds.neighbouring,
         neighbouring=bounds.describe(id_column),
         max_per_step=bounds.max_per_step,
-        max_steps=bounds.max_steps if bounds.level == "user" else None,
-        w=bounds.w if bounds.level == "w-event" else None,
+        max_steps=bounds.max_steps if bounds.unit.uses_max_steps else None,
+        w=bounds.w if bounds.unit.uses_w else None,
         series_per_unit=bounds.series_touched(n_series),
         id_column=id_column,
         enforced=enforced,

@@ -110,8 +110,7 @@ def raw_input(df, plan: "ReleasePlan", loaded: "Loaded"):
         return table.values_matrix(), table.observed_matrix()
     import numpy as np
 
-    from tsdp.io.events import assemble, partial_cell_sums
-    from tsdp.io.load import event_job
+    from tsdp.engine.events import assemble, event_job, partial_cell_sums
 
     job = event_job(plan.spec, plan.caps).unbounded()
     raw = assemble(job, [partial_cell_sums(df, job)]).table.values_matrix()

@@ -337,7 +337,7 @@ class ForecastPlan:
         from tsdp.accuracy.estimators import forecast_model
         from tsdp.forecast import trainer
         from tsdp.io.load import InputSpec
-        from tsdp.io.public_shape import public_panel
+        from tsdp.engine.public_shape import public_panel
         from tsdp.io.timegrid import MISSING_STEPS_HINT
 
         o = self.options

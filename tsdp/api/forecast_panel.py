@@ -81,7 +81,8 @@ def calendar(grid):
 def public_calendar(input, spec):
     """DeepAR's default lags and the natural seasons depend on the time step: the calendar of the public grid."""
     from tsdp.io.files import read_table
-    from tsdp.io.timegrid import build_grid, parse_time_column
+    from tsdp.io.timegrid import build_grid
+    from tsdp.io.timeparse import parse_time_column
 
     df = read_table(input, {spec.time_col: "time"}, None)
     times = parse_time_column(df.select(spec.time_col), spec.time_col, spec.timezone)[spec.time_col]

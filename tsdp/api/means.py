@@ -182,7 +182,7 @@ class MeanPlan:
         """The number of declared groups, from the options alone (None when some key is not declared)."""
         import polars as pl
 
-        from tsdp.io.records import slot_grid
+        from tsdp.io.record_groups import slot_grid
 
         spec = self.spec
         n = 1
@@ -205,7 +205,7 @@ class MeanPlan:
         return n
 
     def estimate(self, records, rng: np.random.Generator) -> Estimated:
-        """Estimate every group of ``records`` (:class:`tsdp.engine.records.RecordRuns`)."""
+        """Estimate every group of ``records`` (:class:`tsdp.engine.runs.RecordRuns`)."""
         import polars as pl
 
         from tsdp.engine.records import RecordChunks

@@ -269,13 +269,13 @@ class ReleasePlan:
     def profile_job(self):
         """(the event job counting the users' contributions over the candidate grids, the grids): the
         pass that precedes the choice of the ``auto`` caps; fixed caps (series, fixed buckets) hold."""
-        from tsdp.io.events import EventCaps
-        from tsdp.io.load import event_job
+        from tsdp.engine.events import EventCaps
+        from tsdp.engine.events import event_job
         from tsdp.mechanisms import bounds
 
         options = self.auto.options
         fixed_steps = None if "max_steps" in self.auto.caps else self.declared.max_steps
-        caps = EventCaps(series_per_user=self.declared.series_per_unit, max_steps=fixed_steps,
+        caps = EventCaps(series_per_unit=self.declared.series_per_unit, max_steps=fixed_steps,
                          value_bound=options.value_bound, level=self.declared.level)
         job = event_job(self.spec, caps)
         n_steps = job.grid(_time_type(self.spec))[0].n_steps
@@ -284,7 +284,7 @@ class ReleasePlan:
 
     def resolve(self, histograms: dict, grids: dict, rng) -> "ReleasePlan":
         """The plan of the release at the caps the exponential mechanism chooses from ``histograms``
-        (the profile job's, :func:`tsdp.io.events.profile_histograms`), with ``rng``; its claims are
+        (the profile job's, :func:`tsdp.engine.events.profile_histograms`), with ``rng``; its claims are
         composed with the selection (:func:`tsdp.mechanisms.bounds.with_selection`)."""
         from tsdp.mechanisms import bounds
 
@@ -389,7 +389,7 @@ def resolve_frame(plan: "ReleasePlan", df, rng) -> "ReleasePlan":
     when it has no ``auto`` cap."""
     if plan.auto is None:
         return plan
-    from tsdp.io.events import assemble, partial_cell_sums, profile_histograms
+    from tsdp.engine.events import assemble, partial_cell_sums, profile_histograms
 
     job, grids = plan.profile_job()
     histograms = profile_histograms(assemble(job, [partial_cell_sums(df, job)]).diagnostics, grids)

@@ -588,7 +588,7 @@ def read_steps(input: str, d: Definition, p: int, steps: int | None, participati
 def _panel_steps(df, spec, d: Definition, p: int, steps: int | None):
     import polars as pl
 
-    from tsdp.io.load import load_input
+    from tsdp.engine.panel import load_input
 
     table = load_input(df, spec).table
     horizon = d.setting.horizon
@@ -630,8 +630,8 @@ def _event_steps(df, spec, d: Definition, p: int, k: int, participation: dict[st
 
     from tsdp.accounting.sensitivity import ContributionBounds
     from tsdp.engine.panel import event_caps
-    from tsdp.io.load import load_input
-    from tsdp.io.timegrid import parse_time_column
+    from tsdp.engine.panel import load_input
+    from tsdp.io.timeparse import parse_time_column
 
     horizon, setting = d.setting.horizon, d.setting
     if p + k > horizon:

@@ -212,16 +212,9 @@ def _dry_run(plan: MeanPlan, console) -> dict | None:
 def _record_chunks(input: str, spec: RecordSpec, options: EngineOptions, stage):
     """The records reduced to runs by the chosen engine, as chunks of whole groups in group order
     (a context: shards live until its end)."""
-    if options.engine == "spark":
-        from tsdp.engine.records import RecordChunks
-        from tsdp.engine.spark_records import spark_record_runs
+    from tsdp.engine.engines import engine_for
 
-        with spark_record_runs(input, spec, options.spark_master, dict(options.spark_conf), stage=stage) as runs:
-            yield RecordChunks.of(runs)
-        return
-    from tsdp.engine.records import record_chunks
-
-    with record_chunks(input, spec, options.memory_limit, options.work_dir, stage) as chunks:
+    with engine_for(options).record_chunks(input, spec, stage) as chunks:
         yield chunks
 
 

@@ -15,7 +15,9 @@ from tsdp.cli import common
 from tsdp.cli.engine_options import (Engine, EngineOption, MemoryLimitOption, SparkConfOption, SparkMasterOption,
                                      WorkDirOption, engine_options, given_engine_flags)
 from tsdp.engine import series_stream
-from tsdp.engine.panel import EngineOptions, load_event_panel, panel_of
+from tsdp.engine.engines import engine_for
+from tsdp.engine.options import EngineOptions
+from tsdp.engine.panel import load_event_panel, panel_of
 from tsdp.errors import UsageError
 from tsdp.io.files import read_table
 from tsdp.io.load import SERIES_NOTE, InputSpec
@@ -195,7 +197,7 @@ def release(
         ledger, dataset, epsilon, delta or 0.0,
         f"tsdp release {common.display_name(input)} -> {common.display_name(output)} ({mechanism.value})")
 
-    streamed = plan.cellwise and engine_options.engine == "local" and input != "-" \
+    streamed = plan.cellwise and engine_for(engine_options).streams_series and input != "-" \
         and series_stream.streamable(input, spec, engine_options.memory_limit)
     if streamed and (fail_on_noisy or plot):
         raise UsageError(f"{'--fail-on-noisy' if fail_on_noisy else '--plot'} needs the panel in memory, but this "
@@ -304,7 +306,7 @@ def _dry_run(input, plan: ReleasePlan, console) -> dict | None:
     run shows one fixed draw)."""
     import numpy as np
 
-    from tsdp.io.public_shape import public_panel
+    from tsdp.engine.public_shape import public_panel
 
     spec = plan.spec
     shape = public_panel(input, spec)  # missing steps are refused here under --fill-missing error, as at release
@@ -401,7 +403,7 @@ def _release_chunks(chunks, panel, plan: ReleasePlan, rng, diagnostics: dict, st
 def _resolve(input: str, plan: ReleasePlan, options: EngineOptions, stage, generator) -> ReleasePlan:
     """The plan at the caps chosen privately from the events of ``input`` (one pass over them)."""
     from tsdp.engine.panel import aggregate_job
-    from tsdp.io.events import profile_histograms
+    from tsdp.engine.events import profile_histograms
 
     job, grids = plan.profile_job()
     stage("choosing the caps privately")
@@ -425,7 +427,7 @@ def _evaluate(input, plan: ReleasePlan, engine_options, randomness, repeats: int
     from tsdp.api.evaluation import evaluate_auto, evaluate_loaded
     from tsdp.cli import evaluation as shown
     from tsdp.engine.panel import aggregate_job
-    from tsdp.io.events import profile_histograms
+    from tsdp.engine.events import profile_histograms
 
     with console.progress(3) as stage:
         loaded = None if plan.auto is not None else _read(input, plan, engine_options, stage, None)

@@ -33,8 +33,10 @@ import numpy as np
 import polars as pl
 
 from tsdp.engine.local import SHARD, _read_error, loaded_shards, scratch_error, write_partitions
+from tsdp.engine.runs import runs_from_records
 from tsdp.errors import DataError
-from tsdp.io.records import DEFAULT_SLOT_LENGTH, SLOT, RecordSpec, _selection, group_keys, slot_of
+from tsdp.io.record_groups import _selection, group_keys, slot_of
+from tsdp.io.record_spec import DEFAULT_SLOT_LENGTH, SLOT, RecordSpec
 
 RANGE, ROWS, USER, RUNS = "__range", "__rows", "__user", "__runs"
 # Peak memory of one shard per row, from reading it to estimating its groups (the frame, sort keys,
@@ -98,7 +100,7 @@ def write_group_shards(scan: pl.LazyFrame, keys: list[pl.Expr], table: pl.DataFr
 
 def group_range_chunks(directories: list[Path], spec: RecordSpec, tmp: Path,
                        note: Callable[[str], None], dropped: dict | None = None) -> Iterator:
-    """The runs of each shard (:class:`tsdp.engine.records.RecordRuns`), shard by shard in group
+    """The runs of each shard (:class:`tsdp.engine.runs.RecordRuns`), shard by shard in group
     order (shards without records in the selection or declared groups yield nothing, unless no
     shard has any: then the last, empty, carries the declared groups). Each shard's per-user run
     counts go to ``tmp`` for :func:`max_groups_per_user`; ``dropped["records"]`` adds up the
@@ -107,8 +109,6 @@ def group_range_chunks(directories: list[Path], spec: RecordSpec, tmp: Path,
     Values outside the public bounds are counted over every shard and the earliest input row is
     named, as in memory (shards after the first such one are only checked); other data errors
     name a bad row of the first shard holding one."""
-    from tsdp.engine.records import runs_from_records
-
     groups = 0
     last = None
     for k, records in loaded_shards(directories, spec, note, "checking, sorting and estimating the groups"):

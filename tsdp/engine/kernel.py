@@ -2,7 +2,7 @@
 
 Every engine runs this same code on the rows of a set of whole users: the local engine on the
 whole input or on one user-hash shard at a time, the Spark engine on each user partition through
-``mapInArrow``. Because every cap looks only at one user's rows (:mod:`tsdp.io.events` states the
+``mapInArrow``. Because every cap looks only at one user's rows (:mod:`tsdp.engine.events` states the
 rules and why each is stable for its unit), the kept rows of a user never depend on which other
 users share the partition, and partial cell sums of disjoint user sets add up to the whole panel.
 
@@ -18,8 +18,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-USER, TIME, SERIES, STEP, VALUE, ORDER = "__user", "__time", "__series", "__step", "__value", "__order"
-COLUMNS = (USER, TIME, SERIES, STEP, VALUE, ORDER)
+from tsdp.io.events import COLUMNS, ORDER, SERIES, STEP, TIME, USER, VALUE  # noqa: F401  (the prepared rows)
 
 
 # Runs are sorted on integers only: one key packing the user id's hash (high 48 bits) with the
@@ -86,17 +85,17 @@ def runs(frame: pl.DataFrame) -> pl.DataFrame:
                              pl.Series("__step_rank", step_rank, dtype=pl.Int64))
 
 
-def first_series(frame: pl.LazyFrame, series_per_user: int, level: str) -> pl.Expr:
-    """Keep-flag of each row for "a user keeps their first ``series_per_user`` series": ranked by the
-    first event time, then the series key, over the user's whole stream at user level and within
-    each bucket otherwise (the run's first row is its earliest event)."""
-    scope, run = (["__ucode"], "__pair") if level == "user" else (["__ucode", STEP], "__cell")
+def first_series(frame: pl.LazyFrame, series_per_unit: int, per_step: bool) -> pl.Expr:
+    """Keep-flag of each row for "a user keeps their first ``series_per_unit`` series": ranked by the
+    first event time, then the series key, within each bucket when ``per_step`` (w-event) and over
+    the user's whole stream otherwise (user level; the run's first row is its earliest event)."""
+    scope, run = (["__ucode", STEP], "__cell") if per_step else (["__ucode"], "__pair")
     starts = (frame.filter(pl.col(f"__new_{run[2:]}")).select(run, *scope, "__srank", TIME)
               .sort([*scope, TIME, "__srank"]))
     new_scope = pl.any_horizontal([pl.col(c) != pl.col(c).shift(1) for c in scope]).fill_null(True)
     rank = pl.int_range(pl.len(), dtype=pl.Int64)
     kept = (starts.with_columns((rank - pl.when(new_scope).then(rank).forward_fill()).alias("__rank"))
-            .sort(run).select(pl.col("__rank") < series_per_user))
+            .sort(run).select(pl.col("__rank") < series_per_unit))
     return kept
 
 
@@ -106,7 +105,7 @@ def cell_sums(frame: pl.LazyFrame) -> pl.LazyFrame:
 
 
 def cap_and_sum(rows: pl.DataFrame, caps) -> tuple[pl.DataFrame, dict[str, int]]:
-    """Enforce ``caps`` (an :class:`tsdp.io.events.EventCaps`) on the prepared ``rows`` of whole
+    """Enforce ``caps`` (an :class:`tsdp.engine.events.EventCaps`) on the prepared ``rows`` of whole
     users and return (cell sums with columns SERIES, STEP, VALUE; counts of dropped and kept rows).
 
     The three caps remove whole runs or ranks within runs, so their keep-flags are computed on one
@@ -116,9 +115,10 @@ def cap_and_sum(rows: pl.DataFrame, caps) -> tuple[pl.DataFrame, dict[str, int]]
     work = runs(rows)
     keep = pl.Series(np.ones(work.height, dtype=bool))
     diag: dict[str, int] = {}
-    if caps.series_per_user is not None:
-        run = "__pair" if caps.level == "user" else "__cell"
-        flags = first_series(work.lazy(), caps.series_per_user, caps.level).collect().to_series()
+    if caps.series_per_unit is not None:
+        per_step = caps.unit.series_cap_per_step
+        run = "__cell" if per_step else "__pair"
+        flags = first_series(work.lazy(), caps.series_per_unit, per_step).collect().to_series()
         step = flags.gather(work[run])
         diag["dropped_series_cap"] = int((keep & ~step).sum())
         keep = keep & step
@@ -151,9 +151,10 @@ def contribution_profile(rows: pl.DataFrame, caps, grids: dict[str, tuple[int, .
     """
     work = runs(rows)
     keep = pl.Series(np.ones(work.height, dtype=bool))
-    if caps.series_per_user is not None:
-        run = "__pair" if caps.level == "user" else "__cell"
-        keep = keep & first_series(work.lazy(), caps.series_per_user, caps.level).collect().to_series().gather(work[run])
+    if caps.series_per_unit is not None:
+        per_step = caps.unit.series_cap_per_step
+        run = "__cell" if per_step else "__pair"
+        keep = keep & first_series(work.lazy(), caps.series_per_unit, per_step).collect().to_series().gather(work[run])
     if caps.max_steps is not None:
         keep = keep & (work["__step_rank"] < caps.max_steps)
     kept = work.filter(keep)

@@ -4,8 +4,8 @@ When the input fits the memory limit it is read whole and aggregated in memory. 
 streams it once into Parquet shards partitioned by a hash of the user id (every row of a user lands
 in the same shard), with the input's row number attached as the tie-break key
 (:data:`tsdp.engine.kernel.ORDER`); then the kernel runs on one shard at a time
-(:func:`tsdp.io.events.partial_cell_sums`) and the partial panels add up
-(:func:`tsdp.io.events.assemble`). The caps look only at one user's rows, so sharding changes no
+(:func:`tsdp.engine.events.partial_cell_sums`) and the partial panels add up
+(:func:`tsdp.engine.events.assemble`). The caps look only at one user's rows, so sharding changes no
 kept row; the tie-break key is the row number of the input, so no choice depends on the shards
 either. The shards live in a temporary directory that is removed whatever happens.
 
@@ -27,7 +27,7 @@ import polars as pl
 
 from tsdp.engine.kernel import ORDER
 from tsdp.errors import MEMORY_HINT, DataError, ResourceError, TsdpError, UsageError
-from tsdp.io.events import EventAggregation, EventJob, assemble, partial_cell_sums
+from tsdp.engine.events import EventAggregation, EventJob, assemble, partial_cell_sums
 from tsdp.io.files import STDIO, read_table, table_format, text_separator
 
 GIB = 1 << 30

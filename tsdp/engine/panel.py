@@ -9,17 +9,18 @@ V); for pre-aggregated series it is the declared one, and a note says it is trus
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import polars as pl
 
 from tsdp.accounting.sensitivity import ContributionBounds
 from tsdp.errors import UsageError
-from tsdp.engine.options import ENGINES, EngineOptions  # noqa: F401  (re-exported)
-from tsdp.io.events import EventAggregation, EventCaps
+from tsdp.engine.engines import engine_for
+from tsdp.engine.options import EngineOptions
+from tsdp.engine.events import EventAggregation, EventCaps, assemble, event_job, loaded_events, partial_cell_sums
 from tsdp.io.inputs import check_input
 from tsdp.io.layouts import SeriesTable
-from tsdp.io.load import InputSpec, LoadedInput, event_job, load_input, loaded_events
+from tsdp.io.load import InputSpec, LoadedInput, load_series
 from tsdp.mechanisms.baseline import Panel
 
 ALL_STEPS = 2**62  # "no participation bound": replaced by the series length T once the data is loaded
@@ -29,17 +30,17 @@ TRUSTED_NOTE = ("contribution bounds were declared by the data steward and not e
 
 
 def event_caps(declared: ContributionBounds, value_bound: float | None) -> EventCaps:
-    """The caps tsdp enforces on raw events for the declared unit (see :mod:`tsdp.io.events`)."""
-    if declared.level == "event":
-        return EventCaps(value_bound=value_bound, level="event")
+    """The caps tsdp enforces on raw events for the declared unit (see :mod:`tsdp.engine.events`)."""
+    if not declared.unit.per_user_caps:
+        return EventCaps(value_bound=value_bound, level=declared.level)
     if declared.max_per_step != int(declared.max_per_step):
         raise UsageError(
             f"--max-per-step must be a whole number of events for event input, got {declared.max_per_step}"
         )
     return EventCaps(
         max_per_step=int(declared.max_per_step),
-        max_steps=declared.max_steps if declared.level == "user" else None,
-        series_per_user=declared.series_per_unit,
+        max_steps=declared.max_steps if declared.unit.uses_max_steps else None,
+        series_per_unit=declared.series_per_unit,
         value_bound=value_bound,
         level=declared.level,
     )
@@ -67,15 +68,16 @@ def aggregate_job(path: str, job, options: EngineOptions, stage=None) -> EventAg
     """``job`` run on the events of ``path`` by the engine of ``options``."""
     if "://" not in path:
         check_input(path)  # before any engine opens it: a FIFO would block, a repeated column mislead
-    if options.engine == "spark":
-        from tsdp.engine.spark import aggregate_events_spark
+    return engine_for(options).aggregate(path, job, stage)
 
-        if stage is not None:
-            stage("bounding and aggregating on Spark")
-        return aggregate_events_spark(path, job, options.spark_master, dict(options.spark_conf))
-    from tsdp.engine.local import aggregate_events_local
 
-    return aggregate_events_local(path, job, options.memory_limit, options.work_dir, stage)
+def load_input(df: pl.DataFrame, spec: InputSpec, caps: EventCaps | None = None) -> LoadedInput:
+    """Load ``df`` as a complete panel; for events, enforce ``caps`` while aggregating."""
+    if spec.resolved_layout == "events":
+        caps = caps or EventCaps()
+        job = event_job(spec, caps)
+        return loaded_events(assemble(job, [partial_cell_sums(df, job)]), caps)
+    return load_series(df, spec)
 
 
 def load_panel(df: pl.DataFrame, spec: InputSpec, declared: ContributionBounds,

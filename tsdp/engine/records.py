@@ -3,7 +3,7 @@
 The estimators of :mod:`tsdp.mean.algorithms` need, per run (one user's records in one group),
 only its record count and the sums of two pieces of its records in time order, whose lengths the
 public plan decides from the counts (:func:`tsdp.mean.algorithms.plan_runs`). So every engine
-delivers a :class:`RecordRuns`: the counts in the canonical order (group keys, then user id as
+delivers a :class:`tsdp.engine.runs.RecordRuns`: the counts in the canonical order (group keys, then user id as
 text), the group keys, and a ``piece_sums(cut1, cut2)`` that sums the pieces.
 
 * In memory (:func:`runs_from_records`): the records of :func:`tsdp.io.records.load_records`.
@@ -28,17 +28,18 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import polars as pl
 
+from tsdp.engine import group_ranges as gr
 from tsdp.engine.kernel import ORDER
 from tsdp.engine.local import (HEADROOM, default_memory_limit, loaded_shards, scratch_dir, shard_count,
                                write_user_shards)
 from tsdp.errors import DataError, ResourceError
 from tsdp.io.files import read_table, table_format, text_separator
+from tsdp.engine.runs import RecordRuns, runs_from_records
 from tsdp.io.records import RecordSpec, Records, load_records
 from tsdp.mean.algorithms import run_piece_sums
 
@@ -51,62 +52,6 @@ BYTES_PER_ROW = 180
 # array ids and the BESTFIT packing's lists): an estimate, rounded up.
 RUN_BYTES = 256
 USER, COUNT, SHARD, RUN = "__user", "__count", "__shard_k", "__run"
-
-PieceSums = Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]
-
-
-@dataclass
-class RecordRuns:
-    """Runs in the canonical order (group keys ascending, then user id as text) and their sums."""
-
-    counts: np.ndarray           # records of every run
-    group_starts: np.ndarray     # offsets of each group's first run, n_groups + 1
-    groups: pl.DataFrame         # one row per group, the key columns only
-    key_columns: list[str]
-    max_groups_per_user: int
-    piece_sums: PieceSums        # (cut1, cut2) per run -> the two piece sums per run
-    clipped: bool = False
-    notes: list[str] = field(default_factory=list)
-    run_users: pl.Series | None = None      # the user id (as text) of every run
-    declared: pl.DataFrame | None = None    # every declared group (tsdp.io.records.Declared.table), or None
-    dropped: int | None = 0                 # records outside the declared groups (a figure of the data; None: not counted)
-    declared_index: np.ndarray | None = None  # each group's position among the declared ones (None: found by a join)
-
-    @property
-    def n_groups(self) -> int:
-        return int(self.group_starts.size - 1)
-
-    def user_hashes(self) -> np.ndarray:
-        """A 64-bit hash of every run's user id as text (polars' hash, seed 0): a function of the
-        id alone, which places a user in the same array whatever the other users are."""
-        return self.run_users.hash(seed=0).to_numpy()
-
-    def group_label(self, index: int) -> str:
-        """The group's keys in words, e.g. ``cell_id='c00_01', slot=2024-05-06 09:00:00``."""
-        if not self.key_columns:
-            return "the selection"
-        row = self.groups.row(index, named=True)
-        return ", ".join(f"{k}={v!r}" if isinstance(v, str) else f"{k}={v}" for k, v in row.items())
-
-    def true_means(self) -> np.ndarray:
-        """The exact per-group sample means (NOT private: for ``--evaluate`` diagnostics only; NaN
-        for a group without records)."""
-        sums, _ = self.piece_sums(self.counts, self.counts)
-        gid = np.repeat(np.arange(self.n_groups), np.diff(self.group_starts))
-        total = np.bincount(gid, weights=sums, minlength=self.n_groups)
-        count = np.bincount(gid, weights=self.counts, minlength=self.n_groups)
-        return np.divide(total, count, out=np.full(self.n_groups, np.nan), where=count > 0)  # NaN: no records
-
-
-def runs_from_records(records: Records) -> RecordRuns:
-    """The in-memory records as runs."""
-    def piece_sums(cut1, cut2):
-        return run_piece_sums(records.values, records.user_starts, cut1, cut2)
-
-    return RecordRuns(records.counts, records.group_starts, records.groups, records.key_columns,
-                      records.max_groups_per_user, piece_sums, records.clipped, list(records.notes),
-                      records.run_users, records.declared, records.dropped, records.declared_index)
-
 
 DECLARED_INDEX = "__declared"
 
@@ -221,8 +166,6 @@ def record_chunks(path: str, spec: RecordSpec, memory_limit: int | None = None, 
     In memory when the input fits; else shards of whole groups by group range
     (:mod:`tsdp.engine.group_ranges`) when polars can derive the leading group key and no key
     value holds more than half a shard; else one chunk from user-hash shards (:func:`sharded_runs`)."""
-    from tsdp.engine import group_ranges as gr
-
     note = stage or (lambda name: None)
     limit = memory_limit or default_memory_limit()
     if shard_count(path, limit, BYTES_PER_ROW) == 1:
@@ -287,7 +230,7 @@ def merge_runs(tables: list[pl.DataFrame], keys: list[str], spec: RecordSpec, de
         if declared is not None:  # declared groups, none with records: every group is empty
             empty = pl.DataFrame({USER: pl.Series([], dtype=pl.String), COUNT: pl.Series([], dtype=pl.Int64)})
             return empty, np.zeros(1, dtype=np.int64), declared.clear()
-        from tsdp.io.records import _selection
+        from tsdp.io.record_groups import _selection
 
         raise DataError(f"no records in the selection {_selection(spec)}; check the value(s) against the data")
     runs = pl.concat(tables, how="vertical").sort([*keys, USER])

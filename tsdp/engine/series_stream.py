@@ -37,7 +37,8 @@ from tsdp.io.events import input_rows
 from tsdp.io.files import table_format, text_separator
 from tsdp.io.layouts import SeriesTable, load_long, require_columns
 from tsdp.io.load import InputSpec
-from tsdp.io.timegrid import TimeGrid, build_grid, parse_time_column
+from tsdp.io.timegrid import TimeGrid, build_grid
+from tsdp.io.timeparse import parse_time_column
 
 CHUNK = "__chunk"
 MAX_PARTITIONS = 16

@@ -16,11 +16,11 @@ Which stage runs where:
    partition parses time the way the local engine parses the whole file.
 3. **bound and aggregate** (Spark executors): ``repartition`` by the user column puts every row of
    a user in one partition; ``mapInArrow`` hands each partition to the same polars kernel
-   (:func:`tsdp.io.events.partial_cell_sums`), which returns the partition's cell sums, row
+   (:func:`tsdp.engine.events.partial_cell_sums`), which returns the partition's cell sums, row
    counts and time type as typed records. Data errors (a bad timestamp, a missing user id) are
    records too, naming the input row, so they never become Java stack traces or task retries.
 4. **reduce** (Spark): the records are summed per (series, bucket) and per counter; the small
-   result comes to the driver with ``toArrow()`` and :func:`tsdp.io.events.assemble` builds the
+   result comes to the driver with ``toArrow()`` and :func:`tsdp.engine.events.assemble` builds the
    panel there.
 
 No noise is ever drawn here: this module only aggregates; the release adds noise on the driver.
@@ -45,7 +45,7 @@ import polars as pl
 from tsdp import errors
 from tsdp.engine.kernel import ORDER, SERIES, STEP, VALUE
 from tsdp.errors import DataError, TsdpError, UsageError
-from tsdp.io.events import EventAggregation, EventJob, PartialSums, assemble, partial_cell_sums
+from tsdp.engine.events import EventAggregation, EventJob, PartialSums, assemble, partial_cell_sums
 from tsdp.io.files import table_format
 from tsdp.io.layouts import require_columns
 

@@ -1,5 +1,5 @@
 """``mean-estimate --engine spark``: the records reduced to runs on a Spark cluster (or
-``local[*]``), DataFrame API only. The result is the :class:`tsdp.engine.records.RecordRuns` of
+``local[*]``), DataFrame API only. The result is the :class:`tsdp.engine.runs.RecordRuns` of
 the local engine: the same counts, groups and piece sums.
 
 Which stage runs where:
@@ -38,7 +38,8 @@ import numpy as np
 import polars as pl
 
 from tsdp.engine.kernel import ORDER
-from tsdp.engine.records import COUNT, USER, RecordRuns, merge_runs, record_columns, run_table
+from tsdp.engine.records import COUNT, USER, merge_runs, record_columns, run_table
+from tsdp.engine.runs import RecordRuns
 from tsdp.engine.spark import (SparkJobError, TimeHint, _align_time, _col, _frame, _parquet_time_type, _quiet,
                                _spark_errors, check_input, failure, ordered_rows, raise_failure, read_input,
                                spark_session, text_hint)

@@ -31,7 +31,8 @@ import polars as pl
 from tsdp.errors import DataError, UsageError
 from tsdp.io.ids import reject_nan_ids
 from tsdp.io.layouts import require_columns
-from tsdp.io.timegrid import build_grid, parse_time_column
+from tsdp.io.timegrid import build_grid
+from tsdp.io.timeparse import parse_time_column
 
 
 @dataclass

@@ -16,7 +16,8 @@ import polars as pl
 from tsdp.errors import DataError, UsageError
 from tsdp.io.ids import reject_nan_ids
 from tsdp.io.magnitudes import check_magnitude, check_text_magnitude
-from tsdp.io.timegrid import MISSING_STEPS_HINT, TimeGrid, block_grid, build_grid, parse_time_column
+from tsdp.io.timegrid import MISSING_STEPS_HINT, TimeGrid, block_grid, build_grid
+from tsdp.io.timeparse import parse_time_column
 
 LAYOUTS = ("long", "wide", "events")
 

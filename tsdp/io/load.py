@@ -1,8 +1,8 @@
-"""One entry point for series input in any layout: long, wide, or raw events.
+"""How to read series input in any layout (:class:`InputSpec`), and the loading of pre-aggregated series.
 
-:func:`load_input` checks that the options fit the layout, loads and checks the table, and says
-what the guarantee may assume about it: whether tsdp enforced the contribution bounds (events)
-or must trust the declared ones (pre-aggregated series), in plain-language notes for the report.
+:func:`load_series` checks that the options fit the long or wide layout, loads and checks the table,
+and says what the guarantee may assume about it: the declared contribution bounds are trusted, not
+enforced (raw events are aggregated, their bounds enforced, by :func:`tsdp.engine.panel.load_input`).
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from tsdp.errors import UsageError
-from tsdp.io.events import EventAggregation, EventCaps, EventJob, assemble, partial_cell_sums
 from tsdp.io.layouts import SeriesTable, load_long, load_wide
 
 
@@ -64,33 +63,13 @@ class LoadedInput:
     diagnostics: dict = field(default_factory=dict)  # not private: for the operator only
 
 
-def event_job(spec: InputSpec, caps: EventCaps) -> EventJob:
-    """The public description of the event aggregation the options ask for (UsageError if incomplete)."""
-    if spec.user_col is None:
-        raise UsageError("--user-col is required for --layout events")
-    missing = [o for o, v in (("--freq", spec.freq), ("--start", spec.start), ("--end", spec.end)) if v is None]
-    if missing:
-        raise UsageError(f"{', '.join(missing)} required for event input: the time grid must be public")
-    return EventJob(spec.user_col, spec.time_col, spec.freq, spec.start, spec.end, caps, spec.series_col,
-                    spec.series_keys, spec.value_col, timezone=spec.timezone)
-
-
-def loaded_events(agg: EventAggregation, caps: EventCaps) -> LoadedInput:
-    """Aggregated events as a loaded input: bounds enforced, with the rule in the notes."""
-    notes = [caps.describe(), "the time grid and the series keys are public parameters, not read off the data"]
-    return LoadedInput(agg.table, True, notes, agg.diagnostics)
-
-
 SERIES_NOTE = "the series names and the time grid of the input are treated as public"
 
 
-def load_input(df: pl.DataFrame, spec: InputSpec, caps: EventCaps | None = None) -> LoadedInput:
-    """Load ``df`` as a complete panel; for events, enforce ``caps`` while aggregating."""
+def load_series(df: pl.DataFrame, spec: InputSpec) -> LoadedInput:
+    """Load ``df``, pre-aggregated series in the long or wide layout, as a complete panel (event
+    input is aggregated by :func:`tsdp.engine.panel.load_input`)."""
     layout = spec.resolved_layout
-    if layout == "events":
-        caps = caps or EventCaps()
-        job = event_job(spec, caps)
-        return loaded_events(assemble(job, [partial_cell_sums(df, job)]), caps)
     if spec.user_col is not None:
         raise UsageError("--user-col needs --layout events")
     if layout == "long":

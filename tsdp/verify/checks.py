@@ -209,7 +209,7 @@ def _edited_selection(mechanism: str, params: dict) -> str | None:
     other algorithms have none. None when the statement is the one the run writes."""
     if not mechanism.startswith("user-level-mean/"):
         return None
-    from tsdp.mean.api import EXACT_EM, EXACT_QUANTILE
+    from tsdp.mean.estimation import EXACT_EM, EXACT_QUANTILE
     from tsdp.mean.lattice_quantile import selection_lattice
 
     algorithm = mechanism.split("/", 1)[1]

@@ -10,7 +10,7 @@ from tsdp.verify.parts import (_command_name, _events_loss, _expect_events, _is_
 
 
 def _mean(r: _Report, out: _Outcome) -> None:
-    from tsdp.mean.api import RELATIONS, neighbouring
+    from tsdp.mean.estimation import RELATIONS, neighbouring
 
     out.definition = "pure-dp"
     unit, p, g = out.group("unit"), out.group("parameters"), out.group("privacy_loss")

@@ -50,7 +50,7 @@ DP_RELATIONS = ("add-remove", "substitute")
 DP_LEVELS = ("event", "w-event", "user")
 
 
-MEAN_ALGORITHMS = ("baseline", "array-averaging", "levy", "quantile")  # tsdp.mean.api.ALGORITHMS
+MEAN_ALGORITHMS = ("baseline", "array-averaging", "levy", "quantile")  # tsdp.mean.estimation.ALGORITHMS
 
 
 FLIP_MECHANISM = "FLIP all-pass filtering (McElroy, Roy & Hore 2022)"  # tsdp.flip.mechanism.MECHANISM

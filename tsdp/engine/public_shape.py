@@ -53,8 +53,7 @@ def public_panel(path: str, spec: InputSpec, refuse_gaps: bool | None = None, ab
     refuse_gaps = (not spec.fill_missing) if refuse_gaps is None else refuse_gaps
     layout = spec.resolved_layout
     if layout == "events":
-        from tsdp.io.events import EventCaps
-        from tsdp.io.load import event_job
+        from tsdp.engine.events import EventCaps, event_job
 
         job = event_job(spec, EventCaps())
         if spec.series_col is not None and not spec.series_keys:
@@ -66,7 +65,8 @@ def public_panel(path: str, spec: InputSpec, refuse_gaps: bool | None = None, ab
         return PublicShape(n_series, grid.n_steps,
                            "the public grid (--start, --end, --freq) and --series-keys; the input was not opened")
     from tsdp.io.files import read_table
-    from tsdp.io.timegrid import MISSING_STEPS_HINT, build_grid, parse_time_column
+    from tsdp.io.timegrid import MISSING_STEPS_HINT, build_grid
+    from tsdp.io.timeparse import parse_time_column
 
     kinds = {spec.time_col: "time"}
     if layout == "long" and spec.series_col is not None:
