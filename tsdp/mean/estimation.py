@@ -15,7 +15,7 @@ import numpy as np
 
 from tsdp.accounting.budget import check_epsilon
 from tsdp.accounting.claim import MechanismEvent, PrivacyClaim, PrivacyUnit
-from tsdp.accounting.discrete import check_granularity, check_sampler
+from tsdp.accounting.discrete import LAPLACE_THEOREM, check_granularity, check_sampler
 from tsdp.caveats import Caveat
 from tsdp.errors import UsageError
 from tsdp.limits import MAX_MAGNITUDE
@@ -425,7 +425,6 @@ def claim_for(settings: MeanSettings, n_groups: int, user_column: str, estimates
     BASELINE and ARRAY-AVERAGING: their per-group sensitivities and scales are published.
     ``declared``: the declared groups' description (keys, slots), recorded in the parameters;
     ``empty_groups``: declared groups without records, released empty (public participation only)."""
-    from tsdp.accounting.discrete import LAPLACE_THEOREM
 
     eps = settings.epsilon
     private = settings.participation == "private"

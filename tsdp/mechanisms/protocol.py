@@ -50,10 +50,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping, Protocol
 
+from tsdp.accounting.claim import PrivacyClaim
+from tsdp.accounting.sensitivity import privacy_unit
+
 if TYPE_CHECKING:
     import numpy as np
 
-    from tsdp.accounting.claim import MechanismEvent, PrivacyClaim
+    from tsdp.accounting.claim import MechanismEvent
     from tsdp.accuracy.result import Accuracy
     from tsdp.mechanisms.baseline import Panel, Release
     from tsdp.mechanisms.samplers import Sampler
@@ -88,9 +91,6 @@ class PrivacyMap:
 
     def claim(self, mechanism: str, panel: "Panel") -> "PrivacyClaim":
         """The claim for exactly ``panel``'s declared unit."""
-        from tsdp.accounting.claim import PrivacyClaim
-        from tsdp.accounting.sensitivity import privacy_unit
-
         return PrivacyClaim(
             definition=self.definition,
             unit=privacy_unit(panel.bounds, panel.n_series, panel.id_column, panel.enforced),

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -99,8 +99,6 @@ class Fast:
     def accuracy(self, claim, alpha: float, target: str = "cell", sampled=None):
         """One noisy sample's interval covers every released value (Proschan 1965); with the released
         sampling pattern, also the exact noise s.d. of each value (:func:`tsdp.accuracy.mechanisms.fast`)."""
-        from dataclasses import replace
-
         from tsdp.accuracy import mechanisms as acc
 
         p = claim.parameters
