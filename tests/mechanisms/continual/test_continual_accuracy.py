@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import BASE, setting
+from tests.mechanisms.continual.conftest import BASE, setting
 from tsdp.mechanisms.continual import accuracy, choose, privacy_map
 from tsdp.mechanisms.continual.factorization import factorization
 from tsdp.mechanisms.continual.toeplitz import matrix

@@ -9,7 +9,7 @@ control (a user-level neighbour against an event-level calibration) shows the au
 import numpy as np
 import pytest
 
-from conftest import setting
+from tests.mechanisms.continual.conftest import setting
 from tsdp.accounting.audit import epsilon_lower_bound, gaussian_llr
 from tsdp.mechanisms.continual import new_carry, privacy_map, release_steps
 from tsdp.mechanisms.continual import toeplitz as tz

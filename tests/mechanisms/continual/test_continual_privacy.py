@@ -6,7 +6,7 @@ import json
 import numpy as np
 import pytest
 
-from conftest import setting
+from tests.mechanisms.continual.conftest import setting
 from tsdp.accounting import gaussian as gauss
 from tsdp.accounting.claim import PrivacyClaim
 from tsdp.accounting.compose import claim_backed_by_events, compose_claims

@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import setting
+from tests.mechanisms.continual.conftest import setting
 from tsdp.errors import DataError
 from tsdp.mechanisms.continual import new_carry, privacy_map, release_steps
 from tsdp.mechanisms.continual import toeplitz as tz

@@ -32,6 +32,7 @@ from tsdp.accounting.sensitivity import privacy_unit
 from tsdp.mechanisms.continual.factorization import factorization
 from tsdp.mechanisms.continual.sensitivity import changed_values
 from tsdp.mechanisms.continual.setting import StreamSetting
+from tsdp.mechanisms.samplers import sampler_of
 
 MECHANISM = "continual-gaussian"
 STREAM_THEOREM = ("matrix mechanism for continual release: the Gaussian mechanism on the encoded stream C x "
@@ -97,19 +98,18 @@ def _privacy_map(s: StreamSetting) -> StreamPrivacy:
                             s.min_separation)
     eps, delta = float(s.epsilon), float(s.delta)
     theorem = f"{STREAM_THEOREM}; {gauss.ANALYTIC_THEOREM}"
-    if s.sampler == "hardened":
-        sigma0 = gauss.analytic_sigma(eps, delta, l2)
-        g, covered = disc.lattice("hardened", None, lambda d: sigma0, l2, coords, "l2", (eps, delta))
-        budget = disc.slack_budget(eps, delta, sigma0 / g, coords)
-        sigma = gauss.analytic_sigma(eps, budget, covered)
-        disc.check_lattice_scale(sigma, g, "sigma")
-        slack = disc.rounding_slack(eps, disc.slack_rate(sigma / g, coords))
+    def calibrate(budget: float, g: float | None):
+        covered = l2 if g is None else disc.rounded_l2(l2, coords, g)
+        return gauss.analytic_sigma(eps, budget, covered), covered
+
+    # the sampler object owns "calibrate, pick the lattice, pay the slack, recalibrate" (as release does)
+    sampler, sigma, covered = sampler_of(s.sampler).calibrate_gaussian(eps, delta, l2, coords, calibrate)
+    g = sampler.granularity
+    slack = 0.0
+    if sampler.hardened:
+        slack = sampler.lattice_record(eps, sigma, coords)[1]  # checks that sigma spans the lattice
         theorem = f"{theorem}; {disc.GAUSSIAN_THEOREM} (slack {slack:.3g} of delta)"
-        events = (MechanismEvent("discrete-gaussian", covered, sigma, 1, granularity=g, lattice_coords=coords),)
-    else:
-        sigma = gauss.analytic_sigma(eps, delta, l2)
-        g, covered, slack = None, l2, 0.0
-        events = (MechanismEvent("gaussian", l2, sigma, 1),)
+    events = (sampler.gaussian_event(l2, covered, sigma, coords),)
     parameters = {
         "noise": "gaussian", "sigma": sigma, "strategy": s.strategy, "strategy_name": STRATEGY_NAMES[s.strategy],
         "band": s.band, "horizon": s.horizon, "n_series": s.n_series, "outputs": list(s.outputs),
