@@ -214,10 +214,11 @@ def _epsilon(step: DensePld, steps: int, delta: float) -> float:
 def calibrate_noise(setting: SgdSetting, target_epsilon: float, steps: int, delta: float,
                     discretization: float = DEFAULT_DISCRETIZATION, rtol: float = 1e-3):
     """Smallest noise multiplier (to ``rtol``, rounded up) whose epsilon is at most the target:
-    a :class:`~tsdp.accounting.budget.Calibration` ``(sigma, epsilon)`` (the search and its limits:
+    a :class:`~tsdp.accounting.calibrate.Calibration` ``(sigma, epsilon)`` (the search and its limits:
     :func:`~tsdp.accounting.noise_search.smallest_noise_within`). The same accountant on a coarser
     grid guides the search; the sigma returned is certified at ``discretization``."""
-    from tsdp.accounting.budget import check_delta, check_epsilon, coarse_discretization, smallest_noise_within
+    from tsdp.accounting.budget import check_delta, check_epsilon
+    from tsdp.accounting.noise_search import coarse_discretization, smallest_noise_within
 
     check_epsilon(target_epsilon, "--epsilon")
     check_delta(delta)
@@ -261,9 +262,10 @@ def max_steps(setting: SgdSetting, target_epsilon: float, delta: float,
     Epsilon grows with the number of steps; doubling then bisection. 0 steps (epsilon 0.0) when
     even one step exceeds the target.
     """
-    from tsdp.accounting.budget import check_delta, check_epsilon, largest_count_within
+    from tsdp.accounting.budget import check_delta, check_epsilon
+    from tsdp.accounting.calibrate import largest_integer_within
 
     check_epsilon(target_epsilon, "--epsilon")
     check_delta(delta)
     step = setting.pld(discretization)
-    return largest_count_within(lambda n: _epsilon(step, n, delta), target_epsilon, limit)
+    return largest_integer_within(lambda n: _epsilon(step, n, delta), target_epsilon, limit)

@@ -471,10 +471,11 @@ def calibrate_noise(setting: DpSgdSetting, target_epsilon: float, delta: float, 
     Epsilon decreases in sigma; the same accountant on a coarser grid guides the search, and the
     sigma returned is certified at ``discretization``
     (:func:`~tsdp.accounting.noise_search.smallest_noise_within`). Returns a
-    :class:`~tsdp.accounting.budget.Calibration` ``(sigma, its epsilon)``; the sigma returned is
-    always on the safe side of the target (:func:`~tsdp.accounting.budget.smallest_noise_within`).
+    :class:`~tsdp.accounting.calibrate.Calibration` ``(sigma, its epsilon)``; the sigma returned is
+    always on the safe side of the target (:func:`~tsdp.accounting.calibrate.smallest_within`).
     """
-    from tsdp.accounting.budget import check_delta, check_epsilon, coarse_discretization, smallest_noise_within
+    from tsdp.accounting.budget import check_delta, check_epsilon
+    from tsdp.accounting.noise_search import coarse_discretization, smallest_noise_within
 
     check_epsilon(target_epsilon, "--epsilon")
     check_delta(delta)
@@ -503,14 +504,15 @@ def max_compositions(setting: DpSgdSetting, target_epsilon: float, delta: float,
 
     Returns (count, its epsilon); count 0 means even one composition exceeds the target.
     """
-    from tsdp.accounting.budget import check_delta, check_epsilon, largest_count_within
+    from tsdp.accounting.budget import check_delta, check_epsilon
+    from tsdp.accounting.calibrate import largest_integer_within
 
     check_epsilon(target_epsilon, "--epsilon")
     check_delta(delta)
     base = pld_from_profile(composition_profile(setting, "upper")[0], discretization)
     if setting.sampler == "hardened":
-        return largest_count_within(lambda n: epsilon_of(setting, base, n, delta), target_epsilon, limit)
-    return largest_count_within(lambda n: base.epsilon(delta) if n == 1 else epsilon_after(base, n, delta),
+        return largest_integer_within(lambda n: epsilon_of(setting, base, n, delta), target_epsilon, limit)
+    return largest_integer_within(lambda n: base.epsilon(delta) if n == 1 else epsilon_after(base, n, delta),
                                 target_epsilon, limit)
 
 

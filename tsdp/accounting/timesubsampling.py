@@ -70,10 +70,11 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import optimize, stats
+from scipy import stats
 
 from tsdp.accounting import gaussian as gauss
 from tsdp.accounting.budget import check_delta, check_epsilon
+from tsdp.accounting.calibrate import bisect, brent, certify, expand, next_up
 from tsdp.errors import NumericalError, UsageError
 
 PAPER = "Koga, Meehan and Chaudhuri 2022 (arXiv:2201.04762)"
@@ -325,7 +326,7 @@ def solve_alpha(epsilon: float, delta_fail: float, p: float, L: float, srank: fl
                 n_steps: int | None = None, series: int = 1) -> AlphaSolution:
     """Root of ``g(alpha) = log delta'(alpha) + log(e^{epsilon/alpha} - e^epsilon) - log delta_fail``.
 
-    Brent's method on ``(floor, 1)`` (spec section 2.3, step 3; g is strictly decreasing there and
+    Brent's method on ``(floor, 1)`` (:func:`tsdp.accounting.calibrate.brent`; spec section 2.3, step 3; g is strictly decreasing there and
     tends to -inf at alpha = 1). If ``g(floor) <= 0`` the budget is already met where Theorem 3
     starts to apply: alpha = floor, and the (smaller) failure term is reported (spec 4.2). The
     returned alpha is nudged upwards until the failure term is at most ``delta_fail``.
@@ -354,13 +355,11 @@ def solve_alpha(epsilon: float, delta_fail: float, p: float, L: float, srank: fl
         if g(hi) > 0:
             alpha = 1.0
         else:
-            alpha = optimize.brentq(g, lo, hi, xtol=1e-15, rtol=4 * np.finfo(float).eps, maxiter=500)
+            alpha = brent(g, lo, hi, xtol=1e-15, rtol=4 * np.finfo(float).eps)
             # g <= 0 in logs does not make the term itself <= delta_fail (exp and the sum's rounding
             # differ by a few ulps): nudge until the term that is reported and claimed fits
-            while alpha < 1 and (g(alpha) > 0
-                                 or corollary2_failure_term(alpha, epsilon, p, L, srank, n_steps, series)
-                                 > delta_fail):
-                alpha = float(np.nextafter(alpha, 2.0))
+            alpha = certify(alpha, lambda a: a < 1 and (
+                g(a) > 0 or corollary2_failure_term(a, epsilon, p, L, srank, n_steps, series) > delta_fail))
         at_floor = False
     dp = math.exp(log_delta_prime(alpha, p, L, srank) + log_infl) if alpha < 1 else 0.0
     term = corollary2_failure_term(alpha, epsilon, p, L, srank, n_steps, series)
@@ -370,21 +369,14 @@ def solve_alpha(epsilon: float, delta_fail: float, p: float, L: float, srank: fl
 def alpha_for_delta_prime(target: float, p: float, L: float, srank: float) -> float:
     """Smallest alpha in (sqrt(p), 1] with ``delta'(alpha) <= target`` (bisection, spec 2.6).
 
-    Returns 1.0 when even alpha = 1 does not reach the target (the bound is then not useful).
+    :func:`tsdp.accounting.calibrate.bisect` to a width of 1e-15; the upper end (which meets the
+    target) is returned. Returns 1.0 when even alpha = 1 does not reach the target (the bound is then not useful).
     """
     lo, hi = math.sqrt(p) * (1 + 1e-12), 1.0
     log_target = math.log(target)
     if log_delta_prime(hi, p, L, srank) > log_target:
         return 1.0
-    for _ in range(200):
-        mid = 0.5 * (lo + hi)
-        if log_delta_prime(mid, p, L, srank) > log_target:
-            lo = mid
-        else:
-            hi = mid
-        if hi - lo <= 1e-15:
-            break
-    return hi
+    return bisect(lambda a: not log_delta_prime(a, p, L, srank) > log_target, lo, hi, atol=1e-15, iterations=200)[1]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -588,19 +580,18 @@ def mixture_delta(epsilon, sigma: float, mixture: Mixture):
 
 
 def mixture_epsilon(delta: float, sigma: float, mixture: Mixture) -> float:
-    """Smallest epsilon >= 0 with ``mixture_delta(epsilon) <= delta`` (an upper bound)."""
+    """Smallest epsilon >= 0 with ``mixture_delta(epsilon) <= delta`` (an upper bound): the
+    certified calibrator (:mod:`tsdp.accounting.calibrate`) with bracket doubling from 1, Brent's
+    method on the log profile, then epsilon moved up until the profile at it is within ``delta``."""
     if mixture_delta(0.0, sigma, mixture) <= delta:
         return 0.0
-    hi = 1.0
-    while mixture_delta(hi, sigma, mixture) > delta:
-        hi *= 2.0
-        if hi > 1e6:
-            raise NumericalError(f"epsilon for delta={delta:g} exceeds 1e6")
-    eps = optimize.brentq(lambda e: gauss._log_ratio(mixture_delta(e, sigma, mixture), delta),
-                          0.0, hi, xtol=1e-14, rtol=4 * np.finfo(float).eps, maxiter=500)
-    while mixture_delta(eps, sigma, mixture) > delta:
-        eps = float(np.nextafter(eps, math.inf)) if eps > 0 else 5e-324
-        eps = eps * (1 + 1e-14)
+    hi = expand(lambda e: mixture_delta(e, sigma, mixture) > delta, 1.0, 2.0, 1e6)
+    if not hi.found:
+        raise NumericalError(f"epsilon for delta={delta:g} exceeds 1e6")
+    eps = brent(lambda e: gauss._log_ratio(mixture_delta(e, sigma, mixture), delta),
+                0.0, hi.point, xtol=1e-14, rtol=4 * np.finfo(float).eps)
+    eps = certify(eps, lambda e: mixture_delta(e, sigma, mixture) > delta,
+                  lambda e: (next_up(e) if e > 0 else 5e-324) * (1 + 1e-14))
     return float(eps)
 
 
@@ -618,8 +609,9 @@ def exact_sigma_single(epsilon: float, delta: float, mixture: Mixture) -> float:
     """Smallest sigma (up to ``SIGMA_RTOL``) with ``mixture_delta(epsilon; sigma) <= delta``.
 
     The profile decreases in sigma. Upper bracket: the analytic Gaussian sigma for the largest
-    sensitivity (the mixture is never worse); Brent's method on log sigma; then sigma is moved up
-    until the profile is at most the target, so the result is always on the safe side.
+    sensitivity (the mixture is never worse); the certified calibrator
+    (:mod:`tsdp.accounting.calibrate`): Brent's method on log sigma, then sigma moved up by factors
+    ``1 + SIGMA_RTOL`` until the profile is at most the target, so the result is always on the safe side.
     """
     top = float(mixture.sensitivities.max())
     hi = gauss.analytic_sigma(epsilon, delta, top)
@@ -627,19 +619,14 @@ def exact_sigma_single(epsilon: float, delta: float, mixture: Mixture) -> float:
     def excess(log_sigma: float) -> float:
         return gauss._log_ratio(mixture_delta(epsilon, math.exp(log_sigma), mixture), delta)
 
-    while excess(math.log(hi)) > 0:  # the mixture's own arithmetic may round the other way at the Gaussian's sigma
-        hi *= 1 + SIGMA_RTOL
-    lo = hi / 2.0
-    while excess(math.log(lo)) <= 0:
-        lo /= 2.0
-        if lo < hi * 1e-12:
-            return lo  # (degenerate: Pr[k >= 1] <= delta, any noise level works)
-    log_sigma = optimize.brentq(excess, math.log(lo), math.log(hi), xtol=SIGMA_RTOL / 4,
-                                rtol=4 * np.finfo(float).eps, maxiter=500)
-    sigma = math.exp(log_sigma)
-    while mixture_delta(epsilon, sigma, mixture) > delta:
-        sigma *= 1 + SIGMA_RTOL
-    return sigma
+    # the mixture's own arithmetic may round the other way at the Gaussian's sigma
+    hi = expand(lambda s: excess(math.log(s)) > 0, hi, 1 + SIGMA_RTOL).point
+    lo = expand(lambda s: excess(math.log(s)) <= 0, hi / 2.0, 0.5, hi * 1e-12)
+    if not lo.found:
+        return lo.point  # (degenerate: Pr[k >= 1] <= delta, any noise level works)
+    log_sigma = brent(excess, math.log(lo.point), math.log(hi), xtol=SIGMA_RTOL / 4, rtol=4 * np.finfo(float).eps)
+    return certify(math.exp(log_sigma), lambda s: mixture_delta(epsilon, s, mixture) > delta,
+                   lambda s: s * (1 + SIGMA_RTOL))
 
 
 def exact_subsample(epsilon: float, delta: float, I: int, p: float, M: float = 1.0,
