@@ -31,15 +31,14 @@ three phases, each written once here:
 The contract every caller relies on: ``m`` monotone in x in the direction the caller states (a
 noise scale lowers epsilon, a count raises it), the bracket's ends on opposite sides of the target
 before narrowing, and the answer's measure computed at the answer itself. None of these searches
-imports scipy.optimize except :func:`brent` (0.15-0.3 s to import, more than a small release takes).
+imports scipy.optimize except :func:`brent` (0.15-0.3 s to import, more than a small release takes),
+and only the array forms import numpy (checking a claim imports this module and needs neither).
 """
 
 from __future__ import annotations
 
 import math
 from typing import Callable, NamedTuple
-
-import numpy as np
 
 from tsdp.errors import GridTooLarge, TsdpError
 
@@ -77,6 +76,8 @@ def expand(fails: Callable[[float], bool], start: float, factor: float, limit: f
 def expand_below(fun, target, lo, hi):
     """Array form of :func:`expand` for an increasing ``fun``: move each ``lo`` left (steps
     doubling from ``max(hi - lo, 1)``) until ``fun(lo) <= target`` at every point."""
+    import numpy as np  # (the scalar searches need no numpy: importing them stays cheap)
+
     lo = np.array(lo, dtype=float)
     step = np.maximum(hi - lo, 1.0)
     for _ in range(200):
@@ -91,6 +92,8 @@ def expand_below(fun, target, lo, hi):
 def expand_above(fun, target, hi):
     """Array form of :func:`expand` for an increasing ``fun``: move each ``hi`` right (steps
     doubling from 1) until ``fun(hi) >= target`` at every point."""
+    import numpy as np  # (the scalar searches need no numpy: importing them stays cheap)
+
     hi = np.array(hi, dtype=float)
     step = np.ones_like(hi)
     for _ in range(200):
@@ -183,6 +186,8 @@ def roots_increasing(fun, target, lo, hi, iterations: int = 200):
     they stay inside the bracket, bisection otherwise; the bracket shrinks every iteration, so each
     point ends within floating-point resolution of its root. Converged points leave the active set.
     """
+    import numpy as np  # (the scalar searches need no numpy: importing them stays cheap)
+
     target = np.array(target, dtype=float)
     lo, hi = np.array(lo, dtype=float), np.array(hi, dtype=float)
     x = 0.5 * (lo + hi)
@@ -212,7 +217,7 @@ def roots_increasing(fun, target, lo, hi, iterations: int = 200):
 
 def next_up(x: float) -> float:
     """The next float above ``x``."""
-    return float(np.nextafter(x, math.inf))
+    return math.nextafter(x, math.inf)
 
 
 def certify(value, fails: Callable, step: Callable = next_up):
@@ -304,9 +309,12 @@ def _estimated_root(estimate, target: float, start: float, rtol: float, limits) 
 
 def _slope(s0: float, e0: float | None, s1: float, e1: float | None) -> float | None:
     """d log measure / d log x between two measured points, when it is negative (as it should be)."""
-    if e0 is None or e1 is None or e0 <= 0 or e1 <= 0 or s0 == s1:
+    if e0 is None or e1 is None or e0 <= 0 or e1 <= 0:
         return None
-    slope = (math.log(e1) - math.log(e0)) / (math.log(s1) - math.log(s0))
+    run = math.log(s1) - math.log(s0)  # 0 for points a few ulps apart, not only for equal ones
+    if run == 0:
+        return None
+    slope = (math.log(e1) - math.log(e0)) / run
     return slope if slope < 0 else None
 
 
@@ -397,5 +405,7 @@ def _interpolated(b: _Bracket) -> float | None:
         return None
     u0, u1 = math.log(b.lo), math.log(b.hi)
     f0, f1 = math.log(b.lo_eps), math.log(b.hi_eps)
+    if f0 == f1:  # measures a few ulps apart
+        return None
     root = u0 + (math.log(b.target) - f0) * (u1 - u0) / (f1 - f0)
     return root if u0 < root < u1 else None
