@@ -3,12 +3,15 @@ answers, and every search it replaced keeping its exact answers.
 
 The table PINNED was recorded (as float.hex) from the code before the searches were merged into
 the calibrator (gaussian.bisect, noise_search's walk, budget.largest_count_within,
-profiles.solve_increasing, timesubsampling's Brent calls and bisection, subsample._analytic_sigma,
+profiles.solve_increasing, timesubsampling's Brent calls and bisections (alpha, I', the
+mixture's truncation), subsample._analytic_sigma,
 the two calibrate_noise and max-count searches): the same inputs must give the same floats.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 
 import numpy as np
@@ -213,7 +216,15 @@ PINNED = [
     ('largest_count_within', ('sqrt', 3.3, 100), [10, '0x1.94c583ada5b53p+1']),
     ('largest_count_within', ('lin', 7.0, 5), [5, '0x1.4000000000000p+2']),
     ('largest_count_within', ('lin', 0.5, 100), [0, '0x1.0000000000000p+0']),
-    ('largest_count_within', ('lin', 1000000000.0, 1000), [1000, '0x1.f400000000000p+9']),]
+    ('largest_count_within', ('lin', 1000000000.0, 1000), [1000, '0x1.f400000000000p+9']),
+    ('solve_i_prime', (20, 1.0, 5e-06, 0.1, None, 1), 10),
+    ('solve_i_prime', (500, 0.5, 1e-07, 0.05, 2000, 1), 55),
+    ('solve_i_prime', (3000, 2.0, 0.0001, 0.3, 400, 8), 1013),
+    ('solve_i_prime', (1, 1.0, 1e-05, 0.5, 10, 1), 1),
+    ('subsample_mixture', (30, 0.1, 100, 1e-15, 1), '81901c165d7458b7'),
+    ('subsample_mixture', (400, 0.05, 1000, 1e-12, 3), 'c3dc11e25a17aeb5'),
+    ('subsample_mixture', (2000, 0.3, 500, 1e-16, 5), '40b9bb37fae30b3c'),
+]
 
 DPSGD_BASE = dict(n_series=320, length=20, context=1, horizon=1, batch_size=32, noise_multiplier=1.0)
 PROFILE_GRID = np.array([-3.0, -0.5, 0.0, 0.01, 0.3, 1.7, 5.0, 12.0])
@@ -266,6 +277,13 @@ def _evaluate(name: str, args: tuple):
         changes, target = args
         setting = st_.DpSgdSetting(**{**DPSGD_BASE, **dict(changes), "noise_multiplier": 4.0})
         return st_.max_compositions(setting, target, 1e-5)
+    if name == "solve_i_prime":
+        return ts.solve_i_prime(*args)
+    if name == "subsample_mixture":
+        I, p, n, truncation, series = args
+        mixture = ts.subsample_mixture(I, p, 1.0, n, truncation=truncation, series=series)
+        law = [[int(k) for k in mixture.counts], [float(w).hex() for w in mixture.weights]]
+        return hashlib.sha256(json.dumps(law).encode()).hexdigest()[:16]  # (a digest: the laws are long)
     if name == "largest_count_within":
         kind, target, limit = args
         return cal.largest_integer_within(math.sqrt if kind == "sqrt" else float, target, limit)
@@ -275,8 +293,8 @@ def _evaluate(name: str, args: tuple):
 def _hex(value):
     if isinstance(value, (tuple, list, np.ndarray)):
         return [_hex(v) for v in (value if isinstance(value, tuple) else np.asarray(value, dtype=float).ravel())]
-    if isinstance(value, (int, np.integer)):
-        return int(value)
+    if isinstance(value, (int, np.integer, str)):
+        return value if isinstance(value, str) else int(value)
     return float(value).hex()
 
 

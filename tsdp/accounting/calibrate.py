@@ -14,7 +14,8 @@ three phases, each written once here:
 2. **Narrow** the bracket, keeping one end missing and one meeting the target:
    - :func:`bisect` over floats, down to **adjacent floats** (the default: the answer is the
      exact float boundary of the measure as computed), or to an absolute width ``atol``; over
-     **integers** (``integer=True``) down to adjacent integers;
+     **integers** (``integer=True``) down to adjacent integers; :func:`smallest_integer_meeting`
+     when the lower end is not known to miss;
    - :func:`brent` (Brent's method to ``xtol + rtol * |x|``) where an answer was pinned with it;
    - :func:`smallest_within` for an expensive accountant (every evaluation builds and composes a
      privacy-loss grid): a walk that extrapolates log m in log x, then closes the bracket to a
@@ -140,6 +141,20 @@ def bisect(high_side: Callable, lo, hi, *, atol: float = 0.0, integer: bool = Fa
         else:
             lo = mid
     return lo, hi
+
+
+def smallest_integer_meeting(meets: Callable[[int], bool], lo: int, hi: int) -> int:
+    """The smallest n in ``[lo, hi]`` with ``meets(n)``, for a predicate monotone in n that holds
+    at ``hi`` (not evaluated there): bisection at ``(lo + hi) // 2``, moving ``lo`` past every
+    miss. Where ``lo`` itself may meet the target, so no end of the bracket is known to miss
+    (:func:`bisect` needs one)."""
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if meets(mid):
+            hi = mid
+        else:
+            lo = mid + 1
+    return hi
 
 
 def brent(fun: Callable[[float], float], lo: float, hi: float, xtol: float, rtol: float) -> float:

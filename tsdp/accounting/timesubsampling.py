@@ -47,7 +47,7 @@ import numpy as np
 
 from tsdp.accounting import gaussian as gauss
 from tsdp.accounting.budget import check_delta, check_epsilon
-from tsdp.accounting.calibrate import bisect, brent, certify
+from tsdp.accounting.calibrate import bisect, brent, certify, smallest_integer_meeting
 from tsdp.accounting.timesubsampling_exact import (  # noqa: F401  (re-exported: callers use ts.NAME)
     DEGRADATION_FACTORS, MIXTURE_TRUNCATION, exact_degradation, exact_subsample, gaussian_degradation,
     mixture_delta, mixture_epsilon)
@@ -115,14 +115,7 @@ def solve_i_prime(I: int, epsilon: float, delta_fail: float, p: float,
         return float(log_unit_tail(i, I, p, n_steps, series) + log_exp_gap(epsilon, epsilon * math.sqrt(I / i))) \
             < target
 
-    lo, hi = 1, I  # invariant: hi qualifies; every i < lo does not
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if qualifies(mid):
-            hi = mid
-        else:
-            lo = mid + 1
-    return hi
+    return smallest_integer_meeting(qualifies, 1, I)
 
 
 # ---------------------------------------------------------------------------------------------

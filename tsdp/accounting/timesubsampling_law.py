@@ -32,6 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
+from tsdp.accounting.calibrate import smallest_integer_meeting
 from tsdp.errors import UsageError
 
 
@@ -172,15 +173,9 @@ def subsample_mixture(I: int, p: float, M: float = 1.0, n_steps: int | None = No
     def tail(j: int) -> float:  # Pr[k >= j], capped
         return 1.0 if j <= 0 else min(1.0, math.exp(_log_weight_tail(j, I, p, n_steps, series)))
 
-    def first(pred) -> int:  # smallest k in 0..I with pred(k), pred monotone and pred(I) true
-        lo, hi = 0, I
-        while lo < hi:
-            mid = (lo + hi) // 2
-            lo, hi = (lo, mid) if pred(mid) else (mid + 1, hi)
-        return hi
-
-    lo = first(lambda k: 1.0 - tail(k + 1) > truncation)  # the lowest k whose cdf exceeds the truncation
-    hi = max(first(lambda k: tail(k + 1) <= truncation), lo)
+    # the lowest k whose cdf exceeds the truncation, and the lowest whose upper tail is within it
+    lo = smallest_integer_meeting(lambda k: 1.0 - tail(k + 1) > truncation, 0, I)
+    hi = max(smallest_integer_meeting(lambda k: tail(k + 1) <= truncation, 0, I), lo)
     kept = np.arange(lo + 1, hi + 1)
     with np.errstate(under="ignore"):
         inner = np.exp(_log_weight(kept, I, p, n_steps, series))  # tail(lo + 1) < 1: w_k is the law here
