@@ -35,33 +35,6 @@ def check_delta(delta: float | None, option: str = "--delta") -> None:
         raise UsageError(f"{option} must be in (0, 1), got {delta}")
 
 
-def largest_count_within(epsilon_of, target_epsilon: float, limit: int) -> tuple[int, float]:
-    """The largest n in [1, limit] with ``epsilon_of(n) <= target_epsilon`` and that epsilon, for an
-    epsilon that grows with the number n of compositions (doubling, then bisection); (0, epsilon
-    of one) when even one exceeds the target. Used by every "how many steps fit" calibration."""
-    first = epsilon_of(1)
-    if first > target_epsilon:
-        return 0, first
-    good, good_eps, bad = 1, first, None
-    while bad is None:
-        trial = min(good * 2, limit)
-        eps = epsilon_of(trial)
-        if eps <= target_epsilon:
-            good, good_eps = trial, eps
-            if trial == limit:
-                return good, good_eps
-        else:
-            bad = trial
-    while bad - good > 1:
-        mid = (good + bad) // 2
-        eps = epsilon_of(mid)
-        if eps <= target_epsilon:
-            good, good_eps = mid, eps
-        else:
-            bad = mid
-    return good, good_eps
-
-
 # The noise search lives in its own module; its names are imported from here by the calibrations.
 from tsdp.accounting.noise_search import (  # noqa: E402,F401
     MAX_NOISE_MULTIPLIER, MIN_NOISE_MULTIPLIER, Calibration, coarse_discretization, smallest_noise_within)

@@ -28,7 +28,7 @@ from tsdp.caveats import Caveat
 from tsdp.errors import BudgetError, NumericalError, UsageError
 
 if TYPE_CHECKING:  # numpy and scipy load only when a PLD is built: checking a Gaussian claim needs neither
-    from tsdp.accounting.pld import DiscretePLD
+    from tsdp.accounting.pld_backend import Pld
 
 BASIC = "basic composition (Dwork and Roth 2014, Theorem 3.16): epsilons and deltas add"
 TIGHT = ("PLD composition of the mechanism events (dominating pairs compose as products; "
@@ -38,9 +38,9 @@ RECHECK_DISCRETIZATIONS = (DEFAULT_DISCRETIZATION, 1e-4)  # a finer grid only wh
 
 
 def event_pld(event: MechanismEvent, discretization: float = DEFAULT_DISCRETIZATION,
-              tail_mass: float = TAIL_MASS) -> DiscretePLD:
+              tail_mass: float = TAIL_MASS) -> Pld:
     """The dominating PLD of one mechanism event (composed ``count`` times for Laplace)."""
-    from tsdp.accounting.pld import pld_from_profile
+    from tsdp.accounting.pld_backend import DP_ACCOUNTING
     from tsdp.accounting.profiles import GaussianMixtureProfile, GaussianProfile, LaplaceProfile
 
     if event.kind == "exponential":  # composed basically: see events_privacy and compose_claims
@@ -50,19 +50,19 @@ def event_pld(event: MechanismEvent, discretization: float = DEFAULT_DISCRETIZAT
     if event.kind in ("gaussian", "discrete-gaussian"):
         # discrete-gaussian: the continuous profile of the rounded sensitivity; the rounding slack (1 + e^eps) m TV
         # is added by the callers (slack_rate, tsdp.accounting.discrete)
-        base = pld_from_profile(GaussianProfile(event.sensitivity / event.noise), discretization)
+        base = DP_ACCOUNTING.from_profile(GaussianProfile(event.sensitivity / event.noise), discretization)
     elif event.kind in MIXTURE_KINDS:  # discrete: the mixture of the bounding continuous profiles (claim.py)
         weights, sens = zip(*event.mixture)
-        base = pld_from_profile(GaussianMixtureProfile(weights, tuple(s / event.noise for s in sens)),
+        base = DP_ACCOUNTING.from_profile(GaussianMixtureProfile(weights, tuple(s / event.noise for s in sens)),
                                 discretization)
     else:
-        base = pld_from_profile(LaplaceProfile(event.sensitivity / event.noise), discretization)
+        base = DP_ACCOUNTING.from_profile(LaplaceProfile(event.sensitivity / event.noise), discretization)
     return base.self_compose(event.count, tail_mass)
 
 
-def _discrete_laplace_pld(event: MechanismEvent, discretization: float, tail_mass: float) -> DiscretePLD:
+def _discrete_laplace_pld(event: MechanismEvent, discretization: float, tail_mass: float) -> Pld:
     """The PLD of the discrete Laplace pair on the granularity lattice, ``count`` times."""
-    from tsdp.accounting.pld import pld_from_profile
+    from tsdp.accounting.pld_backend import DP_ACCOUNTING
     from tsdp.accounting.profiles import DiscreteLaplaceProfile
 
     steps = event.sensitivity / event.granularity
@@ -70,7 +70,7 @@ def _discrete_laplace_pld(event: MechanismEvent, discretization: float, tail_mas
         raise NumericalError(f"discrete-laplace sensitivity {event.sensitivity:g} is not a multiple of its "
                              f"granularity {event.granularity:g}")
     profile = DiscreteLaplaceProfile(event.granularity / event.noise, int(round(steps)))
-    return pld_from_profile(profile, discretization).self_compose(event.count, tail_mass)
+    return DP_ACCOUNTING.from_profile(profile, discretization).self_compose(event.count, tail_mass)
 
 
 def slack_rate(events) -> float:

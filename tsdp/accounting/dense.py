@@ -12,8 +12,11 @@ written for whole arrays: a PMF holds masses on the losses ``(lower + i) * d`` p
 * :meth:`DensePmf.epsilon` and :meth:`DensePmf.delta` evaluate the hockey-stick divergence
   ``delta(eps) = inf + sum_{l > eps} p_l (1 - e^{eps - l})`` from reversed cumulative sums.
 
+* :meth:`DensePmf.compose` (two different PMFs) convolves them whole, without truncation.
+
 A PLD for add/remove adjacency holds two PMFs (the remove and the add direction, composed
-separately, Zhu, Dong and Wang 2022); its epsilon is the larger of the two.
+separately, Zhu, Dong and Wang 2022); its epsilon is the larger of the two. This is the numpy back
+end of :mod:`tsdp.accounting.pld_backend`, through which the accountants use it.
 """
 
 from __future__ import annotations
@@ -68,6 +71,23 @@ class DensePmf:
         infinity = tail_mass - math.expm1(times * math.log1p(-self.infinity))
         return DensePmf(self.lower * times + low, window, min(1.0, infinity), self.discretization)
 
+    def compose(self, other: "DensePmf", tail_mass: float = 0.0) -> "DensePmf":
+        """The composition with ``other`` (on the same grid): the whole linear convolution of the
+        two PMFs by FFT, nothing cut (``tail_mass`` is not spent), and the mass at infinity
+        ``1 - (1 - a)(1 - b)``. Rounding noise below zero is clipped (pessimistic)."""
+        if other.discretization != self.discretization:
+            raise ValueError("compose PMFs on the same grid")
+        size = self.probs.size + other.probs.size - 1
+        length = _fast_length(size)
+        if length > MAX_FFT:
+            raise GridTooLarge(f"composing needs a privacy-loss grid of {size:,} points; use --discretization "
+                               f"{self.discretization * size / MAX_FFT:.2g} or coarser")
+        spectrum = np.fft.rfft(self.probs, length) * np.fft.rfft(other.probs, length)
+        composed = np.fft.irfft(spectrum, length)[:size]
+        np.clip(composed, 0.0, None, out=composed)
+        infinity = self.infinity + other.infinity - self.infinity * other.infinity
+        return DensePmf(self.lower + other.lower, composed, min(1.0, infinity), self.discretization)
+
     def delta(self, epsilon: float) -> float:
         """delta(epsilon) of this PMF."""
         losses = self.losses()
@@ -111,6 +131,13 @@ class DensePld:
 
     def self_compose(self, times: int, tail_mass: float) -> "DensePld":
         return DensePld(tuple(p.self_compose(times, tail_mass) for p in self.pmfs))
+
+    def compose(self, other: "DensePld", tail_mass: float = 0.0) -> "DensePld":
+        """Direction by direction; a single PMF (a symmetric pair) serves as both directions."""
+        mine, theirs = self.pmfs, other.pmfs
+        if len(mine) != len(theirs):
+            mine, theirs = mine * (2 // len(mine)), theirs * (2 // len(theirs))
+        return DensePld(tuple(a.compose(b, tail_mass) for a, b in zip(mine, theirs)))
 
     def epsilon(self, delta: float) -> float:
         return max(p.epsilon(delta) for p in self.pmfs)

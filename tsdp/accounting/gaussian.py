@@ -20,6 +20,7 @@ import numpy as np
 from scipy import special
 
 from tsdp.accounting.budget import check_delta, check_epsilon
+from tsdp.accounting.calibrate import bisect, certify, expand
 from tsdp.errors import NumericalError, UsageError
 
 ANALYTIC_THEOREM = "Balle and Wang 2018, Theorem 8 (exact Gaussian privacy profile)"
@@ -47,28 +48,27 @@ def delta_for_epsilon(epsilon, mu):
 def epsilon_for_delta(delta: float, mu: float) -> float:
     """Smallest epsilon >= 0 with delta(epsilon) <= ``delta`` for ``mu = sensitivity / sigma``.
 
-    Solved by bracketing and bisection on the monotone profile, then nudged upwards until the
-    profile at the returned epsilon is at most ``delta`` (so the answer is an upper bound).
+    The certified calibrator (:mod:`tsdp.accounting.calibrate`) on the profile, decreasing in
+    epsilon: bracket by doubling from ``max(1, mu^2)``, bisection to adjacent floats, and the upper
+    end moved up by ulps until the profile at it is at most ``delta`` (so the answer is an upper bound).
     """
     if delta_for_epsilon(0.0, mu) <= delta:
         return 0.0
-    hi = max(1.0, mu * mu)
-    while delta_for_epsilon(hi, mu) > delta:
-        hi *= 2.0
-        if hi > 1e6:
-            raise NumericalError(f"epsilon for delta={delta:g} at mu={mu:g} exceeds 1e6")
-    eps = bisect(lambda e: -_log_ratio(delta_for_epsilon(e, mu), delta), 0.0, hi)[1]
-    while delta_for_epsilon(eps, mu) > delta:
-        eps = np.nextafter(eps, np.inf)
-    return float(eps)
+    hi = expand(lambda e: delta_for_epsilon(e, mu) > delta, max(1.0, mu * mu), 2.0, 1e6)
+    if not hi.found:
+        raise NumericalError(f"epsilon for delta={delta:g} at mu={mu:g} exceeds 1e6")
+    eps = bisect(lambda e: -_log_ratio(delta_for_epsilon(e, mu), delta) > 0, 0.0, hi.point)[1]
+    return float(certify(eps, lambda e: delta_for_epsilon(e, mu) > delta))
 
 
 def analytic_sigma(epsilon: float, delta: float, sensitivity: float) -> float:
     """Smallest sigma (up to floating point) with delta(epsilon; sensitivity/sigma) <= ``delta``.
 
-    Solves ``log delta(epsilon; mu) = log delta`` for ``mu`` by bisection (the profile is
-    increasing in ``mu``), returns ``sigma = sensitivity / mu`` and then moves sigma up by single
-    ulps until the exact profile is at most the target: the result never undershoots the budget.
+    Solves ``log delta(epsilon; mu) = log delta`` for ``mu`` with the certified calibrator
+    (:mod:`tsdp.accounting.calibrate`; the profile is increasing in ``mu``): bracket by doubling
+    from 1 and halving from 1e-3, bisection to adjacent floats, ``sigma = sensitivity / mu`` from
+    the lower end, then sigma moved up by single ulps until the exact profile is at most the
+    target: the result never undershoots the budget.
     """
     _check_budget(epsilon, delta)
     if not (sensitivity > 0 and math.isfinite(sensitivity)):
@@ -77,19 +77,14 @@ def analytic_sigma(epsilon: float, delta: float, sensitivity: float) -> float:
     def excess(mu: float) -> float:
         return _log_ratio(delta_for_epsilon(epsilon, mu), delta)
 
-    lo, hi = 1e-3, 1.0
-    while excess(hi) < 0:
-        lo, hi = hi, hi * 2.0
-        if hi > 1e8:
-            raise NumericalError(f"could not calibrate sigma for epsilon={epsilon:g}, delta={delta:g}")
-    while excess(lo) > 0:
-        lo /= 2.0
-        if lo < 1e-12:
-            raise NumericalError(f"could not calibrate sigma for epsilon={epsilon:g}, delta={delta:g}")
-    mu = bisect(excess, lo, hi)[0]
-    sigma = sensitivity / mu
-    while delta_for_epsilon(epsilon, sensitivity / sigma) > delta:
-        sigma = np.nextafter(sigma, np.inf)
+    grown = expand(lambda mu: excess(mu) < 0, 1.0, 2.0, 1e8)
+    if not grown.found:
+        raise NumericalError(f"could not calibrate sigma for epsilon={epsilon:g}, delta={delta:g}")
+    shrunk = expand(lambda mu: excess(mu) > 0, 1e-3 if grown.previous is None else grown.previous, 0.5, 1e-12)
+    if not shrunk.found:
+        raise NumericalError(f"could not calibrate sigma for epsilon={epsilon:g}, delta={delta:g}")
+    mu = bisect(lambda mu: excess(mu) > 0, shrunk.point, grown.point)[0]
+    sigma = certify(sensitivity / mu, lambda s: delta_for_epsilon(epsilon, sensitivity / s) > delta)
     return float(sigma)
 
 
@@ -97,25 +92,6 @@ def classic_sigma(epsilon: float, delta: float, sensitivity: float) -> float:
     """The classical ``sqrt(2 ln(1.25/delta)) * sensitivity / epsilon`` (Dwork and Roth, Thm A.1)."""
     _check_budget(epsilon, delta)
     return math.sqrt(2.0 * math.log(1.25 / delta)) * sensitivity / epsilon
-
-
-def bisect(fun, lo: float, hi: float) -> tuple[float, float]:
-    """Root of an increasing ``fun`` on ``[lo, hi]`` (``fun(lo) <= 0 < fun(hi)``) by bisection down
-    to adjacent floats: returns the final ``(lo, hi)``, and the callers take the side that is safe
-    and check it.
-
-    Plain bisection instead of scipy's Brent: importing scipy.optimize costs 0.15-0.3 s, more than
-    a small release takes, and a hundred scalar profile evaluations cost under 10 ms.
-    """
-    for _ in range(2200):  # enough to split any finite interval down to adjacent floats
-        mid = 0.5 * (lo + hi)
-        if not lo < mid < hi:
-            break
-        if fun(mid) > 0:
-            hi = mid
-        else:
-            lo = mid
-    return lo, hi
 
 
 def _log_ratio(value: float, target: float) -> float:

@@ -72,95 +72,19 @@ from __future__ import annotations
 
 import contextlib
 import math
-import numbers
 import sqlite3
-from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
+from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Iterator
 
 from tsdp import signals
+from tsdp.accounting.ledger_layout import (  # noqa: F401  (SCHEMA, DatasetStatus: the callers' names)
+    CREATE_TABLES as _CREATE, CREATE_TOTALS_AND_GUARD, SCHEMA, DatasetStatus, LedgerEntry,
+    check_amount, check_dataset, exact_amount, is_real, utc_now, written)
 from tsdp.errors import BudgetError, DataError, ResourceError, TsdpError, UsageError
 
-SCHEMA = "tsdp-ledger/1"
 BUSY_TIMEOUT = 30.0  # seconds a process waits for another one's transaction to finish
-
-_CREATE = """
-CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE budgets (
-    dataset TEXT PRIMARY KEY,
-    epsilon_total REAL NOT NULL,
-    delta_total REAL NOT NULL,
-    created TEXT NOT NULL
-);
-CREATE TABLE entries (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    dataset TEXT NOT NULL REFERENCES budgets (dataset),
-    created TEXT NOT NULL,
-    epsilon REAL NOT NULL,
-    delta REAL NOT NULL,
-    state TEXT NOT NULL CHECK (state IN ('pending', 'spent')),
-    description TEXT NOT NULL,
-    output_name TEXT,
-    output_sha256 TEXT,
-    confirmed TEXT
-);
-CREATE INDEX entries_by_dataset ON entries (dataset);
-"""
-
-# The running totals and the change counter (module docstring), in every new file; a file made
-# before them gets them with its first write. Statements one by one: a trigger's body holds
-# semicolons, and executescript() would commit the open transaction.
-_GUARDED = ("entries", "budgets", "totals")
-_CREATE_2 = [
-    "CREATE TABLE totals (dataset TEXT PRIMARY KEY REFERENCES budgets (dataset), epsilon_spent TEXT NOT NULL, "
-    "delta_spent TEXT NOT NULL, epsilon_pending TEXT NOT NULL, delta_pending TEXT NOT NULL)",
-    "CREATE TABLE guard (id INTEGER PRIMARY KEY CHECK (id = 0), seen INTEGER NOT NULL, made INTEGER NOT NULL)",
-    "INSERT INTO guard VALUES (0, 0, 0)",
-    "CREATE INDEX IF NOT EXISTS entries_by_output ON entries (dataset, output_sha256)",
-    *(f"CREATE TRIGGER IF NOT EXISTS guard_{table}_{op.lower()} AFTER {op} ON {table} "
-      "BEGIN UPDATE guard SET seen = seen + 1 WHERE id = 0; END"
-      for table in _GUARDED for op in ("INSERT", "UPDATE", "DELETE")),
-]
-
-
-@dataclass(frozen=True)
-class LedgerEntry:
-    """One reservation (``pending``) or release (``spent``); times are UTC ISO 8601."""
-
-    id: int
-    dataset: str
-    time: str
-    epsilon: float
-    delta: float
-    state: str
-    description: str
-    output_name: str | None = None
-    output_sha256: str | None = None
-    confirmed: str | None = None
-
-
-@dataclass(frozen=True)
-class DatasetStatus:
-    """A dataset's budget: total, spent, pending (reserved), remaining, and its entries."""
-
-    dataset: str
-    created: str
-    epsilon_total: float
-    delta_total: float
-    epsilon_spent: float
-    delta_spent: float
-    epsilon_pending: float
-    delta_pending: float
-    epsilon_remaining: float
-    delta_remaining: float
-    entries: tuple[LedgerEntry, ...] = field(default_factory=tuple)
-
-    def to_dict(self) -> dict[str, Any]:
-        out = asdict(self)
-        out["entries"] = [asdict(e) for e in self.entries]
-        return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -173,13 +97,13 @@ def init_ledger(path: str | Path, dataset: str, epsilon: float, delta: float) ->
 
     A dataset that is already registered is refused: a budget never changes silently.
     """
-    _check_dataset(dataset)
-    _check_amount(epsilon, delta)
+    check_dataset(dataset)
+    check_amount(epsilon, delta)
     with _transaction(path, create=True) as db:
         if _budget_row(db, dataset) is not None:
             raise UsageError(f"dataset {dataset!r} already has a budget in ledger {_name(path)!r}; "
                              "budgets are never changed: register the data under a new name")
-        db.execute("INSERT INTO budgets VALUES (?, ?, ?, ?)", (dataset, float(epsilon), float(delta), _now()))
+        db.execute("INSERT INTO budgets VALUES (?, ?, ?, ?)", (dataset, float(epsilon), float(delta), utc_now()))
         db.execute("INSERT INTO totals VALUES (?, '0', '0', '0', '0')", (dataset,))
 
 
@@ -198,7 +122,7 @@ def confirm(path: str | Path, reservation_id: int, output_name: str | None = Non
     with _transaction(path) as db:
         entry = _pending_row(db, path, reservation_id, "confirm")
         db.execute("UPDATE entries SET state = 'spent', output_name = ?, output_sha256 = ?, confirmed = ? "
-                   "WHERE id = ?", (output_name, output_sha256, _now(), int(reservation_id)))
+                   "WHERE id = ?", (output_name, output_sha256, utc_now(), int(reservation_id)))
         _move(db, path, entry, "pending", "spent")
 
 
@@ -245,7 +169,7 @@ def spend(path: str | Path, dataset: str, epsilon: float, delta: float, descript
 def status(path: str | Path, dataset: str | None = None) -> list[DatasetStatus]:
     """Every dataset's budget (or only ``dataset``'s), with its entries in the order made."""
     if dataset is not None:
-        _check_dataset(dataset)
+        check_dataset(dataset)
     with _transaction(path, write=False) as db:
         names = [r[0] for r in db.execute("SELECT dataset FROM budgets ORDER BY dataset")]
         if dataset is not None:
@@ -323,37 +247,6 @@ class Reservation:
 # ---------------------------------------------------------------------------------------------
 
 
-def _check_dataset(dataset: str) -> None:
-    if not (isinstance(dataset, str) and dataset.strip() and dataset == dataset.strip()
-            and dataset.isprintable()):
-        raise UsageError(f"--dataset must be a non-empty name without surrounding spaces or control "
-                         f"characters, got {dataset!r}")
-
-
-def _check_amount(epsilon: float, delta: float) -> None:
-    if not (_real(epsilon) and math.isfinite(epsilon) and epsilon >= 0):
-        raise UsageError(f"--epsilon must be finite and >= 0, got {epsilon}")
-    if not (_real(delta) and math.isfinite(delta) and 0 <= delta < 1):
-        raise UsageError(f"--delta must be in [0, 1), got {delta}")
-
-
-def _real(x: object) -> bool:
-    return isinstance(x, numbers.Real) and not isinstance(x, bool)
-
-
-def _exact(x: float) -> Fraction:
-    """The decimal number a float is written as, exactly (``0.1`` is 1/10, not 0.1000...0555)."""
-    return Fraction(repr(float(x)))
-
-
-def _fmt(x: Fraction | float) -> str:
-    return repr(float(x))
-
-
-def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
-
-
 def _name(path: str | Path) -> str:
     return str(path)
 
@@ -425,7 +318,7 @@ def _check_schema(db: sqlite3.Connection, path: str | Path, create: bool, write:
         for statement in _CREATE.split(";"):  # not executescript(), which would commit first
             if statement.strip():
                 db.execute(statement)
-        for statement in _CREATE_2:
+        for statement in CREATE_TOTALS_AND_GUARD:
             db.execute(statement)
         db.execute("INSERT INTO meta VALUES ('schema', ?)", (SCHEMA,))
         return
@@ -446,7 +339,7 @@ def _check_schema(db: sqlite3.Connection, path: str | Path, create: bool, write:
 
 def _upgrade(db: sqlite3.Connection, path: str | Path) -> None:
     """Add the running totals to a file made without them, summed from validated entries."""
-    for statement in _CREATE_2:
+    for statement in CREATE_TOTALS_AND_GUARD:
         db.execute(statement)
     for (dataset,) in db.execute("SELECT dataset FROM budgets").fetchall():
         _budget_row(db, dataset, path)
@@ -503,7 +396,7 @@ def _move(db: sqlite3.Connection, path: str | Path, entry: LedgerEntry, source: 
     """Move ``entry``'s amounts from the ``source`` running total to ``target`` (None: removed)."""
     _check_stored(path, f"entry {entry.id} of dataset {entry.dataset!r}", entry.epsilon, entry.delta)
     sums = _totals(db, entry.dataset, path)
-    amount = (_exact(entry.epsilon), _exact(entry.delta))
+    amount = (exact_amount(entry.epsilon), exact_amount(entry.delta))
     left = tuple(sums[source][i] - amount[i] for i in (0, 1))
     if min(left) < 0:
         raise _damaged(path, f"entry {entry.id} of dataset {entry.dataset!r} is larger than the running "
@@ -557,15 +450,15 @@ def _sums(db: sqlite3.Connection, dataset: str, path: str | Path) -> dict[str, t
         if state not in sums:
             raise _damaged(path, f"{where} has state {state!r}, not 'pending' or 'spent'")
         e, d = sums[state]
-        sums[state] = (e + _exact(eps), d + _exact(delta))
+        sums[state] = (e + exact_amount(eps), d + exact_amount(delta))
     return sums
 
 
 def _check_stored(path: str | Path, where: str, epsilon: object, delta: object) -> None:
     """Refuse amounts read back from the file that no tsdp call stores (see :func:`_check_amount`)."""
-    if not (_real(epsilon) and math.isfinite(epsilon) and epsilon >= 0):
+    if not (is_real(epsilon) and math.isfinite(epsilon) and epsilon >= 0):
         raise _damaged(path, f"{where} has epsilon {epsilon!r}, not a finite number >= 0")
-    if not (_real(delta) and math.isfinite(delta) and 0 <= delta < 1):
+    if not (is_real(delta) and math.isfinite(delta) and 0 <= delta < 1):
         raise _damaged(path, f"{where} has delta {delta!r}, not a number in [0, 1)")
 
 
@@ -579,8 +472,8 @@ def _add_entry(path: str | Path, dataset: str, epsilon: float, delta: float, des
                inserted=None) -> int:
     """Insert an entry after checking the budget, in one write transaction; ``inserted(id)`` is
     called as soon as the row exists (before the commit)."""
-    _check_dataset(dataset)
-    _check_amount(epsilon, delta)
+    check_dataset(dataset)
+    check_amount(epsilon, delta)
     with _transaction(path) as db:
         budget = _budget_row(db, dataset, path)
         if budget is None:
@@ -593,17 +486,17 @@ def _add_entry(path: str | Path, dataset: str, epsilon: float, delta: float, des
                                  f"{dataset!r} as entry {same[0]} of ledger {_name(path)!r}; it is charged already")
         sums = _totals(db, dataset, path)
         used = [sums["spent"][i] + sums["pending"][i] for i in (0, 1)]
-        remaining = [_exact(budget[i]) - used[i] for i in (0, 1)]
-        if _exact(epsilon) > remaining[0] or _exact(delta) > remaining[1]:
+        remaining = [exact_amount(budget[i]) - used[i] for i in (0, 1)]
+        if exact_amount(epsilon) > remaining[0] or exact_amount(delta) > remaining[1]:
             pending = sums["pending"]
             raise BudgetError(
-                f"privacy budget of dataset {dataset!r} exceeded: requested epsilon {_fmt(epsilon)}, "
-                f"delta {_fmt(delta)} but only epsilon {_fmt(remaining[0])}, delta {_fmt(remaining[1])} "
-                f"remain of epsilon {_fmt(budget[0])}, delta {_fmt(budget[1])}"
-                + (f" (epsilon {_fmt(pending[0])}, delta {_fmt(pending[1])} of it reserved by commands "
+                f"privacy budget of dataset {dataset!r} exceeded: requested epsilon {written(epsilon)}, "
+                f"delta {written(delta)} but only epsilon {written(remaining[0])}, delta {written(remaining[1])} "
+                f"remain of epsilon {written(budget[0])}, delta {written(budget[1])}"
+                + (f" (epsilon {written(pending[0])}, delta {written(pending[1])} of it reserved by commands "
                    "still running)" if any(pending) else "")
                 + f" in ledger {_name(path)!r}; see 'tsdp ledger show'")
-        now = _now()
+        now = utc_now()
         cursor = db.execute(
             "INSERT INTO entries (dataset, created, epsilon, delta, state, description, output_name, "
             "output_sha256, confirmed) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -612,7 +505,7 @@ def _add_entry(path: str | Path, dataset: str, epsilon: float, delta: float, des
         if inserted is not None:
             inserted(int(cursor.lastrowid))
         state = "spent" if spent else "pending"
-        sums[state] = (sums[state][0] + _exact(epsilon), sums[state][1] + _exact(delta))
+        sums[state] = (sums[state][0] + exact_amount(epsilon), sums[state][1] + exact_amount(delta))
         _store_totals(db, dataset, sums)
         return int(cursor.lastrowid)
 
@@ -626,6 +519,6 @@ def _status(db: sqlite3.Connection, dataset: str, path: str | Path) -> DatasetSt
     return DatasetStatus(
         dataset=dataset, created=created, epsilon_total=eps_total, delta_total=delta_total,
         epsilon_spent=float(es), delta_spent=float(ds), epsilon_pending=float(ep), delta_pending=float(dp),
-        epsilon_remaining=float(_exact(eps_total) - es - ep), delta_remaining=float(_exact(delta_total) - ds - dp),
+        epsilon_remaining=float(exact_amount(eps_total) - es - ep), delta_remaining=float(exact_amount(delta_total) - ds - dp),
         entries=entries,
     )

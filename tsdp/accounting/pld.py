@@ -12,7 +12,8 @@ Any finite grid gives a valid dominating PLD; the grid runs from -L to L where L
 which the profile falls below about 1e-20 (the negative end mirrors it through the identity of
 :mod:`tsdp.accounting.profiles`). The PMF goes to dp-accounting through its public
 ``create_from_rounded_probability``; composition and read-off use ``self_compose``/``compose``
-and ``get_epsilon_for_delta``/``get_delta_for_epsilon``. Sizes are predicted before anything is
+and ``get_epsilon_for_delta``/``get_delta_for_epsilon``. It is the dp-accounting back end of
+:mod:`tsdp.accounting.pld_backend`, through which the accountants use it. Sizes are predicted before anything is
 built, and a grid that would exhaust memory is refused with the discretization to use instead.
 """
 
@@ -112,7 +113,9 @@ def check_discretization(discretization: float) -> None:
         raise UsageError(f"--discretization must be finite and > 0, got {discretization}")
 
 
-def _discretize(profile: Profile, discretization: float):
+def discretize(profile: Profile, discretization: float):
+    """The connect-the-dots PMF of ``profile`` on its grid: ``(losses, probs, infinity, pmf)``,
+    the integer losses, their masses, the mass at +infinity and the positive masses by loss."""
     check_discretization(discretization)
     lo, hi = grid_bounds(profile, discretization)
     size = hi - lo + 1
@@ -122,8 +125,13 @@ def _discretize(profile: Profile, discretization: float):
             f"the privacy-loss grid would have {size:,} points (largest loss {hi * discretization:.4g}); "
             f"use --discretization {_round_up(coarser)} or coarser"
         )
-    losses = np.arange(lo, hi + 1)
-    probs, infinity = connect_the_dots(profile.delta(losses * discretization), discretization)
+    return _sampled(lo, profile.delta(np.arange(lo, hi + 1) * discretization), discretization)
+
+
+def _sampled(lower: int, deltas: np.ndarray, discretization: float):
+    """:func:`discretize`'s tuple for a profile sampled at ``(lower + i) * discretization``."""
+    probs, infinity = connect_the_dots(np.asarray(deltas, dtype=float), discretization)
+    losses = lower + np.arange(probs.size)
     keep = probs > 0
     return losses, probs, infinity, dict(zip(losses[keep].tolist(), probs[keep].tolist()))
 
@@ -145,12 +153,33 @@ def _moments(losses, probs, discretization) -> tuple[float, float]:
 
 def pld_from_profile(profile: Profile, discretization: float = DEFAULT_DISCRETIZATION) -> DiscretePLD:
     """A dp-accounting PLD that dominates a symmetric (or switching) ``profile``."""
+    return _from_parts([discretize(profile, discretization)], discretization)
+
+
+def pld_from_sampled_profiles(directions, discretization: float) -> DiscretePLD:
+    """A dp-accounting PLD of profiles already sampled on the grid: for each direction (one, or
+    remove and add), ``(lower, deltas)`` with ``deltas[i] = delta((lower + i) * discretization)``."""
+    check_discretization(discretization)
+    return _from_parts([_sampled(lower, deltas, discretization) for lower, deltas in directions], discretization)
+
+
+def _from_parts(parts, discretization: float) -> DiscretePLD:
+    """One part ``(losses, probs, infinity, pmf)``: a symmetric PLD; two: the remove and the add direction."""
     from dp_accounting.pld.privacy_loss_distribution import PrivacyLossDistribution
 
-    losses, probs, infinity, pmf = _discretize(profile, discretization)
+    if len(parts) == 1:
+        losses, probs, infinity, pmf = parts[0]
+        pld = PrivacyLossDistribution.create_from_rounded_probability(
+            pmf, infinity, discretization, pessimistic_estimate=True)
+        return DiscretePLD(pld, losses.size, *_moments(losses, probs, discretization), discretization)
+    (r_losses, r_probs, r_inf, r_pmf), (a_losses, a_probs, a_inf, a_pmf) = parts
     pld = PrivacyLossDistribution.create_from_rounded_probability(
-        pmf, infinity, discretization, pessimistic_estimate=True)
-    return DiscretePLD(pld, losses.size, *_moments(losses, probs, discretization), discretization)
+        r_pmf, r_inf, discretization, pessimistic_estimate=True,
+        rounded_probability_mass_function_add=a_pmf, infinity_mass_add=a_inf, symmetric=False)
+    moments = [_moments(r_losses, r_probs, discretization), _moments(a_losses, a_probs, discretization)]
+    mean = max(abs(m) for m, _ in moments)
+    std = max(s for _, s in moments)
+    return DiscretePLD(pld, r_losses.size + a_losses.size, mean, std, discretization)
 
 
 def pld_from_directions(remove: Profile, add: Profile,
@@ -161,14 +190,4 @@ def pld_from_directions(remove: Profile, add: Profile,
     so epsilon(delta) is the larger of the two composed directions (dp-accounting's non-symmetric
     PLD does exactly this).
     """
-    from dp_accounting.pld.privacy_loss_distribution import PrivacyLossDistribution
-
-    r_losses, r_probs, r_inf, r_pmf = _discretize(remove, discretization)
-    a_losses, a_probs, a_inf, a_pmf = _discretize(add, discretization)
-    pld = PrivacyLossDistribution.create_from_rounded_probability(
-        r_pmf, r_inf, discretization, pessimistic_estimate=True,
-        rounded_probability_mass_function_add=a_pmf, infinity_mass_add=a_inf, symmetric=False)
-    moments = [_moments(r_losses, r_probs, discretization), _moments(a_losses, a_probs, discretization)]
-    mean = max(abs(m) for m, _ in moments)
-    std = max(s for _, s in moments)
-    return DiscretePLD(pld, r_losses.size + a_losses.size, mean, std, discretization)
+    return _from_parts([discretize(remove, discretization), discretize(add, discretization)], discretization)

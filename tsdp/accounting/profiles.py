@@ -8,7 +8,8 @@ Lemma D.10), so its negative branch follows from the positive one through the id
     H_a(Q || P) = 1 - a + a * H_{1/a}(P || Q),   i.e.  delta(-e) = 1 - e^{-e} + e^{-e} delta(e),
 
 and each class only implements ``delta`` for ``eps >= 0``. Roots of the privacy loss are found for
-the whole grid at once by a vectorised, bracketed Newton iteration (no per-point loop); tail sums
+the whole grid at once by a vectorised, bracketed Newton iteration (no per-point loop;
+:func:`tsdp.accounting.calibrate.roots_increasing`); tail sums
 are taken in log space so that deltas down to 1e-300 keep their relative accuracy.
 
 Families (sigma is the noise standard deviation in units of the sensitivity scale):
@@ -29,6 +30,8 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import special
 
+from tsdp.accounting.calibrate import expand_above, expand_below, roots_increasing
+
 # Standard-normal quantile with tail mass 1e-20: noise beyond it is treated as a privacy-loss tail.
 TAIL_Z = 9.262340089798408
 
@@ -42,35 +45,6 @@ def _difference(log_a, log_b):
     """exp(log_a) - exp(log_b) for log_a >= log_b, without cancellation; clipped at 0."""
     gap = np.minimum(log_b - log_a, 0.0)
     return np.exp(log_a) * -np.expm1(gap)
-
-
-def solve_increasing(fun, target, lo, hi, iterations: int = 200):
-    """Vectorised root of an increasing function: ``fun(x) = target`` on brackets ``[lo, hi]``.
-
-    ``fun(x)`` returns ``(value, derivative)`` for an array of points. Newton steps are taken when
-    they stay inside the bracket, bisection otherwise; the bracket shrinks every iteration, so each
-    point ends within floating-point resolution of its root. Converged points leave the active set.
-    """
-    target = np.array(target, dtype=float)
-    lo, hi = np.array(lo, dtype=float), np.array(hi, dtype=float)
-    x = 0.5 * (lo + hi)
-    active = np.arange(x.size)
-    for _ in range(iterations):
-        if active.size == 0:
-            break
-        xa, la, ha = x[active], lo[active], hi[active]
-        value, slope = fun(xa)
-        above = value > target[active]
-        ha = np.where(above, xa, ha)
-        la = np.where(above, la, xa)
-        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # a non-finite step is not taken
-            newton = xa - (value - target[active]) / slope
-        inside = np.isfinite(newton) & (newton > la) & (newton < ha)
-        new = np.where(inside, newton, 0.5 * (la + ha))
-        done = (np.abs(new - xa) <= 4e-16 * np.maximum(1.0, np.abs(xa))) | (ha - la <= 4e-16 * np.maximum(1.0, np.abs(xa)))
-        x[active], lo[active], hi[active] = new, la, ha
-        active = active[~done]
-    return x
 
 
 class Profile(ABC):
@@ -238,8 +212,8 @@ class MixtureVsGaussian(_Mixture):
         if x is None:
             hi = s2 * (eps - np.log(w_top)) / top + top / 2 + 1e-9
             lo = np.minimum(s2 * eps / top + top / 2, hi) - 1.0 - 10 * self.sigma
-            lo = _expand_left(lambda x: self._loss(x)[0], eps, lo, hi)
-            x = solve_increasing(self._loss, eps, lo, hi)
+            lo = expand_below(lambda x: self._loss(x)[0], eps, lo, hi)
+            x = roots_increasing(self._loss, eps, lo, hi)
         log_p = special.logsumexp(np.log(self._w)[None, :] + _log_sf((x[:, None] - self._m[None, :]) / self.sigma), axis=1)
         log_q = eps + _log_sf(x / self.sigma)
         return _difference(log_p, log_q)
@@ -265,9 +239,9 @@ class MixtureVsGaussian(_Mixture):
         x = self._closed_form_root(target)
         if x is None:
             hi = np.full_like(target, top / 2)  # l(top/2) >= log(sum w) + ... >= 0 >= target
-            hi = _expand_right(lambda x: self._loss(x)[0], target, hi)
-            lo = _expand_left(lambda x: self._loss(x)[0], target, hi - 1.0 - 10 * self.sigma, hi)
-            x = solve_increasing(self._loss, target, lo, hi)
+            hi = expand_above(lambda x: self._loss(x)[0], target, hi)
+            lo = expand_below(lambda x: self._loss(x)[0], target, hi - 1.0 - 10 * self.sigma, hi)
+            x = roots_increasing(self._loss, target, lo, hi)
         log_q = special.log_ndtr(x / self.sigma)
         log_p = eps[live] + special.logsumexp(
             np.log(self._w)[None, :] + special.log_ndtr((x[:, None] - self._m[None, :]) / self.sigma), axis=1)
@@ -338,8 +312,8 @@ class DoubleMixture(_Mixture):
         s2 = self.sigma ** 2
         # l(-y) = eps with y >= 0; l(-y) <= 2 top y / s2 gives y >= eps s2 / (2 top).
         lo = np.full_like(eps, -1e-9) + eps * s2 / (2 * top)
-        hi = _expand_right(lambda y: self._loss_at_minus(y)[0], eps, lo + 1.0)
-        y = solve_increasing(self._loss_at_minus, eps, lo, hi)
+        hi = expand_above(lambda y: self._loss_at_minus(y)[0], eps, lo + 1.0)
+        y = roots_increasing(self._loss_at_minus, eps, lo, hi)
         x = -y
         log_w = np.log(self._w)[None, :]
         log_p = special.logsumexp(log_w + special.log_ndtr((x[:, None] + self._m[None, :]) / self.sigma), axis=1)
@@ -393,28 +367,3 @@ def _components(weights, means) -> tuple[np.ndarray, np.ndarray]:
         raise ValueError("mixture weights must be >= 0 and sum to 1; means must be >= 0")
     keep = w > 0
     return w[keep], m[keep]
-
-
-def _expand_left(fun, target, lo, hi):
-    """Move ``lo`` left until ``fun(lo) <= target`` for every point (vectorised doubling)."""
-    lo = np.array(lo, dtype=float)
-    step = np.maximum(hi - lo, 1.0)
-    for _ in range(200):
-        bad = fun(lo) > target
-        if not bad.any():
-            return lo
-        lo = np.where(bad, lo - step, lo)
-        step *= 2
-    raise FloatingPointError("could not bracket the privacy-loss root")
-
-
-def _expand_right(fun, target, hi):
-    hi = np.array(hi, dtype=float)
-    step = np.ones_like(hi)
-    for _ in range(200):
-        bad = fun(hi) < target
-        if not bad.any():
-            return hi
-        hi = np.where(bad, hi + step, hi)
-        step *= 2
-    raise FloatingPointError("could not bracket the privacy-loss root")

@@ -37,9 +37,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tsdp.accounting.dense import DensePld, DensePmf
-from tsdp.accounting.grid import check_composed_delta
-from tsdp.accounting.pld import DEFAULT_DISCRETIZATION, tail_mass_for
+from tsdp.accounting.grid import DEFAULT_DISCRETIZATION, check_composed_delta, tail_mass_for
+from tsdp.accounting.pld_backend import DENSE, Pld
 from tsdp.errors import GridTooLarge, NumericalError, UsageError
 
 SAMPLINGS = ("poisson", "fixed")
@@ -91,22 +90,19 @@ class SgdSetting:
             return "record level: adding or removing one record (add/remove)"
         return "record level: replacing one record by another (substitution)"
 
-    def pld(self, discretization: float = DEFAULT_DISCRETIZATION) -> DensePld:
+    def pld(self, discretization: float = DEFAULT_DISCRETIZATION) -> Pld:
         """The per-step privacy-loss distribution on the grid ``i * discretization``."""
         if not (math.isfinite(discretization) and discretization > 0):
             raise UsageError(f"--discretization must be > 0, got {discretization}")
         if self.relation == "add-remove":
             return poisson_gaussian_pld(self.sampling_rate, self.noise_multiplier, discretization)
-        from tsdp.accounting.pld import _discretize
         from tsdp.accounting.profiles import MixtureVsGaussian
 
         q = self.sampling_rate
-        profile = MixtureVsGaussian((1 - q, q), (0.0, 2.0), self.noise_multiplier)
-        losses, probs, infinity, _ = _discretize(profile, discretization)
-        return DensePld((DensePmf(int(losses[0]), probs, infinity, discretization),))
+        return DENSE.from_profile(MixtureVsGaussian((1 - q, q), (0.0, 2.0), self.noise_multiplier), discretization)
 
 
-def poisson_gaussian_pld(q: float, sigma: float, discretization: float) -> DensePld:
+def poisson_gaussian_pld(q: float, sigma: float, discretization: float) -> Pld:
     """Remove and add PMFs of the Poisson-subsampled Gaussian (sensitivity 1, noise ``sigma``)."""
     from tsdp.accounting.gaussian import delta_for_epsilon
 
@@ -144,8 +140,7 @@ def poisson_gaussian_pld(q: float, sigma: float, discretization: float) -> Dense
     with np.errstate(divide="ignore"):
         beta = math.log(q) + e - np.log(rest)
     add[live] = rest * np.asarray(delta_for_epsilon(beta, mu), dtype=float)
-    return DensePld((DensePmf.from_profile_deltas(first, remove, discretization),
-                     DensePmf.from_profile_deltas(first_add, add, discretization)))
+    return DENSE.from_sampled_profiles([(first, remove), (first_add, add)], discretization)
 
 
 def _gaussian_loss(eps: np.ndarray, q: float) -> np.ndarray:
@@ -202,7 +197,7 @@ def epsilon(setting: SgdSetting, steps: int, delta: float,
     return _epsilon(setting.pld(discretization), steps, delta)
 
 
-def _epsilon(step: DensePld, steps: int, delta: float) -> float:
+def _epsilon(step: Pld, steps: int, delta: float) -> float:
     check_composed_delta(delta, steps)
     value = step.self_compose(steps, tail_mass_for(delta)).epsilon(delta)
     if not math.isfinite(value):
@@ -214,10 +209,11 @@ def _epsilon(step: DensePld, steps: int, delta: float) -> float:
 def calibrate_noise(setting: SgdSetting, target_epsilon: float, steps: int, delta: float,
                     discretization: float = DEFAULT_DISCRETIZATION, rtol: float = 1e-3):
     """Smallest noise multiplier (to ``rtol``, rounded up) whose epsilon is at most the target:
-    a :class:`~tsdp.accounting.budget.Calibration` ``(sigma, epsilon)`` (the search and its limits:
+    a :class:`~tsdp.accounting.calibrate.Calibration` ``(sigma, epsilon)`` (the search and its limits:
     :func:`~tsdp.accounting.noise_search.smallest_noise_within`). The same accountant on a coarser
     grid guides the search; the sigma returned is certified at ``discretization``."""
-    from tsdp.accounting.budget import check_delta, check_epsilon, coarse_discretization, smallest_noise_within
+    from tsdp.accounting.budget import check_delta, check_epsilon
+    from tsdp.accounting.noise_search import coarse_discretization, smallest_noise_within
 
     check_epsilon(target_epsilon, "--epsilon")
     check_delta(delta)
@@ -261,9 +257,10 @@ def max_steps(setting: SgdSetting, target_epsilon: float, delta: float,
     Epsilon grows with the number of steps; doubling then bisection. 0 steps (epsilon 0.0) when
     even one step exceeds the target.
     """
-    from tsdp.accounting.budget import check_delta, check_epsilon, largest_count_within
+    from tsdp.accounting.budget import check_delta, check_epsilon
+    from tsdp.accounting.calibrate import largest_integer_within
 
     check_epsilon(target_epsilon, "--epsilon")
     check_delta(delta)
     step = setting.pld(discretization)
-    return largest_count_within(lambda n: _epsilon(step, n, delta), target_epsilon, limit)
+    return largest_integer_within(lambda n: _epsilon(step, n, delta), target_epsilon, limit)

@@ -37,8 +37,8 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import special
 
-from tsdp.accounting.grid import check_composed_delta
-from tsdp.accounting.pld import DEFAULT_DISCRETIZATION, DiscretePLD, pld_from_profile, tail_mass_for
+from tsdp.accounting.grid import DEFAULT_DISCRETIZATION, check_composed_delta, tail_mass_for
+from tsdp.accounting.pld_backend import DP_ACCOUNTING, Pld
 from tsdp.accounting.profiles import DoubleMixture, MixtureVsGaussian, Profile, Truncated, WeightedWithPerfect
 from tsdp.errors import NumericalError, UsageError
 
@@ -416,7 +416,7 @@ def account_dpsgd(
     count = compositions(setting, steps, epochs)
     check_composed_delta(delta, count)
     profile, derivation = composition_profile(setting, bound)
-    base = pld_from_profile(profile, discretization)
+    base = DP_ACCOUNTING.from_profile(profile, discretization)
     marks = _checkpoint_counts(count, checkpoints)
     history, current, done = [], None, 0
     tail = tail_mass_for(delta)
@@ -429,19 +429,19 @@ def account_dpsgd(
     if compare_standard:  # flattened DP-SGD composes once per step whatever the top level
         std_steps = steps if steps is not None else epochs * setting.steps_per_epoch
         check_composed_delta(delta, std_steps)
-        standard = epsilon_after(pld_from_profile(standard_dpsgd_profile(setting), discretization),
+        standard = epsilon_after(DP_ACCOUNTING.from_profile(standard_dpsgd_profile(setting), discretization),
                                  std_steps, delta)
     return DpSgdAccount(history[-1][1], delta, count, derivation, setting,
                         history if checkpoints else [], standard, setting.warnings())
 
 
-def epsilon_after(base: DiscretePLD, count: int, delta: float) -> float:
+def epsilon_after(base: Pld, count: int, delta: float) -> float:
     """Epsilon at ``delta`` of ``count`` compositions of ``base`` (the continuous mechanism's figure)."""
     check_composed_delta(delta, count)
     return base.self_compose(count, tail_mass_for(delta)).epsilon(delta)
 
 
-def epsilon_of(setting: DpSgdSetting, base: DiscretePLD, count: int, delta: float) -> float:
+def epsilon_of(setting: DpSgdSetting, base: Pld, count: int, delta: float) -> float:
     """Epsilon at ``delta`` after ``count`` compositions of ``base`` = the pair of ``setting``, with the
     hardened sampler's slack (:mod:`tsdp.accounting.dpsgd_lattice`) paid out of delta."""
     check_composed_delta(delta, count)
@@ -471,10 +471,11 @@ def calibrate_noise(setting: DpSgdSetting, target_epsilon: float, delta: float, 
     Epsilon decreases in sigma; the same accountant on a coarser grid guides the search, and the
     sigma returned is certified at ``discretization``
     (:func:`~tsdp.accounting.noise_search.smallest_noise_within`). Returns a
-    :class:`~tsdp.accounting.budget.Calibration` ``(sigma, its epsilon)``; the sigma returned is
-    always on the safe side of the target (:func:`~tsdp.accounting.budget.smallest_noise_within`).
+    :class:`~tsdp.accounting.calibrate.Calibration` ``(sigma, its epsilon)``; the sigma returned is
+    always on the safe side of the target (:func:`~tsdp.accounting.calibrate.smallest_within`).
     """
-    from tsdp.accounting.budget import check_delta, check_epsilon, coarse_discretization, smallest_noise_within
+    from tsdp.accounting.budget import check_delta, check_epsilon
+    from tsdp.accounting.noise_search import coarse_discretization, smallest_noise_within
 
     check_epsilon(target_epsilon, "--epsilon")
     check_delta(delta)
@@ -484,7 +485,7 @@ def calibrate_noise(setting: DpSgdSetting, target_epsilon: float, delta: float, 
     def at(grid: float):
         def eps_at(sigma: float) -> float:
             s = at_noise_multiplier(setting, sigma)
-            return epsilon_of(s, pld_from_profile(composition_profile(s, "upper")[0], grid), count, delta)
+            return epsilon_of(s, DP_ACCOUNTING.from_profile(composition_profile(s, "upper")[0], grid), count, delta)
         return eps_at
 
     coarse = coarse_discretization(target_epsilon, discretization, count)
@@ -503,14 +504,15 @@ def max_compositions(setting: DpSgdSetting, target_epsilon: float, delta: float,
 
     Returns (count, its epsilon); count 0 means even one composition exceeds the target.
     """
-    from tsdp.accounting.budget import check_delta, check_epsilon, largest_count_within
+    from tsdp.accounting.budget import check_delta, check_epsilon
+    from tsdp.accounting.calibrate import largest_integer_within
 
     check_epsilon(target_epsilon, "--epsilon")
     check_delta(delta)
-    base = pld_from_profile(composition_profile(setting, "upper")[0], discretization)
+    base = DP_ACCOUNTING.from_profile(composition_profile(setting, "upper")[0], discretization)
     if setting.sampler == "hardened":
-        return largest_count_within(lambda n: epsilon_of(setting, base, n, delta), target_epsilon, limit)
-    return largest_count_within(lambda n: base.epsilon(delta) if n == 1 else epsilon_after(base, n, delta),
+        return largest_integer_within(lambda n: epsilon_of(setting, base, n, delta), target_epsilon, limit)
+    return largest_integer_within(lambda n: base.epsilon(delta) if n == 1 else epsilon_after(base, n, delta),
                                 target_epsilon, limit)
 
 

@@ -32,36 +32,10 @@ Paper accounting (delta split ``delta = delta_noise + delta_fail``, the code's 5
   ``(sqrt(c) epsilon, delta_noise + delta' (exp(sqrt(c) epsilon / alpha) - exp(sqrt(c) epsilon)))``-DP;
   without filter ``delta'`` becomes ``B_{floor(cI),p}(floor(cI'))`` (spec section 1.4).
 
-Exact accounting (tsdp, not in the paper): conditionally on J the release is a Gaussian mechanism
-with sensitivity ``M sqrt(k)``, ``k = |J cap j_i| ~ Bin(I, p)``; the released pair (J, noisy
-samples) therefore has the privacy profile
-
-    delta(epsilon) = sum_k Bin(k; I, p) deltaGauss(epsilon; M sqrt(k) / sigma)
-
-(Balle and Wang 2018, Theorem 8 for deltaGauss; a mixture over the public k of symmetric Gaussian
-pairs is symmetric, and Bin(n, p) for n < I is a binomial thinning of Bin(I, p), a post-processing,
-so n = I dominates even under composition).
-
-Empty samples are redrawn (J is data-independent, so redrawing is still private). Conditioning on
-``J != {}`` multiplies every failure probability and every k >= 1 weight by
-``r = 1 / (1 - (1 - p)^T)`` (spec section 4.2); all functions below take ``n_steps`` for that.
-
-A unit's changed cells across series (tsdp, not in the paper). The series are sampled
-independently with the same sigma, so given every J the touched series together are one Gaussian
-mechanism with sensitivity ``M sqrt(k)``, k the sampled changed cells over all of them: every
-accounting here treats the unit's ``C`` changed cells jointly (``I`` above becomes C), not series by
-series. Only the redraw depends on how the cells are spread: each touched series is conditioned on
-its own non-empty J. For a pattern of C cells in at most n series, the law of k is dominated by
-
-    Pr[k >= j] <= min(1, sum_{i >= j} Bin(i; C, p) r^min(i, n))          (j >= 1)
-
-Proof: condition series by series; a touched series whose changed cells were sampled carries the
-factor r (its J is non-empty anyway), one whose changed cells were not carries
-``r (1 - (1 - p)^(T - c)) <= 1`` after summing over its other cells; at most min(k, n) series are
-hit. The bound is increasing in C and n, and equals the exact conditioned law for n = 1. Every
-profile here is an expectation of a non-decreasing function of k (deltaGauss in M sqrt(k), the
-failure indicator of k > I'), so the dominating law bounds it for every spread of the cells
-(:func:`unit_sample_law`; the filter's failure event, per series, takes a union over the n series).
+The exact accounting of the released pair (J, noisy samples) lives in
+:mod:`tsdp.accounting.timesubsampling_exact`, the law of a unit's sampled changed cells (with the
+redraw of empty samples) in :mod:`tsdp.accounting.timesubsampling_law`; this module re-exports the
+names its callers use.
 """
 
 from __future__ import annotations
@@ -70,128 +44,29 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import optimize, stats
 
 from tsdp.accounting import gaussian as gauss
 from tsdp.accounting.budget import check_delta, check_epsilon
+from tsdp.accounting.calibrate import bisect, brent, certify, smallest_integer_meeting
+from tsdp.accounting.timesubsampling_exact import (  # noqa: F401  (re-exported: callers use ts.NAME)
+    DEGRADATION_FACTORS, MIXTURE_TRUNCATION, exact_degradation, exact_subsample, gaussian_degradation,
+    mixture_delta, mixture_epsilon)
+from tsdp.accounting.timesubsampling_law import (  # noqa: F401  (re-exported: callers use ts.NAME)
+    binomial_tail, check_participation, check_rate, check_split, empty_probability, log_failure_inflation,
+    log_unit_tail, redraw_inflation, subsample_mixture, unit_sample_law)
 from tsdp.errors import NumericalError, UsageError
 
 PAPER = "Koga, Meehan and Chaudhuri 2022 (arXiv:2201.04762)"
-DEGRADATION_FACTORS = (1.5, 2.0, 4.0)
-MIXTURE_TRUNCATION = 1e-10  # binomial mass (relative to delta) merged away from each tail
-SIGMA_RTOL = 1e-12  # relative precision of the single-series exact calibration
 
 
 # ---------------------------------------------------------------------------------------------
-# validation and small building blocks
+# small building blocks of the paper's bounds
 # ---------------------------------------------------------------------------------------------
-
-
-def check_rate(p: float, option: str = "--sampling-rate") -> None:
-    if not (isinstance(p, (int, float, np.floating)) and math.isfinite(p) and 0 < p <= 1):
-        raise UsageError(f"{option} must be in (0, 1], got {p}")
-
-
-def check_split(split: float, option: str = "--delta-split") -> None:
-    if not (isinstance(split, (int, float, np.floating)) and math.isfinite(split) and 0 < split < 1):
-        raise UsageError(f"{option} must be in (0, 1), got {split}")
-
-
-def check_participation(I: int, n_steps: int | None = None, option: str = "--max-steps") -> None:
-    if isinstance(I, bool) or not isinstance(I, (int, np.integer)) or I < 1:
-        raise UsageError(f"{option} (participation bound I) must be an integer >= 1, got {I}")
-    if n_steps is not None and I > n_steps:
-        raise UsageError(f"{option} {I} exceeds the series length T={n_steps}: one individual "
-                         "cannot participate in more steps than there are; use --max-steps "
-                         f"{n_steps} (no participation assumption)")
 
 
 def classical_c(delta):
     """``c(delta) = sqrt(2 ln(1.25 / delta))`` (Koga et al. 2022, Theorem 1; Dwork and Roth)."""
     return np.sqrt(2.0 * np.log(1.25 / np.asarray(delta, dtype=float)))
-
-
-def empty_probability(n_steps: int, p: float) -> float:
-    """``Pr[J = {}] = (1 - p)^T`` for Bernoulli(p) sampling of T steps."""
-    if p >= 1:
-        return 0.0
-    return math.exp(n_steps * math.log1p(-p))
-
-
-def redraw_inflation(n_steps: int | None, p: float) -> float:
-    """``1 / (1 - (1 - p)^T)``: the factor by which redrawing an empty J inflates failure
-    probabilities and the k >= 1 mixture weights (1 when ``n_steps`` is None)."""
-    if n_steps is None:
-        return 1.0
-    return 1.0 / -math.expm1(n_steps * math.log1p(-p)) if p < 1 else 1.0
-
-
-def log_failure_inflation(n_steps: int | None, p: float, series: int = 1) -> float:
-    """``log(n r)``: a per-series failure probability, conditioned on that series' non-empty J,
-    summed over the ``series`` n a unit can touch (union bound)."""
-    return math.log(series) + math.log(redraw_inflation(n_steps, p))
-
-
-def unit_sample_law(cells: int, p: float, n_steps: int | None = None, series: int = 1) -> np.ndarray:
-    """``pmf[k]``, k = 0..C, of the law that dominates the sampled changed cells k of a unit whose
-    ``cells`` C changed cells lie in at most ``series`` n series of ``n_steps`` T steps, each series'
-    J conditioned non-empty: tails ``min(1, sum_{i >= j} w_i)``, ``w_i = Bin(i; C, p) r^min(i, n)``,
-    for j >= 1 (module docstring). n = 1 (or T None) is the exactly conditioned Bin(C, p). The whole
-    law (C + 1 numbers); :func:`subsample_mixture` evaluates only the part it keeps."""
-    _check_law(cells, p, series)
-    tail = np.minimum(1.0, np.exp(_log_weight_tail(np.arange(cells + 2), cells, p, n_steps, series)))
-    tail[0] = 1.0
-    return tail[:-1] - tail[1:]
-
-
-def _check_law(cells: int, p: float, series: int) -> None:
-    check_participation(cells, option="cells")
-    check_rate(p)
-    if not (isinstance(series, (int, np.integer)) and series >= 1):
-        raise ValueError("series must be an integer >= 1")
-
-
-def _log_weight(k, cells: int, p: float, n_steps: int | None, series: int):
-    """``log w_k = log Bin(k; C, p) + min(k, n) log r`` (vectorised over k)."""
-    k = np.asarray(k)
-    return stats.binom.logpmf(k, cells, p) + np.minimum(k, series) * math.log(redraw_inflation(n_steps, p))
-
-
-def _log_weight_tail(j, cells: int, p: float, n_steps: int | None, series: int):
-    """``log sum_{k >= j} w_k`` (not capped at 0), vectorised over the integers ``j``: for j >= n it
-    is ``n log r + log Pr[Bin(C, p) >= j]``; below n the terms k < n are summed one by one (n is at
-    most the number of series, so no array of C entries is made)."""
-    j = np.asarray(j, dtype=np.int64)
-    log_r = math.log(redraw_inflation(n_steps, p))
-    with np.errstate(divide="ignore"):
-        out = np.asarray(series * log_r + stats.binom.logsf(j - 1, cells, p), dtype=float)
-        low = j < series
-        if np.any(low):
-            k = np.arange(min(series, cells + 1))
-            below = np.logaddexp.accumulate(_log_weight(k, cells, p, n_steps, series)[::-1])[::-1]
-            rest = series * log_r + float(stats.binom.logsf(series - 1, cells, p))  # k >= n
-            idx = j[low]
-            part = np.where(idx < k.size, below[np.minimum(idx, k.size - 1)], -np.inf)
-            out[low] = np.logaddexp(part, rest)
-    return out if out.ndim else float(out)
-
-
-def log_unit_tail(i, cells: int, p: float, n_steps: int | None = None, series: int = 1):
-    """``log Pr[k > i]`` under :func:`unit_sample_law` (vectorised over ``i``; ``-inf`` for i >= C).
-    For n = 1: ``log(r Pr[Bin(C, p) > i])``, capped at 0."""
-    i = np.asarray(i)
-    out = np.minimum(0.0, _log_weight_tail(np.floor(i).astype(np.int64) + 1, cells, p, n_steps, series))
-    return out if np.ndim(out) else float(out)
-
-
-def binomial_tail(i, n: int, p: float):
-    """``Pr[Bin(n, p) > i]`` (scipy's survival function; no float binomial coefficients)."""
-    return stats.binom.sf(i, n, p)
-
-
-def log_binomial_tail(i, n: int, p: float):
-    """``log Pr[Bin(n, p) > i]`` in log space (``-inf`` for i >= n)."""
-    return stats.binom.logsf(i, n, p)
 
 
 def log_exp_gap(eps_low, eps_high):
@@ -240,14 +115,7 @@ def solve_i_prime(I: int, epsilon: float, delta_fail: float, p: float,
         return float(log_unit_tail(i, I, p, n_steps, series) + log_exp_gap(epsilon, epsilon * math.sqrt(I / i))) \
             < target
 
-    lo, hi = 1, I  # invariant: hi qualifies; every i < lo does not
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if qualifies(mid):
-            hi = mid
-        else:
-            lo = mid + 1
-    return hi
+    return smallest_integer_meeting(qualifies, 1, I)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -325,7 +193,7 @@ def solve_alpha(epsilon: float, delta_fail: float, p: float, L: float, srank: fl
                 n_steps: int | None = None, series: int = 1) -> AlphaSolution:
     """Root of ``g(alpha) = log delta'(alpha) + log(e^{epsilon/alpha} - e^epsilon) - log delta_fail``.
 
-    Brent's method on ``(floor, 1)`` (spec section 2.3, step 3; g is strictly decreasing there and
+    Brent's method on ``(floor, 1)`` (:func:`tsdp.accounting.calibrate.brent`; spec section 2.3, step 3; g is strictly decreasing there and
     tends to -inf at alpha = 1). If ``g(floor) <= 0`` the budget is already met where Theorem 3
     starts to apply: alpha = floor, and the (smaller) failure term is reported (spec 4.2). The
     returned alpha is nudged upwards until the failure term is at most ``delta_fail``.
@@ -354,13 +222,11 @@ def solve_alpha(epsilon: float, delta_fail: float, p: float, L: float, srank: fl
         if g(hi) > 0:
             alpha = 1.0
         else:
-            alpha = optimize.brentq(g, lo, hi, xtol=1e-15, rtol=4 * np.finfo(float).eps, maxiter=500)
+            alpha = brent(g, lo, hi, xtol=1e-15, rtol=4 * np.finfo(float).eps)
             # g <= 0 in logs does not make the term itself <= delta_fail (exp and the sum's rounding
             # differ by a few ulps): nudge until the term that is reported and claimed fits
-            while alpha < 1 and (g(alpha) > 0
-                                 or corollary2_failure_term(alpha, epsilon, p, L, srank, n_steps, series)
-                                 > delta_fail):
-                alpha = float(np.nextafter(alpha, 2.0))
+            alpha = certify(alpha, lambda a: a < 1 and (
+                g(a) > 0 or corollary2_failure_term(a, epsilon, p, L, srank, n_steps, series) > delta_fail))
         at_floor = False
     dp = math.exp(log_delta_prime(alpha, p, L, srank) + log_infl) if alpha < 1 else 0.0
     term = corollary2_failure_term(alpha, epsilon, p, L, srank, n_steps, series)
@@ -370,21 +236,14 @@ def solve_alpha(epsilon: float, delta_fail: float, p: float, L: float, srank: fl
 def alpha_for_delta_prime(target: float, p: float, L: float, srank: float) -> float:
     """Smallest alpha in (sqrt(p), 1] with ``delta'(alpha) <= target`` (bisection, spec 2.6).
 
-    Returns 1.0 when even alpha = 1 does not reach the target (the bound is then not useful).
+    :func:`tsdp.accounting.calibrate.bisect` to a width of 1e-15; the upper end (which meets the
+    target) is returned. Returns 1.0 when even alpha = 1 does not reach the target (the bound is then not useful).
     """
     lo, hi = math.sqrt(p) * (1 + 1e-12), 1.0
     log_target = math.log(target)
     if log_delta_prime(hi, p, L, srank) > log_target:
         return 1.0
-    for _ in range(200):
-        mid = 0.5 * (lo + hi)
-        if log_delta_prime(mid, p, L, srank) > log_target:
-            lo = mid
-        else:
-            hi = mid
-        if hi - lo <= 1e-15:
-            break
-    return hi
+    return bisect(lambda a: not log_delta_prime(a, p, L, srank) > log_target, lo, hi, atol=1e-15, iterations=200)[1]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -515,168 +374,3 @@ def degradation_subsample(epsilon: float, delta_noise: float, I: int, i_prime: i
         term = tail * math.exp(float(log_exp_gap(e, e * math.sqrt(I / i_prime)))) if i_prime < I else 0.0
         out.append({"c": c, "epsilon": e, "delta": delta_noise + term})
     return out
-
-
-# ---------------------------------------------------------------------------------------------
-# exact accounting of the released pair (J, noisy samples)
-# ---------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Mixture:
-    """Weights over k = |J cap j_i| and the sensitivities M sqrt(k) of the exact profile."""
-
-    weights: np.ndarray
-    sensitivities: np.ndarray
-    counts: np.ndarray  # the k of each component
-
-    def pairs(self) -> tuple[tuple[float, float], ...]:
-        return tuple(zip(self.weights.tolist(), self.sensitivities.tolist()))
-
-
-def subsample_mixture(I: int, p: float, M: float = 1.0, n_steps: int | None = None,
-                      truncation: float = 0.0, series: int = 1) -> Mixture:
-    """Components ``(w_k, M sqrt(k))``, w the law of the sampled changed cells k of a unit with ``I``
-    changed cells in at most ``series`` series of ``n_steps`` steps, each J conditioned non-empty
-    (:func:`unit_sample_law`; for one series ``Bin(k; I, p)`` with the k >= 1 weights divided by
-    ``1 - (1 - p)^T``, the k = 0 weight taking the rest).
-
-    With ``truncation > 0`` the mass of the k whose lower tail is at most ``truncation`` is merged
-    into the lowest kept k, and the mass above the upper ``truncation`` quantile into k = I (the
-    largest sensitivity): both only increase the profile (deltaGauss is increasing in the
-    sensitivity), so it stays an upper bound. Only the kept k are evaluated: the ends are found by
-    bisection on the tails, the kept weights are the w_k themselves (the law is uncapped there), the
-    top mass is the tail above the window and the lowest kept k takes the rest.
-    """
-    check_participation(I)
-    _check_law(I, p, series)
-    if truncation <= 0:  # the whole law
-        counts = np.arange(I + 1)
-        return Mixture(unit_sample_law(I, p, n_steps, series), M * np.sqrt(counts.astype(float)), counts)
-
-    def tail(j: int) -> float:  # Pr[k >= j], capped
-        return 1.0 if j <= 0 else min(1.0, math.exp(_log_weight_tail(j, I, p, n_steps, series)))
-
-    def first(pred) -> int:  # smallest k in 0..I with pred(k), pred monotone and pred(I) true
-        lo, hi = 0, I
-        while lo < hi:
-            mid = (lo + hi) // 2
-            lo, hi = (lo, mid) if pred(mid) else (mid + 1, hi)
-        return hi
-
-    lo = first(lambda k: 1.0 - tail(k + 1) > truncation)  # the lowest k whose cdf exceeds the truncation
-    hi = max(first(lambda k: tail(k + 1) <= truncation), lo)
-    kept = np.arange(lo + 1, hi + 1)
-    with np.errstate(under="ignore"):
-        inner = np.exp(_log_weight(kept, I, p, n_steps, series))  # tail(lo + 1) < 1: w_k is the law here
-    top = tail(hi + 1)
-    counts = np.concatenate(([lo], kept, [I] if hi < I else []))
-    weights = np.concatenate(([max(0.0, 1.0 - inner.sum() - top)], inner, [top] if hi < I else []))
-    weights = weights / weights.sum()
-    return Mixture(weights, M * np.sqrt(counts.astype(float)), counts.astype(np.int64))
-
-
-def mixture_delta(epsilon, sigma: float, mixture: Mixture):
-    """``delta(eps) = sum_k w_k deltaGauss(eps; M sqrt(k) / sigma)`` (vectorised over the components,
-    and over ``epsilon`` when it is an array)."""
-    eps = np.atleast_1d(np.asarray(epsilon, dtype=float))
-    live = mixture.sensitivities > 0
-    mus = mixture.sensitivities[live] / sigma
-    d = gauss.delta_for_epsilon(eps[:, None], mus[None, :])
-    out = np.atleast_2d(d) @ mixture.weights[live]
-    return out if np.ndim(epsilon) else float(out[0])
-
-
-def mixture_epsilon(delta: float, sigma: float, mixture: Mixture) -> float:
-    """Smallest epsilon >= 0 with ``mixture_delta(epsilon) <= delta`` (an upper bound)."""
-    if mixture_delta(0.0, sigma, mixture) <= delta:
-        return 0.0
-    hi = 1.0
-    while mixture_delta(hi, sigma, mixture) > delta:
-        hi *= 2.0
-        if hi > 1e6:
-            raise NumericalError(f"epsilon for delta={delta:g} exceeds 1e6")
-    eps = optimize.brentq(lambda e: gauss._log_ratio(mixture_delta(e, sigma, mixture), delta),
-                          0.0, hi, xtol=1e-14, rtol=4 * np.finfo(float).eps, maxiter=500)
-    while mixture_delta(eps, sigma, mixture) > delta:
-        eps = float(np.nextafter(eps, math.inf)) if eps > 0 else 5e-324
-        eps = eps * (1 + 1e-14)
-    return float(eps)
-
-
-@dataclass(frozen=True)
-class ExactCalibration:
-    sigma: float
-    mixture: Mixture
-    series: int  # n: series the unit's changed cells can lie in (the mixture covers them jointly)
-    delta_at_sigma: float  # the mixture's delta at epsilon
-    epsilon_at_sigma: float  # epsilon at the target delta
-    method: str
-
-
-def exact_sigma_single(epsilon: float, delta: float, mixture: Mixture) -> float:
-    """Smallest sigma (up to ``SIGMA_RTOL``) with ``mixture_delta(epsilon; sigma) <= delta``.
-
-    The profile decreases in sigma. Upper bracket: the analytic Gaussian sigma for the largest
-    sensitivity (the mixture is never worse); Brent's method on log sigma; then sigma is moved up
-    until the profile is at most the target, so the result is always on the safe side.
-    """
-    top = float(mixture.sensitivities.max())
-    hi = gauss.analytic_sigma(epsilon, delta, top)
-
-    def excess(log_sigma: float) -> float:
-        return gauss._log_ratio(mixture_delta(epsilon, math.exp(log_sigma), mixture), delta)
-
-    while excess(math.log(hi)) > 0:  # the mixture's own arithmetic may round the other way at the Gaussian's sigma
-        hi *= 1 + SIGMA_RTOL
-    lo = hi / 2.0
-    while excess(math.log(lo)) <= 0:
-        lo /= 2.0
-        if lo < hi * 1e-12:
-            return lo  # (degenerate: Pr[k >= 1] <= delta, any noise level works)
-    log_sigma = optimize.brentq(excess, math.log(lo), math.log(hi), xtol=SIGMA_RTOL / 4,
-                                rtol=4 * np.finfo(float).eps, maxiter=500)
-    sigma = math.exp(log_sigma)
-    while mixture_delta(epsilon, sigma, mixture) > delta:
-        sigma *= 1 + SIGMA_RTOL
-    return sigma
-
-
-def exact_subsample(epsilon: float, delta: float, I: int, p: float, M: float = 1.0,
-                    n_steps: int | None = None, series: int = 1) -> ExactCalibration:
-    """Calibrate sigma on the exact profile of the released pair (J, noisy samples).
-
-    ``I``: the unit's changed cells over all of the ``series`` n it can touch. Given every J the
-    touched series are one Gaussian mechanism with sensitivity ``M sqrt(k)``, so sigma is the
-    smallest with ``sum_k w_k deltaGauss(epsilon; M sqrt(k)/sigma) <= delta`` for the dominating
-    law w of :func:`subsample_mixture` (exact for n = 1; for n > 1 an upper bound that holds for
-    every spread of the cells over the series, module docstring).
-    """
-    check_epsilon(epsilon)
-    check_delta(delta)
-    mixture = subsample_mixture(I, p, M, n_steps, truncation=MIXTURE_TRUNCATION * delta, series=series)
-    sigma = exact_sigma_single(epsilon, delta, mixture)
-    how = "exact mixture profile" if series == 1 else \
-        f"mixture profile of the unit's cells over up to {series} series, jointly"
-    return ExactCalibration(sigma, mixture, series, float(mixture_delta(epsilon, sigma, mixture)),
-                            mixture_epsilon(delta, sigma, mixture), f"{how}, Brent's method on sigma")
-
-
-def exact_degradation(sigma: float, delta: float, I: int, p: float, M: float, n_steps: int | None,
-                      series: int = 1, factors=DEGRADATION_FACTORS) -> list[dict]:
-    """Epsilon at the same delta and sigma if the true participation bound is cI (not I): the unit's
-    changed cells scale by c, at most T in each of the ``series``."""
-    out = []
-    for c in factors:
-        n = int(math.floor(c * I))
-        if n_steps is not None:
-            n = min(n, series * n_steps)
-        mix = subsample_mixture(n, p, M, n_steps, truncation=MIXTURE_TRUNCATION * delta, series=series)
-        out.append({"c": c, "epsilon": mixture_epsilon(delta, sigma, mix), "delta": delta})
-    return out
-
-
-def gaussian_degradation(mu: float, delta: float, factors=DEGRADATION_FACTORS) -> list[dict]:
-    """A Gaussian mechanism with ``mu = sensitivity / sigma``: a bound cI scales mu by sqrt(c)."""
-    return [{"c": c, "epsilon": gauss.epsilon_for_delta(delta, math.sqrt(c) * mu), "delta": delta}
-            for c in factors]
