@@ -53,13 +53,11 @@ ALLOWED: dict[str, str] = {
     "local tsdp.forecast.trainer imports tsdp.accounting.discrete": "#28 item 7: function-local imports only for heavy libraries",
     "local tsdp.forecast.trainer imports tsdp.accounting.grid": "#28 item 7: function-local imports only for heavy libraries",
     "local tsdp.mean.algorithms imports tsdp.accounting.discrete": "#28 item 7: function-local imports only for heavy libraries",
-    "size tsdp.accounting.ledger": "#28: modules of at most 600 lines",
-    "size tsdp.accounting.timesubsampling": "#28: modules of at most 600 lines",
     "size tsdp.api.stream": "#28: modules of at most 600 lines",
 }
 
 MAX_LINES = 600
-MAX_STRING_BRANCHES = 40  # 98 when this test was written, 40 after the registry, samplers and unit levels; #28 brings it to at most 20
+MAX_STRING_BRANCHES = 39  # 98 when this test was written, 39 after the registry, samplers and unit levels; #28 brings it to at most 20
 
 # Layer of each top-level part of tsdp (higher imports lower). ``__main__`` is the entry point above
 # every layer; ``tsdp`` itself holds the version and a lazy loader that imports nothing when it loads.

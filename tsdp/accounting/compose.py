@@ -27,7 +27,9 @@ from tsdp.accounting.normal import gaussian_delta
 from tsdp.caveats import Caveat
 from tsdp.errors import BudgetError, NumericalError, UsageError
 
-if TYPE_CHECKING:  # numpy and scipy load only when a PLD is built: checking a Gaussian claim needs neither
+from tsdp.accounting.pld_backend import DP_ACCOUNTING  # numpy and scipy load only when a PLD is built
+
+if TYPE_CHECKING:
     from tsdp.accounting.pld_backend import Pld
 
 BASIC = "basic composition (Dwork and Roth 2014, Theorem 3.16): epsilons and deltas add"
@@ -40,7 +42,6 @@ RECHECK_DISCRETIZATIONS = (DEFAULT_DISCRETIZATION, 1e-4)  # a finer grid only wh
 def event_pld(event: MechanismEvent, discretization: float = DEFAULT_DISCRETIZATION,
               tail_mass: float = TAIL_MASS) -> Pld:
     """The dominating PLD of one mechanism event (composed ``count`` times for Laplace)."""
-    from tsdp.accounting.pld_backend import DP_ACCOUNTING
     from tsdp.accounting.profiles import GaussianMixtureProfile, GaussianProfile, LaplaceProfile
 
     if event.kind == "exponential":  # composed basically: see events_privacy and compose_claims
@@ -62,7 +63,6 @@ def event_pld(event: MechanismEvent, discretization: float = DEFAULT_DISCRETIZAT
 
 def _discrete_laplace_pld(event: MechanismEvent, discretization: float, tail_mass: float) -> Pld:
     """The PLD of the discrete Laplace pair on the granularity lattice, ``count`` times."""
-    from tsdp.accounting.pld_backend import DP_ACCOUNTING
     from tsdp.accounting.profiles import DiscreteLaplaceProfile
 
     steps = event.sensitivity / event.granularity

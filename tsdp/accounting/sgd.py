@@ -40,6 +40,8 @@ import numpy as np
 from tsdp.accounting.grid import DEFAULT_DISCRETIZATION, check_composed_delta, tail_mass_for
 from tsdp.accounting.pld_backend import DENSE, Pld
 from tsdp.errors import GridTooLarge, NumericalError, UsageError
+from tsdp.accounting.calibrate import largest_integer_within
+from tsdp.accounting.noise_search import coarse_discretization, smallest_noise_within
 
 SAMPLINGS = ("poisson", "fixed")
 RELATIONS = ("add-remove", "substitution")
@@ -213,7 +215,6 @@ def calibrate_noise(setting: SgdSetting, target_epsilon: float, steps: int, delt
     :func:`~tsdp.accounting.noise_search.smallest_noise_within`). The same accountant on a coarser
     grid guides the search; the sigma returned is certified at ``discretization``."""
     from tsdp.accounting.budget import check_delta, check_epsilon
-    from tsdp.accounting.noise_search import coarse_discretization, smallest_noise_within
 
     check_epsilon(target_epsilon, "--epsilon")
     check_delta(delta)
@@ -258,7 +259,6 @@ def max_steps(setting: SgdSetting, target_epsilon: float, delta: float,
     even one step exceeds the target.
     """
     from tsdp.accounting.budget import check_delta, check_epsilon
-    from tsdp.accounting.calibrate import largest_integer_within
 
     check_epsilon(target_epsilon, "--epsilon")
     check_delta(delta)

@@ -41,6 +41,8 @@ from tsdp.accounting.grid import DEFAULT_DISCRETIZATION, check_composed_delta, t
 from tsdp.accounting.pld_backend import DP_ACCOUNTING, Pld
 from tsdp.accounting.profiles import DoubleMixture, MixtureVsGaussian, Profile, Truncated, WeightedWithPerfect
 from tsdp.errors import NumericalError, UsageError
+from tsdp.accounting.calibrate import largest_integer_within
+from tsdp.accounting.noise_search import coarse_discretization, smallest_noise_within
 
 TOP_LEVELS = ("wor", "poisson", "deterministic", "shuffle")
 BOTTOM_LEVELS = ("wr", "poisson")
@@ -475,7 +477,6 @@ def calibrate_noise(setting: DpSgdSetting, target_epsilon: float, delta: float, 
     always on the safe side of the target (:func:`~tsdp.accounting.calibrate.smallest_within`).
     """
     from tsdp.accounting.budget import check_delta, check_epsilon
-    from tsdp.accounting.noise_search import coarse_discretization, smallest_noise_within
 
     check_epsilon(target_epsilon, "--epsilon")
     check_delta(delta)
@@ -505,7 +506,6 @@ def max_compositions(setting: DpSgdSetting, target_epsilon: float, delta: float,
     Returns (count, its epsilon); count 0 means even one composition exceeds the target.
     """
     from tsdp.accounting.budget import check_delta, check_epsilon
-    from tsdp.accounting.calibrate import largest_integer_within
 
     check_epsilon(target_epsilon, "--epsilon")
     check_delta(delta)
