@@ -97,15 +97,23 @@ def _cellwise(r: _Report, out: _Outcome, noise: str) -> None:
     _events_loss(r, out)
 
 
-def _dft(r: _Report, out: _Outcome) -> None:
-    from tsdp.mechanisms.dft import laplace_l1
-
+def _additive_release(r: _Report, out: _Outcome):
+    """``(found, noise, parameters group)`` of a release with Gaussian or Laplace noise (DFT, FAST):
+    the definition the noise gives set on ``out``; ``found`` (the unit's bounds and the grid,
+    :func:`_release_unit`) None when the unit or the noise is malformed."""
     found = _release_unit(r, out)
     noise = r.params.get("noise")
     out.definition = {"gaussian": "approx-dp", "laplace": "pure-dp"}.get(noise, "approx-dp")
     p = out.group("parameters")
     if not p.expect(noise in ("gaussian", "laplace"), f"parameters.noise is {noise!r}, not gaussian or laplace"):
-        return
+        return None, noise, p
+    return found, noise, p
+
+
+def _dft(r: _Report, out: _Outcome) -> None:
+    from tsdp.mechanisms.dft import laplace_l1
+
+    found, noise, p = _additive_release(r, out)
     if found is None:
         return
     bounds, S, T = found
@@ -162,12 +170,7 @@ def _dft(r: _Report, out: _Outcome) -> None:
 def _fast(r: _Report, out: _Outcome) -> None:
     from tsdp.mechanisms.fast import changed_samples
 
-    found = _release_unit(r, out)
-    noise = r.params.get("noise")
-    out.definition = {"gaussian": "approx-dp", "laplace": "pure-dp"}.get(noise, "approx-dp")
-    p = out.group("parameters")
-    if not p.expect(noise in ("gaussian", "laplace"), f"parameters.noise is {noise!r}, not gaussian or laplace"):
-        return
+    found, noise, p = _additive_release(r, out)
     if found is None:
         return
     bounds, S, T = found
