@@ -38,7 +38,6 @@ ALLOWED: dict[str, str] = {
     "cycle tsdp.forecast.deep <-> tsdp.forecast.deep.deepar <-> tsdp.forecast.deep.distributions": "#28: no import cycle",
     "layer tsdp.api.stream imports tsdp.cli.common": "#32/#28: the stream API publishes through the CLI's publish(); move publish to io",
     "layer tsdp.api.stream imports tsdp.cli.termination": "#32/#28: the stream API's commit window uses the CLI's termination hooks; move them to io",
-    "layer tsdp.verify.stream imports tsdp.api.stream": "#32/#28: the stream definition and claim move into mechanisms/continual",
     "local tsdp.accounting.compose imports tsdp.accounting.discrete": "#28 item 7: function-local imports only for heavy libraries",
     "local tsdp.accounting.compose imports tsdp.accounting.sensitivity": "#28 item 7: function-local imports only for heavy libraries",
     "local tsdp.accounting.sgd imports tsdp.accounting.budget": "#28 item 7: function-local imports only for heavy libraries",

@@ -46,6 +46,7 @@ from typing import Any
 import numpy as np
 
 from tsdp.errors import DataError, UsageError
+from tsdp.mechanisms.continual.definition import Definition, accuracy_of, definition_digest, stream_claim
 
 STATE_SCHEMA = "tsdp-stream-state/1"
 STATE_NOTE = ("NOT FOR PUBLICATION: this file holds the stream's noise secret (whoever has it can remove the "
@@ -64,39 +65,6 @@ def _core():
 # --------------------------------------------------------------------------------------------------
 # the stream's public definition and its private state
 # --------------------------------------------------------------------------------------------------
-
-
-@dataclass
-class Definition:
-    """Every public parameter of a stream (what its reports state and verify recomputes from)."""
-
-    stream_id: str
-    setting: Any  # tsdp.mechanisms.continual.StreamSetting
-    start: str
-    freq: str
-    series_keys: list[str]
-    layout: dict[str, Any]
-    alpha: float
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"stream_id": self.stream_id, "setting": self.setting.to_dict(), "start": self.start,
-                "freq": self.freq, "series_keys": list(self.series_keys), "layout": dict(self.layout),
-                "alpha": self.alpha}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "Definition":
-        setting = _core().StreamSetting.from_dict(data["setting"])
-        return cls(data["stream_id"], setting, data["start"], data["freq"], list(data["series_keys"]),
-                   dict(data["layout"]), float(data["alpha"]))
-
-    def digest(self) -> str:
-        """sha256 of the canonical JSON of the definition: binds the stream's reports together."""
-        return definition_digest(self.to_dict())
-
-
-def definition_digest(definition: dict[str, Any]) -> str:
-    text = json.dumps(definition, sort_keys=True, separators=(",", ":"), allow_nan=False)
-    return hashlib.sha256(text.encode()).hexdigest()
 
 
 @dataclass
@@ -357,17 +325,6 @@ def _empty_participation() -> dict[str, np.ndarray]:
 # --------------------------------------------------------------------------------------------------
 
 
-def accuracy_of(setting, alpha: float) -> dict[str, np.ndarray]:
-    """Per output, the exact s.d. of its noise at each step 1..T (public: sigma s(C) ||B_t||)."""
-    raw = _core().accuracy(setting, alpha)
-    out = {}
-    for name in setting.outputs:
-        value = raw[name]
-        sd = value["sd"] if isinstance(value, dict) else value
-        out[name] = np.asarray(sd, dtype=float)
-    return out
-
-
 def _z(alpha: float) -> float:
     from scipy.stats import norm
 
@@ -427,15 +384,6 @@ def _accuracy_path(report: str) -> str:
     p = Path(report)
     stem = p.name[:-len(".report.json")] if p.name.endswith(".report.json") else p.stem
     return str(p.with_name(stem + ".accuracy.csv"))
-
-
-def stream_claim(setting, layout: dict[str, Any]):
-    """The stream's PrivacyClaim: the core's privacy map (the same map verify calls)."""
-    privacy = _core().privacy_map(setting)
-    claim = getattr(privacy, "claim", None)
-    if callable(claim):
-        claim = claim(id_column=layout.get("user_col"), enforced=layout.get("layout") == "events")
-    return claim
 
 
 def stream_report(command: str, definition: Definition, parameters: dict[str, Any], described: dict[str, Any],

@@ -46,7 +46,7 @@ def is_append_report(data: Any) -> bool:
 
 def check(report, out) -> None:
     """The verify rule (``tsdp.verify.checks`` calls it with its parsed report and outcome)."""
-    from tsdp.api.stream import Definition, accuracy_of, definition_digest, stream_claim
+    from tsdp.mechanisms.continual.definition import Definition, accuracy_of, definition_digest, stream_claim
 
     out.definition = "approx-dp"
     command = out.group("command")

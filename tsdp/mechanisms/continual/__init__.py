@@ -23,15 +23,18 @@ the stream's secret):
   ``x`` is (n_series, k) for steps start..start+k-1; outputs maps each output to (n_series, k);
   the carry is a dict of numpy arrays for ``np.savez``. Noise is keyed by (secret, step).
 
+``Definition`` (:mod:`.definition`) is a stream's public definition as its reports record it.
+
 What the caller owns: enforcing the declared bounds on x (M per step, I participations, the
 min-separation, K series), keeping the secret and the carry private (custodian state), and the
 option names of the command line (the core's messages name the setting's fields).
 """
 
 from tsdp.mechanisms.continual.accuracy import accuracy, choose, summary
+from tsdp.mechanisms.continual.definition import Definition
 from tsdp.mechanisms.continual.privacy import StreamPrivacy, privacy_map
 from tsdp.mechanisms.continual.release import new_carry, release_steps
 from tsdp.mechanisms.continual.setting import STRATEGIES, StreamSetting
 
-__all__ = ["STRATEGIES", "StreamPrivacy", "StreamSetting", "accuracy", "choose", "new_carry", "privacy_map",
+__all__ = ["Definition", "STRATEGIES", "StreamPrivacy", "StreamSetting", "accuracy", "choose", "new_carry", "privacy_map",
            "release_steps", "summary"]
