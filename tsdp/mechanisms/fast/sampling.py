@@ -138,7 +138,7 @@ def changed_samples(bounds: ContributionBounds, n_series: int, n_steps: int, max
     (2 Delta_q: the old and the new unit's cells)."""
     m = int(max_samples)
     spread = sum(count * min(m, cells) for count, cells in bounds.series_spread(n_series, n_steps))
-    if interval is not None and bounds.level == "w-event":
+    if interval is not None and bounds.unit.uses_w:
         steps = bounds.steps_per_series(n_steps)
         return min(spread, bounds.series_touched(n_series) * -(-steps // int(interval)))
     return spread

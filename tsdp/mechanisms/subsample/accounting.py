@@ -55,7 +55,7 @@ def _assumption(panel: Panel, steps: int, cells: int, series: int, M: float) -> 
         "T": panel.n_steps,
         "level": bounds.level,
         "neighbouring": bounds.neighbouring,
-        "assume_none": bounds.level == "user" and steps == panel.n_steps,
+        "assume_none": bounds.unit.uses_max_steps and steps == panel.n_steps,
         "enforced": panel.enforced,
         "note": "the guarantee is conditional on I (see degradation: a true bound cI costs about sqrt(c) epsilon)",
     }

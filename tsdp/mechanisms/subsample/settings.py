@@ -45,7 +45,7 @@ def _geometry(panel: Panel) -> tuple[int, int, float, int]:
     """``(steps of one series, I = the unit's changed cells, M, n = the series they can lie in)``
     for the Koga accounting (:meth:`ContributionBounds.changed_cells`)."""
     bounds, T = panel.bounds, panel.n_steps
-    if bounds.level == "user" and bounds.max_steps is not None and bounds.max_steps > T:
+    if bounds.unit.uses_max_steps and bounds.max_steps is not None and bounds.max_steps > T:
         ts.check_participation(bounds.max_steps, T)
     series, cells = bounds.changed_cells(panel.n_series, T)
     return bounds.steps_per_series(T), cells, float(bounds.max_per_step), series
