@@ -8,7 +8,8 @@ from tsdp.verify.flip import _flip
 from tsdp.verify.forecast import _dpsgd
 from tsdp.verify.mean import _mean
 from tsdp.verify.parts import FLIP_MECHANISM, MEAN_ALGORITHMS, _Rule
-from tsdp.verify.release import _dft, _fast, _filter_subsample, _gaussian, _laplace, _subsample
+from tsdp.verify.release import _dft, _fast, _gaussian, _laplace
+from tsdp.verify.subsampling import _filter_subsample, _subsample
 
 
 RULES: dict[str, _Rule] = {
