@@ -1,5 +1,5 @@
 """The mechanism registry and protocol (tsdp.mechanisms.registry, .protocol) and the sampler objects
-(tsdp.mechanisms.samplers): one entry per --mechanism choice, privacy maps that are pure functions of
+(tsdp.accounting.samplers): one entry per --mechanism choice, privacy maps that are pure functions of
 the public setting and give exactly the release's claim, and samplers that own the lattice."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from tsdp.mechanisms.baseline import Panel
 from tsdp.mechanisms.noise import FLOAT_WARNING
 from tsdp.mechanisms.protocol import Setting
 from tsdp.mechanisms.registry import CELLWISE, MECHANISMS, NAMES, SUMMABLE
-from tsdp.mechanisms.samplers import Float, Hardened, sampler_of
+from tsdp.accounting.samplers import Float, Hardened, sampler_of
 
 PANEL = Panel(3, 40, ContributionBounds("user", 2.0, max_steps=5, series_per_unit=2))
 MAPPED = {  # mechanisms whose privacy map needs no released figure, with their options

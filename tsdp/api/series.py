@@ -20,7 +20,7 @@ from tsdp.api.options import cap_value, check_alpha, choice, names
 from tsdp.errors import UsageError
 from tsdp.io.load import InputSpec
 from tsdp.mechanisms.registry import MECHANISMS, NAMES, SUMMABLE, owners
-from tsdp.mechanisms.samplers import sampler_of
+from tsdp.accounting.samplers import sampler_of
 
 ALL_STEPS_NOTE = "no participation bound: a user may appear in every step (I = T)"
 UNIT_HINT = ("give --max-per-step: the largest amount one protected unit can add to or remove from one cell, in "

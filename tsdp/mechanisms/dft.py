@@ -42,7 +42,7 @@ from tsdp.errors import UsageError
 from tsdp.mechanisms.baseline import Panel, Release
 from tsdp.mechanisms.noise import gaussian_noise, laplace_noise, snap
 from tsdp.mechanisms.protocol import REMEDY_COMMON, PrivacyMap, Setting
-from tsdp.mechanisms.samplers import Sampler, sampler_of
+from tsdp.accounting.samplers import Sampler, sampler_of
 
 DFT_THEOREM = ("Rastogi and Nath 2010, FPA_k: the first k orthonormal Fourier coefficients have the "
                "series' L2 sensitivity (Parseval); the inverse transform is post-processing")

@@ -20,7 +20,7 @@ from tsdp.errors import UsageError
 from tsdp.mechanisms.baseline import Panel, Release, add_noise, panel_size
 from tsdp.mechanisms.noise import NoiseStream, PrefetchedNormals, gaussian_noise
 from tsdp.mechanisms.protocol import REMEDY_COMMON, PrivacyMap, Setting
-from tsdp.mechanisms.samplers import Sampler, sampler_of
+from tsdp.accounting.samplers import Sampler, sampler_of
 
 CALIBRATIONS = ("analytic", "classic")
 

@@ -15,8 +15,8 @@ from tsdp.accounting.budget import check_epsilon
 from tsdp.mechanisms.baseline import Panel, Release, add_noise, panel_size
 from tsdp.mechanisms.noise import NoiseStream, laplace_noise
 from tsdp.mechanisms.protocol import REMEDY_COMMON, PrivacyMap, Setting
-from tsdp.mechanisms.samplers import CONTINUOUS_LAPLACE_THEOREM as LAPLACE_THEOREM
-from tsdp.mechanisms.samplers import Sampler, sampler_of
+from tsdp.accounting.samplers import CONTINUOUS_LAPLACE_THEOREM as LAPLACE_THEOREM
+from tsdp.accounting.samplers import Sampler, sampler_of
 
 __all__ = ["LAPLACE", "LAPLACE_THEOREM", "Laplace", "release_laplace"]
 

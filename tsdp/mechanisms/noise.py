@@ -21,7 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from tsdp.mechanisms.samplers import FLOAT_WARNING  # noqa: F401  (defined by the float sampler; imported from here too)
+from tsdp.accounting.samplers import FLOAT_WARNING  # noqa: F401  (defined by the float sampler; imported from here too)
 
 CHUNK = 1 << 20
 

@@ -6,7 +6,7 @@ only. tsdp keeps the two apart:
 
 * :class:`Setting`, the public parameters: the budget (epsilon, delta), the panel (S series x T
   steps and the declared unit's contribution bounds), the noise sampler
-  (:mod:`tsdp.mechanisms.samplers`) and the mechanism's own options (its ``options`` names, resolved
+  (:mod:`tsdp.accounting.samplers`) and the mechanism's own options (its ``options`` names, resolved
   to their defaults). A mechanism whose claim depends on figures it releases (FAST's and the
   subsampling mechanisms' sampled steps are public once released) takes those figures in
   ``Setting.released``.
@@ -59,7 +59,7 @@ if TYPE_CHECKING:
     from tsdp.accounting.claim import MechanismEvent
     from tsdp.accuracy.result import Accuracy
     from tsdp.mechanisms.baseline import Panel, Release
-    from tsdp.mechanisms.samplers import Sampler
+    from tsdp.accounting.samplers import Sampler
 
 
 @dataclass(frozen=True)

@@ -132,7 +132,7 @@ def _mean_events(r: _Report, out: _Outcome, algorithm: str, eps: float, groups: 
     of the scale, and equal to --granularity when that was given). LEVY and QUANTILE carry none: their
     exponential-mechanism steps are no additive-noise events."""
     from tsdp.accounting import discrete as disc
-    from tsdp.mechanisms.samplers import sampler_of
+    from tsdp.accounting.samplers import sampler_of
 
     sampler = r.params.get("sampler")
     g = out.group("events")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from tsdp.mechanisms.samplers import Sampler
+from tsdp.accounting.samplers import Sampler
 from tsdp.verify.parts import (_events_loss, _expect_events, _is_int, _is_real, _noise, _Outcome, _param,
     REL_TOL, _release_unit, _Report)
 
@@ -18,7 +18,7 @@ def _laplace(r: _Report, out: _Outcome) -> None:
 
 
 def _lattice(r: _Report, p, value: float) -> "Sampler | None":
-    """The sampler the report states (:mod:`tsdp.mechanisms.samplers`, on its lattice), or None when
+    """The sampler the report states (:mod:`tsdp.accounting.samplers`, on its lattice), or None when
     malformed: the same objects round the sensitivities and name the events as at release.
 
     A report without ``parameters.sampler`` predates the hardened sampler: float. For the hardened
@@ -26,7 +26,7 @@ def _lattice(r: _Report, p, value: float) -> "Sampler | None":
     :data:`tsdp.accounting.discrete.MIN_LATTICE_SCALE` steps of it.
     """
     from tsdp.accounting import discrete as disc
-    from tsdp.mechanisms.samplers import Hardened, sampler_of
+    from tsdp.accounting.samplers import Hardened, sampler_of
 
     name = r.params.get("sampler", "float")
     if not p.expect(name in disc.SAMPLERS, f"parameters.sampler is {name!r}, not hardened or float"):

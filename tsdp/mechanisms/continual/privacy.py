@@ -32,7 +32,7 @@ from tsdp.accounting.sensitivity import privacy_unit
 from tsdp.mechanisms.continual.factorization import factorization
 from tsdp.mechanisms.continual.sensitivity import changed_values
 from tsdp.mechanisms.continual.setting import StreamSetting
-from tsdp.mechanisms.samplers import sampler_of
+from tsdp.accounting.samplers import sampler_of
 
 MECHANISM = "continual-gaussian"
 STREAM_THEOREM = ("matrix mechanism for continual release: the Gaussian mechanism on the encoded stream C x "

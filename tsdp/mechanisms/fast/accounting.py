@@ -50,7 +50,7 @@ def calibrate(setting: Setting) -> FastCalibration:
     """The noise per sample for the declared unit: Laplace ``lambda = Delta_q n / epsilon`` (pure DP) or
     Gaussian ``sigma = analytic_sigma(epsilon, delta, Delta_q sqrt(n))``, n the samples that can fall on
     the unit's changed cells (:func:`changed_samples`); the hardened sampler's lattice and slack from
-    :mod:`tsdp.mechanisms.samplers`. ``setting.options``: ``noise``, ``adaptive`` and :data:`TUNING`."""
+    :mod:`tsdp.accounting.samplers`. ``setting.options``: ``noise``, ``adaptive`` and :data:`TUNING`."""
     o = setting.options
     panel, delta, noise = setting.panel, setting.delta, o.get("noise", "laplace")
     n_series, n_steps = panel.n_series, panel.n_steps

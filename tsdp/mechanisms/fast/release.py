@@ -14,7 +14,7 @@ from tsdp.mechanisms.fast.sampling import run_fast
 from tsdp.mechanisms.fast.settings import parse_gains
 from tsdp.mechanisms.noise import gaussian_noise, laplace_noise, snap
 from tsdp.mechanisms.protocol import REMEDY_COMMON, PrivacyMap, Setting
-from tsdp.mechanisms.samplers import Sampler, sampler_of
+from tsdp.accounting.samplers import Sampler, sampler_of
 
 
 @dataclass(frozen=True)

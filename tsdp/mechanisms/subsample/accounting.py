@@ -12,7 +12,7 @@ from tsdp.accounting.sensitivity import privacy_unit
 from tsdp.caveats import Caveat
 from tsdp.errors import BudgetError, NumericalError
 from tsdp.mechanisms.baseline import Panel, Release
-from tsdp.mechanisms.samplers import Sampler
+from tsdp.accounting.samplers import Sampler
 
 
 THEOREM_EXACT = (

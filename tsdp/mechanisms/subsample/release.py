@@ -14,7 +14,7 @@ from tsdp.mechanisms import filters
 from tsdp.mechanisms.baseline import Panel, Release
 from tsdp.mechanisms.gaussian import release_gaussian
 from tsdp.mechanisms.postprocess import postprocess
-from tsdp.mechanisms.samplers import Sampler, sampler_of
+from tsdp.accounting.samplers import Sampler, sampler_of
 from tsdp.mechanisms.subsample.accounting import (_analytic_sigma, _baseline_comparison, _check_paper_branches,
     _joint, _paper_delta, _paper_privacy, _release, _report_parameters, _sampler_record, THEOREM_CONDITIONAL,
     THEOREM_EXACT, THEOREM_PAPER_FILTER, THEOREM_PAPER_SUBSAMPLE)

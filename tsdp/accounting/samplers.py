@@ -42,7 +42,7 @@ CONTINUOUS_LAPLACE_THEOREM = ("Dwork, McSherry, Nissim and Smith 2006; Dwork and
 @dataclass(frozen=True)
 class Float:
     """numpy's floating-point Gaussian and Laplace draws: not hardened against the attack of Mironov
-    (2012), so every release made with it carries :data:`tsdp.mechanisms.noise.FLOAT_WARNING`."""
+    (2012), so every release made with it carries :data:`FLOAT_WARNING`."""
 
     name = "float"
     hardened = False
