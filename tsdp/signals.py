@@ -10,6 +10,12 @@ arrives inside the block is raised as the block ends instead.
 
 The state is the process's (signals are handled in the main thread); nested blocks raise at the
 outermost end. Without such handlers (tsdp used as a library) the block changes nothing.
+
+The commit window: a command that publishes calls :func:`begin_commit` just before the ledger
+confirms its spend and its files are moved into place (:func:`tsdp.io.outputs.publish`, the stream's
+append), and :func:`abandon_commit` if that fails. From the commit point a SIGTERM is remembered
+(:func:`defer_past_commit`), not raised, so that the exit code and the message never say "nothing
+was published" about a published set.
 """
 
 from __future__ import annotations
@@ -17,7 +23,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 
-_state: dict = {"depth": 0, "pending": None}
+_state: dict = {"depth": 0, "pending": None, "committing": False, "deferred": False}
 
 
 @contextlib.contextmanager
@@ -44,3 +50,39 @@ def defer(exception: type[BaseException]) -> bool:
     if _state["pending"] is None:
         _state["pending"] = exception
     return True
+
+
+def begin_commit() -> None:
+    """The commit point: called just before the ledger confirms the spend and the files are moved
+    into place. From here a SIGTERM is remembered, not raised (see the module docstring)."""
+    _state["committing"] = True
+
+
+def abandon_commit() -> None:
+    """The commit failed and its files were taken back: a SIGTERM stops the run again."""
+    _state["committing"] = False
+
+
+def committed() -> bool:
+    """Whether the run has passed the commit point (its files are published or being published)."""
+    return _state["committing"]
+
+
+def deferred_sigterm() -> bool:
+    """Whether a SIGTERM arrived after the commit point (the run completed regardless)."""
+    return _state["deferred"]
+
+
+def defer_past_commit() -> bool:
+    """For the SIGTERM handler: past the commit point, remember the signal and return True (the run
+    completes); before it, return False."""
+    if _state["committing"]:
+        _state["deferred"] = True
+    return _state["committing"]
+
+
+def reset_commit(installed: bool) -> None:
+    """A fresh commit window when the handlers are installed (``installed``) or removed."""
+    _state["committing"] = False
+    if installed:
+        _state["deferred"] = False

@@ -28,7 +28,7 @@ DRIVER = textwrap.dedent("""
     import os, sys, time
     from pathlib import Path
 
-    import tsdp.cli.common as common
+    import tsdp.io.outputs as outputs
     import tsdp.io.files as files
 
     here = Path(os.environ["TSDP_TEST_DIR"])
@@ -41,12 +41,12 @@ DRIVER = textwrap.dedent("""
         while len(list(here.glob(f"{name}.*"))) < parties and time.monotonic() < deadline:
             time.sleep(0.01)
 
-    checked = common.resolve_outputs
+    checked = outputs.resolve_outputs
     def resolve_outputs(*args, **kwargs):
         paths = checked(*args, **kwargs)
         barrier("checked")
         return paths
-    common.resolve_outputs = resolve_outputs
+    outputs.resolve_outputs = resolve_outputs
 
     commit = files.AtomicOutputs.commit
     def staged(self, *args, **kwargs):
@@ -216,7 +216,7 @@ def test_sigterm_after_the_run_does_not_kill_a_finished_process(tmp_path):
 SIGTERM_AT = textwrap.dedent("""
     import os, signal, sys
 
-    import tsdp.cli.common as common
+    import tsdp.io.outputs as outputs
     import tsdp.io.publish as publish
 
     where = sys.argv.pop(1)
@@ -227,12 +227,12 @@ SIGTERM_AT = textwrap.dedent("""
             return move(*args, **kwargs)
         publish._move = _move
     else:  # the pair is published; the summary is yet to be printed
-        real = common.publish
+        real = outputs.publish
         def published(*args, **kwargs):
             described = real(*args, **kwargs)
             os.kill(os.getpid(), signal.SIGTERM)
             return described
-        common.publish = published
+        outputs.publish = published
         for name in ("tsdp.cli.release",):
             module = __import__(name, fromlist=["publish"])
             if hasattr(module, "publish"):

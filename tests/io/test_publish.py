@@ -14,7 +14,7 @@ import polars as pl
 import pytest
 
 from tsdp.accounting import ledger
-from tsdp.cli import common
+from tsdp.io import outputs
 from tsdp.io import publish
 from tsdp.io.files import AtomicOutputs
 from tsdp.io.publish import OutputRaced
@@ -118,10 +118,10 @@ def test_publish_reopens_and_cancels_the_spend_of_a_raced_output(tmp_path, monke
             return b"{}"
 
     with pytest.raises(OutputRaced):
-        with common.ledger_reservation(str(db), "d", 0.5, 0.0, "test") as held:
+        with outputs.ledger_reservation(str(db), "d", 0.5, 0.0, "test") as held:
             assert [e.state for e in ledger.status(db, "d")[0].entries] == ["pending"]
-            common.publish(FRAME, str(tmp_path / "out.csv"), str(tmp_path / "out.report.json"),
-                           lambda described: FakeReport(), before_commit=common.confirm_reservation(held))
+            outputs.publish(FRAME, str(tmp_path / "out.csv"), str(tmp_path / "out.report.json"),
+                           lambda described: FakeReport(), before_commit=outputs.confirm_reservation(held))
     assert ledger.status(db, "d")[0].entries == ()
     assert listing(tmp_path) == ["l.db", "out.report.json"]
 

@@ -46,6 +46,8 @@ from typing import Any
 import numpy as np
 
 from tsdp.errors import DataError, UsageError
+from tsdp.io import outputs as published
+from tsdp.signals import abandon_commit, begin_commit
 from tsdp.api.stream_steps import _iso, output_frame, read_steps
 from tsdp.mechanisms.continual.definition import Definition, accuracy_of, stream_claim
 
@@ -199,7 +201,6 @@ def init(state: str, *, start: str, freq: str, horizon: int, epsilon: float, del
          dry_run: bool = False, parameters: dict[str, Any] | None = None) -> dict[str, Any]:
     """Fix a stream (see the module docstring); returns the summary. ``dry_run``: the comparison of
     the strategies and the accuracy only, nothing written or charged."""
-    from tsdp.cli import common
     from tsdp.io.files import AtomicOutputs, check_output_path
 
     keys = _keys(series_keys)
@@ -230,7 +231,7 @@ def init(state: str, *, start: str, freq: str, horizon: int, epsilon: float, del
     seeded = seed is not None
     new = State(definition, _secret(seed), 0, _core().new_carry(setting), seeded, Path(report).name,
                 _empty_participation() if _counts_participation(definition) else {})
-    charge = common.ledger_reservation(ledger, dataset, privacy.epsilon, privacy.delta,
+    charge = published.ledger_reservation(ledger, dataset, privacy.epsilon, privacy.delta,
                                        f"tsdp stream init {definition.stream_id} ({setting.strategy}, "
                                        f"{setting.horizon} steps of {freq})")
     from tsdp.io.statefile import locked
@@ -240,7 +241,7 @@ def init(state: str, *, start: str, freq: str, horizon: int, epsilon: float, del
         digest = files.stage_bytes(table_bytes, accuracy_file, option="accuracy table")
         described = {"file": Path(accuracy_file).name, "format": "csv", "sha256": digest}
         params = {**(parameters or {}), **definition_parameters(definition),
-                  "comparison": _comparison(table), **common.ledger_parameters(ledger, held)}
+                  "comparison": _comparison(table), **published.ledger_parameters(ledger, held)}
         document = stream_report(INIT_COMMAND, definition, params, described, seeded,
                                  grid={"n_series": len(keys), "n_steps": setting.horizon, "start": start, "freq": freq},
                                  accuracy=accuracy)
@@ -253,8 +254,7 @@ def init(state: str, *, start: str, freq: str, horizon: int, epsilon: float, del
 
 
 def _commit(files, held, described: dict) -> None:
-    """Publish the staged files; the ledger confirms its spend just before (tsdp.cli.common.publish's order)."""
-    from tsdp.cli.termination import abandon_commit, begin_commit
+    """Publish the staged files; the ledger confirms its spend just before (tsdp.io.outputs.publish's order)."""
 
     def hook():
         begin_commit()
@@ -421,14 +421,12 @@ PAUSE_ENV = "TSDP_STREAM_PAUSE_AT"  # tests only: "read", "staged" or "published
 def append(state: str, input: str, output: str, report: str | None = None, steps: int | None = None,
            force: bool = False) -> dict[str, Any]:
     """Release the next step(s) of the stream in ``state`` from ``input`` (module docstring)."""
-    from tsdp.cli import common
-    from tsdp.cli.termination import abandon_commit, begin_commit
     from tsdp.io.files import AtomicOutputs, table_format
     from tsdp.io.statefile import install, locked, stage_private
 
     if output == "-":
         raise UsageError("-o -: a stream's output goes to a file (its sha256 is in the append report)")
-    output, report = common.resolve_outputs(input, output, report, force, False)
+    output, report = published.resolve_outputs(input, output, report, force, False)
     if steps is not None and steps < 1:
         raise UsageError(f"--steps must be an integer >= 1, got {steps}")
     with locked(state):
@@ -448,7 +446,7 @@ def append(state: str, input: str, output: str, report: str | None = None, steps
             digest = files.stage_table(frame, output, "--output")
             described = {"file": Path(output).name, "format": table_format(output, "--output"), "sha256": digest}
             params = {**definition_parameters(d), "first_step": p + 1, "last_step": p + k,
-                      "input": common.display_name(input), "output": described["file"]}
+                      "input": published.display_name(input), "output": described["file"]}
             accuracy = {name: sd[p:p + k] for name, sd in accuracy_of(d.setting, d.alpha).items()}
             grid = {"n_series": len(d.series_keys), "n_steps": k, "start": _iso(times[0]), "freq": d.freq,
                     "first_step": p + 1, "horizon": horizon}

@@ -19,7 +19,8 @@ import typer
 from tsdp import __version__
 from tsdp.cli.lazy import lazy_group
 from tsdp.cli.messages import one_line
-from tsdp.cli.termination import INTERRUPTED, Interrupted, Terminated, committed, deferred_sigterm, terminate_on_sigterm
+from tsdp.cli.termination import INTERRUPTED, Interrupted, Terminated, terminate_on_sigterm
+from tsdp.signals import committed, deferred_sigterm
 from tsdp.cli.vocabulary import DEBUG_HELP
 from tsdp.errors import MEMORY_HINT, NumericalError, ResourceError, TsdpError
 

@@ -17,6 +17,7 @@ import typer
 
 from tsdp.api.flip import CUSTODIAN_CHECKS, FlipOptions
 from tsdp.cli import common
+from tsdp.io import outputs
 from tsdp.cli.options import options_from
 from tsdp.errors import UsageError
 from tsdp.io.files import check_output_path, read_table
@@ -107,7 +108,7 @@ def flip(
     plan = options_from(FlipOptions, locals()).plan()  # every option checked before the data is read
     if seed is not None and seed < 0:
         raise UsageError(f"--seed must be a non-negative integer, got {seed}")
-    output, report = common.resolve_outputs(input, output, report, force, json_summary)
+    output, report = outputs.resolve_outputs(input, output, report, force, json_summary)
     custodian = common.resolve_custodian(custodian, input, output, report, force)
     if secrets is not None:
         _check_secrets_path(secrets, input, output, report, custodian, force)
@@ -125,9 +126,9 @@ def flip(
                           "--custodian"),)
         if secrets is not None:
             private_files += ((released.secrets_json(), secrets, "--secrets"),)
-        common.publish(released.table, output, report, lambda described: released.report(described, {
-            **params, "input": common.display_name(input), "output": described["file"],
-            "secrets_written": common.display_name(secrets) if secrets else False,
+        outputs.publish(released.table, output, report, lambda described: released.report(described, {
+            **params, "input": outputs.display_name(input), "output": described["file"],
+            "secrets_written": outputs.display_name(secrets) if secrets else False,
             "custodian_file": Path(custodian).name}, "seeded" if seed is not None else "os-entropy",
         ), private_files=private_files, force=force)
 

@@ -20,6 +20,7 @@ from tsdp.api.forecast import ForecastOptions
 from tsdp.caveats import Caveat
 from tsdp.cli import accuracy_options as acc_opts
 from tsdp.cli import common
+from tsdp.io import outputs
 from tsdp.cli.account import Bottom, Top
 from tsdp.cli.options import options_from
 from tsdp.errors import UsageError
@@ -140,7 +141,7 @@ def forecast_train(
             raise UsageError("--dry-run reads no values, --evaluate-only trains on them: give one of them")
         return _dry_run(input, plan, common.Console(quiet, json_summary, stdout_taken=False))
     if evaluate_only is None:
-        output, report = common.resolve_outputs(input, output, report, force, json_summary)
+        output, report = outputs.resolve_outputs(input, output, report, force, json_summary)
         custodian = common.resolve_custodian(custodian, input, output, report, force)
         extra = _extra_paths(output, model_out, custodian, input, report, force)
     randomness = plan.start(seed)
@@ -162,8 +163,8 @@ def forecast_train(
     model_meta = trained.metadata(weights, Path(extra["weights"]).name)
     files = {"model_files": [Path(extra["weights"]).name, Path(extra["meta"]).name],
              "custodian_file": Path(custodian).name}
-    common.publish(trained.forecasts, output, report, lambda described: trained.report(
-        described, {**params, "input": common.display_name(input), "output": described["file"]}, files,
+    outputs.publish(trained.forecasts, output, report, lambda described: trained.report(
+        described, {**params, "input": outputs.display_name(input), "output": described["file"]}, files,
         randomness.label,
     ), extra_files=((weights, extra["weights"], "--model-out"), (model_meta, extra["meta"], "--model-out")),
         private_files=((common.custodian_document("forecast-train", trained.custodian()), custodian, "--custodian"),),

@@ -18,6 +18,7 @@ import typer
 from tsdp.accounting import ledger as core
 from tsdp.accounting.claim import PrivacyClaim
 from tsdp.cli import common
+from tsdp.io import outputs
 from tsdp.cli.vocabulary import VocabularyCommand
 from tsdp.errors import DataError, UsageError
 from tsdp.report import SCHEMA_ID
@@ -88,7 +89,7 @@ def show(
     statuses = core.status(ledger, dataset)
     if json_summary:
         console = common.Console(quiet, json_summary, stdout_taken=False)
-        print(console.json_document({"ledger": common.display_name(ledger), "ledger_schema": core.SCHEMA,
+        print(console.json_document({"ledger": outputs.display_name(ledger), "ledger_schema": core.SCHEMA,
                                      "datasets": [s.to_dict() for s in statuses]}, "tsdp ledger show"))
         return
     from rich.console import Console

@@ -19,6 +19,7 @@ from tsdp.api.means import MeanOptions, MeanPlan
 from tsdp.caveats import Caveat
 from tsdp.cli import accuracy_options as acc_opts
 from tsdp.cli import common
+from tsdp.io import outputs
 from tsdp.cli.options import options_from
 from tsdp.cli.engine_options import (Engine, EngineOption, MemoryLimitOption, SparkConfOption, SparkMasterOption,
                                      WorkDirOption, engine_options)
@@ -125,7 +126,7 @@ def mean_estimate(
     if evaluate is not None:
         return _evaluate(input, plan, options, randomness, evaluate,
                          common.Console(quiet, json_summary, stdout_taken=False))
-    output, report = common.resolve_outputs(input, output, report, force, json_summary)
+    output, report = outputs.resolve_outputs(input, output, report, force, json_summary)
     custodian = common.resolve_custodian(custodian, input, output, report, force)
     console = common.Console(quiet, json_summary, stdout_taken="-" in (output, report))
 
@@ -156,10 +157,10 @@ def mean_estimate(
                 return ((common.custodian_document("mean-estimate", figures, finished()["findings"]), custodian,
                          "--custodian"),)
 
-            common.publish(frames, output, report, lambda described: plan.report(
+            outputs.publish(frames, output, report, lambda described: plan.report(
                 chunks, finished()["estimated"], randomness, described, finished()["warnings"],
-                {**params, "input": common.display_name(input), "output": described["file"]},
-            ), private_files=common.Deferred(private_files), force=force)
+                {**params, "input": outputs.display_name(input), "output": described["file"]},
+            ), private_files=outputs.Deferred(private_files), force=force)
         estimated, warnings = finished()["estimated"], finished()["warnings"]
         claim = estimated.claim
 

@@ -12,6 +12,7 @@ from tsdp.api.series import Loaded, ReleaseOptions, ReleasePlan, load_frame, rel
 from tsdp.caveats import Caveat
 from tsdp.cli import accuracy_options as acc_opts
 from tsdp.cli import common
+from tsdp.io import outputs
 from tsdp.cli.engine_options import (Engine, EngineOption, MemoryLimitOption, SparkConfOption, SparkMasterOption,
                                      WorkDirOption, engine_options, given_engine_flags)
 from tsdp.engine import series_stream
@@ -183,7 +184,7 @@ def release(
         return _evaluate(input, plan, engine_options, randomness, evaluate,
                          common.Console(quiet, json_summary, stdout_taken=False),
                          custodian_path(custodian, input, json_summary, force), force)
-    output, report = common.resolve_outputs(input, output, report, force, json_summary)
+    output, report = outputs.resolve_outputs(input, output, report, force, json_summary)
     custodian = common.resolve_custodian(custodian, input, output, report, force)
     if plot is not None:
         from tsdp.cli import plots
@@ -193,9 +194,9 @@ def release(
     for caveat in getattr(MECHANISMS[plan.mechanism], "caveats", lambda options, alpha_given: [])(
             plan.options, alpha is not None):
         console.warn(caveat)
-    charge = common.ledger_reservation(  # reserved before the data is read or any noise is drawn
+    charge = outputs.ledger_reservation(  # reserved before the data is read or any noise is drawn
         ledger, dataset, epsilon, delta or 0.0,
-        f"tsdp release {common.display_name(input)} -> {common.display_name(output)} ({mechanism.value})")
+        f"tsdp release {outputs.display_name(input)} -> {outputs.display_name(output)} ({mechanism.value})")
 
     streamed = plan.cellwise and engine_for(engine_options).streams_series and input != "-" \
         and series_stream.streamable(input, spec, engine_options.memory_limit)
@@ -235,11 +236,11 @@ def release(
                                                                   "the check needs the panel in memory"}
             return ((common.custodian_document("release", figures, findings), custodian, "--custodian"),)
 
-        common.publish(released, output, report, lambda described: report_for(
+        outputs.publish(released, output, report, lambda described: report_for(
             plan, table, results[-1], randomness, described, notes, warnings_now(),
-            {**params, "input": common.display_name(input), "output": described["file"],
-             **common.ledger_parameters(ledger, held)}, missing=diagnostics.get("filled_cells", 0),
-        ), before_commit=common.confirm_reservation(held), private_files=common.Deferred(private_files),
+            {**params, "input": outputs.display_name(input), "output": described["file"],
+             **outputs.ledger_parameters(ledger, held)}, missing=diagnostics.get("filled_cells", 0),
+        ), before_commit=outputs.confirm_reservation(held), private_files=outputs.Deferred(private_files),
             force=force)
         result, warnings = results[-1], warnings_now()
 

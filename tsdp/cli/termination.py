@@ -42,12 +42,9 @@ class Interrupted(BaseException):
         return carried
 
 
-_state = {"installed": False, "committing": False, "deferred": False}
-
-
 @contextlib.contextmanager
 def terminate_on_sigterm() -> Iterator[None]:
-    """Raise :class:`Terminated` on the first SIGTERM before :func:`commit_point`, ignore further ones;
+    """Raise :class:`Terminated` on the first SIGTERM before the commit point (:func:`tsdp.signals.begin_commit`), ignore further ones;
     raise ``KeyboardInterrupt`` on Ctrl-C as Python does. Either waits for a ledger transaction in
     progress to end (:func:`tsdp.signals.held`).
 
@@ -60,8 +57,7 @@ def terminate_on_sigterm() -> Iterator[None]:
 
     def on_sigterm(signum, frame):
         signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second SIGTERM must not interrupt the clean-up
-        if _state["committing"]:
-            _state["deferred"] = True
+        if signals.defer_past_commit():
             return
         if not signals.defer(Terminated):
             raise Terminated()
@@ -74,32 +70,11 @@ def terminate_on_sigterm() -> Iterator[None]:
     previous_int = signal.getsignal(signal.SIGINT)
     if previous_int is signal.default_int_handler:  # not where Ctrl-C is ignored (a background job)
         signal.signal(signal.SIGINT, on_sigint)
-    _state.update(installed=True, committing=False, deferred=False)
+    signals.reset_commit(installed=True)
     try:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
         if previous_int is signal.default_int_handler:
             signal.signal(signal.SIGINT, previous_int)
-        _state.update(installed=False, committing=False)
-
-
-def begin_commit() -> None:
-    """The commit point: called just before the ledger confirms the spend and the files are moved
-    into place. From here a SIGTERM is remembered, not raised (see the module docstring)."""
-    _state["committing"] = True
-
-
-def abandon_commit() -> None:
-    """The commit failed and its files were taken back: a SIGTERM stops the run again."""
-    _state["committing"] = False
-
-
-def committed() -> bool:
-    """Whether the run has passed the commit point (its files are published or being published)."""
-    return _state["committing"]
-
-
-def deferred_sigterm() -> bool:
-    """Whether a SIGTERM arrived after the commit point (the run completed regardless)."""
-    return _state["deferred"]
+        signals.reset_commit(installed=False)
