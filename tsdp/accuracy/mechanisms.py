@@ -93,13 +93,11 @@ def cellwise(noise: str, scale: float, alpha: float, target: str = "cell", n_ste
                     f"quantile of b (G1 - G2), G ~ Gamma(T, 1), b = {scale:.6g}, T = {n_steps}")
 
 
-def dft_weights(n_steps: int, k: int, cells: np.ndarray | None = None) -> np.ndarray:
-    """(cells x n_r) coefficients a_j(t) mapping the noise on the kept real coefficients (real and
+def dft_weights(n_steps: int, k: int, n_real: int, cells: np.ndarray | None = None) -> np.ndarray:
+    """(cells x n_r) coefficients a_j(t) mapping the noise on the n_r kept real coefficients (real and
     imaginary parts of the first k rfft terms, as :func:`tsdp.mechanisms.dft.release_dft` perturbs
-    them) to the cells' noise: the inverse orthonormal rfft of each unit coordinate."""
-    from tsdp.mechanisms.dft import kept_real_count
-
-    n_real = kept_real_count(n_steps, k)
+    them; :func:`tsdp.mechanisms.dft.kept_real_count`) to the cells' noise: the inverse orthonormal
+    rfft of each unit coordinate."""
     spectra = np.zeros((n_real, n_steps // 2 + 1), dtype=complex)
     row = 0
     for j in range(k):
@@ -134,7 +132,7 @@ def dft(noise: str, scale: float, k: int, n_real: int, n_steps: int, alpha: floa
     cells = (np.arange(n_steps) if n_steps <= MAX_SIMULATED_CELLS
              else np.unique(np.linspace(0, n_steps - 1, MAX_SIMULATED_CELLS).round().astype(np.int64)))
     draws = 2000
-    widths = iv.weighted_laplace_half_widths(dft_weights(n_steps, k, cells), scale, alpha, draws)
+    widths = iv.weighted_laplace_half_widths(dft_weights(n_steps, k, n_real, cells), scale, alpha, draws)
     where = "every cell" if cells.size == n_steps else f"{cells.size} evenly spaced cells"
     return Accuracy(alpha, "cell", "each cell", float(widths.max()),
                     f"simulation, n={draws} (Rao-Blackwellised, seed {iv.SIMULATION_SEED}) at {where}",
