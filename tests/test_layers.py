@@ -35,8 +35,6 @@ ROOT = Path(__file__).resolve().parents[1] / "tsdp"
 # issue (and item) whose fix removes it.
 ALLOWED: dict[str, str] = {
     "cycle tsdp.forecast.deep <-> tsdp.forecast.deep.deepar <-> tsdp.forecast.deep.distributions": "#28: no import cycle",
-    "local tsdp.accounting.compose imports tsdp.accounting.discrete": "#28 item 7: function-local imports only for heavy libraries",
-    "local tsdp.accounting.compose imports tsdp.accounting.sensitivity": "#28 item 7: function-local imports only for heavy libraries",
     "local tsdp.accounting.sgd imports tsdp.accounting.budget": "#28 item 7: function-local imports only for heavy libraries",
     "local tsdp.accounting.sgd imports tsdp.errors": "#28 item 7: function-local imports only for heavy libraries",
     "local tsdp.accounting.structured imports dataclasses": "#28 item 7: function-local imports only for heavy libraries",

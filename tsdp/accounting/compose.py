@@ -21,9 +21,11 @@ from typing import Any
 
 from typing import TYPE_CHECKING
 
+from tsdp.accounting import discrete as disc
 from tsdp.accounting.claim import LATTICE_GAUSSIAN_KINDS, MIXTURE_KINDS, MechanismEvent, PrivacyClaim
 from tsdp.accounting.grid import DEFAULT_DISCRETIZATION, MIN_COMPOSED_DELTA, TAIL_MASS, tail_mass_for
 from tsdp.accounting.normal import gaussian_delta
+from tsdp.accounting.sensitivity import describe_relation
 from tsdp.caveats import Caveat
 from tsdp.errors import BudgetError, NumericalError, UsageError
 
@@ -77,22 +79,18 @@ def slack_rate(events) -> float:
     """The discrete Gaussian events' rounding slack per unit of ``(1 + e^eps)``: the sum over events of
     ``count x lattice_coords x 0.025 (granularity / noise)^2`` (:mod:`tsdp.accounting.discrete`); their
     profile is the continuous one plus ``(1 + e^eps)`` times this."""
-    from tsdp.accounting.discrete import slack_rate as rate
-
-    return sum(e.count * rate(e.noise / e.granularity, e.lattice_coords) for e in events
+    return sum(e.count * disc.slack_rate(e.noise / e.granularity, e.lattice_coords) for e in events
                if e.kind in LATTICE_GAUSSIAN_KINDS)
 
 
 def epsilon_with_slack(epsilon_at, delta: float, rate: float) -> float | None:
     """Smallest-found epsilon with ``epsilon_at(delta - (1 + e^eps) rate) <= eps`` (None if the slack
     leaves no delta), where ``epsilon_at`` is a continuous profile's epsilon at a delta."""
-    from tsdp.accounting.discrete import rounding_slack
-
     eps = epsilon_at(delta)
     if rate == 0:
         return eps
     for _ in range(60):
-        left = delta - rounding_slack(eps, rate)
+        left = delta - disc.rounding_slack(eps, rate)
         if left <= 0:
             return None
         nxt = epsilon_at(left)
@@ -146,7 +144,6 @@ def _relation_kind(unit) -> str:
     the claim's own words. mean-estimate (values of one user replaced, users and counts public)
     and forecast-train (values of one series substituted) use the names ``user``/``substitute``
     for other relations, which must not compose with a release's."""
-    from tsdp.accounting.sensitivity import describe_relation
 
     try:
         if unit.neighbouring == describe_relation(unit.level, unit.relation, unit.w, unit.id_column):
@@ -269,9 +266,8 @@ def events_privacy(events: tuple[MechanismEvent, ...], definition: str, epsilon:
                        "approx-dp with a delta > 0")
     if delta is None or not 0 < delta < 1:
         return False, f"{'/'.join(sorted(kinds))} events need a delta in (0, 1), the claim has {delta}"
-    from tsdp.accounting.discrete import rounding_slack
 
-    slack = rounding_slack(epsilon, slack_rate(events))  # discrete Gaussian events (tsdp.accounting.discrete)
+    slack = disc.rounding_slack(epsilon, slack_rate(events))  # discrete Gaussian events (tsdp.accounting.discrete)
     if slack >= delta:
         return False, (f"the discrete Gaussian events' rounding slack {slack:.3g} at epsilon {epsilon:g} alone exceeds "
                        f"the claimed delta {delta:g}: {STRONGER}")
