@@ -264,26 +264,6 @@ def public_parameters(arguments: dict[str, Any]) -> dict[str, Any]:
     return {k: (v.value if hasattr(v, "value") else v) for k, v in arguments.items() if k not in RUN_ONLY}
 
 
-def split_list(text: str | None) -> list[str] | None:
-    """``a,b,c`` -> ``['a', 'b', 'c']`` (``None`` stays ``None``)."""
-    if text is None:
-        return None
-    items = [t.strip() for t in str(text).split(",") if t.strip()]
-    return items or None
-
-
-def number_pair(text: str, option: str, example: str) -> tuple[float, float]:
-    """``lo,hi`` -> ``(lo, hi)``; UsageError naming ``option`` otherwise."""
-    parts = split_list(text) or []
-    try:
-        values = tuple(float(p) for p in parts)
-    except ValueError:
-        values = ()
-    if len(values) != 2:
-        raise UsageError(f"{option} {text!r}: must be two numbers such as {example}")
-    return values  # type: ignore[return-value]
-
-
 CUSTODIAN_SUFFIX = ".custodian.NOT-FOR-PUBLICATION.json"
 CUSTODIAN_NOTE = ("NOT FOR PUBLICATION: every figure in this file is a function of the private input and is "
                   "not privacy-protected. It is for the data custodian only; the release and its report are "

@@ -23,6 +23,7 @@ import typer
 
 from tsdp.cli import accuracy_options as acc_opts
 from tsdp.cli import common
+from tsdp.api.parsing import split_list
 from tsdp.errors import UsageError
 
 app = typer.Typer(help="Accuracy against budget before touching data: a command's dry run at several epsilons.",
@@ -98,7 +99,7 @@ def plan_stream(ctx: typer.Context,
             raise UsageError(f"{flag} does not apply to tsdp plan stream: it runs the dry run of 'tsdp stream init' "
                              "at each --horizon and writes nothing")
     horizons = []
-    for part in common.split_list(horizon) or []:
+    for part in split_list(horizon) or []:
         if not part.isdigit() or int(part) < 1:
             raise UsageError(f"--horizon must be comma-separated integers >= 1 such as 30,365,3650, got {horizon!r}")
         horizons.append(int(part))
@@ -128,7 +129,7 @@ def plan_stream(ctx: typer.Context,
 def epsilons(text: str) -> list[float]:
     """The budgets of ``--epsilon``: positive, finite, in the order given."""
     values = []
-    for part in common.split_list(text) or []:
+    for part in split_list(text) or []:
         try:
             value = float(part)
         except ValueError:

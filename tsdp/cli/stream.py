@@ -8,6 +8,7 @@ from typing import Optional
 import typer
 
 from tsdp.cli import common
+from tsdp.api.parsing import split_list
 from tsdp.cli.vocabulary import VocabularyCommand
 
 app = typer.Typer(
@@ -108,12 +109,12 @@ def init(
 
     if sampler not in (None, "hardened", "float"):
         raise UsageError(f"--sampler must be hardened or float, got {sampler!r}")
-    keys = common.split_list(series_keys) or common.split_list(series_cols)
+    keys = split_list(series_keys) or split_list(series_cols)
     if series_keys and series_cols:
         raise UsageError("--series-keys and --series-cols both name the series: give --series-cols for a wide "
                          "layout, --series-keys otherwise")
     layout_options = {"layout": layout.value if layout else None, "time_col": time_col, "value_col": value_col,
-                      "series_col": series_col, "series_cols": common.split_list(series_cols), "user_col": user_col,
+                      "series_col": series_col, "series_cols": split_list(series_cols), "user_col": user_col,
                       "timezone": timezone, "value_bound": value_bound}
     console = common.Console(quiet, json_summary, stdout_taken=False)
     summary = stream.init(state, start=start, freq=freq, horizon=horizon, epsilon=epsilon, delta=delta,
