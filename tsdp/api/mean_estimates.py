@@ -6,16 +6,30 @@ used by :class:`tsdp.api.means.MeanPlan`).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 
 from tsdp.caveats import Caveat
 from tsdp.mean import MeanSettings, claim_for, participation_epsilon
+from tsdp.io.records import RecordSpec
 from tsdp.mean.estimation import GroupNoise, neighbouring
 
-if TYPE_CHECKING:
-    from tsdp.api.means import MeanPlan
+
+class EstimationPlan(Protocol):
+    """What the estimates need of their plan (:class:`tsdp.api.means.MeanPlan`, which builds them)."""
+
+    options: Any
+    settings: MeanSettings
+    spec: RecordSpec
+
+    @property
+    def slot_length(self) -> str | None: ...
+
+    def prepare(self, runs): ...
+
+    def release(self, runs, prep, present, rng): ...
+
 
 RECOMMENDATION = ("the paper recommends --algorithm quantile (fixed quantiles, the default) when there "
                   "are many users, and --algorithm levy when each user contributes many samples")
@@ -53,7 +67,7 @@ class ChunkedEstimates:
     in the declared order: the groups of a chunk are placed among the declared ones, and the
     declared groups between chunks (or after the last) are estimated without records."""
 
-    def __init__(self, plan: MeanPlan, chunks, rng, stage=lambda name: None) -> None:
+    def __init__(self, plan: EstimationPlan, chunks, rng, stage=lambda name: None) -> None:
         self.plan, self.chunks, self.rng, self.stage = plan, chunks, rng, stage
         self.tally = WarningTally(plan.settings)
         self.noise: list[GroupNoise] = []  # the estimated groups' public noise parameters (claim events, accuracy)
@@ -130,7 +144,7 @@ class ChunkedEstimates:
                          custodian or None, accuracy, self.first)
 
 
-def _declared_description(declared, key_columns: list[str], plan: MeanPlan) -> dict:
+def _declared_description(declared, key_columns: list[str], plan: EstimationPlan) -> dict:
     """What the report says of the declared groups: the non-slot key columns and how many
     combinations of them are declared, the slot grid and its number of slots (the groups are their
     product)."""
