@@ -2,7 +2,8 @@ import math
 
 import pytest
 
-from tsdp.accounting.claim import MechanismEvent, PrivacyClaim, PrivacyUnit
+from tsdp.accounting.claim import MechanismEvent, PrivacyClaim
+from tsdp.accounting.sensitivity import PrivacyUnit
 
 UNIT = PrivacyUnit("user", "add-remove", "add or remove one user", 1.0, max_steps=3)
 

@@ -73,9 +73,9 @@ def test_events_need_their_granularity_and_round_trip():
         MechanismEvent("discrete-gaussian", 1.0, 2.0, granularity=0.5)  # its slack needs m
     with pytest.raises(ValueError, match="lattice_coords"):
         MechanismEvent("discrete-laplace", 1.0, 2.0, granularity=0.5, lattice_coords=2)
-    from tsdp.accounting.sensitivity import ContributionBounds, privacy_unit
+    from tsdp.accounting.sensitivity import ContributionBounds
 
-    unit = privacy_unit(ContributionBounds(level="event", max_per_step=1.0), 1, None, False)
+    unit = ContributionBounds(level="event", max_per_step=1.0).privacy_unit(1, None, False)
     claim = PrivacyClaim("approx-dp", unit, 1.0, 1e-6, "gaussian", "t",
                          (MechanismEvent("discrete-gaussian", 1.5, 6.0, 1, granularity=0.5, lattice_coords=3),))
     assert PrivacyClaim.from_dict(claim.to_dict()) == claim

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from tsdp.accounting.sensitivity import ContributionBounds, privacy_unit
+from tsdp.accounting.sensitivity import ContributionBounds
 from tsdp.errors import UsageError
 from tsdp.engine.events import EventCaps, aggregate_events
 
@@ -46,7 +46,7 @@ def test_invalid_bounds_are_usage_errors(kwargs):
 
 
 def test_unit_describes_relation_and_column():
-    unit = privacy_unit(ContributionBounds("user", 1, max_steps=3), 4, "user_id", True)
+    unit = ContributionBounds("user", 1, max_steps=3).privacy_unit(4, "user_id", True)
     assert "user_id" in unit.neighbouring and unit.neighbouring.startswith("add or remove")
     assert unit.series_per_unit == 4 and unit.enforced
 

@@ -17,7 +17,8 @@ import pytest
 
 from tsdp.accounting import gaussian as gauss
 from tsdp.accounting import timesubsampling as ts
-from tsdp.accounting.claim import MechanismEvent, PrivacyClaim, PrivacyUnit
+from tsdp.accounting.claim import MechanismEvent, PrivacyClaim
+from tsdp.accounting.sensitivity import PrivacyUnit
 from tsdp.accounting.compose import check_composable, compose_claims, composed_unit, events_privacy
 from tsdp.accounting.sensitivity import ContributionBounds
 from tsdp.verify import RULES, check_thresholds, claim_checks

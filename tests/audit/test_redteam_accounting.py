@@ -21,7 +21,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO_ROOT
-from tsdp.accounting.claim import MechanismEvent, PrivacyClaim, PrivacyUnit
+from tsdp.accounting.claim import MechanismEvent, PrivacyClaim
+from tsdp.accounting.sensitivity import PrivacyUnit
 from tsdp.accounting.compose import compose_claims
 from tsdp.cli.app import main
 

@@ -12,7 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from tsdp.accounting.claim import MechanismEvent, PrivacyClaim, PrivacyUnit
+from tsdp.accounting.claim import MechanismEvent, PrivacyClaim
+from tsdp.accounting.sensitivity import PrivacyUnit
 from tsdp.accounting.compose import events_privacy
 from tsdp.mechanisms import bounds
 

@@ -13,32 +13,14 @@ import numbers
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from tsdp.accounting.sensitivity import PrivacyUnit
+
 DEFINITIONS = ("approx-dp", "pure-dp", "lip")
 EVENT_KINDS = ("gaussian", "laplace", "gaussian-mixture", "discrete-gaussian", "discrete-laplace",
                "discrete-gaussian-mixture", "exponential")
 DISCRETE_KINDS = ("discrete-gaussian", "discrete-laplace", "discrete-gaussian-mixture")
 MIXTURE_KINDS = ("gaussian-mixture", "discrete-gaussian-mixture")
 LATTICE_GAUSSIAN_KINDS = ("discrete-gaussian", "discrete-gaussian-mixture")
-
-
-@dataclass(frozen=True)
-class PrivacyUnit:
-    """What one neighbouring step changes, stated as data.
-
-    ``relation`` is ``add-remove`` or ``substitute``; ``neighbouring`` says the same in words.
-    ``enforced`` tells whether tsdp enforced the contribution bounds itself (event layout) or
-    trusted the declared ones (pre-aggregated series).
-    """
-
-    level: str
-    relation: str
-    neighbouring: str
-    max_per_step: float | None  # None: a unit may change a value by any amount (DP-SGD substitution)
-    max_steps: int | None = None
-    w: int | None = None
-    series_per_unit: int | None = None
-    id_column: str | None = None
-    enforced: bool = False
 
 
 @dataclass(frozen=True)

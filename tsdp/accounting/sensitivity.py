@@ -38,7 +38,6 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from tsdp.accounting.claim import PrivacyUnit
 from tsdp.errors import UsageError
 from tsdp.limits import MAX_MAGNITUDE
 
@@ -152,6 +151,35 @@ def unit_level(level: str) -> UnitLevel:
 
 
 @dataclass(frozen=True)
+class PrivacyUnit:
+    """What one neighbouring step changes, stated as data (the report's ``claim.unit``).
+
+    ``relation`` is ``add-remove`` or ``substitute``; ``neighbouring`` says the same in words.
+    ``enforced`` tells whether tsdp enforced the contribution bounds itself (event layout) or
+    trusted the declared ones (pre-aggregated series).
+    """
+
+    level: str
+    relation: str
+    neighbouring: str
+    max_per_step: float | None  # None: a unit may change a value by any amount (DP-SGD substitution)
+    max_steps: int | None = None
+    w: int | None = None
+    series_per_unit: int | None = None
+    id_column: str | None = None
+    enforced: bool = False
+
+    def bounds(self) -> "ContributionBounds":
+        """The contribution bounds this unit states (a ``tsdp release`` unit: event, w-event or user
+        with a per-step bound; UsageError otherwise), whose rules give its sensitivities. The stated
+        ``series_per_unit`` is the resolved K, which touches the same series as the declared one."""
+        if self.max_per_step is None:
+            raise UsageError(f"the {self.level} unit states no per-step bound: it has no contribution bounds")
+        return ContributionBounds(self.level, self.max_per_step, self.max_steps, self.w, self.series_per_unit,
+                                  self.relation)
+
+
+@dataclass(frozen=True)
 class ContributionBounds:
     """The declared (or enforced) contribution bounds of one privacy unit."""
 
@@ -240,6 +268,20 @@ class ContributionBounds:
         """The neighbouring relation in words, for the report."""
         return describe_relation(self.level, self.neighbouring, self.w, id_column)
 
+    def privacy_unit(self, n_series: int, id_column: str | None, enforced: bool) -> PrivacyUnit:
+        """The report's :class:`PrivacyUnit` for these bounds on ``n_series`` series."""
+        return PrivacyUnit(
+            level=self.level,
+            relation=self.neighbouring,
+            neighbouring=self.describe(id_column),
+            max_per_step=self.max_per_step,
+            max_steps=self.max_steps if self.unit.uses_max_steps else None,
+            w=self.w if self.unit.uses_w else None,
+            series_per_unit=self.series_touched(n_series),
+            id_column=id_column,
+            enforced=enforced,
+        )
+
 
 def describe_relation(level: str, relation: str, w: int | None = None, id_column: str | None = None) -> str:
     """The words of a release's neighbouring relation (:meth:`ContributionBounds.describe`). Other
@@ -247,18 +289,3 @@ def describe_relation(level: str, relation: str, w: int | None = None, id_column
     and relation names; :func:`tsdp.accounting.compose.check_composable` tells them apart by these words."""
     who = f"user (identified by column {id_column!r})" if id_column else "user"
     return NEIGHBOURING[relation].format(what=UNIT_LEVELS[level].what(w, who))
-
-
-def privacy_unit(bounds: ContributionBounds, n_series: int, id_column: str | None, enforced: bool):
-    """The report's :class:`~tsdp.accounting.claim.PrivacyUnit` for these bounds."""
-    return PrivacyUnit(
-        level=bounds.level,
-        relation=bounds.neighbouring,
-        neighbouring=bounds.describe(id_column),
-        max_per_step=bounds.max_per_step,
-        max_steps=bounds.max_steps if bounds.unit.uses_max_steps else None,
-        w=bounds.w if bounds.unit.uses_w else None,
-        series_per_unit=bounds.series_touched(n_series),
-        id_column=id_column,
-        enforced=enforced,
-    )

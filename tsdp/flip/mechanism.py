@@ -32,7 +32,8 @@ from typing import Any, Callable, Iterable
 
 import numpy as np
 
-from tsdp.accounting.claim import PrivacyClaim, PrivacyUnit
+from tsdp.accounting.claim import PrivacyClaim
+from tsdp.accounting.sensitivity import PrivacyUnit
 from tsdp.caveats import Caveat, PrivateCaveat
 from tsdp.errors import DataError, NumericalError, UsageError
 from tsdp.flip import coefficients, datewise, filtering, lip, phase, spectral, trend, utility, withholding

@@ -10,7 +10,8 @@ were chosen by a private validation loss (``checkpoint="best-validation"``).
 
 from __future__ import annotations
 
-from tsdp.accounting.claim import PrivacyClaim, PrivacyUnit
+from tsdp.accounting.claim import PrivacyClaim
+from tsdp.accounting.sensitivity import PrivacyUnit
 
 MECHANISM = "DP-SGD with structured subsampling (Schuchardt et al. 2025)"
 UNACCOUNTED = [

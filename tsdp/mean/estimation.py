@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from tsdp.accounting.budget import check_epsilon
-from tsdp.accounting.claim import MechanismEvent, PrivacyClaim, PrivacyUnit
+from tsdp.accounting.claim import MechanismEvent, PrivacyClaim
+from tsdp.accounting.sensitivity import PrivacyUnit
 from tsdp.accounting.discrete import LAPLACE_THEOREM, check_granularity, check_sampler
 from tsdp.caveats import Caveat
 from tsdp.errors import UsageError

@@ -51,7 +51,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping, Protocol
 
 from tsdp.accounting.claim import PrivacyClaim
-from tsdp.accounting.sensitivity import privacy_unit
 
 if TYPE_CHECKING:
     import numpy as np
@@ -93,7 +92,7 @@ class PrivacyMap:
         """The claim for exactly ``panel``'s declared unit."""
         return PrivacyClaim(
             definition=self.definition,
-            unit=privacy_unit(panel.bounds, panel.n_series, panel.id_column, panel.enforced),
+            unit=panel.bounds.privacy_unit(panel.n_series, panel.id_column, panel.enforced),
             epsilon=float(self.epsilon), delta=float(self.delta), mechanism=mechanism, theorem=self.theorem,
             events=self.events, parameters=self.parameters,
         )

@@ -28,7 +28,6 @@ from functools import lru_cache
 from tsdp.accounting import discrete as disc
 from tsdp.accounting import gaussian as gauss
 from tsdp.accounting.claim import MechanismEvent, PrivacyClaim
-from tsdp.accounting.sensitivity import privacy_unit
 from tsdp.mechanisms.continual.factorization import factorization
 from tsdp.mechanisms.continual.sensitivity import changed_values
 from tsdp.mechanisms.continual.setting import StreamSetting
@@ -78,7 +77,7 @@ class StreamPrivacy:
         s = self.setting
         return PrivacyClaim(
             definition="approx-dp",
-            unit=privacy_unit(s.bounds, s.n_series, id_column, enforced),
+            unit=s.bounds.privacy_unit(s.n_series, id_column, enforced),
             epsilon=self.epsilon, delta=self.delta, mechanism=MECHANISM, theorem=self.theorem,
             events=self.events, parameters=dict(self.parameters))
 

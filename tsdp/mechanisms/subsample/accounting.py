@@ -8,7 +8,6 @@ import numpy as np
 
 from tsdp.accounting import discrete as disc, gaussian as gauss, timesubsampling as ts
 from tsdp.accounting.claim import PrivacyClaim
-from tsdp.accounting.sensitivity import privacy_unit
 from tsdp.caveats import Caveat
 from tsdp.errors import BudgetError, NumericalError
 from tsdp.mechanisms.baseline import Panel, Release
@@ -172,7 +171,7 @@ def _release(mechanism: str, values: np.ndarray, panel: Panel, epsilon: float, d
     """The release with its approximate-DP claim for the panel's unit."""
     claim = PrivacyClaim(
         definition="approx-dp",
-        unit=privacy_unit(panel.bounds, panel.n_series, panel.id_column, panel.enforced),
+        unit=panel.bounds.privacy_unit(panel.n_series, panel.id_column, panel.enforced),
         epsilon=float(epsilon), delta=delta, mechanism=mechanism, theorem=theorem,
         events=events, parameters=parameters,
     )
