@@ -9,7 +9,8 @@ what the report records and calls the same map, so the release and its check can
   with the unit's ``id_column`` and ``enforced``;
 * the sampler: ``parameters.sampler`` and ``parameters.granularity`` of the claim (a report without
   ``sampler`` predates the hardened sampler: float), checked for a known name, a power-of-two
-  granularity and noise spanning :data:`tsdp.accounting.discrete.MIN_LATTICE_SCALE` lattice steps;
+  granularity and noise spanning :data:`tsdp.accounting.discrete.MIN_LATTICE_SCALE` lattice steps,
+  and to be the sampler and lattice the map picks for the recorded ``--sampler``/``--granularity``;
 * the mechanism's options (``mechanism.options``: ``ReleaseOptions`` field -> keyword, default) from the
   recorded command line, the default where it records None. A report whose command line does not
   record an option at all (built through the Python API from a mechanism's claim) is checked at the
@@ -108,6 +109,31 @@ def stated_overrides(r: _Report, out: _Outcome, mechanism, parameters: Mapping[s
     return overrides
 
 
+def requested_sampler(r: _Report, stated):
+    """The sampler the recorded command line asks for (``--sampler``, ``--granularity``: None, the
+    lattice the map chooses from public parameters), or ``stated`` when it records none."""
+    from tsdp.accounting.samplers import sampler_of
+
+    if "sampler" not in r.command:
+        return stated
+    return sampler_of(r.command.get("sampler"), r.command.get("granularity"))
+
+
+def same_lattice(out: _Outcome, stated, computed) -> bool:
+    """Whether the report's sampler and lattice are those the map chose for the recorded command line;
+    if not, a problem of the ``command`` check (the claim is then recomputed on the stated lattice)."""
+    g = out.group("command")
+    if stated.name != computed.name:
+        g.fail(f"parameters.sampler is {stated.name!r}, but the recorded command line (--sampler) gives "
+               f"{computed.name!r}")
+        return False
+    if stated.granularity != computed.granularity:
+        g.fail(f"parameters.granularity is {stated.granularity!r}, but the recorded command line gives "
+               f"{computed.granularity!r} (--granularity, else the lattice chosen from public parameters)")
+        return False
+    return True
+
+
 def setting_of(r: _Report, out: _Outcome, mechanism, found, noise_key: str):
     """The :class:`~tsdp.mechanisms.protocol.Setting` the report records (module docstring), or None
     when its unit, noise or sampler is malformed (the problems are on ``out``)."""
@@ -140,9 +166,9 @@ def check_against_map(r: _Report, out: _Outcome, name: str, found, noise_key: st
         return None
     p = out.group("parameters")
     try:
-        m = mechanism.privacy_map(setting)
+        m = mechanism.privacy_map(replace(setting, sampler=requested_sampler(r, setting.sampler)))
         overrides = stated_overrides(r, out, mechanism, m.parameters)
-        if overrides:
+        if overrides or not same_lattice(out, setting.sampler, m.sampler):
             m = mechanism.privacy_map(replace(setting, options={**setting.options, **overrides}))
     except (TsdpError, ValueError, TypeError) as exc:
         p.fail(f"the privacy map of {name} refuses the recorded setting: {exc}")
