@@ -145,7 +145,8 @@ def _fast_events(q) -> str:
         how = (f"Laplace samples: at most {n_hit} on the cells one unit changes (c = min(M, steps) = {c} per "
                f"series, over up to {touched} series)")
     else:
-        how = f"Gaussian samples: Delta_q sqrt(n), n = {n_hit} samples on changed cells (c = {c}, up to {touched} series)"
+        how = (f"Gaussian samples: Delta_q sqrt(n), n = {n_hit} samples on changed cells (c = {c}, up to {touched} "
+               "series)")
     if q.get("sampler") == "hardened":
         how += f"; {q['sampler']} sampler, values rounded to multiples of {q['granularity']:g}"
     return how
