@@ -58,6 +58,7 @@ class UnitLevel(ABC):
     series_cap_per_step = True  # a series cap counts the series of one bucket (w-event), else of the stream
     uses_max_steps = False  # --max-steps belongs to this level (required)
     uses_w = False  # --w belongs to this level (required)
+    whole_user = False  # a unit is everything one user contributes (not one event, not a window of them)
     cap_scope = ""  # the rows each enforced cap's choice depends on, in words
 
     def check(self, bounds: "ContributionBounds") -> None:
@@ -128,6 +129,7 @@ class UserLevel(UnitLevel):
 
     name = "user"
     uses_max_steps = True
+    whole_user = True
     series_cap_per_step = False
     cap_scope = "all of a user's events"
 

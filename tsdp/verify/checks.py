@@ -364,6 +364,8 @@ _THEOREM_WORDS: dict[str, tuple[tuple[str, ...], ...]] = {
 
 
 _HARDENED_GAUSSIAN_WORDS = "discrete Gaussian on the granularity lattice"
+# the mechanisms whose hardened Gaussian claim adds the discrete Gaussian's theorem to the words above
+_NAMES_DISCRETE_GAUSSIAN = dict.fromkeys(("gaussian", "dft", "fast"), ((_HARDENED_GAUSSIAN_WORDS,),))
 
 
 def _theorem_check(claim: PrivacyClaim, params: dict[str, Any]) -> Check | None:
@@ -373,9 +375,8 @@ def _theorem_check(claim: PrivacyClaim, params: dict[str, Any]) -> Check | None:
     if words is None:
         return None
     needed = list(words)
-    if claim.mechanism in ("gaussian", "dft", "fast") and params.get("sampler") == "hardened" \
-            and claim.definition == "approx-dp":
-        needed.append((_HARDENED_GAUSSIAN_WORDS,))
+    if params.get("sampler") == "hardened" and claim.definition == "approx-dp":
+        needed.extend(_NAMES_DISCRETE_GAUSSIAN.get(claim.mechanism, ()))
     text = claim.theorem or ""
     missing = [" or ".join(repr(w) for w in options) for options in needed if not any(w in text for w in options)]
     if missing:

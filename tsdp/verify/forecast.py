@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from tsdp.accounting.grid import MIN_DPSGD_DISCRETIZATION
+from tsdp.accounting.sensitivity import UNIT_LEVELS
 from tsdp.errors import NumericalError, TsdpError
 from tsdp.verify.parts import _close, _command_name, _expect_events, _is_int, _is_real, _Outcome, _Report
 
@@ -24,7 +25,8 @@ def _dpsgd(r: _Report, out: _Outcome) -> None:
         unit.equal(bound, getattr(u, bound), None)
     if not unit.expect(_is_int(w) and w >= 1, f"w is {w!r}, not an integer >= 1"):
         return
-    want_level = "user" if u.level == "user" else ("w-event" if w > 1 else "event")
+    whole_user = getattr(UNIT_LEVELS.get(u.level), "whole_user", False)  # DP-SGD's w-user unit, else w-event
+    want_level = "user" if whole_user else ("w-event" if w > 1 else "event")
     unit.equal("level", u.level, want_level)
     value_bound = cmd.get("value_bound")
     if value_bound is None:
@@ -43,7 +45,7 @@ def _dpsgd(r: _Report, out: _Outcome) -> None:
         n_series=prm.get("series"), length=prm.get("train_length"), context=prm.get("context"),
         horizon=prm.get("horizon"), batch_size=prm.get("batch_size"), noise_multiplier=prm.get("noise_multiplier"),
         top=prm.get("top"), bottom=prm.get("bottom"), instances=prm.get("instances"),
-        unit="user" if u.level == "user" else "event", w=w, label_noise=cmd.get("label_noise") or 0.0,
+        unit="user" if whole_user else "event", w=w, label_noise=cmd.get("label_noise") or 0.0,
         context_noise=cmd.get("context_noise") or 0.0, value_bound=value_bound,
         **_dpsgd_sampler(prm, out.group("parameters")))
     _expect_events(r, out, (), "DP-SGD is accounted from its parameters")
@@ -58,7 +60,7 @@ def _dpsgd(r: _Report, out: _Outcome) -> None:
         c.equal(f"parameters.{key} ({option})", prm.get(key), cmd.get(option[2:].replace("-", "_")))
     # --unit as recorded: w-event/w-user/event, or event/user in reports of versions before the renaming
     recorded = {"w-user": "user", "w-event": "event"}.get(cmd.get("unit"), cmd.get("unit"))
-    c.equal("unit.level (--unit)", "user" if u.level == "user" else "event", recorded)
+    c.equal("unit.level (--unit)", "user" if whole_user else "event", recorded)
     c.equal("unit.w (--w)", w, cmd.get("w"))
     c.same("claim delta (--delta)", r.claim.delta, cmd.get("delta"))
     _dpsgd_length(c, cmd, setting, prm, r.claim.delta)

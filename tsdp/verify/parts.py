@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from tsdp.accounting.claim import MechanismEvent, PrivacyClaim
+from tsdp.accounting.sensitivity import LEVELS, UNIT_LEVELS
 from tsdp.errors import DataError, TsdpError
 
 
@@ -47,7 +48,7 @@ class Check:
 DP_RELATIONS = ("add-remove", "substitute")
 
 
-DP_LEVELS = ("event", "w-event", "user")
+DP_LEVELS = LEVELS  # the units of tsdp.accounting.sensitivity.UNIT_LEVELS
 
 
 MEAN_ALGORITHMS = ("baseline", "array-averaging", "levy", "quantile")  # tsdp.mean.estimation.ALGORITHMS
@@ -203,7 +204,8 @@ def _release_unit(r: _Report, out: _Outcome):
     unit, params = out.group("unit"), out.group("parameters")
     u = r.claim.unit
     shape = _grid(r, unit)
-    if not unit.expect(u.level in DP_LEVELS, f"level {u.level!r} is not a DP unit ({', '.join(DP_LEVELS)})"):
+    if not unit.expect(UNIT_LEVELS.get(u.level) is not None,
+                       f"level {u.level!r} is not a DP unit ({', '.join(DP_LEVELS)})"):
         return None
     if not unit.expect(u.relation in DP_RELATIONS, f"relation {u.relation!r} is not one of {', '.join(DP_RELATIONS)}"):
         return None
@@ -227,7 +229,7 @@ def _release_unit(r: _Report, out: _Outcome):
                 + ("" if u.enforced else " (declared bounds, not enforced by tsdp)"))
     params.equal("parameters.n_series", r.params.get("n_series"), S)
     params.equal("parameters.n_steps", r.params.get("n_steps"), T)
-    _release_command(r, out, S, T)
+    _release_command(r, out, bounds, S, T)
     return bounds, S, T
 
 
@@ -238,15 +240,15 @@ def _command_name(r: _Report, out: _Outcome, name: str) -> _Group:
     return g
 
 
-def _release_command(r: _Report, out: _Outcome, S: int, T: int) -> None:
-    """The claim is the one the recorded ``tsdp release`` command line asks for."""
+def _release_command(r: _Report, out: _Outcome, bounds, S: int, T: int) -> None:
+    """The claim (unit ``bounds`` on S series x T steps) is the one the recorded ``tsdp release`` command
+    line asks for."""
     g = _command_name(r, out, "release")
     cmd, u, c = r.command, r.claim.unit, r.claim
-    mechanism = cmd.get("mechanism")
-    fallback = (mechanism in ("subsample", "filter-subsample") and c.mechanism == "gaussian"
-                and cmd.get("sampling_rate") == 1)  # p = 1: the plain Gaussian mechanism is released
-    if not fallback:
-        g.equal("claim mechanism (--mechanism)", c.mechanism, mechanism)
+    # --sampling-rate (the subsampling mechanisms' only) at 1 subsamples nothing: the plain Gaussian
+    # mechanism is released instead (tsdp.mechanisms.subsample.release)
+    released = "gaussian" if cmd.get("sampling_rate") == 1 else cmd.get("mechanism")
+    g.equal("claim mechanism (--mechanism)", c.mechanism, released)
     g.equal("unit.level (--unit)", u.level, cmd.get("unit"))
     g.equal("unit.relation (--neighbouring)", u.relation, cmd.get("neighbouring"))
     g.equal("unit.w (--w)", u.w, cmd.get("w"))
@@ -258,7 +260,7 @@ def _release_command(r: _Report, out: _Outcome, S: int, T: int) -> None:
     g.equal("unit.enforced (tsdp enforces the bounds of event input only)", u.enforced, enforced)
     value_bound = cmd.get("value_bound")
     if enforced:  # the enforced cell bound: at most M events (1 at event level) of value at most V
-        per_cell = 1 if u.level == "event" else cmd.get("max_per_step")
+        per_cell = cmd.get("max_per_step") if bounds.unit.per_user_caps else 1  # (an event unit: one event)
         if g.expect(_is_real(per_cell) and (value_bound is None or _is_real(value_bound)),
                     f"--max-per-step {per_cell!r} / --value-bound {value_bound!r} are not numbers"):
             g.same("unit.max_per_step (enforced cell bound)", u.max_per_step, per_cell * (value_bound or 1.0))
@@ -266,8 +268,9 @@ def _release_command(r: _Report, out: _Outcome, S: int, T: int) -> None:
         g.same("unit.max_per_step (--max-per-step)", u.max_per_step, cmd.get("max_per_step"))
     g.equal("unit.id_column (--user-col)", u.id_column, cmd.get("user_col"))
     per_user = cmd.get("series_per_user")
-    want = 1 if u.level == "event" else (min(per_user, S) if _is_int(per_user) else S)
-    g.equal("unit.series_per_unit (--series-per-user)", u.series_per_unit, want)
+    if g.expect(not _is_int(per_user) or per_user >= 1, f"--series-per-user {per_user!r} is not >= 1"):
+        recorded = replace(bounds, series_per_unit=per_user if _is_int(per_user) else None)
+        g.equal("unit.series_per_unit (--series-per-user)", u.series_per_unit, recorded.series_touched(S))
     if cmd.get("epsilon") is not None or not cmd.get("fast_preset"):
         g.same("claim epsilon (--epsilon)", c.epsilon, cmd.get("epsilon"))
     if c.definition == "pure-dp":

@@ -1,20 +1,34 @@
-"""The rules of ``tsdp release``'s mechanisms: gaussian, laplace, dft, fast, subsample, filter-subsample."""
+"""The rules of ``tsdp release``'s additive mechanisms: gaussian, laplace, dft, fast (the subsampling
+mechanisms' are in :mod:`tsdp.verify.subsampling`).
+
+Laplace, DFT and FAST are checked against their own privacy maps (:mod:`tsdp.verify.against_map`); the
+Gaussian mechanism is rechecked in pure Python (:func:`_cellwise`), with the samplers' lattice checks
+(:func:`_lattice`, :func:`_stated_slack`) the subsampling rules share."""
 
 from __future__ import annotations
 
 import math
 
 from tsdp.accounting.samplers import Sampler
-from tsdp.verify.parts import (_events_loss, _expect_events, _is_int, _is_real, _noise, _Outcome, _param,
-    REL_TOL, _release_unit, _Report)
+from tsdp.verify.against_map import check_against_map
+from tsdp.verify.parts import _events_loss, _expect_events, _is_real, _noise, _Outcome, _release_unit, _Report
 
 
 def _gaussian(r: _Report, out: _Outcome) -> None:
-    _cellwise(r, out, "gaussian")
+    _cellwise(r, out)
 
 
 def _laplace(r: _Report, out: _Outcome) -> None:
-    _cellwise(r, out, "laplace")
+    """Laplace noise on every cell: :meth:`tsdp.mechanisms.laplace.Laplace.privacy_map`."""
+    out.definition = "pure-dp"
+    found = _release_unit(r, out)
+    m = check_against_map(r, out, "laplace", found, "scale", lambda _p: "Laplace noise on every cell")
+    p = out.group("parameters")
+    if m is not None and not p.problems:
+        q = m.parameters
+        lattice = f" rounded to multiples of {m.sampler.granularity:g}" if m.sampler.hardened else ""
+        p.ok(f"scale {m.scale:.6g} on an L1 sensitivity of {q.get('rounded_l1_sensitivity', q['l1_sensitivity']):.6g} "
+             f"({q['cells_per_unit']} cells{lattice}; {m.sampler.name} sampler)")
 
 
 def _lattice(r: _Report, p, value: float) -> "Sampler | None":
@@ -54,45 +68,39 @@ def _stated_slack(r: _Report, p, sigma: float, g: float, coords: int) -> None:
                rounding_slack(r.claim.epsilon, slack_rate(sigma / g, coords)))
 
 
-def _cellwise(r: _Report, out: _Outcome, noise: str) -> None:
-    """The Gaussian or Laplace mechanism on every cell of the panel, float or hardened sampler.
+def _cellwise(r: _Report, out: _Outcome) -> None:
+    """The Gaussian mechanism on every cell of the panel, float or hardened sampler, rechecked in pure
+    Python (``tsdp account verify`` of a Gaussian release loads no numerical library:
+    tests/cli/test_startup_imports.py; the privacy map's analytic calibration needs scipy).
 
     Hardened (``parameters.sampler`` is ``hardened``): the cells are rounded to multiples of the
     stated granularity (a power of two) and the sensitivity covers that rounding
-    (:mod:`tsdp.accounting.discrete`): L2 + g sqrt(cells), or cells x (floor(M/g) + 1) g for L1.
+    (:mod:`tsdp.accounting.discrete`): L2 + g sqrt(cells).
     """
-    gaussian = noise == "gaussian"
-    out.definition = "approx-dp" if gaussian else "pure-dp"
+    out.definition = "approx-dp"
     found = _release_unit(r, out)
-    value = _noise(r, "sigma" if gaussian else "scale", out)
+    value = _noise(r, "sigma", out)
     if found is None or value is None:
         return
     bounds, S, T = found
     cells = bounds.cells(S, T)
-    sens = bounds.l2(S, T) if gaussian else bounds.l1(S, T)
-    norm = "l2" if gaussian else "l1"
+    sens = bounds.l2(S, T)
     p = out.group("parameters")
-    p.same(f"parameters.{norm}_sensitivity", r.params.get(f"{norm}_sensitivity"), sens)
+    p.same("parameters.l2_sensitivity", r.params.get("l2_sensitivity"), sens)
     p.equal("parameters.cells_per_unit", r.params.get("cells_per_unit"), cells)
     sampler = _lattice(r, p, value)
     if sampler is None:
         return
-    g, unrounded = sampler.granularity, sens
-    step = sampler.rounded_step(bounds.max_per_step)
+    unrounded = sens
     if sampler.hardened:
-        if gaussian:
-            sens = sampler.rounded_l2(sens, cells)
-            _stated_slack(r, p, value, g, cells)
-        else:
-            sens = cells * step
-        p.same(f"parameters.rounded_{norm}_sensitivity", r.params.get(f"rounded_{norm}_sensitivity"), sens)
+        sens = sampler.rounded_l2(sens, cells)
+        _stated_slack(r, p, value, sampler.granularity, cells)
+        p.same("parameters.rounded_l2_sensitivity", r.params.get("rounded_l2_sensitivity"), sens)
     if not p.problems:
-        lattice = f" rounded to multiples of {g:g}" if sampler.hardened else ""
-        p.ok(f"{'sigma' if gaussian else 'scale'} {value:.6g} on an {norm.upper()} sensitivity of {sens:.6g} "
-             f"({cells} cells{lattice}; {sampler.name} sampler)")
-    event = (sampler.gaussian_event(unrounded, sens, value, cells) if gaussian else
-             sampler.laplace_event(bounds.max_per_step, step, value, cells))
-    _expect_events(r, out, (event,), "one Gaussian mechanism on the panel" if gaussian else "Laplace noise on every cell")
+        lattice = f" rounded to multiples of {sampler.granularity:g}" if sampler.hardened else ""
+        p.ok(f"sigma {value:.6g} on an L2 sensitivity of {sens:.6g} ({cells} cells{lattice}; {sampler.name} sampler)")
+    _expect_events(r, out, (sampler.gaussian_event(unrounded, sens, value, cells),),
+                   "one Gaussian mechanism on the panel")
     _events_loss(r, out)
 
 
@@ -104,129 +112,41 @@ def _additive_release(r: _Report, out: _Outcome):
     noise = r.params.get("noise")
     out.definition = {"gaussian": "approx-dp", "laplace": "pure-dp"}.get(noise, "approx-dp")
     p = out.group("parameters")
-    if not p.expect(noise in ("gaussian", "laplace"), f"parameters.noise is {noise!r}, not gaussian or laplace"):
+    if not p.expect(noise in NOISES, f"parameters.noise is {noise!r}, not gaussian or laplace"):
         return None, noise, p
     return found, noise, p
 
 
-def _dft(r: _Report, out: _Outcome) -> None:
-    from tsdp.mechanisms.dft import laplace_l1
+NOISES = {"gaussian": "sigma", "laplace": "scale"}  # the noise of DFT and FAST -> the parameter of its scale
 
+
+def _dft(r: _Report, out: _Outcome) -> None:
+    """The first k Fourier coefficients with Gaussian or Laplace noise: :meth:`tsdp.mechanisms.dft.DFT.privacy_map`."""
     found, noise, p = _additive_release(r, out)
-    if found is None:
+    if noise not in NOISES:
         return
-    bounds, S, T = found
-    k = r.params.get("k")
-    if not p.expect(_is_int(k) and 1 <= k <= T // 2 + 1, f"parameters.k is {k!r}, not in [1, {T // 2 + 1}]"):
-        return
-    n_real = 2 * k - 1 - (1 if T % 2 == 0 and k == T // 2 + 1 else 0)  # DC (and Nyquist) are real
-    series_l2, touched = bounds.l2(1, T), bounds.series_touched(S)
-    changed = bounds.series_changed(S, T)
-    p.equal("parameters.kept_real_coefficients", r.params.get("kept_real_coefficients"), n_real)
-    p.same("parameters.series_l2_sensitivity", r.params.get("series_l2_sensitivity"), series_l2)
-    p.equal("parameters.series_per_unit", r.params.get("series_per_unit"), touched)
-    p.equal("parameters.series_changed", r.params.get("series_changed"), changed)
-    coords = n_real * changed  # hardened: each rounded kept number adds at most g to the change
-    if noise == "gaussian":
-        sigma = _noise(r, "sigma", out)
-        sampler = None if sigma is None else _lattice(r, p, sigma)
-        if sampler is None:
-            return
-        l2 = series_l2 * math.sqrt(touched)
-        p.same("parameters.l2_sensitivity", r.params.get("l2_sensitivity"), l2)
-        covered = sampler.rounded_l2(l2, coords)
-        if sampler.hardened:
-            p.same("parameters.rounded_l2_sensitivity", r.params.get("rounded_l2_sensitivity"), covered)
-            _stated_slack(r, p, sigma, sampler.granularity, coords)
-        event = sampler.gaussian_event(l2, covered, sigma, coords)
-        _expect_events(r, out, (event,), "Gaussian noise on the first k coefficients (Parseval)")
-        _events_loss(r, out)
-        return
-    scale = _noise(r, "scale", out)
-    sampler = None if scale is None else _lattice(r, p, scale)
-    if sampler is None:
-        return
-    l1 = laplace_l1(bounds, S, T, n_real)
-    p.same("parameters.l1_sensitivity", r.params.get("l1_sensitivity"), l1)
-    if sampler.hardened:
-        l1 = sampler.rounded_l1(l1, coords)
-        p.same("parameters.rounded_l1_sensitivity", r.params.get("rounded_l1_sensitivity"), l1)
-    _expect_events(r, out, (), "the Laplace DFT claims pure epsilon from its parameters")
-    g = out.group("privacy_loss")
-    needed = l1 / scale
-    if g.expect(r.claim.epsilon >= needed * (1 - REL_TOL),
-                f"Laplace scale {scale:.6g} on L1 sensitivity {l1:.6g} gives epsilon {needed:.6g}, more than the "
-                f"claimed {r.claim.epsilon:g}") and \
-            g.expect(r.claim.epsilon <= needed * (1 + REL_TOL),  # scale = L1 / epsilon exactly
-                     f"Laplace scale {scale:.6g} on L1 sensitivity {l1:.6g} gives epsilon {needed:.6g}, not the "
-                     f"claimed {r.claim.epsilon:g}: the scale is not the one the claim used"):
-        rounding = f" + {sampler.granularity:g} x {coords} (rounding)" if sampler.hardened else ""
-        g.ok(f"Laplace scale {scale:.6g} on L1 = sqrt({n_real}) x the L2 change of each of up to {changed} "
-             f"series{rounding} = {l1:.6g} gives "
-             f"epsilon {needed:.6g} (claimed {r.claim.epsilon:g})")
+    how = ("Gaussian noise on the first k coefficients (Parseval)" if noise == "gaussian" else
+           "the Laplace DFT claims pure epsilon from its parameters")
+    check_against_map(r, out, "dft", found, NOISES[noise], lambda _p: how)
 
 
 def _fast(r: _Report, out: _Outcome) -> None:
-    from tsdp.mechanisms.fast import changed_samples
-
+    """FAST's noisy samples: :meth:`tsdp.mechanisms.fast.Fast.privacy_map`."""
     found, noise, p = _additive_release(r, out)
-    if found is None:
+    if noise not in NOISES:
         return
-    bounds, S, T = found
-    u = r.claim.unit
-    dq = u.max_per_step * (2.0 if u.relation == "substitute" else 1.0)
-    m = r.params.get("max_samples_M")
-    if not p.expect(_is_int(m) and 1 <= m <= T, f"parameters.max_samples_M is {m!r}, not in [1, T={T}]"):
-        return
-    if r.params.get("variant") == "fixed":
-        interval = r.params.get("interval")
-        if p.expect(_is_int(interval) and 1 <= interval <= T, f"parameters.interval is {interval!r}, not in [1, {T}]"):
-            p.equal("parameters.max_samples_M (fixed sampling: ceil(T / interval))", m, -(-T // interval))
-    else:
-        p.equal("parameters.variant", r.params.get("variant"), "adaptive")
-    c = min(m, bounds.steps_per_series(T))  # samples of one series that can fall on changed cells
-    touched = bounds.series_reach(S, T)
-    fixed = r.params.get("interval") if r.params.get("variant") == "fixed" else None
-    n_hit = changed_samples(bounds, S, T, m, fixed if _is_int(fixed) and fixed >= 1 else None)
-    most = max(min(m, cells) for _, cells in bounds.series_spread(S, T))
-    p.equal("parameters.samples_per_unit", r.params.get("samples_per_unit"), c)
-    p.equal("parameters.samples_on_changed_cells", r.params.get("samples_on_changed_cells"), n_hit)
-    p.same("parameters.sensitivity_per_timestamp", r.params.get("sensitivity_per_timestamp"), dq)
-    p.equal("parameters.series_length_T", r.params.get("series_length_T"), T)
-    p.equal("parameters.composition.series_per_unit", _param(r, "composition", "series_per_unit"), touched)
-    epsilon = r.claim.epsilon
-    p.same("parameters.epsilon_per_series", r.params.get("epsilon_per_series"), epsilon * most / n_hit)
-    scale = _noise(r, "scale" if noise == "laplace" else "sigma", out)
-    sampler = None if scale is None else _lattice(r, p, scale)
-    if sampler is None:
-        return
-    gran = sampler.granularity
-    # hardened: a rounded sample moves by at most (floor(Delta_q / g) + 1) g; under substitution
-    # twice that (a cell both units change, or two cells), on up to 2 n samples
-    factor = 2 if u.relation == "substitute" else 1
-    step = factor * sampler.rounded_step(u.max_per_step)  # float: Delta_q
-    coords = factor * n_hit
-    if noise == "laplace":
-        p.same("parameters.epsilon_per_sample", r.params.get("epsilon_per_sample"), epsilon / n_hit)
-        variance = 2.0 * scale * scale
-        if sampler.hardened:
-            p.same("parameters.rounded_l1_sensitivity", r.params.get("rounded_l1_sensitivity"), step * n_hit)
-        events = (sampler.laplace_event(dq, step, scale, n_hit),)
+    check_against_map(r, out, "fast", found, NOISES[noise], _fast_events)
+
+
+def _fast_events(q) -> str:
+    """FAST's events in words, from its map's parameters."""
+    n_hit, c, touched = q["samples_on_changed_cells"], q["samples_per_unit"], q["composition"]["series_per_unit"]
+    if q["noise"] == "laplace":
         how = (f"Laplace samples: at most {n_hit} on the cells one unit changes (c = min(M, steps) = {c} per "
                f"series, over up to {touched} series)")
     else:
-        l2 = dq * math.sqrt(n_hit)
-        p.same("parameters.l2_sensitivity", r.params.get("l2_sensitivity"), l2)
-        variance = scale * scale
-        covered = step * math.sqrt(n_hit) if sampler.hardened else l2
-        if sampler.hardened:
-            p.same("parameters.rounded_l2_sensitivity", r.params.get("rounded_l2_sensitivity"), covered)
-            _stated_slack(r, p, scale, gran, coords)
-        events = (sampler.gaussian_event(l2, covered, scale, coords),)
-        how = f"Gaussian samples: Delta_q sqrt(n), n = {n_hit} samples on changed cells (c = {c}, up to {touched} series)"
-    if sampler.hardened:
-        how += f"; {sampler.name} sampler, values rounded to multiples of {gran:g}"
-    if str(r.params.get("R_mode", "")).startswith("auto"):
-        p.same("parameters.R (auto: the variance of the DP noise)", r.params.get("R"), variance)
-    _expect_events(r, out, events, how)
-    _events_loss(r, out)
+        how = (f"Gaussian samples: Delta_q sqrt(n), n = {n_hit} samples on changed cells (c = {c}, up to {touched} "
+               "series)")
+    if q.get("sampler") == "hardened":
+        how += f"; {q['sampler']} sampler, values rounded to multiples of {q['granularity']:g}"
+    return how
