@@ -222,7 +222,7 @@ def subsample_map(setting: Setting, prep: Prepared | None = None) -> PrivacyMap:
     parameters.update({"sigma": sigma, **record,
                        **_report_parameters(panel, steps, I, n, M, None, o.get("clip_min"),
                                             _baseline_comparison(panel, epsilon, delta), degradation, note)})
-    del parameters["subsampling"]
+    del parameters["subsampling"]  # the drawn J: the release adds it (with_sampling)
     return PrivacyMap("approx-dp", epsilon, claim_delta, theorem + theorem_tail, events, parameters, sigma, sampler,
                       (*warnings, *sampler_warnings))
 
@@ -359,7 +359,7 @@ def filter_subsample_map(setting: Setting, prep: Prepared | None = None) -> Priv
                        **_report_parameters(panel, steps, I, n, M, None, o.get("clip_min"),
                                             _baseline_comparison(panel, epsilon, delta), degradation,
                                             degradation_note)})
-    del parameters["subsampling"]
+    del parameters["subsampling"]  # the drawn J: the release adds it (with_sampling)
     return PrivacyMap("approx-dp", epsilon, claim_delta, theorem + theorem_tail, events, parameters, sigma_report,
                       sampler, (*warnings, *sampler_warnings))
 

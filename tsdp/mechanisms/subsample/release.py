@@ -48,7 +48,7 @@ def release_subsample(values: np.ndarray, panel: Panel, epsilon: float, delta: f
     ``delta_noise = delta_split * delta``). See the module docstring for the formulas.
     ``sampler="hardened"`` (default): the kept values are rounded to multiples of the granularity
     g and get g times discrete Gaussian noise; a kept cell then moves by at most
-    ``M' = (floor(M / g) + 1) g`` and every formula uses M' for M (:func:`_sampler_record`).
+    ``M' = (floor(M / g) + 1) g`` and every formula uses M' for M (:func:`.accounting._sampler_record`).
     ``sampler="float"``: numpy's N(0, sigma^2) (not for publication).
     """
     options = {"p": p, "accounting": accounting, "delta_split": delta_split, "clip_min": clip_min}
