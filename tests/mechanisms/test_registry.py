@@ -19,12 +19,19 @@ from tsdp.mechanisms.registry import CELLWISE, MECHANISMS, NAMES, SUMMABLE
 from tsdp.accounting.samplers import Float, Hardened, sampler_of
 
 PANEL = Panel(3, 40, ContributionBounds("user", 2.0, max_steps=5, series_per_unit=2))
-MAPPED = {  # mechanisms whose privacy map needs no released figure, with their options
+_FILTER = {"p": 0.3, "delta_split": 0.5, "alpha": None, "kernel": "gaussian", "filter_sigma": 2.0,
+           "filter_width": None, "filter_kernel": None}
+MAPPED = {  # every mechanism (and accounting) with its options
     "gaussian": (1e-6, {"calibration": "analytic"}),
     "laplace": (None, {}),
     "dft": (1e-6, {"dft_k": 5, "noise": "gaussian"}),
     "fast": (None, {"noise": "laplace", "max_samples": 8}),
+    "subsample": (1e-3, {"p": 0.3, "accounting": "exact", "delta_split": 0.5}),
+    "subsample/paper": (1e-3, {"p": 0.3, "accounting": "paper", "delta_split": 0.5}),
+    "filter-subsample": (1e-3, {**_FILTER, "accounting": "paper"}),
+    "filter-subsample/conditional": (1e-3, {**_FILTER, "accounting": "conditional"}),
 }
+RELEASE_ONLY = {"subsample": ("subsampling",), "filter-subsample": ("subsampling",)}  # the drawn J's block
 
 
 def test_the_registry_is_the_command_lines_choice_list():
@@ -39,18 +46,31 @@ def test_the_registry_is_the_command_lines_choice_list():
             assert isinstance(field, str) and isinstance(keyword, str)
 
 
-@pytest.mark.parametrize("name", list(MAPPED))
+def test_every_mechanism_has_a_privacy_map():
+    assert {case.split("/")[0] for case in MAPPED} == set(NAMES)
+    assert all(callable(getattr(m, "privacy_map", None)) for m in MECHANISMS.values())
+
+
+@pytest.mark.parametrize("case", list(MAPPED))
 @pytest.mark.parametrize("sampler", ["hardened", "float"])
-def test_the_privacy_map_is_pure_and_is_the_release_claim(name, sampler):
-    delta, options = MAPPED[name]
+def test_the_privacy_map_is_pure_and_is_the_release_claim(case, sampler):
+    delta, options = MAPPED[case]
+    name = case.split("/")[0]
     mechanism = MECHANISMS[name]
     setting = Setting(1.0, delta, PANEL, sampler_of(sampler), options)
-    first, second = mechanism.privacy_map(setting), mechanism.privacy_map(setting)
-    assert first.claim(name, PANEL).to_dict() == second.claim(name, PANEL).to_dict()
     values = np.random.default_rng(1).uniform(0, 2, (PANEL.n_series, PANEL.n_steps))
     chunks = [values.ravel()] if mechanism.cellwise else values
     released = mechanism.release(chunks, PANEL, np.random.default_rng(2), setting)
-    assert released.claim.to_dict() == first.claim(name, PANEL).to_dict()
+    claim = released.claim.to_dict()
+    for key in RELEASE_ONLY.get(name, ()):
+        del claim["parameters"][key]
+    if case == "filter-subsample/conditional":  # its sigmas depend on the released sampled steps
+        p = released.claim.parameters
+        setting = Setting(1.0, delta, PANEL, setting.sampler, options,
+                          {"s_J": p["sensitivity"]["s_J"], "n_sampled": p["subsampling"]["n_sampled"]})
+    first, second = mechanism.privacy_map(setting), mechanism.privacy_map(setting)
+    assert first.claim(name, PANEL).to_dict() == second.claim(name, PANEL).to_dict()
+    assert claim == first.claim(name, PANEL).to_dict()
     assert (FLOAT_WARNING in released.warnings) == (sampler == "float")
     assert all(e.kind.startswith("discrete-") == (sampler == "hardened") for e in released.claim.events)
 

@@ -49,7 +49,8 @@ the same sensitivity plus a rounding slack that the calibration pays out of delt
 
 The package: :mod:`.settings` (accountings, participation bounds, kernels, checks), :mod:`.sampling`
 (the sampled steps, the noise, the interpolation), :mod:`.accounting` (theorems and claim parts),
-:mod:`.release` (the two mechanisms and their registry entries).
+:mod:`.maps` (the privacy maps: public setting -> claim), :mod:`.release` (the two releases, which call the
+maps), :mod:`.entries` (the registry entries).
 """
 
 import importlib
@@ -60,13 +61,14 @@ _HOMES = {
     **dict.fromkeys(("THEOREM_CONDITIONAL", "THEOREM_EXACT", "THEOREM_PAPER_FILTER", "THEOREM_PAPER_SUBSAMPLE",
                      "_analytic_sigma", "_paper_delta"), "accounting"),
     **dict.fromkeys(("release_filter_subsample", "release_subsample"), "release"),
+    **dict.fromkeys(("filter_subsample_map", "subsample_map"), "maps"),
     **dict.fromkeys(("FILTER_SUBSAMPLE", "SUBSAMPLE", "FilterSubsample", "Subsample"), "entries"),
     **dict.fromkeys(("_noisy_interpolation", "check_sample_size", "draw_sample_mask", "interpolate",
                      "nonempty_probability"), "sampling"),
     **dict.fromkeys(("FILTER_ACCOUNTING", "SUBSAMPLE_ACCOUNTING", "ContributionBounds", "participation_bounds",
                      "resolve_kernel"), "settings"),
 }
-_SUBMODULES = ("accounting", "entries", "release", "sampling", "settings")
+_SUBMODULES = ("accounting", "entries", "maps", "release", "sampling", "settings")
 
 __all__ = sorted(n for n in _HOMES if not n.startswith("_"))
 

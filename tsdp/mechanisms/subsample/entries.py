@@ -9,9 +9,8 @@ from __future__ import annotations
 import numpy as np
 
 from tsdp.caveats import Caveat
-from tsdp.errors import UsageError
 from tsdp.mechanisms.baseline import Panel, Release
-from tsdp.mechanisms.protocol import REMEDY_COMMON, Setting
+from tsdp.mechanisms.protocol import REMEDY_COMMON, PrivacyMap, Setting
 
 
 class Subsample:
@@ -31,6 +30,13 @@ class Subsample:
 
     def pure(self, noise: str | None) -> bool:
         return False
+
+    def privacy_map(self, setting: Setting) -> PrivacyMap:
+        """The claim for the public setting (:mod:`tsdp.mechanisms.subsample.maps`, which also documents the
+        ``Setting.released`` figures filter-subsample's conditional accounting reads)."""
+        from tsdp.mechanisms.subsample import maps  # (scipy.stats: loaded when used)
+
+        return (maps.filter_subsample_map if self.filtered else maps.subsample_map)(setting)
 
     def release(self, values, panel: Panel, rng: np.random.Generator, setting: Setting, **_runtime) -> Release:
         from tsdp.mechanisms.subsample.release import release_subsample  # (scipy.stats: loaded when used)
@@ -73,16 +79,11 @@ class FilterSubsample(Subsample):
     def release(self, values, panel: Panel, rng: np.random.Generator, setting: Setting, read_numbers=None,
                 **_runtime) -> Release:
         """``read_numbers(path, option)``: how a ``--filter-kernel`` file is read (the caller's I/O)."""
-        from tsdp.mechanisms.subsample.release import release_filter_subsample  # (scipy.stats: when used)
+        from tsdp.mechanisms.subsample.maps import kernel_of  # (scipy.stats: loaded when used)
+        from tsdp.mechanisms.subsample.release import release_filter_subsample
 
         o = setting.options
-        kernel, taps = o["kernel"], o["filter_kernel"]
-        if kernel == "custom":
-            if taps is None:
-                raise UsageError("--filter custom needs --filter-kernel FILE")
-            kernel = read_numbers(taps, "--filter-kernel") if isinstance(taps, str) else [float(t) for t in taps]
-        elif taps is not None:
-            raise UsageError("--filter-kernel needs --filter custom")
+        kernel = kernel_of(o, read_numbers)
         return release_filter_subsample(
             values, panel, setting.epsilon, setting.delta, rng, o["p"], kernel, o["accounting"],
             filter_sigma=o["filter_sigma"], filter_width=o["filter_width"], delta_split=o["delta_split"],
