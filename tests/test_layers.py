@@ -42,15 +42,10 @@ ALLOWED: dict[str, str] = {
     "local tsdp.accounting.compose imports tsdp.accounting.sensitivity": "#28 item 7: function-local imports only for heavy libraries",
     "local tsdp.accounting.sgd imports tsdp.accounting.budget": "#28 item 7: function-local imports only for heavy libraries",
     "local tsdp.accounting.sgd imports tsdp.errors": "#28 item 7: function-local imports only for heavy libraries",
-    "local tsdp.accounting.structured imports dataclasses": "#28 item 7: function-local imports only for heavy libraries",
-    "local tsdp.accounting.structured imports tsdp.accounting.budget": "#28 item 7: function-local imports only for heavy libraries",
-    "local tsdp.accounting.structured imports tsdp.caveats": "#28 item 7: function-local imports only for heavy libraries",
     "local tsdp.forecast.deep.base imports tsdp.forecast.deep.runtime": "#28 item 7: function-local imports only for heavy libraries",
     "local tsdp.forecast.models imports tsdp.forecast.deep": "#28 item 7: function-local imports only for heavy libraries",
     "local tsdp.forecast.persist imports tsdp.jsonfile": "#28 item 7: function-local imports only for heavy libraries",
     "local tsdp.forecast.plan imports re": "#28 item 7: function-local imports only for heavy libraries",
-    "local tsdp.forecast.trainer imports tsdp.accounting.discrete": "#28 item 7: function-local imports only for heavy libraries",
-    "local tsdp.forecast.trainer imports tsdp.accounting.grid": "#28 item 7: function-local imports only for heavy libraries",
     "local tsdp.mean.algorithms imports tsdp.accounting.discrete": "#28 item 7: function-local imports only for heavy libraries",
 }
 
