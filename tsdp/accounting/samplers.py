@@ -216,16 +216,21 @@ class Hardened:
 Sampler = Float | Hardened
 
 
+SAMPLER_CLASSES: dict[str, type] = {"hardened": Hardened, "float": Float}  # --sampler's values (default first)
+
+
 def sampler_of(name: str | Sampler | None = "hardened", granularity: float | None = None) -> Sampler:
     """The sampler called ``name`` (``--sampler``; None: hardened), ``granularity`` its requested lattice
     (``--granularity``, hardened only). A sampler object is returned as it is."""
     if isinstance(name, (Float, Hardened)):
         return name
-    name = disc.check_sampler("hardened" if name is None else name)
-    if name == "float":
-        if granularity is not None:
-            raise UsageError("--granularity applies to --sampler hardened only")
-        return Float()
-    if granularity is not None:
-        disc.check_granularity(granularity)
+    name = "hardened" if name is None else name
+    kind = SAMPLER_CLASSES.get(name) if isinstance(name, str) else None
+    if kind is None:
+        raise UsageError(f"--sampler must be one of {', '.join(SAMPLER_CLASSES)}, got {name!r}")
+    if granularity is None:
+        return kind()
+    if kind is Float:
+        raise UsageError("--granularity applies to --sampler hardened only")
+    disc.check_granularity(granularity)
     return Hardened(granularity)
