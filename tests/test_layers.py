@@ -35,17 +35,10 @@ ROOT = Path(__file__).resolve().parents[1] / "tsdp"
 # issue (and item) whose fix removes it.
 ALLOWED: dict[str, str] = {
     "cycle tsdp.accuracy.mechanisms <-> tsdp.mechanisms.dft": "#28: dft's accuracy formula (accuracy.mechanisms.dft_weights) and kept_real_count belong in one module",
-    "cycle tsdp.forecast.deep <-> tsdp.forecast.deep.deepar <-> tsdp.forecast.deep.distributions": "#28: no import cycle",
     "layer tsdp.api.stream imports tsdp.cli.common": "#32/#28: the stream API publishes through the CLI's publish(); move publish to io",
     "layer tsdp.api.stream imports tsdp.cli.termination": "#32/#28: the stream API's commit window uses the CLI's termination hooks; move them to io",
     "local tsdp.accounting.compose imports tsdp.accounting.discrete": "#28 item 7: function-local imports only for heavy libraries",
     "local tsdp.accounting.compose imports tsdp.accounting.sensitivity": "#28 item 7: function-local imports only for heavy libraries",
-    "local tsdp.accounting.sgd imports tsdp.accounting.budget": "#28 item 7: function-local imports only for heavy libraries",
-    "local tsdp.accounting.sgd imports tsdp.errors": "#28 item 7: function-local imports only for heavy libraries",
-    "local tsdp.forecast.deep.base imports tsdp.forecast.deep.runtime": "#28 item 7: function-local imports only for heavy libraries",
-    "local tsdp.forecast.models imports tsdp.forecast.deep": "#28 item 7: function-local imports only for heavy libraries",
-    "local tsdp.forecast.persist imports tsdp.jsonfile": "#28 item 7: function-local imports only for heavy libraries",
-    "local tsdp.forecast.plan imports re": "#28 item 7: function-local imports only for heavy libraries",
 }
 
 MAX_LINES = 600
