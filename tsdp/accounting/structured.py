@@ -38,7 +38,6 @@ import numpy as np
 from scipy import special
 
 from tsdp.accounting.budget import check_delta, check_epsilon
-from tsdp.accounting.dpsgd_lattice import tvd_unit_shift  # noqa: F401  (Theorem G.1's tau, imported from here too)
 from tsdp.accounting.grid import DEFAULT_DISCRETIZATION, check_composed_delta, tail_mass_for
 from tsdp.accounting.pld_backend import DP_ACCOUNTING, Pld
 from tsdp.accounting.profiles import DoubleMixture, MixtureVsGaussian, Profile, Truncated, WeightedWithPerfect

@@ -49,7 +49,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from tsdp.accounting.samplers import Sampler
-from tsdp.mean.draws import draws_for, group_granularities, lattice_laplace  # noqa: F401  (imported from here too)
+from tsdp.mean.draws import draws_for
 from tsdp.mean.errors import GroupDataError, GroupUsageError
 from tsdp.mean.grouping import bestfit_pack_groups
 from tsdp.mean.selection import sorted_segments
@@ -384,8 +384,8 @@ def release(prep: Prepared, rng: np.random.Generator, *, epsilon: float, lower: 
 
     ``sampler`` (a :class:`~tsdp.accounting.samplers.Sampler` or its name) picks the draws
     (:mod:`tsdp.mean.draws`): hardened, each group's statistic is rounded to a power-of-two lattice
-    step g and gets g times a discrete Laplace draw (:func:`lattice_laplace`) and the selection steps
-    are exact; float, numpy's Laplace and floating-point selection.
+    step g and gets g times a discrete Laplace draw (:func:`~tsdp.mean.draws.lattice_laplace`) and
+    the selection steps are exact; float, numpy's Laplace and floating-point selection.
 
     ``interval`` forces [a, b] (LEVY/QUANTILE) for tests (M-T5, M-T8); it is not a user option."""
     algorithm = prep.algorithm
