@@ -14,7 +14,13 @@ sampler's name, for:
   bound is :mod:`tsdp.accounting.discrete`'s);
 * the event kind of the claim (``gaussian`` / ``discrete-gaussian``, ``laplace`` / ``discrete-laplace``),
   the report parameters (``sampler``, ``granularity``, ``rounded_*_sensitivity``, ``rounding_slack``),
-  the theorem words and the float sampler's warning.
+  the theorem words and the float sampler's warning;
+* DP-SGD's answers (:mod:`tsdp.accounting.structured`): the gradient sum's lattice
+  (:class:`~tsdp.accounting.dpsgd_lattice.GradientLattice`, none for float), Theorem G.1's tau for
+  label/context noise and the theorem words of the hardened run.
+
+Mean estimation's draws, which need its own selection code, are chosen once from the sampler by
+:func:`tsdp.mean.draws.draws_for`.
 """
 
 from __future__ import annotations
