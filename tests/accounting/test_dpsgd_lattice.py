@@ -44,8 +44,8 @@ from tsdp.accounting.structured import (
     epsilon_after,
     epsilon_of,
     max_compositions,
-    tvd_unit_shift,
 )
+from tsdp.accounting.dpsgd_lattice import tvd_unit_shift
 from tsdp.errors import NumericalError, UsageError
 
 DPS = 60

@@ -26,7 +26,8 @@ from tsdp.accounting.pld import DEFAULT_DISCRETIZATION, pld_from_profile
 from tsdp.accounting.profiles import DoubleMixture, MixtureVsGaussian, WeightedWithPerfect
 from tsdp.accounting.structured import (DpSgdSetting, account_dpsgd, binomial_weights, calibrate_noise,
                                         composition_profile, compositions, epsilon_after, max_compositions,
-                                        standard_dpsgd_profile, tvd_unit_shift)
+                                        standard_dpsgd_profile)
+from tsdp.accounting.dpsgd_lattice import tvd_unit_shift  # Theorem G.1's continuous tau
 from tsdp.errors import NumericalError, UsageError
 
 D = DEFAULT_DISCRETIZATION

@@ -281,12 +281,12 @@ def _spy_training(monkeypatch, model):
 
 def test_train_hardened_by_default_puts_the_noisy_gradient_on_the_lattice(split, monkeypatch):
     cfg = config()
-    assert cfg.sampler == "hardened"
+    assert cfg.sampler.name == "hardened"
     model = make_model("linear", CTX, HOR)
     sums, grads = _spy_training(monkeypatch, model)
     result = trainer.train(model, split, cfg, np.random.default_rng(11))
     setting = result.plan.setting
-    assert setting.sampler == "hardened" and setting.parameters == model.n_params and setting.clip_norm == 1.0
+    assert setting.sampler.name == "hardened" and setting.parameters == model.n_params and setting.clip_norm == 1.0
     g = 2.0 ** (math.floor(math.log2(2.0 * 1.0)) - 28)
     assert setting.lattice.granularity == g
     assert len(grads) == len(sums) == 150  # a WOR batch is never empty

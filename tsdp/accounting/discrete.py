@@ -147,12 +147,6 @@ FLOAT_ONLY_EARLIER = {
 }
 
 
-def check_sampler(sampler: str) -> str:
-    if sampler not in SAMPLERS:
-        raise UsageError(f"--sampler must be one of {', '.join(SAMPLERS)}, got {sampler!r}")
-    return sampler
-
-
 def check_granularity(g: float) -> float:
     """A user-given granularity must be a positive power of two (so that multiples of it are exact)."""
     if not (isinstance(g, (int, float)) and math.isfinite(g) and g > 0 and math.frexp(g)[0] == 0.5):

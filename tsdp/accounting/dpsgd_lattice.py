@@ -1,4 +1,4 @@
-"""The hardened sampler in DP-SGD: the noisy gradient sum on a lattice, and what that costs.
+"""DP-SGD with the hardened sampler: the noisy gradient sum on a lattice, and what that costs.
 
 A hardened step releases ``round_g(S) + g Z`` with ``S`` the sum of the clipped window gradients
 (each of norm at most C), ``g`` a power of two, ``Z`` a vector of P exact discrete Gaussian draws of
@@ -155,6 +155,14 @@ def _gamma(k: int) -> float:
     if not ku < 0.5:
         raise UsageError(f"a batch of {k} terms is beyond what tsdp bounds the float64 sum of")
     return ku / (1 - ku)
+
+
+def tvd_unit_shift(sigma: float) -> float:
+    """tau = TV(N(0, sigma^2), N(1, sigma^2)) = 2 Phi(1 / (2 sigma)) - 1 (1 when sigma = 0): Theorem G.1's
+    tau for continuous label/context noise, the bound :func:`hardened_tau` replaces on a lattice."""
+    if sigma == 0:
+        return 1.0
+    return float(2 * special.ndtr(1 / (2 * sigma)) - 1)
 
 
 def input_granularity(noise: float, value_bound: float) -> float:

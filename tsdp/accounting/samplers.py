@@ -14,7 +14,13 @@ sampler's name, for:
   bound is :mod:`tsdp.accounting.discrete`'s);
 * the event kind of the claim (``gaussian`` / ``discrete-gaussian``, ``laplace`` / ``discrete-laplace``),
   the report parameters (``sampler``, ``granularity``, ``rounded_*_sensitivity``, ``rounding_slack``),
-  the theorem words and the float sampler's warning.
+  the theorem words and the float sampler's warning;
+* DP-SGD's answers (:mod:`tsdp.accounting.structured`): the gradient sum's lattice
+  (:class:`~tsdp.accounting.dpsgd_lattice.GradientLattice`, none for float), Theorem G.1's tau for
+  label/context noise and the theorem words of the hardened run.
+
+Mean estimation's draws, which need its own selection code, are chosen once from the sampler by
+:func:`tsdp.mean.draws.draws_for`.
 """
 
 from __future__ import annotations
@@ -93,6 +99,26 @@ class Float:
         mechanism's own."""
         return {"sampler": "float"}, CONTINUOUS_LAPLACE_THEOREM if theorem is None else theorem
 
+    # --- DP-SGD (tsdp.accounting.structured) ------------------------------------------------------
+    def gradient_lattice(self, noise_multiplier: float, clip_norm: float | None, parameters: int | None,
+                         max_terms: int) -> None:
+        """No lattice: continuous Gaussian noise on the gradient sum; ``--parameters`` and ``--clip-norm``,
+        which size a lattice, do not apply."""
+        if parameters is not None or clip_norm is not None:
+            raise UsageError("--parameters and --clip-norm apply to --sampler hardened only")
+        return None
+
+    def input_tau(self, noise: float, value_bound: float | None) -> float:
+        """tau of Theorem G.1 for continuous label/context noise ``noise`` (in units of the value bound):
+        ``TV(N(0, noise^2), N(1, noise^2))``."""
+        from tsdp.accounting.dpsgd_lattice import tvd_unit_shift
+
+        return tvd_unit_shift(noise)
+
+    def sgd_derivation(self, derivation):
+        """The structured-subsampling theorem as the paper states it (continuous noise)."""
+        return derivation
+
 
 @dataclass(frozen=True)
 class Hardened:
@@ -166,8 +192,37 @@ class Hardened:
         parameters = disc.hardened_parameters(scale, self.granularity, covered, "l1", "the Laplace scale")
         return parameters, disc.LAPLACE_THEOREM if theorem is None else f"{theorem}; {disc.LAPLACE_THEOREM}"
 
+    # --- DP-SGD (tsdp.accounting.structured) ------------------------------------------------------
+    def gradient_lattice(self, noise_multiplier: float, clip_norm: float | None, parameters: int | None,
+                         max_terms: int):
+        """The :class:`~tsdp.accounting.dpsgd_lattice.GradientLattice` of the gradient sum: noise
+        ``sigma C`` on ``parameters`` coordinates, a batch of at most ``max_terms`` windows."""
+        if parameters is None or clip_norm is None:
+            raise UsageError("--sampler hardened needs --parameters (the model's parameter count) and --clip-norm: "
+                             "the lattice and the rounded sum's sensitivity depend on them")
+        from tsdp.accounting.dpsgd_lattice import GradientLattice
+
+        return GradientLattice(noise_multiplier, clip_norm, parameters, max_terms)
+
+    def input_tau(self, noise: float, value_bound: float | None) -> float:
+        """tau of Theorem G.1 for label/context noise on a lattice (:func:`~tsdp.accounting.dpsgd_lattice.hardened_tau`)."""
+        from tsdp.accounting.dpsgd_lattice import hardened_tau
+
+        return hardened_tau(noise, value_bound)
+
+    def sgd_derivation(self, derivation):
+        """The theorem with the lattice's cost named: the paper's "tight" is the continuous mechanism's, the
+        lattice's bound is an upper bound only."""
+        from tsdp.accounting.dpsgd_lattice import THEOREM
+
+        name = derivation.theorem.replace("; tight)", ")")
+        return replace(derivation, theorem=f"{name}; {THEOREM}", tight=False)
+
 
 Sampler = Float | Hardened
+
+
+SAMPLER_CLASSES: dict[str, type] = {"hardened": Hardened, "float": Float}  # --sampler's values (default first)
 
 
 def sampler_of(name: str | Sampler | None = "hardened", granularity: float | None = None) -> Sampler:
@@ -175,11 +230,13 @@ def sampler_of(name: str | Sampler | None = "hardened", granularity: float | Non
     (``--granularity``, hardened only). A sampler object is returned as it is."""
     if isinstance(name, (Float, Hardened)):
         return name
-    name = disc.check_sampler("hardened" if name is None else name)
-    if name == "float":
-        if granularity is not None:
-            raise UsageError("--granularity applies to --sampler hardened only")
-        return Float()
-    if granularity is not None:
-        disc.check_granularity(granularity)
+    name = "hardened" if name is None else name
+    kind = SAMPLER_CLASSES.get(name) if isinstance(name, str) else None
+    if kind is None:
+        raise UsageError(f"--sampler must be one of {', '.join(SAMPLER_CLASSES)}, got {name!r}")
+    if granularity is None:
+        return kind()
+    if kind is Float:
+        raise UsageError("--granularity applies to --sampler hardened only")
+    disc.check_granularity(granularity)
     return Hardened(granularity)

@@ -39,7 +39,8 @@ import numpy as np
 
 from tsdp.accounting.grid import DEFAULT_DISCRETIZATION, check_composed_delta, tail_mass_for
 from tsdp.accounting.pld_backend import DENSE, Pld
-from tsdp.errors import GridTooLarge, NumericalError, UsageError
+from tsdp.accounting.budget import check_delta, check_epsilon
+from tsdp.errors import GridTooLarge, NumericalError, TsdpError, UsageError
 from tsdp.accounting.calibrate import largest_integer_within
 from tsdp.accounting.noise_search import coarse_discretization, smallest_noise_within
 
@@ -193,8 +194,6 @@ def sampling_rate(rate: float | None, batch_size: int | None, dataset_size: int 
 def epsilon(setting: SgdSetting, steps: int, delta: float,
             discretization: float = DEFAULT_DISCRETIZATION) -> float:
     """Epsilon (an upper bound) after ``steps`` steps at ``delta``."""
-    from tsdp.accounting.budget import check_delta
-
     check_delta(delta)
     return _epsilon(setting.pld(discretization), steps, delta)
 
@@ -214,8 +213,6 @@ def calibrate_noise(setting: SgdSetting, target_epsilon: float, steps: int, delt
     a :class:`~tsdp.accounting.calibrate.Calibration` ``(sigma, epsilon)`` (the search and its limits:
     :func:`~tsdp.accounting.noise_search.smallest_noise_within`). The same accountant on a coarser
     grid guides the search; the sigma returned is certified at ``discretization``."""
-    from tsdp.accounting.budget import check_delta, check_epsilon
-
     check_epsilon(target_epsilon, "--epsilon")
     check_delta(delta)
     check_composed_delta(delta, steps)
@@ -239,7 +236,6 @@ def clt_noise_guess(setting: SgdSetting, target_epsilon: float, steps: int, delt
     Only a starting point (1.0 when it cannot be computed): the answer is found and certified by
     the accountant itself."""
     from tsdp.accounting.gaussian import analytic_sigma
-    from tsdp.errors import TsdpError
 
     sensitivity = 1.0 if setting.relation == "add-remove" else 2.0
     try:
@@ -258,8 +254,6 @@ def max_steps(setting: SgdSetting, target_epsilon: float, delta: float,
     Epsilon grows with the number of steps; doubling then bisection. 0 steps (epsilon 0.0) when
     even one step exceeds the target.
     """
-    from tsdp.accounting.budget import check_delta, check_epsilon
-
     check_epsilon(target_epsilon, "--epsilon")
     check_delta(delta)
     step = setting.pld(discretization)

@@ -37,9 +37,12 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import special
 
+from tsdp.accounting.budget import check_delta, check_epsilon
 from tsdp.accounting.grid import DEFAULT_DISCRETIZATION, check_composed_delta, tail_mass_for
 from tsdp.accounting.pld_backend import DP_ACCOUNTING, Pld
 from tsdp.accounting.profiles import DoubleMixture, MixtureVsGaussian, Profile, Truncated, WeightedWithPerfect
+from tsdp.accounting.samplers import Float, Sampler, sampler_of
+from tsdp.caveats import Caveat
 from tsdp.errors import NumericalError, UsageError
 from tsdp.accounting.calibrate import largest_integer_within
 from tsdp.accounting.noise_search import coarse_discretization, smallest_noise_within
@@ -75,7 +78,8 @@ class DpSgdSetting:
     label_noise: float = 0.0
     context_noise: float = 0.0
     value_bound: float | None = None
-    sampler: str = "float"  # "hardened": the discrete Gaussian on a lattice (tsdp.accounting.dpsgd_lattice)
+    sampler: Sampler = Float()  # Hardened: the discrete Gaussian on a lattice (tsdp.accounting.dpsgd_lattice); a
+    # name ("hardened", "float") is read by sampler_of
     parameters: int | None = None  # the model's parameter count (hardened only)
     clip_norm: float | None = None  # C (hardened only: the lattice is a power of two below sigma C 2^-28)
 
@@ -118,25 +122,15 @@ class DpSgdSetting:
                 "(Poisson bottom-level rate would exceed 1)"
             )
         self._check_augmentation()
-        if self.sampler not in ("hardened", "float"):
-            raise UsageError(f"--sampler must be one of hardened, float, got {self.sampler!r}")
-        if self.sampler == "hardened":
-            if self.parameters is None or self.clip_norm is None:
-                raise UsageError("--sampler hardened needs --parameters (the model's parameter count) and --clip-norm: "
-                                 "the lattice and the rounded sum's sensitivity depend on them")
-            _ = self.lattice  # validates them
-        elif self.parameters is not None or self.clip_norm is not None:
-            raise UsageError("--parameters and --clip-norm apply to --sampler hardened only")
+        object.__setattr__(self, "sampler", sampler_of(self.sampler))
+        _ = self.lattice  # validates --parameters and --clip-norm for the sampler
 
     # --- the hardened sampler ---------------------------------------------------------------------
     @property
     def lattice(self):
         """The :class:`~tsdp.accounting.dpsgd_lattice.GradientLattice` of a hardened run, else None."""
-        if self.sampler != "hardened":
-            return None
-        from tsdp.accounting.dpsgd_lattice import GradientLattice
-
-        return GradientLattice(self.noise_multiplier, self.clip_norm, self.parameters, self.max_batch_windows)
+        return self.sampler.gradient_lattice(self.noise_multiplier, self.clip_norm, self.parameters,
+                                             self.max_batch_windows)
 
     @property
     def max_batch_windows(self) -> int:
@@ -227,20 +221,12 @@ class DpSgdSetting:
         if self.bottom == "poisson":
             out["r_poisson"] = min(1.0, self.instances / t)
         if self.augmented:
-            if self.sampler == "hardened":
-                from tsdp.accounting.dpsgd_lattice import hardened_tau
-
-                out["tau_label"] = hardened_tau(self.label_noise, self.value_bound)
-                out["tau_context"] = hardened_tau(self.context_noise, self.value_bound)
-            else:
-                out["tau_label"] = tvd_unit_shift(self.label_noise)
-                out["tau_context"] = tvd_unit_shift(self.context_noise)
+            out["tau_label"] = self.sampler.input_tau(self.label_noise, self.value_bound)
+            out["tau_context"] = self.sampler.input_tau(self.context_noise, self.value_bound)
         return out
 
     def warnings(self) -> list[str]:
         if self.windows < self.context + self.horizon:
-            from tsdp.caveats import Caveat
-
             return [Caveat("short_series", f"short series: T = {self.windows} < L_C + L_F = "
                            f"{self.context + self.horizon}; k is clipped to T (Schuchardt et al., App. I.1), and "
                            "the tightness statements of the paper assume T >= L_C + L_F")]
@@ -260,13 +246,6 @@ class Derivation:
     @property
     def is_guarantee(self) -> bool:
         return self.bound == "upper"
-
-
-def tvd_unit_shift(sigma: float) -> float:
-    """tau = TV(N(0, sigma^2), N(1, sigma^2)) = 2 Phi(1 / (2 sigma)) - 1 (1 when sigma = 0)."""
-    if sigma == 0:
-        return 1.0
-    return float(2 * special.ndtr(1 / (2 * sigma)) - 1)
 
 
 def binomial_weights(n: int, p: float) -> tuple[np.ndarray, float]:
@@ -290,15 +269,7 @@ def composition_profile(setting: DpSgdSetting, bound: str = "upper") -> tuple[Pr
     :attr:`DpSgdSetting.accounted_noise_multiplier`); the theorem names the lattice, and the delta
     slack is added by :func:`epsilon_of` (:mod:`tsdp.accounting.dpsgd_lattice`)."""
     profile, derivation = _continuous_profile(setting, bound)
-    if setting.sampler == "hardened":
-        from dataclasses import replace
-
-        from tsdp.accounting.dpsgd_lattice import THEOREM
-
-        # the paper's "tight" is the continuous mechanism's; the lattice's bound is an upper bound only
-        name = derivation.theorem.replace("; tight)", ")")
-        derivation = replace(derivation, theorem=f"{name}; {THEOREM}", tight=False)
-    return profile, derivation
+    return profile, setting.sampler.sgd_derivation(derivation)
 
 
 def _continuous_profile(setting: DpSgdSetting, bound: str) -> tuple[Profile, Derivation]:
@@ -412,8 +383,6 @@ def account_dpsgd(
 
     ``checkpoints`` > 0 also reports epsilon at that many evenly spaced composition counts.
     """
-    from tsdp.accounting.budget import check_delta
-
     check_delta(delta)
     count = compositions(setting, steps, epochs)
     check_composed_delta(delta, count)
@@ -447,10 +416,7 @@ def epsilon_of(setting: DpSgdSetting, base: Pld, count: int, delta: float) -> fl
     """Epsilon at ``delta`` after ``count`` compositions of ``base`` = the pair of ``setting``, with the
     hardened sampler's slack (:mod:`tsdp.accounting.dpsgd_lattice`) paid out of delta."""
     check_composed_delta(delta, count)
-    composed = base.self_compose(count, tail_mass_for(delta)) if setting.sampler == "hardened" else None
-    if composed is None:
-        return epsilon_after(base, count, delta)
-    return _with_slack(setting, composed.epsilon, count, delta)
+    return _with_slack(setting, base.self_compose(count, tail_mass_for(delta)).epsilon, count, delta)
 
 
 def _with_slack(setting: DpSgdSetting, epsilon_at, count: int, delta: float) -> float:
@@ -476,8 +442,6 @@ def calibrate_noise(setting: DpSgdSetting, target_epsilon: float, delta: float, 
     :class:`~tsdp.accounting.calibrate.Calibration` ``(sigma, its epsilon)``; the sigma returned is
     always on the safe side of the target (:func:`~tsdp.accounting.calibrate.smallest_within`).
     """
-    from tsdp.accounting.budget import check_delta, check_epsilon
-
     check_epsilon(target_epsilon, "--epsilon")
     check_delta(delta)
     count = compositions(setting, steps, epochs)
@@ -505,15 +469,10 @@ def max_compositions(setting: DpSgdSetting, target_epsilon: float, delta: float,
 
     Returns (count, its epsilon); count 0 means even one composition exceeds the target.
     """
-    from tsdp.accounting.budget import check_delta, check_epsilon
-
     check_epsilon(target_epsilon, "--epsilon")
     check_delta(delta)
     base = DP_ACCOUNTING.from_profile(composition_profile(setting, "upper")[0], discretization)
-    if setting.sampler == "hardened":
-        return largest_integer_within(lambda n: epsilon_of(setting, base, n, delta), target_epsilon, limit)
-    return largest_integer_within(lambda n: base.epsilon(delta) if n == 1 else epsilon_after(base, n, delta),
-                                target_epsilon, limit)
+    return largest_integer_within(lambda n: epsilon_of(setting, base, n, delta), target_epsilon, limit)
 
 
 def _checkpoint_counts(total: int, checkpoints: int) -> list[int]:

@@ -18,6 +18,7 @@ from dataclasses import replace
 import numpy as np
 
 from tsdp.accuracy import intervals as iv
+from tsdp.accounting.samplers import Sampler, sampler_of
 from tsdp.accuracy.result import Accuracy
 
 MEAN_COVERS = ("noise only: the Laplace noise of each estimate given its released scale (laplace_scale column); "
@@ -48,7 +49,7 @@ def mean_groups(scales, alpha: float, granularities=None) -> Accuracy:
 
 
 def mean_plan(algorithm: str, grouping: str, epsilon: float, lower: float, upper: float, alpha: float,
-              sampler: str = "float", arrays: int | None = None) -> Accuracy:
+              sampler: "str | Sampler" = "float", arrays: int | None = None) -> Accuracy:
     """Before the data is read: the half-width for a group of n arrays is at most C / n (bound).
 
     C = ln(1/alpha) x {Delta_s R / eps (array-averaging), 2 Delta_s R / eps (levy, quantile)},
@@ -60,7 +61,7 @@ def mean_plan(algorithm: str, grouping: str, epsilon: float, lower: float, upper
     ``arrays`` (private participation: K public arrays in every group) fixes n = K.
     """
     acc = _mean_plan(algorithm, grouping, epsilon, lower, upper, alpha, arrays)
-    if sampler != "hardened":
+    if not sampler_of(sampler).hardened:  # no lattice: the Laplace interval as it is
         return acc
     eps_mean = epsilon if algorithm in ("baseline", "array-averaging") else epsilon / 2
     extra = (f"; hardened sampler: plus at most (ln(1/alpha) / {eps_mean:g} + 1) g per group, g the group's "

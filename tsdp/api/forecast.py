@@ -25,7 +25,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from tsdp.accounting.discrete import check_sampler
+from tsdp.accounting.samplers import sampler_of
 from tsdp.accuracy.intervals import DEFAULT_ALPHA
 from tsdp.api.accounting import SERIES_UNITS, series_unit
 from tsdp.api.forecast_report import (BATCH_RULE, BEST_CHECKPOINT_CAVEAT, DEEP, FORECAST_NOTE, METRICS_NOTE,
@@ -107,7 +107,7 @@ class ForecastOptions:
         if self.unit not in SERIES_UNITS + ("user",):
             raise UsageError(f"--unit {self.unit!r}: must be one of w-event, w-user or event")
         accounted_unit = series_unit(self.unit, self.w)
-        sampler = check_sampler(self.sampler or "hardened")
+        sampler = sampler_of(self.sampler)  # hardened by default
         if self.lags is not None and model != "deepar":
             raise UsageError(f"--lags is an option of --model deepar, not of --model {model}")
         if self.num_samples != 100 and model != "deepar":
@@ -285,7 +285,6 @@ class ForecastPlan:
         """DP-SGD training (:func:`tsdp.forecast.trainer.train`), the held-out scores and the forecasts."""
         from tsdp.forecast import trainer
         from tsdp.forecast.claim import dpsgd_claim
-        from tsdp.mechanisms.noise import FLOAT_WARNING
         from tsdp.rng import SEEDED_WARNING
 
         p = prepared
@@ -296,7 +295,7 @@ class ForecastPlan:
         claim = dpsgd_claim(config, accountant, result)
         covered = config.checkpoint == "last"
         forecasts = panel.forecast_table(net, result.theta, split, p.table, p.table.series_names, rng)
-        noise_caveats = [FLOAT_WARNING] if config.sampler == "float" else []
+        noise_caveats = list(config.sampler.warnings)
         warnings = [*accountant.warnings, FORECAST_NOTE, *noise_caveats] + (
             [] if covered else [BEST_CHECKPOINT_CAVEAT]) + ([SEEDED_WARNING] if seeded else [])
         training = training_summary(config, accountant, result, p.n_series, split, p.seasons, net,

@@ -145,6 +145,6 @@ def forecast_table(net, theta, split, table, names, rng):
         table.time_col: pl.concat([times] * len(names)),
         "mean": loc.ravel(),
     }
-    for k, level in enumerate(QUANTILE_LEVELS):
-        frame[f"q{level:g}"] = quantiles[:, :, k].ravel()
+    for k, q in enumerate(QUANTILE_LEVELS):
+        frame[f"q{q:g}"] = quantiles[:, :, k].ravel()
     return pl.DataFrame(frame)

@@ -168,16 +168,15 @@ def _accuracy(settings: MeanSettings, noise: GroupNoise, alpha: float):
     """The estimated groups' accuracy, with each group's lattice step under the hardened sampler."""
     from tsdp.accuracy.estimators import mean_groups
 
-    return mean_groups(noise.laplace_scale, alpha, noise.granularity if settings.sampler == "hardened" else None)
+    return mean_groups(noise.laplace_scale, alpha, noise.granularity)  # None under the float sampler
 
 
 def sampler_warnings(settings: MeanSettings) -> list[str]:
     """--sampler float: do not publish; hardened LEVY/QUANTILE: what stays floating-point."""
     from tsdp.mean.estimation import selection_warning
-    from tsdp.mechanisms.noise import FLOAT_WARNING
 
-    if settings.sampler == "float":
-        return [FLOAT_WARNING]
+    if settings.sampler.warnings:  # float: its own warning says it all
+        return list(settings.sampler.warnings)
     selection = selection_warning(settings.algorithm)
     return [Caveat("selection_sampler", selection)] if selection else []
 

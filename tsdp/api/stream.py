@@ -45,6 +45,7 @@ from typing import Any
 
 import numpy as np
 
+from tsdp.accounting.samplers import sampler_of
 from tsdp.errors import DataError, UsageError
 from tsdp.io import outputs as published
 from tsdp.signals import abandon_commit, begin_commit
@@ -394,10 +395,7 @@ def stream_report(command: str, definition: Definition, parameters: dict[str, An
 
     setting = definition.setting
     warnings = [SEEDED_WARNING] if seeded else []
-    if setting.sampler == "float":
-        from tsdp.mechanisms.noise import FLOAT_WARNING
-
-        warnings.append(FLOAT_WARNING)
+    warnings.extend(sampler_of(setting.sampler).warnings)  # float: not for publication
     notes = [f"continual release: strategy {setting.strategy}; outputs {', '.join(setting.outputs)}; the claim "
              f"covers the whole horizon of {setting.horizon} steps, charged once at 'stream init'; every append "
              "report of this stream (same stream_id) is part of the same spend"]

@@ -104,11 +104,11 @@ def init(
     """Fix a stream's public parameters, choose its noise factorization and charge the budget once."""
     params = common.public_parameters(locals())
     params.pop("state", None)  # a custodian path: the report names no private file
+    from tsdp.accounting.samplers import sampler_of
     from tsdp.api import stream
     from tsdp.errors import UsageError
 
-    if sampler not in (None, "hardened", "float"):
-        raise UsageError(f"--sampler must be hardened or float, got {sampler!r}")
+    sampler_of(sampler)  # a known --sampler name (None: hardened), before anything is read
     keys = split_list(series_keys) or split_list(series_cols)
     if series_keys and series_cols:
         raise UsageError("--series-keys and --series-cols both name the series: give --series-cols for a wide "

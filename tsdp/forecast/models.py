@@ -54,6 +54,7 @@ import numpy as np
 
 from tsdp.errors import DataError, UsageError
 from tsdp.forecast import studentt
+from tsdp.forecast.deep import make_deep_model
 from tsdp.forecast.params import FlatParameters, positive_finite, positive_int
 
 __all__ = [
@@ -534,8 +535,6 @@ def make_model(name: str, context: int, horizon: int, **options) -> ForecastMode
     the extra ``tsdp[deep]`` when JAX is not installed)."""
     key = _ALIASES.get(name, name)
     if key in DEEP_MODELS:
-        from tsdp.forecast.deep import make_deep_model
-
         return make_deep_model(key, context, horizon, **options)
     if key not in _CLASSES:
         raise UsageError(f"unknown model {name!r}; choose one of {', '.join(MODELS + DEEP_MODELS)}")

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from tsdp.errors import DataError
+from tsdp.jsonfile import read_json
 
 FORMAT = "tsdp-forecast-model/1"
 
@@ -44,8 +45,6 @@ def metadata_bytes(model, weights: bytes, weights_name: str, extra: dict[str, An
 def load_model(metadata_path: str | Path):
     """(model, theta, metadata) from a metadata JSON and the weights file it names (same folder)."""
     from tsdp.forecast.models import model_from_config
-
-    from tsdp.jsonfile import read_json
 
     path = Path(metadata_path)
     meta = read_json(path, "model metadata")

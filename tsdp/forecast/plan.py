@@ -24,6 +24,7 @@ privacy). Default batch size: :func:`default_batch_size`, at most the series cou
 from __future__ import annotations
 
 import math
+import re
 import time
 from dataclasses import dataclass, replace
 
@@ -141,8 +142,6 @@ def time_step(model, config, batch: int, calendar=None, repeats: int = TIMED_STE
 
 def parse_duration(text: str, option: str = "--time-budget") -> float:
     """Seconds from ``90``, ``90s``, ``15m``, ``2h`` or ``1h30m``; UsageError otherwise."""
-    import re
-
     raw = str(text).strip().lower()
     if re.fullmatch(r"\d+(\.\d+)?", raw):
         seconds = float(raw)

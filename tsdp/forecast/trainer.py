@@ -45,7 +45,9 @@ from typing import Any, Callable
 import numpy as np
 
 from tsdp.accounting.budget import check_epsilon
+from tsdp.accounting.grid import MIN_DPSGD_DISCRETIZATION
 from tsdp.accounting.pld import DEFAULT_DISCRETIZATION, pld_from_profile
+from tsdp.accounting.samplers import Float, Hardened, Sampler, sampler_of
 from tsdp.accounting.structured import (
     Derivation,
     DpSgdSetting,
@@ -96,13 +98,11 @@ class TrainConfig:
     private: bool = True
     clipped: bool = False  # non-private reference only: clip every window to C, add no noise
     checkpoint: str = "last"
-    sampler: str = "hardened"
+    sampler: Sampler = Hardened()  # (a name is read by sampler_of)
     parameters: int | None = None  # the model's parameter count (the hardened lattice's cost depends on it)
 
     def __post_init__(self) -> None:
-        from tsdp.accounting.discrete import check_sampler
-
-        check_sampler(self.sampler)
+        object.__setattr__(self, "sampler", sampler_of(self.sampler))
         if self.checkpoint not in CHECKPOINTS:
             raise UsageError(f"--checkpoint must be one of {', '.join(CHECKPOINTS)}, got {self.checkpoint!r}")
         for option, value in (("--batch-size", self.batch_size), ("--instances", self.instances)):
@@ -137,8 +137,6 @@ class TrainConfig:
             raise UsageError("--delta is required: DP-SGD is (epsilon, delta)-DP and the accountant needs delta")
         if self.epsilon is not None:
             check_epsilon(self.epsilon, "--epsilon")  # finite, > 0 and within the range tsdp calibrates
-        from tsdp.accounting.grid import MIN_DPSGD_DISCRETIZATION
-
         if not MIN_DPSGD_DISCRETIZATION <= self.discretization <= 1:  # else 'account verify' refuses the report
             raise UsageError(f"--discretization must be in [{MIN_DPSGD_DISCRETIZATION:g}, 1] (the privacy-loss grid "
                              f"step 'tsdp account verify' recomputes DP-SGD reports with), got {self.discretization:g}")
@@ -265,16 +263,17 @@ class Plan:
 
 
 def make_setting(config: TrainConfig, n_series: int, train_length: int, sigma: float) -> DpSgdSetting:
-    hardened = config.private and config.sampler == "hardened"
-    if hardened and config.parameters is None:
+    sampler = config.sampler if config.private else Float()  # a non-private run is accounted as nothing
+    lattice_sized = sampler.hardened  # the lattice's cost depends on the parameter count and C
+    if lattice_sized and config.parameters is None:
         raise UsageError("the hardened sampler's accounting needs the model's parameter count (TrainConfig.parameters)")
     return DpSgdSetting(
         n_series=n_series, length=train_length, context=config.context, horizon=config.horizon,
         batch_size=config.batch_size, noise_multiplier=sigma, top=config.top, bottom=config.bottom,
         instances=config.instances, unit=config.unit, w=config.w, label_noise=config.label_noise,
         context_noise=config.context_noise, value_bound=config.value_bound,
-        sampler="hardened" if hardened else "float", parameters=config.parameters if hardened else None,
-        clip_norm=config.clip_norm if hardened else None,
+        sampler=sampler, parameters=config.parameters if lattice_sized else None,
+        clip_norm=config.clip_norm if lattice_sized else None,
     )
 
 
@@ -381,7 +380,7 @@ def train(model, split: Split, config: TrainConfig, rng: np.random.Generator,
     with ``config.clipped`` on the sum of clipped gradients over B, DP-SGD's step without its noise) on
     ``split.train``."""
     n_series, train_length = split.train.shape[0], split.accounted_length
-    if config.private and config.sampler == "hardened":
+    if config.private and config.sampler.hardened:  # its lattice's cost depends on the parameter count
         config = with_model(config, model)
     if model_context(model) != config.context or split.val_context.shape[1] != config.context:
         # the accountant's L_C must be every value a window's loss reads (spec pitfall 6)
@@ -391,7 +390,7 @@ def train(model, split: Split, config: TrainConfig, rng: np.random.Generator,
     if plan.setting is not None and plan.setting != make_setting(config, n_series, train_length, plan.noise_multiplier):
         # e.g. a hardened lattice's cost accounted for another parameter count: its epsilon would not be this run's
         raise UsageError(f"the plan's accounting setting is not this run's (model {model.name!r} with "
-                         f"{config.parameters} parameters, {config.sampler} sampler): plan it for this model")
+                         f"{config.parameters} parameters, {config.sampler.name} sampler): plan it for this model")
     setting = plan.setting or make_setting(config, n_series, train_length, 1.0)
     sampler = (sampling.WindowSampler(setting) if split.admissible is None
                else sampling.WindowSampler(setting, admissible=split.admissible))
@@ -411,7 +410,7 @@ def train(model, split: Split, config: TrainConfig, rng: np.random.Generator,
         ctx, tgt = panel.gather(series, starts)
         if config.label_noise or config.context_noise:
             ctx, tgt = sampling.augment(ctx, tgt, config.label_noise, config.context_noise, config.value_bound, rng,
-                                        hardened=setting.sampler == "hardened")
+                                        hardened=setting.sampler.hardened)
         extra = window_features(model, split, starts, config.context)
         if config.private:
             if series.size:

@@ -48,12 +48,11 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from tsdp.accounting.samplers import Sampler
+from tsdp.mean.draws import draws_for
 from tsdp.mean.errors import GroupDataError, GroupUsageError
 from tsdp.mean.grouping import bestfit_pack_groups
-from tsdp.mean.lattice_quantile import lattice_quantile
-from tsdp.mean.selection import (em_median_logits, em_median_scores, exact_em_argmax, segmented_gumbel_argmax,
-                                 smith_sample, sorted_segments)
-from tsdp.mechanisms.noise import laplace_noise
+from tsdp.mean.selection import sorted_segments
 
 _TIE_RTOL = 1e-12
 
@@ -379,15 +378,18 @@ def check_feasible(prep: Prepared, *, algorithm: str, quantile_mode: str, epsilo
 def release(prep: Prepared, rng: np.random.Generator, *, epsilon: float, lower: float, upper: float,
             quantile_mode: str = "fixed", quantiles: tuple[float, float] = (0.1, 0.9),
             gamma: float = 0.2, tau_k: str = "kbar", interval: tuple[float, float] | None = None,
-            sampler: str = "hardened", granularity: float | None = None) -> Released:
+            sampler: str | Sampler = "hardened", granularity: float | None = None) -> Released:
     """The randomised part, for every group. Randomness is drawn in a fixed order (selection
     steps, then one Laplace draw per group), so a seeded run is reproducible.
 
-    ``sampler`` ``hardened``: each group's statistic is rounded to a power-of-two lattice step g
-    and gets g times a discrete Laplace draw (:func:`lattice_laplace`); ``float``: numpy's Laplace.
+    ``sampler`` (a :class:`~tsdp.accounting.samplers.Sampler` or its name) picks the draws
+    (:mod:`tsdp.mean.draws`): hardened, each group's statistic is rounded to a power-of-two lattice
+    step g and gets g times a discrete Laplace draw (:func:`~tsdp.mean.draws.lattice_laplace`) and
+    the selection steps are exact; float, numpy's Laplace and floating-point selection.
 
     ``interval`` forces [a, b] (LEVY/QUANTILE) for tests (M-T5, M-T8); it is not a user option."""
     algorithm = prep.algorithm
+    draws = draws_for(sampler)
     check_feasible(prep, algorithm=algorithm, quantile_mode=quantile_mode, epsilon=epsilon)
     width = upper - lower
     n_groups = prep.n_groups
@@ -415,13 +417,7 @@ def release(prep: Prepared, rng: np.random.Generator, *, epsilon: float, lower: 
             elif algorithm == "levy":
                 kt = n if tau_k == "kbar" else prep.k_wraparound
                 tau = width * np.sqrt(np.log(2.0 * kt / gamma) / (2.0 * prep.m_ub))
-                if sampler == "hardened":  # exact: integer scores, c = eps / (8 Delta_s) a binary float
-                    cstarts, centres, score = em_median_scores(means, starts, tau, lower, upper)
-                    mu = centres[exact_em_argmax(score, cstarts, epsilon / 2.0 / (2.0 * dsens), rng)]
-                else:
-                    cstarts, centres, logits = em_median_logits(means, starts, tau, lower, upper,
-                                                                epsilon / 2.0, dsens)
-                    mu = centres[segmented_gumbel_argmax(logits, cstarts, rng)]
+                mu = draws.median_centre(means, starts, tau, lower, upper, epsilon / 2.0, dsens, rng)
                 a = np.maximum(mu - 1.5 * tau, lower)
                 b = np.minimum(mu + 1.5 * tau, upper)
             elif algorithm == "quantile":
@@ -432,12 +428,8 @@ def release(prep: Prepared, rng: np.random.Generator, *, epsilon: float, lower: 
                     qlo = eps_dependent_rank(epsilon) / n
                     qhi = 1.0 - qlo
                 ys = sorted_segments(means, starts, lower, upper)
-                if sampler == "hardened":  # exact: Smith's utility over the public lattice points
-                    x1 = lattice_quantile(ys, starts, qlo, epsilon / 4.0, lower, upper, dsens, rng)
-                    x2 = lattice_quantile(ys, starts, qhi, epsilon / 4.0, lower, upper, dsens, rng)
-                else:
-                    x1 = smith_sample(ys, starts, qlo, epsilon / 4.0, lower, upper, dsens, rng, presorted=True)
-                    x2 = smith_sample(ys, starts, qhi, epsilon / 4.0, lower, upper, dsens, rng, presorted=True)
+                x1 = draws.quantile(ys, starts, qlo, epsilon / 4.0, lower, upper, dsens, rng)
+                x2 = draws.quantile(ys, starts, qhi, epsilon / 4.0, lower, upper, dsens, rng)
                 a, b = np.minimum(x1, x2), np.maximum(x1, x2)  # swap if crossed [C]
             else:
                 raise ValueError(f"unknown algorithm {algorithm!r}")
@@ -459,14 +451,8 @@ def release(prep: Prepared, rng: np.random.Generator, *, epsilon: float, lower: 
                                  "a constant from the values and the bounds first")
     sens = np.where(sens > 0, sens + margin, sens)
     eps_mean = epsilon if algorithm in ("baseline", "array-averaging") else epsilon / 2.0
-    scale = sens / eps_mean
-    if sampler == "hardened":
-        g, step, scale, estimate = lattice_laplace(rng, stat, sens, eps_mean, granularity)
-        return Released(estimate, stat, sens, scale, box, tau, g, step)
-    if granularity is not None:
-        raise ValueError("a granularity applies to the hardened sampler only")
-    noise = laplace_noise(rng, 1.0, n_groups)
-    return Released(stat + scale * noise, stat, sens, np.asarray(scale, dtype=np.float64), box, tau)
+    estimate, scale, g, step = draws.laplace(rng, stat, sens, eps_mean, granularity)
+    return Released(estimate, stat, sens, scale, box, tau, g, step)
 
 
 UNIT_ROUNDOFF = 2.0 ** -53  # float64, round to nearest
@@ -501,48 +487,3 @@ def float_error(prep: Prepared, lower: float, upper: float) -> float:
     if k > MAX_ERROR_TERMS:
         raise ValueError("more than 2^46 terms in one group's sum")
     return 1.01 * k * UNIT_ROUNDOFF * b
-
-
-def group_granularities(sens: np.ndarray, eps_mean: float) -> np.ndarray:
-    """The default lattice step of each group, from its public sensitivity (and epsilon) only:
-    :func:`tsdp.accounting.discrete.choose_granularity` for one L1 coordinate, i.e. the largest power
-    of two at most 2^-20 min(b_0, Delta) with b_0 = Delta / eps, unless 2^-20 min(b_0, Delta) < b_0 2^-24: then
-    the least power of two at or above b_0 2^-24 (so the lattice scale b / g is below 2^25)."""
-    from tsdp.accounting.discrete import DEFAULT_RESOLUTION, MAX_RESOLUTION
-
-    scale0 = sens / eps_mean
-    target = np.minimum(scale0, sens) * 2.0 ** -DEFAULT_RESOLUTION
-    floor = scale0 * 2.0 ** -MAX_RESOLUTION
-    _, e_t = np.frexp(target)  # target = f 2^e_t, f in [0.5, 1): 2^(e_t - 1) <= target
-    _, e_f = np.frexp(floor)
-    up = np.where(floor == np.ldexp(0.5, e_f), e_f - 1, e_f)  # the least power of two >= floor
-    return np.where(target >= floor, np.ldexp(1.0, e_t - 1), np.ldexp(1.0, up))
-
-
-def lattice_laplace(rng: np.random.Generator, stat: np.ndarray, sens: np.ndarray, eps_mean: float,
-                    granularity: float | None):
-    """The hardened Laplace step: ``(g, step, scale, estimate)`` per group.
-
-    ``g`` is ``granularity`` (a power of two) or :func:`group_granularities`; the statistic is
-    rounded to a multiple of g, so a neighbour moves it by at most ``step = (floor(Delta / g) + 1) g``
-    (:func:`tsdp.accounting.discrete.rounded_step`), and ``estimate = round_g(stat) + g Z`` with Z
-    discrete Laplace of scale ``step / (g eps_mean)``: pure eps_mean-DP on the lattice (Canonne, Kamath
-    and Steinke 2020, Section 2), with ``scale = step / eps_mean``, the reported Laplace scale."""
-    from tsdp.accounting.discrete import MIN_LATTICE_SCALE
-    from tsdp.mechanisms.discrete import discrete_laplace_scales
-    from tsdp.mechanisms.noise import snap
-
-    zero = sens == 0  # a degenerate interval a = b: the statistic is data-independent, no noise
-    g = group_granularities(np.where(zero, 1.0, sens), eps_mean) if granularity is None \
-        else np.full(sens.size, float(granularity))
-    step = np.where(zero, 0.0, (np.floor(sens / g) + 1.0) * g)
-    scale = step / eps_mean
-    t = np.where(zero, 1.0, scale / g)
-    coarse = np.flatnonzero(((t < MIN_LATTICE_SCALE) | (t > 2.0 ** 40)) & ~zero)
-    if coarse.size:
-        i = int(coarse[0])
-        raise GroupUsageError(i, f"--granularity {g[i]:g} does not fit the Laplace scale {scale[i]:.6g} of this "
-                                 f"group: it must lie in [scale x 2^-40, scale / {MIN_LATTICE_SCALE:g}]")
-    noise = discrete_laplace_scales(rng, t)
-    estimate = np.where(zero, stat, snap(stat, g) + g * noise)
-    return g, step, scale, estimate

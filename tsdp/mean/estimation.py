@@ -15,8 +15,9 @@ import numpy as np
 
 from tsdp.accounting.budget import check_epsilon
 from tsdp.accounting.claim import MechanismEvent, PrivacyClaim
+from tsdp.accounting.discrete import LAPLACE_THEOREM, check_granularity
+from tsdp.accounting.samplers import Hardened, Sampler, sampler_of
 from tsdp.accounting.sensitivity import PrivacyUnit
-from tsdp.accounting.discrete import LAPLACE_THEOREM, check_granularity, check_sampler
 from tsdp.caveats import Caveat
 from tsdp.errors import UsageError
 from tsdp.limits import MAX_MAGNITUDE
@@ -73,7 +74,7 @@ class MeanSettings:
     quantiles: tuple[float, float] = DEFAULT_QUANTILES
     gamma: float = DEFAULT_GAMMA
     tau_k: str = "kbar"
-    sampler: str = "hardened"
+    sampler: Sampler = Hardened()  # a --sampler name is read by sampler_of (with granularity)
     granularity: float | None = None
     participation: str = "public"  # the core functions' default: the paper's relation (per-run counts given)
     arrays: int | None = None      # private participation: K, the public number of arrays per group
@@ -139,10 +140,8 @@ class MeanSettings:
                 raise UsageError(f"--gamma is only used by --algorithm levy, not {algo}")
             if self.tau_k != "kbar":
                 raise UsageError(f"--tau-k is only used by --algorithm levy, not {algo}")
-        check_sampler(self.sampler)
+        object.__setattr__(self, "sampler", sampler_of(self.sampler, self.granularity))
         if self.granularity is not None:
-            if self.sampler != "hardened":
-                raise UsageError("--granularity applies to --sampler hardened only")
             object.__setattr__(self, "granularity", check_granularity(self.granularity))
         if self.participation not in PARTICIPATIONS:
             raise bad("--participation", self.participation, "must be private or public")
@@ -370,7 +369,7 @@ def _events(settings: MeanSettings, estimates) -> tuple[MechanismEvent, ...]:
     if settings.algorithm not in ("baseline", "array-averaging") or estimates is None:
         return ()
     noise = estimates if isinstance(estimates, GroupNoise) else GroupNoise.of(estimates)
-    hardened = settings.sampler == "hardened"
+    hardened = settings.sampler.hardened  # its events state the rounded sensitivity and each group's lattice
     rows = np.column_stack((noise.rounded_sensitivity, noise.laplace_scale, noise.granularity) if hardened
                            else (noise.sensitivity, noise.laplace_scale))
     if rows.shape[0] == 0:
@@ -378,7 +377,7 @@ def _events(settings: MeanSettings, estimates) -> tuple[MechanismEvent, ...]:
     # distinct rows in order of first appearance, with their counts
     unique, first, counts = np.unique(rows, axis=0, return_index=True, return_counts=True)
     order = np.argsort(first, kind="stable")
-    kind = "discrete-laplace" if hardened else "laplace"
+    kind = settings.sampler.laplace_kind
     return tuple(MechanismEvent(kind, float(unique[i, 0]), float(unique[i, 1]), int(counts[i]),
                                 granularity=float(unique[i, 2]) if hardened else None) for i in order.tolist())
 
@@ -448,7 +447,7 @@ def claim_for(settings: MeanSettings, n_groups: int, user_column: str, estimates
         "public_inputs": (["U", "lower", "the declared groups", "m_ub", "arrays", "each user's array: a hash of the "
                            "user id"] if private else
                           ["U", "lower", "L", "per-user counts", "per-group participation", "m_ub", "grouping"]),
-        "sampler": settings.sampler,
+        "sampler": settings.sampler.name,
     }
     if private:
         params["arrays"] = settings.arrays
@@ -459,7 +458,7 @@ def claim_for(settings: MeanSettings, n_groups: int, user_column: str, estimates
     theorem = _THEOREMS[settings.algorithm]
     if private:
         theorem += "; " + PRIVATE_ARRAYS
-    if settings.sampler == "hardened":
+    if settings.sampler.hardened:
         params["granularity"] = settings.granularity
         params["granularity_rule"] = ("--granularity, the same for every group" if settings.granularity is not None
                                       else GRANULARITY_RULE)

@@ -132,17 +132,18 @@ def _mean_events(r: _Report, out: _Outcome, algorithm: str, eps: float, groups: 
     of the scale, and equal to --granularity when that was given). LEVY and QUANTILE carry none: their
     exponential-mechanism steps are no additive-noise events."""
     from tsdp.accounting import discrete as disc
-    from tsdp.accounting.samplers import sampler_of
+    from tsdp.accounting.samplers import SAMPLER_CLASSES
 
     sampler = r.params.get("sampler")
     g = out.group("events")
     if sampler is None or algorithm not in ("baseline", "array-averaging"):
         _expect_events(r, out, (), "each group's estimate is accounted by its own epsilon")
         return
-    if not out.group("parameters").expect(sampler in disc.SAMPLERS,
+    known = SAMPLER_CLASSES.get(sampler) if isinstance(sampler, str) else None
+    if not out.group("parameters").expect(known is not None,
                                           f"parameters.sampler is {sampler!r}, not hardened or float"):
         return
-    kind = sampler_of(sampler).laplace_kind
+    kind = known.laplace_kind
     events = r.claim.events
     fixed = r.params.get("granularity")
     if not g.expect(bool(events), f"{r.claim.mechanism} must carry one {kind} event per group scale"):
@@ -151,7 +152,7 @@ def _mean_events(r: _Report, out: _Outcome, algorithm: str, eps: float, groups: 
         if not g.equal(f"event {i} kind", e.kind, kind):
             continue
         g.same(f"event {i} epsilon (sensitivity / scale)", e.sensitivity / e.noise, eps)
-        if sampler_of(sampler).hardened:
+        if known.hardened:
             step = e.granularity
             if g.expect(step > 0 and math.frexp(step)[0] == 0.5,
                         f"event {i} granularity {step!r} is not a power of two"):

@@ -13,10 +13,9 @@ import importlib.metadata
 import importlib.util
 
 from tsdp.errors import UsageError
+from tsdp.forecast.deep.heads import COUNT_DISTRIBUTIONS, DISTRIBUTIONS  # noqa: F401  (DeepAR's output heads)
 
 DEEP_MODELS = ("deepar", "itransformer")
-DISTRIBUTIONS = ("studentt", "negbin", "poisson")  # DeepAR's output heads (tsdp.forecast.deep.distributions)
-COUNT_DISTRIBUTIONS = ("negbin", "poisson")
 EXTRA = "tsdp[deep]"
 _REQUIRED = (("jax", "jax", None), ("optax", "optax", None), ("jax_privacy", "jax-privacy", 2))
 

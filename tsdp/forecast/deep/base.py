@@ -37,6 +37,7 @@ from abc import ABC, abstractmethod
 import numpy as np
 
 from tsdp.errors import UsageError
+from tsdp.forecast.deep import runtime
 from tsdp.forecast.params import FlatParameters, positive_finite, positive_int
 
 DTYPES = ("float32", "float64")
@@ -53,8 +54,6 @@ def resolve_device(choice: str):
     """The JAX device for ``choice``: ``gpu`` (UsageError when JAX sees none), ``cpu``, or ``auto``
     (the first GPU if JAX sees one, else the CPU)."""
     import jax
-
-    from tsdp.forecast.deep import runtime
 
     runtime.configure()  # before JAX creates its CPU client
     if choice not in DEVICES:

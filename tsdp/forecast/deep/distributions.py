@@ -27,7 +27,8 @@ import jax.numpy as jnp
 from jax.scipy.special import gammaln
 
 from tsdp.errors import UsageError
-from tsdp.forecast.deep import COUNT_DISTRIBUTIONS, DISTRIBUTIONS, studentt
+from tsdp.forecast.deep import studentt
+from tsdp.forecast.deep.heads import COUNT_DISTRIBUTIONS, DISTRIBUTIONS
 
 __all__ = ["COUNT_DISTRIBUTIONS", "DISTRIBUTIONS", "head"]
 R_FLOOR = 1e-6  # the negative binomial's total count stays positive

@@ -132,9 +132,9 @@ def _tree_step(setting, privacy, fac: Factorization, secret, state, xt, t) -> di
     tree, tail = fac.tree, state["x_tail"]
     levels = int(tree.released_at[t])
     sums = np.empty((setting.n_series, levels))
-    for level in range(levels):
-        width = 2 ** level - 1
-        sums[:, level] = xt + tail[:, :width].sum(axis=1) if width else xt
+    for height in range(levels):  # the node of height h sums the last 2^h steps
+        width = 2 ** height - 1
+        sums[:, height] = xt + tail[:, :width].sum(axis=1) if width else xt
     y = snap(sums, privacy.granularity) + step_noise(setting, privacy, secret, t, levels)
     first = int(tree.first_id[t])
     state["nodes"][:, first:first + levels] = y

@@ -12,7 +12,7 @@ import math
 from dataclasses import asdict, dataclass, fields
 
 from tsdp.accounting.budget import check_delta, check_epsilon
-from tsdp.accounting.discrete import check_sampler
+from tsdp.accounting.samplers import sampler_of
 from tsdp.accounting.sensitivity import ContributionBounds
 from tsdp.errors import UsageError
 from tsdp.mechanisms.continual.workloads import parse_outputs
@@ -70,7 +70,7 @@ class StreamSetting:
             raise UsageError("a band is given exactly for the banded strategy")
         if self.band is not None and not (isinstance(self.band, int) and 1 <= self.band <= self.horizon):
             raise UsageError(f"band must be an integer in [1, horizon={self.horizon}], got {self.band!r}")
-        check_sampler(self.sampler)
+        sampler_of(self.sampler)  # a known name (the setting keeps it: its digest and JSON hold the name)
         if not math.isfinite(self.max_per_step):
             raise UsageError(f"--max-per-step must be finite, got {self.max_per_step}")
 
