@@ -161,8 +161,12 @@ def test_a_unit_moves_the_encoded_stream_by_at_most_the_sensitivity(case, unit, 
     d = data.draw(unit_change(level, T, S, K, extra.get("w"), extra.get("max_steps"), extra.get("min_separation")))
     diff = encoded_difference(s, x + d, x)
     assert np.linalg.norm(diff) <= priv.covered_sensitivity * (1 + 1e-9)
-    # the hardened sampler's rounding slack counts the noisy values a unit can change
-    assert np.count_nonzero(diff) <= priv.lattice_coords
+    # the hardened sampler's rounding slack counts the noisy values a unit can change; the difference is
+    # taken after the same noise went through C^-1 and back, so a value the unit does not change carries
+    # round-off of the noise's size times 1e-16 (seen: 4.4e-16 in 3 places under banded:3, event level),
+    # far below a change the slack must count (the hardened sampler moves a value by multiples of g)
+    changed = np.abs(diff) > 1e-9
+    assert np.count_nonzero(changed) <= priv.lattice_coords
 
 
 @pytest.mark.parametrize("strategy, band", SMALL)
