@@ -34,8 +34,8 @@ from tsdp.api import forecast_panel as panel
 from tsdp.api.parsing import enum_value, names
 from tsdp.caveats import Caveat
 from tsdp.errors import DataError, UsageError
+from tsdp.forecast.deep.heads import COUNT_DISTRIBUTIONS as COUNTS  # DeepAR's count heads (no JAX import)
 
-COUNTS = ("negbin", "poisson")  # DeepAR's count heads (tsdp.forecast.deep.COUNT_DISTRIBUTIONS; no JAX import here)
 DEFAULT_BATCH = 256
 MISSING_HINT = ("forecast-train needs complete series, or --fill-missing null to train only on windows without a "
                 "missing step")
