@@ -174,6 +174,12 @@ def _released(r: _Report, out: _Outcome, found, options) -> dict | None:
     indices = _param(r, "subsampling", "indices")
     if indices is not None:
         _recompute_s_J(r, out, found, options, indices, s_J, kept)
+    # the stated l2_conditional is M s_J sqrt(I) and l2_worst_case M sqrt(I) (both compared with the map's):
+    # an s_J edited alone is named here, before the map recomputes its figures from it
+    l2, worst = _param(r, "sensitivity", "l2_conditional"), _param(r, "sensitivity", "l2_worst_case")
+    if isinstance(l2, list) and len(l2) == S and all(_is_real(x) for x in l2) and _is_real(worst) and worst > 0:
+        for s, (a, b) in enumerate(zip(s_J, l2)):
+            p.same(f"parameters.sensitivity.s_J.{s} (l2_conditional / l2_worst_case)", a, b / worst)
     return {"s_J": s_J, "n_sampled": kept}
 
 
