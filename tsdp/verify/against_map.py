@@ -17,8 +17,11 @@ what the report records and calls the same map, so the release and its check can
   value its claim states (:data:`STATED`). A claim that states an option (``k``, ``noise``,
   ``max_samples_M`` ...) otherwise than the command line gives it fails the ``command`` check and is
   recomputed at the stated value, so its events and noise are compared with what that value gives;
-* ``Setting.released``: none of these mechanisms' maps takes a released figure (FAST's claim follows
-  from M and the unit alone).
+* ``Setting.released``: the released figures a map reads (filter-subsample's conditional accounting:
+  the sampled steps), given by the rule (``released``); laplace, dft and fast take none.
+
+A rule whose mechanism's claim states its options in nested blocks (the subsampling mechanisms) passes
+the options it read from the claim (``options``) instead of :func:`recorded_options`.
 
 The map's answer is then compared with the report: definition, epsilon, delta and theorem exactly (the
 numbers to :data:`tsdp.verify.parts.REL_TOL`), every key of its ``parameters`` recursively (floats to
@@ -134,9 +137,12 @@ def same_lattice(out: _Outcome, stated, computed) -> bool:
     return True
 
 
-def setting_of(r: _Report, out: _Outcome, mechanism, found, noise_key: str):
+def setting_of(r: _Report, out: _Outcome, mechanism, found, noise_key: str,
+               options: Mapping[str, Any] | None = None, released: Mapping[str, Any] | None = None):
     """The :class:`~tsdp.mechanisms.protocol.Setting` the report records (module docstring), or None
-    when its unit, noise or sampler is malformed (the problems are on ``out``)."""
+    when its unit, noise or sampler is malformed (the problems are on ``out``). ``options``: the
+    mechanism's options as the rule read them (default :func:`recorded_options`); ``released``: the
+    released figures the map reads."""
     from tsdp.mechanisms.baseline import Panel
     from tsdp.mechanisms.protocol import Setting
 
@@ -148,20 +154,22 @@ def setting_of(r: _Report, out: _Outcome, mechanism, found, noise_key: str):
     u = r.claim.unit
     panel = Panel(S, T, bounds, u.id_column, bool(u.enforced))
     return Setting(r.command.get("epsilon"), r.command.get("delta"), panel, sampler,
-                   recorded_options(r, mechanism))
+                   recorded_options(r, mechanism) if options is None else dict(options), dict(released or {}))
 
 
 def check_against_map(r: _Report, out: _Outcome, name: str, found, noise_key: str,
-                      how: Callable[[Mapping[str, Any]], str]):
+                      how: Callable[[Mapping[str, Any]], str], options: Mapping[str, Any] | None = None,
+                      released: Mapping[str, Any] | None = None):
     """Recompute the claim of ``name``'s release with its privacy map and compare (module docstring).
 
     ``found``: the unit's bounds and the grid (:func:`tsdp.verify.parts._release_unit`, None when
     malformed); ``noise_key``: the claim parameter of the noise (``sigma`` or ``scale``); ``how(parameters)``
-    says in words what the events are. Returns the map, or None when it could not be computed."""
+    says in words what the events are; ``options`` and ``released``: :func:`setting_of`. Returns the
+    map, or None when it could not be computed."""
     from tsdp.mechanisms.registry import MECHANISMS
 
     mechanism = MECHANISMS[name]
-    setting = setting_of(r, out, mechanism, found, noise_key)
+    setting = setting_of(r, out, mechanism, found, noise_key, options, released)
     if setting is None:
         return None
     p = out.group("parameters")

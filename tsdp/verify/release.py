@@ -2,16 +2,13 @@
 mechanisms' are in :mod:`tsdp.verify.subsampling`).
 
 Laplace, DFT and FAST are checked against their own privacy maps (:mod:`tsdp.verify.against_map`); the
-Gaussian mechanism is rechecked in pure Python (:func:`_cellwise`), with the samplers' lattice checks
-(:func:`_lattice`, :func:`_stated_slack`) the subsampling rules share."""
+Gaussian mechanism is rechecked in pure Python (:func:`_cellwise`), with the stated sampler read as the
+maps' checks read it (:func:`tsdp.verify.against_map.stated_sampler`) and :func:`_stated_slack`."""
 
 from __future__ import annotations
 
-import math
-
-from tsdp.accounting.samplers import Sampler
-from tsdp.verify.against_map import check_against_map
-from tsdp.verify.parts import _events_loss, _expect_events, _is_real, _noise, _Outcome, _release_unit, _Report
+from tsdp.verify.against_map import check_against_map, stated_sampler
+from tsdp.verify.parts import _events_loss, _expect_events, _noise, _Outcome, _release_unit, _Report
 
 
 def _gaussian(r: _Report, out: _Outcome) -> None:
@@ -29,33 +26,6 @@ def _laplace(r: _Report, out: _Outcome) -> None:
         lattice = f" rounded to multiples of {m.sampler.granularity:g}" if m.sampler.hardened else ""
         p.ok(f"scale {m.scale:.6g} on an L1 sensitivity of {q.get('rounded_l1_sensitivity', q['l1_sensitivity']):.6g} "
              f"({q['cells_per_unit']} cells{lattice}; {m.sampler.name} sampler)")
-
-
-def _lattice(r: _Report, p, value: float) -> "Sampler | None":
-    """The sampler the report states (:mod:`tsdp.accounting.samplers`, on its lattice), or None when
-    malformed: the same objects round the sensitivities and name the events as at release.
-
-    A report without ``parameters.sampler`` predates the hardened sampler: float. For the hardened
-    one the granularity must be a positive power of two and the noise ``value`` must span at least
-    :data:`tsdp.accounting.discrete.MIN_LATTICE_SCALE` steps of it.
-    """
-    from tsdp.accounting import discrete as disc
-    from tsdp.accounting.samplers import Hardened, sampler_of
-
-    name = r.params.get("sampler", "float")
-    if not p.expect(name in disc.SAMPLERS, f"parameters.sampler is {name!r}, not hardened or float"):
-        return None
-    sampler = sampler_of(name)
-    if not sampler.hardened:
-        return sampler
-    g = r.params.get("granularity")
-    if not p.expect(_is_real(g) and g > 0 and math.frexp(g)[0] == 0.5,
-                    f"parameters.granularity is {g!r}, not a positive power of two"):
-        return None
-    g = float(g)
-    p.expect(value / g >= disc.MIN_LATTICE_SCALE,
-             f"the noise spans {value / g:.3g} lattice steps, fewer than {disc.MIN_LATTICE_SCALE:g}")
-    return Hardened(g)
 
 
 def _stated_slack(r: _Report, p, sigma: float, g: float, coords: int) -> None:
@@ -88,7 +58,7 @@ def _cellwise(r: _Report, out: _Outcome) -> None:
     p = out.group("parameters")
     p.same("parameters.l2_sensitivity", r.params.get("l2_sensitivity"), sens)
     p.equal("parameters.cells_per_unit", r.params.get("cells_per_unit"), cells)
-    sampler = _lattice(r, p, value)
+    sampler = stated_sampler(r, p, value)
     if sampler is None:
         return
     unrounded = sens

@@ -1,221 +1,215 @@
-"""The rules of the time-subsampling mechanisms (Koga et al.): subsample and filter-subsample."""
+"""The rules of the time-subsampling mechanisms (Koga et al.): subsample and filter-subsample.
+
+Both are checked against their own privacy maps (:mod:`tsdp.mechanisms.subsample.maps`, through
+:func:`tsdp.verify.against_map.check_against_map`). Their claims state the options in nested blocks
+(``subsampling.p``, ``filter.sigma_g`` ...), so the rule reads them from there (:data:`STATED_AT`),
+checks them against the recorded command line, and gives the map the released figures it reads. The
+map does not make the drawn sample J (the ``subsampling`` block), so the rule checks what it can of it:
+``probability_empty = (1 - p)^T``, and for filter-subsample's conditional accounting the released
+``s_J`` in [0, 1] and ``n_sampled`` in [1, T], recomputed from the sampled steps when the report
+records them (``subsampling.indices``).
+
+A custom filter kernel (``--filter custom``) is recorded by its statistics only (``filter.L``,
+``filter.srank``, ``filter.sigma_max`` and the tap count), which is all its accounting needs given the
+released s_J (conditional) or alpha (paper): the map is called with them
+(:func:`tsdp.mechanisms.subsample.maps.stated_kernel`), after checking that they are a kernel's.
+"""
 
 from __future__ import annotations
 
-import math
+from typing import Any
 
-from tsdp.accounting.claim import MechanismEvent
-from tsdp.verify.parts import (_close, _events_loss, _expect_events, _is_int, _is_real, _noise, _Outcome, _param,
-    REL_TOL, _release_unit, _Report)
-from tsdp.verify.release import _lattice, _stated_slack
+from tsdp.accounting.sensitivity import UNIT_LEVELS
+from tsdp.verify.against_map import check_against_map
+from tsdp.verify.parts import _close, _is_int, _is_real, _Outcome, _param, _release_unit, _Report
+
+# ReleaseOptions field -> where a subsampling claim states its value
+STATED_AT: dict[str, tuple[str, ...]] = {
+    "sampling_rate": ("subsampling", "p"),
+    "accounting": ("accounting",),
+    "delta_split": ("noise", "delta_split"),
+    "filter": ("filter", "type"),
+    "filter_sigma": ("filter", "sigma_g"),
+    "filter_width": ("filter", "width"),
+}
+ALIASES = {"analytic": "exact"}  # --accounting analytic is exact (tsdp.mechanisms.subsample.maps)
+MISSING = object()
 
 
-def _koga_geometry(r: _Report, out: _Outcome, mechanism: str):
-    """``(bounds, S, T, I, M, n, p, sigma)`` of a subsampling claim, or None: I the unit's changed
-    cells over the n series they can lie in (:meth:`ContributionBounds.changed_cells`)."""
+def _stated(r: _Report, path: tuple[str, ...]) -> Any:
+    node: Any = r.params
+    for key in path:
+        if not isinstance(node, dict) or key not in node:
+            return MISSING
+        node = node[key]
+    return node
+
+
+def _filter_alpha(r: _Report) -> Any:
+    """Koga et al.'s alpha when the release was given it (``--filter-alpha``), else None (solved for)."""
+    sens = r.params.get("sensitivity")
+    return sens.get("alpha") if isinstance(sens, dict) and sens.get("alpha_given") is True else None
+
+
+def stated_options(r: _Report, out: _Outcome, mechanism, T: int) -> dict[str, Any] | None:
+    """The mechanism's options (keyword -> value) as the claim states them, else as the recorded command
+    line gives them, else the defaults; a command line that records a value the claim states otherwise
+    is a problem of the ``command`` check (the claim is recomputed at what it states). None when a
+    custom kernel's recorded statistics are not a kernel's."""
+    g = out.group("command")
+    options = {}
+    for name, (keyword, default) in mechanism.options.items():
+        stated = _filter_alpha(r) if name == "filter_alpha" else (_stated(r, STATED_AT[name]) if name in STATED_AT
+                                                                       else MISSING)
+        given = r.command.get(name)
+        if given is not None and stated is not MISSING and ALIASES.get(given, given) != stated:
+            g.fail(f"the claim states {name.replace('_', ' ')} {stated!r}, but the recorded command line "
+                   f"(--{name.replace('_', '-')}) gives {given!r}")
+        value = stated if stated is not MISSING else given
+        options[keyword] = default if value is None else value
+    if options.get("kernel") == "custom":
+        stats = custom_kernel(r, out, T)
+        if stats is None:
+            return None
+        options.update(filter_kernel=None, kernel_stats=stats)
+    return options
+
+
+def custom_kernel(r: _Report, out: _Outcome, T: int) -> dict | None:
+    """The recorded statistics of a custom kernel of ``taps`` non-negative taps summing to 1, checked to
+    be a kernel's: ``sigma_max = 1``, ``1 / taps <= L <= 1`` and ``srank = T L / sigma_max^2``."""
+    p = out.group("parameters")
+    f = r.params.get("filter") if isinstance(r.params.get("filter"), dict) else {}
+    taps, L, srank, smax = f.get("taps"), f.get("L"), f.get("srank"), f.get("sigma_max")
+    if not p.expect(_is_int(taps) and taps >= 1 and _is_int(T) and _is_real(L) and _is_real(srank)
+                    and _is_real(smax), f"parameters.filter of a custom kernel must record taps, L, srank and "
+                                        f"sigma_max, got {f!r}"):
+        return None
+    ok = p.expect(_close(smax, 1.0, 1e-9), f"parameters.filter.sigma_max is {smax!r}, not 1 (non-negative taps of "
+                                           "sum 1)")
+    ok &= p.expect(1 / min(taps, T) * (1 - 1e-9) <= L <= 1 + 1e-9,
+                   f"parameters.filter.L is {L!r}, not in [1/taps, 1] for {taps} taps")
+    ok &= p.expect(_close(srank, T * L / smax ** 2, 1e-9), f"parameters.filter.srank is {srank!r}, not T L / "
+                                                           f"sigma_max^2 = {T * L / smax ** 2!r}")
+    return {"taps": int(taps), "L": float(L), "srank": float(srank), "sigma_max": float(smax)} if ok else None
+
+
+def _koga_setting(r: _Report, out: _Outcome, mechanism: str):
+    """``(found, rate, options)`` of a subsampling claim, or None: the unit on the grid, the sampling
+    rate in (0, 1) with its ``probability_empty``, the options (:func:`stated_options`)."""
     from tsdp.accounting import timesubsampling as ts
+    from tsdp.mechanisms.registry import MECHANISMS
 
     found = _release_unit(r, out)
     p = out.group("parameters")
-    p.equal("parameters.mechanism", r.params.get("mechanism"), mechanism)
     rate = _param(r, "subsampling", "p")
-    sigma = _noise(r, "sigma", out)
-    if found is None or sigma is None:
-        return None
     if not p.expect(_is_real(rate) and 0 < rate < 1, f"parameters.subsampling.p is {rate!r}, not in (0, 1)"):
         return None
-    bounds, S, T = found
+    if found is None:
+        return None
+    T = found[2]
     p.same("parameters.subsampling.probability_empty ((1 - p)^T)", _param(r, "subsampling", "probability_empty"),
            ts.empty_probability(T, float(rate)))
     u = r.claim.unit
-    if u.level == "user":
+    if getattr(UNIT_LEVELS.get(u.level), "uses_max_steps", False):
         out.group("unit").expect(u.max_steps <= T, f"max_steps I = {u.max_steps} exceeds the series length T = {T} "
                                                    "(Assumption 1 needs I <= T)")
-    n, I = bounds.changed_cells(S, T)
-    M = float(u.max_per_step)
-    assumption = r.params.get("assumption") if isinstance(r.params.get("assumption"), dict) else {}
-    p.equal("parameters.assumption.I", assumption.get("I"), bounds.steps_per_series(T))
-    p.equal("parameters.assumption.I_effective", assumption.get("I_effective"), I)
-    p.equal("parameters.assumption.series", assumption.get("series"), n)
-    p.same("parameters.assumption.M", assumption.get("M"), M)
-    p.equal("parameters.assumption.T", assumption.get("T"), T)
-    return bounds, S, T, I, M, n, float(rate), sigma
+    options = stated_options(r, out, MECHANISMS[mechanism], T)
+    return None if options is None else (found, float(rate), options)
 
 
-def _koga_lattice(r: _Report, p, sigma: float):
-    """The granularity of a hardened subsampling release, None for the float sampler, False when
-    the stated sampler is malformed (:func:`_lattice`); the hardened claim must name the theorem."""
-    lattice = _lattice(r, p, sigma)
-    if lattice is None:
-        return False
-    if lattice.hardened:
-        from tsdp.accounting.discrete import GAUSSIAN_THEOREM
-
-        p.expect(GAUSSIAN_THEOREM in (r.claim.theorem or ""), "a hardened subsampling claim must name the discrete "
-                                                              "Gaussian theorem its rounded sensitivities rest on")
-    return lattice.granularity
+def _events_in_words(q) -> str:
+    """The subsampling maps' events in words, from their parameters."""
+    a, n = q["assumption"], q["assumption"]["series"]
+    if q["accounting"] == "exact":
+        return (f"binomial mixture over the unit's I = {a['I_effective']} cells in up to {n} series "
+                f"(p = {q['subsampling_p']:g}, each series' redraw), M sqrt(k)")
+    if q["accounting"] == "conditional":
+        return f"the series with the largest mu, for the unit's I = {a['I_effective']} cells in up to {n} series jointly"
+    return "the paper accounting states no events"
 
 
 def _subsample(r: _Report, out: _Outcome) -> None:
-    from tsdp.accounting import timesubsampling as ts
-    from tsdp.accounting.discrete import rounded_step, slack_rate
-
+    """Time subsampling: :func:`tsdp.mechanisms.subsample.maps.subsample_map` (exact or paper accounting)."""
     out.definition = "approx-dp"
-    geometry = _koga_geometry(r, out, "subsample")
-    if geometry is None:
+    setting = _koga_setting(r, out, "subsample")
+    if setting is None:
         return
-    bounds, S, T, I, M, n, rate, sigma = geometry
-    p = out.group("parameters")
-    p.same("parameters.noise.sigma", _param(r, "noise", "sigma"), sigma)
-    g = _koga_lattice(r, p, sigma)
-    if g is False:
-        return
-    if g is not None:
-        _stated_slack(r, p, sigma, g, I)
-    M_noise = M if g is None else rounded_step(M, g)  # hardened: a kept cell's change after rounding
-    if g is not None:
-        p.same("parameters.sensitivity.rounded_per_step", _param(r, "sensitivity", "rounded_per_step"), M_noise)
-    accounting = r.params.get("accounting")
-    delta = r.claim.delta
-    if accounting == "exact":
-        if not p.expect(_is_real(delta) and 0 < delta < 1, f"claim delta {delta!r} is not in (0, 1)"):
-            return
-        mix = ts.subsample_mixture(I, rate, M_noise, T, truncation=ts.MIXTURE_TRUNCATION * delta, series=n)
-        event = MechanismEvent("gaussian-mixture" if g is None else "discrete-gaussian-mixture",
-                               float(mix.sensitivities.max()), sigma, 1, mixture=mix.pairs(), granularity=g,
-                               lattice_coords=None if g is None else I)
-        p.same("parameters.sensitivity.l2_worst_case", _param(r, "sensitivity", "l2_worst_case"), M * math.sqrt(I))
-        rounded = "" if g is None else f" (M' = {M_noise:.12g}: M rounded to multiples of {g:g})"
-        _expect_events(r, out, (event,), f"binomial mixture over the unit's I = {I} cells in up to {n} series "
-                                         f"(p = {rate:g}, each series' redraw), M sqrt(k){rounded}")
-        _events_loss(r, out)
-    elif accounting == "paper":
-        _expect_events(r, out, (), "the paper accounting states no events")
-        i_prime = _param(r, "sensitivity", "I_prime")
-        if not p.expect(_is_int(i_prime) and 1 <= i_prime <= I, f"parameters.sensitivity.I_prime is {i_prime!r}, "
-                                                               f"not in [1, I = {I}]"):
-            return
-        eps = r.claim.epsilon
-        term = float(ts.corollary3_failure_term(I, i_prime, eps, rate, T, n)) if i_prime < I else 0.0
-        _paper_loss(r, out, eps, M_noise * math.sqrt(i_prime), eps * math.sqrt(I / i_prime),
-                    M_noise * math.sqrt(I), sigma, term, f"Corollary 3 with I' = {i_prime} over {n} series",
-                    0.0 if g is None else slack_rate(sigma / g, I))
-    else:
-        p.fail(f"parameters.accounting is {accounting!r}, not exact or paper")
+    found, rate, options = setting
+    check_against_map(r, out, "subsample", found, "sigma",
+                      lambda q: _events_in_words({**q, "subsampling_p": rate}), options)
 
 
 def _filter_subsample(r: _Report, out: _Outcome) -> None:
-    from tsdp.accounting import timesubsampling as ts
-    from tsdp.accounting.discrete import slack_rate
-
+    """Filtered time subsampling: :func:`tsdp.mechanisms.subsample.maps.filter_subsample_map`; the
+    conditional accounting's map reads the released ``s_J`` and ``n_sampled``."""
     out.definition = "approx-dp"
-    geometry = _koga_geometry(r, out, "filter-subsample")
-    if geometry is None:
+    setting = _koga_setting(r, out, "filter-subsample")
+    if setting is None:
         return
-    bounds, S, T, I, M, n, rate, sigma = geometry
+    found, rate, options = setting
+    released = None
+    if options.get("accounting") == "conditional":
+        released = _released(r, out, found, options)
+        if released is None:
+            return
+    check_against_map(r, out, "filter-subsample", found, "sigma",
+                      lambda q: _events_in_words({**q, "subsampling_p": rate}), options, released)
+
+
+def _released(r: _Report, out: _Outcome, found, options) -> dict | None:
+    """The conditional accounting's released figures (``s_J`` in [0, 1], ``n_sampled`` in [1, T]), or None
+    when malformed. When the report records the sampled indices, s_J is recomputed from them through
+    the map's ``sampled`` route (:func:`tsdp.mechanisms.subsample.maps.released_figures`)."""
     p = out.group("parameters")
-    p.same("parameters.noise.sigma", _param(r, "noise", "sigma"), sigma)
-    p.same("parameters.sensitivity.l2_worst_case", _param(r, "sensitivity", "l2_worst_case"), M * math.sqrt(I))
-    accounting = r.params.get("accounting")
-    sigmas = _param(r, "noise", "sigma_per_series")
-    smallest = min(sigmas) if accounting == "conditional" and isinstance(sigmas, list) and sigmas and \
-        all(_is_real(x) and x > 0 for x in sigmas) else sigma
-    g = _koga_lattice(r, p, smallest)
-    if g is False:
+    _, S, T = found
+    s_J, kept = _param(r, "sensitivity", "s_J"), _param(r, "subsampling", "n_sampled")
+    if not p.expect(isinstance(s_J, list) and len(s_J) == S and all(_is_real(x) and 0 <= x <= 1 + 1e-9 for x in s_J),
+                    f"parameters.sensitivity.s_J must list {S} numbers in [0, 1] (spectral norms of sampled rows of "
+                    f"a unit-norm filter), got {s_J!r}"):
+        return None
+    if not p.expect(isinstance(kept, list) and len(kept) == S and all(_is_int(k) and 1 <= k <= T for k in kept),
+                    f"parameters.subsampling.n_sampled must list {S} sample sizes in [1, T = {T}], got {kept!r}"):
+        return None
+    indices = _param(r, "subsampling", "indices")
+    if indices is not None:
+        _recompute_s_J(r, out, found, options, indices, s_J, kept)
+    # the stated l2_conditional is M s_J sqrt(I) and l2_worst_case M sqrt(I) (both compared with the map's):
+    # an s_J edited alone is named here, before the map recomputes its figures from it
+    l2, worst = _param(r, "sensitivity", "l2_conditional"), _param(r, "sensitivity", "l2_worst_case")
+    if isinstance(l2, list) and len(l2) == S and all(_is_real(x) for x in l2) and _is_real(worst) and worst > 0:
+        for s, (a, b) in enumerate(zip(s_J, l2)):
+            p.same(f"parameters.sensitivity.s_J.{s} (l2_conditional / l2_worst_case)", a, b / worst)
+    return {"s_J": s_J, "n_sampled": kept}
+
+
+def _recompute_s_J(r: _Report, out: _Outcome, found, options, indices, s_J, kept) -> None:
+    """s_J and n_sampled from the recorded sampled steps, through the map's ``sampled`` route."""
+    import numpy as np
+
+    from tsdp.mechanisms.subsample.maps import prepare_filter, released_figures
+
+    p = out.group("parameters")
+    _, S, T = found
+    if not p.expect(isinstance(indices, list) and len(indices) == S and all(
+            isinstance(row, list) and all(_is_int(t) and 0 <= t < T for t in row) for row in indices),
+            f"parameters.subsampling.indices must list the sampled steps (in [0, {T})) of {S} series"):
         return
-    if g is not None:
-        _stated_slack(r, p, smallest, g, T * n)
-    if accounting == "conditional":
-        s_j = _param(r, "sensitivity", "s_J")
-        sens = _param(r, "sensitivity", "l2_conditional")
-        sigmas = _param(r, "noise", "sigma_per_series")
-        lists = (s_j, sens, sigmas)
-        if not p.expect(all(isinstance(v, list) and len(v) == S and all(_is_real(x) for x in v) for v in lists),
-                        f"parameters s_J, l2_conditional and sigma_per_series must list {S} numbers"):
-            return
-        p.expect(all(0 <= s <= 1 + 1e-9 for s in s_j), "an s_J (spectral norm of sampled rows of a unit-norm "
-                                                        "filter) is outside [0, 1]")
-        p.expect(all(_close(x, M * s * math.sqrt(I)) for x, s in zip(sens, s_j)),
-                 "l2_conditional is not M s_J sqrt(I) for every series")
-        p.expect(all(x > 0 for x in sigmas), "a sigma_per_series is not positive")
-        if g is not None:  # the filter spreads a change over a series: g sqrt(kept steps) in each touched one
-            kept = _param(r, "subsampling", "n_sampled")
-            rounded = _param(r, "sensitivity", "rounded_l2_conditional")
-            if p.expect(isinstance(kept, list) and len(kept) == S and all(_is_int(k) and 1 <= k <= T for k in kept),
-                        f"parameters.subsampling.n_sampled must list {S} sample sizes in [1, T]") and \
-                    p.expect(isinstance(rounded, list) and len(rounded) == S and all(_is_real(x) for x in rounded),
-                             f"parameters.sensitivity.rounded_l2_conditional must list {S} numbers") and \
-                    p.expect(all(s > 0 for s in s_j), "an s_J is zero"):
-                share = ts.rounding_share([M * s for s in s_j], kept, I, n, g)
-                p.expect(all(_close(x, s * (1 + share)) for x, s in zip(rounded, sens)),
-                         "rounded_l2_conditional is not M s_J (sqrt(I) + g sqrt(n) max_s sqrt(n_s) / (M s_J)) for "
-                         "every series")
-                sens = rounded
-        if p.problems:
-            return
-        p.same("parameters.sigma", sigma, sigmas[0] if S == 1 else max(sigmas))
-        worst = max(range(S), key=lambda s: sens[s])
-        kind = "gaussian" if g is None else "discrete-gaussian"
-        mus = [x / s for x, s in zip(sens, sigmas)]
-        worst = max(range(S), key=lambda s: mus[s])
-        _expect_events(r, out, (MechanismEvent(kind, float(sens[worst]), float(sigmas[worst]), 1, granularity=g,
-                                               lattice_coords=None if g is None else n * T),),
-                       f"the series with the largest mu, for the unit's I = {I} cells in up to {n} series jointly")
-        events = r.claim.events
-        if events and events[0].kind == kind:
-            mu_event = events[0].sensitivity / events[0].noise
-            p.expect(mu_event >= max(mus) * (1 - REL_TOL),
-                     f"the event's mu {mu_event:.6g} is below the largest series mu {max(mus):.6g}")
-        _events_loss(r, out)
-    elif accounting == "paper":
-        _expect_events(r, out, (), "the paper accounting states no events")
-        L, srank = _param(r, "filter", "L"), _param(r, "filter", "srank")
-        alpha = _param(r, "sensitivity", "alpha")
-        if not p.expect(_is_real(L) and L > 0 and _is_real(srank) and srank >= 1,
-                        f"parameters.filter L {L!r} / srank {srank!r} are not a kernel's statistics"):
-            return
-        if not p.expect(_is_real(alpha) and math.sqrt(rate) < alpha <= 1 and ts.tropp_condition(alpha, rate, L),
-                        f"parameters.sensitivity.alpha {alpha!r} is not in (sqrt(p), 1] with alpha^2 >= p + L"):
-            return
-        eps = r.claim.epsilon
-        term = ts.corollary2_failure_term(alpha, eps, rate, L, srank, T, n)
-        # hardened: M' = M + g sqrt(n T) / (alpha sqrt(I)) covers the rounding of up to T filtered values in each
-        # of the n touched series on both branches
-        M_noise = M if g is None else M + g * math.sqrt(n * T) / (alpha * math.sqrt(I))
-        if g is not None:
-            p.same("parameters.sensitivity.rounded_per_step", _param(r, "sensitivity", "rounded_per_step"), M_noise)
-        rate = 0.0 if g is None else slack_rate(sigma / g, n * T)
-        _paper_loss(r, out, eps, M_noise * alpha * math.sqrt(I), eps / alpha, M_noise * math.sqrt(I), sigma,
-                    term, f"Corollary 2 with alpha = {alpha:.6g} over {n} series", rate)
-    else:
-        p.fail(f"parameters.accounting is {accounting!r}, not conditional or paper")
+    mask = np.zeros((S, T), dtype=bool)
+    for s, row in enumerate(indices):
+        mask[s, row] = True
+    from tsdp.errors import TsdpError
+    from tsdp.mechanisms.baseline import Panel
 
-
-def _paper_loss(r: _Report, out: _Outcome, eps_s: float, sens_success: float, eps_fail: float,
-                sens_fail: float, sigma: float, term: float, how: str, rate: float = 0.0) -> None:
-    """Koga et al.'s corollaries on the unit's cells jointly: (eps_s, delta_noise + term) when both
-    Gaussian branches meet delta_noise under the exact profile (plus, hardened, each branch's rounding
-    slack ``(1 + e^eps) rate``, :mod:`tsdp.accounting.discrete`)."""
-    from tsdp.accounting import gaussian as gauss
-    from tsdp.accounting.discrete import rounding_slack
-
-    g = out.group("privacy_loss")
-    d_noise = _param(r, "privacy", "delta_noise")
-    if not g.expect(_is_real(d_noise) and 0 < d_noise < 1, f"parameters.privacy.delta_noise is {d_noise!r}"):
+    bounds = found[0]
+    try:
+        prep = prepare_filter(r.command.get("epsilon"), r.command.get("delta"),
+                              Panel(S, T, bounds, r.claim.unit.id_column, bool(r.claim.unit.enforced)), options)
+        want, n = released_figures({"sampled": mask}, prep, S, T)
+    except (TsdpError, ValueError, TypeError) as exc:
+        p.fail(f"s_J cannot be recomputed from parameters.subsampling.indices: {exc}")
         return
-    success = float(gauss.delta_for_epsilon(eps_s, sens_success / sigma)) + rounding_slack(eps_s, rate)
-    failure = (float(gauss.delta_for_epsilon(eps_fail, sens_fail / sigma)) + rounding_slack(eps_fail, rate)
-               if eps_fail > eps_s else 0.0)
-    g.expect(success <= d_noise * (1 + REL_TOL) and failure <= d_noise * (1 + REL_TOL),
-             f"the Gaussian branches give deltas {success:.3g} and {failure:.3g} > delta_noise {d_noise:.3g} at "
-             f"sigma {sigma:.6g}")
-    needed = d_noise + term
-    delta = r.claim.delta
-    if g.expect(_is_real(delta) and delta >= needed * (1 - REL_TOL),
-                f"{how} gives delta {needed:.6g} at epsilon {r.claim.epsilon:g}, more than the claimed {delta}"):
-        # tsdp claims exactly this delta: a larger one means a stated figure (p, I', alpha, delta_noise) was changed
-        g.expect(delta <= needed * (1 + 1e-6), f"{how} gives delta {needed:.6g} from the stated parameters, not "
-                                               f"the claimed {delta:g}: the parameters are not the ones the claim used")
-    if not g.problems:
-        g.ok(f"{how}: epsilon {eps_s:.6g}, delta {d_noise:.3g} + {term:.3g} = {needed:.6g} "
-             f"(claimed {delta:g}); both Gaussian branches checked on the exact profile")
+    p.expect(list(n) == list(kept), f"parameters.subsampling.n_sampled is {kept!r}, but the recorded indices give "
+                                    f"{[int(k) for k in n]!r}")
+    for s, (a, b) in enumerate(zip(s_J, want)):
+        p.same(f"parameters.sensitivity.s_J.{s} (from the recorded indices)", a, float(b))

@@ -116,12 +116,28 @@ def kernel_of(options, read_numbers=None):
     return kernel
 
 
+def stated_kernel(stats: dict) -> tuple[None, dict, list]:
+    """A custom kernel known by its recorded statistics only (``kernel_stats``: ``taps``, ``L``, ``srank``,
+    ``sigma_max``; a report records no taps): ``(None, filter block, no warnings)``. The accounting needs
+    only these given the released s_J (conditional) or alpha (paper); the sampled rows' s_J cannot be
+    recomputed without the taps (the ``sampled`` route refuses)."""
+    info = {"type": "custom", "taps": int(stats["taps"]), "L": float(stats["L"]), "srank": float(stats["srank"]),
+            "sigma_max": float(stats["sigma_max"]), "circular": True,
+            "convention": "y_t = sum_k x_k h_{(t-k) mod T} (circular convolution by FFT)"}
+    return None, info, []
+
+
 def prepare_filter(epsilon: float, delta: float, panel: Panel, options) -> Prepared:
+    """The checked setting of filter-subsample; the kernel from ``kernel`` (and ``filter_kernel``), or a
+    custom kernel's recorded statistics ``kernel_stats`` (:func:`stated_kernel`, for verification)."""
     accounting = filter_accounting(options.get("accounting", "conditional"), options.get("alpha"))
     warnings, (steps, I, M, n) = _checked(epsilon, delta, panel, options["p"], accounting,
                                           options.get("delta_split", 0.5))
-    h, info, kernel_warnings = resolve_kernel(kernel_of(options), panel.n_steps, options.get("filter_sigma", 10.0),
-                                              options.get("filter_width"))
+    if options.get("kernel_stats") is not None:
+        h, info, kernel_warnings = stated_kernel(options["kernel_stats"])
+    else:
+        h, info, kernel_warnings = resolve_kernel(kernel_of(options), panel.n_steps,
+                                                  options.get("filter_sigma", 10.0), options.get("filter_width"))
     stats = filters.KernelStats(info["L"], info["srank"], info["sigma_max"])
     return Prepared(accounting, tuple(warnings) + tuple(kernel_warnings), steps, I, M, n, h, info, stats)
 
@@ -231,6 +247,9 @@ def released_figures(released, prep: Prepared, n_series: int, n_steps: int) -> t
     """``(s_J, n_sampled)`` per series from ``Setting.released`` (module docstring); UsageError when
     they are missing or do not fit the panel."""
     if "sampled" in released:
+        if prep.h is None:
+            raise UsageError("the sampled rows' s_J need the kernel's taps, which a custom kernel's report "
+                             "does not record")
         mask = np.asarray(released["sampled"], dtype=bool)
         if mask.shape != (n_series, n_steps) or not mask.any(axis=1).all():
             raise UsageError(f"released sampled steps: need a non-empty sample in each of {n_series} series x "
