@@ -93,6 +93,16 @@ def cellwise(noise: str, scale: float, alpha: float, target: str = "cell", n_ste
                     f"quantile of b (G1 - G2), G ~ Gamma(T, 1), b = {scale:.6g}, T = {n_steps}")
 
 
+def cellwise_release(noise: str, parameters: dict, alpha: float, target: str = "cell") -> Accuracy:
+    """A cellwise release's interval from its claim parameters: :func:`cellwise` for its noise (``sigma``
+    or the Laplace ``scale``), widened by the hardened sampler's rounding (:func:`on_lattice`: one
+    rounding per cell, ``n_steps`` of them in a series' sum)."""
+    scale = parameters["sigma"] if noise == "gaussian" else parameters["scale"]
+    n_steps = parameters["n_steps"]
+    return on_lattice(cellwise(noise, scale, alpha, target, n_steps), lattice_of(parameters),
+                      n_steps if target == "sum" else 1)
+
+
 def dft_weights(n_steps: int, k: int, n_real: int, cells: np.ndarray | None = None) -> np.ndarray:
     """(cells x n_r) coefficients a_j(t) mapping the noise on the n_r kept real coefficients (real and
     imaginary parts of the first k rfft terms, as :func:`tsdp.mechanisms.dft.release_dft` perturbs

@@ -123,9 +123,7 @@ class Gaussian:
     def accuracy(self, claim, alpha: float, target: str = "cell", sampled=None):
         from tsdp.accuracy import mechanisms as acc
 
-        p = claim.parameters
-        return acc.on_lattice(acc.cellwise("gaussian", p["sigma"], alpha, target, p["n_steps"]), acc.lattice_of(p),
-                              p["n_steps"] if target == "sum" else 1)
+        return acc.cellwise_release("gaussian", claim.parameters, alpha, target)
 
 
 GAUSSIAN = Gaussian()

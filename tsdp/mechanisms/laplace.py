@@ -75,9 +75,7 @@ class Laplace:
     def accuracy(self, claim, alpha: float, target: str = "cell", sampled=None):
         from tsdp.accuracy import mechanisms as acc
 
-        p = claim.parameters
-        return acc.on_lattice(acc.cellwise("laplace", p["scale"], alpha, target, p["n_steps"]), acc.lattice_of(p),
-                              p["n_steps"] if target == "sum" else 1)
+        return acc.cellwise_release("laplace", claim.parameters, alpha, target)
 
 
 LAPLACE = Laplace()
