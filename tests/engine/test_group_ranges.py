@@ -255,3 +255,75 @@ def test_cli_evaluate_runs_chunk_by_chunk(files, tmp_path, monkeypatch, particip
     assert calls == [1]
     assert f'"groups": {groups}' in result.stdout
     assert list(tmp_path.iterdir()) == []
+
+
+# Declared groups (c5 left out, c99 without records; the slots of the first six hours): every key
+# is declared and polars derives both from Parquet, so the shards carry each record's declared
+# group instead of its keys (group_ranges.shard_coding).
+DECLARED_CELLS = tuple([f"c{i}" for i in range(12) if i != 5] + ["c99"])
+
+
+def declared_spec(**kw) -> RecordSpec:
+    return spec(group_keys=DECLARED_CELLS, start="2024-05-06 00:00", end="2024-05-06 06:00", **kw)
+
+
+def shard_columns(monkeypatch) -> list:
+    """The columns of every shard load_records reads (a spy on the local engine's loader)."""
+    from tsdp.io import records as io_records
+
+    seen, real = [], io_records.load_records
+
+    def spy(df, *args, **kwargs):
+        seen.append((list(df.columns), kwargs.get("coded") is not None))
+        return real(df, *args, **kwargs)
+
+    monkeypatch.setattr(io_records, "load_records", spy)
+    return seen
+
+
+@pytest.mark.parametrize("settings", SETTINGS, ids=lambda s: f"{s.algorithm}-{s.grouping}")
+def test_declared_groups_shard_coded_and_equal_in_memory(files, tmp_path, monkeypatch, settings):
+    seen = shard_columns(monkeypatch)
+    whole = load_records(read_table(files["parquet"]), declared_spec())
+    preps, keys, chunks = chunked(files["parquet"], declared_spec(), settings, tmp_path / "a")
+    assert len(seen) >= 2 and all(coded and "cell" not in columns for columns, coded in seen)
+    assert not chunks.single and len(preps) >= 2
+    assert pl.concat(keys).equals(whole.groups)
+    assert chunks.dropped == whole.dropped > 0  # c5's records and those after 06:00
+    assert chunks.max_groups_per_user == whole.max_groups_per_user
+    assert_same(preps, prepare_groups(whole.values, whole.user_starts, whole.group_starts, settings), settings)
+
+
+def test_a_null_key_with_declared_groups_is_named_as_in_memory(tmp_path, monkeypatch):
+    """A missing cell hides from the declared index: such inputs shard their keys, and the error
+    names the input row as in memory."""
+    seen = shard_columns(monkeypatch)
+    df = make_records().with_columns(
+        pl.when(pl.int_range(pl.len()) == 4321).then(None).otherwise(pl.col("cell")).alias("cell"))
+    path = str(tmp_path / "nullkey.parquet")
+    df.write_parquet(path)
+    work = tmp_path / "work"
+    work.mkdir()
+    with pytest.raises(DataError, match="missing group key at row 4322"):
+        chunked(path, declared_spec(), SETTINGS[1], work)
+    assert seen and not any(coded for _, coded in seen)
+
+
+@pytest.mark.parametrize("bad", [99.0, float("nan")])
+def test_a_bad_value_with_declared_groups_is_named_as_in_memory(tmp_path, bad):
+    """Values are checked on every record read, declared group or not, as in memory; a value
+    outside the bounds names its group from the declared index."""
+    df = make_records()
+    rows = df.with_row_index("i").filter(pl.col("cell") == "c5")["i"].head(1).to_list()  # an undeclared cell
+    rows += df.with_row_index("i").filter(pl.col("cell") == "c7")["i"].slice(3, 2).to_list()
+    df = df.with_columns(pl.when(pl.int_range(pl.len()).is_in(rows)).then(bad).otherwise(pl.col("speed")).alias("speed"))
+    path = str(tmp_path / "bad.parquet")
+    df.write_parquet(path)
+    with pytest.raises(DataError) as whole:
+        load_records(read_table(path), declared_spec())
+    work = tmp_path / "work"
+    work.mkdir()
+    with pytest.raises(DataError) as chunks:
+        chunked(path, declared_spec(), SETTINGS[1], work)
+    assert str(chunks.value) == str(whole.value)
+    assert f"row {min(rows) + 1}" in str(whole.value) or bad == 99.0

@@ -15,7 +15,13 @@ each shard estimated on its own, with exactly the runs, caps and kept rows of th
   (``sink_parquet`` with ``PartitionBy``), carrying the input's row number (ORDER) as the
   tie-break key, so each shard is checked and sorted by the same ``load_records`` and its runs are
   the in-memory runs of its groups (:func:`group_range_chunks`).
+* When every group is declared and polars derives every key (the common case), the sharding pass's
+  join to the ranges also gives each row its declared group's index, which the shards carry
+  instead of the key columns (:func:`shard_coding`), so no shard matches keys to the declared
+  groups again.
 * Each shard ranks its own users' ids as text (the order of users within a group), as in memory.
+  (Ranking them once for the whole input, a streaming ``unique`` and a join of every row to its
+  id's rank, measured slower than ranking each shard's ids: the join costs more than the ranks.)
 * The one figure that spans groups, the largest number of groups of one user (custodian only), is
   a streaming ``group_by`` over the shards' per-user run counts, users named by a 64-bit hash of
   their id (:func:`max_groups_per_user`).
@@ -32,11 +38,13 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
+from tsdp.engine.kernel import ORDER
 from tsdp.engine.local import SHARD, _read_error, loaded_shards, scratch_error, write_partitions
 from tsdp.engine.runs import runs_from_records
 from tsdp.errors import DataError
-from tsdp.io.record_groups import _selection, group_keys, slot_of
+from tsdp.io.record_groups import DECLARED, _declares_all, _selection, declared_groups, group_keys, slot_of
 from tsdp.io.record_spec import DEFAULT_SLOT_LENGTH, SLOT, RecordSpec
+from tsdp.io.records import Coded
 
 RANGE, ROWS, USER, RUNS = "__range", "__rows", "__user", "__runs"
 # Peak memory of one shard per row, from reading it to estimating its groups (the frame, sort keys,
@@ -88,30 +96,59 @@ def range_table(scan: pl.LazyFrame, keys: list[pl.Expr], budget: int, path: str)
     return counts.select(names).with_columns(pl.Series(RANGE, start // step, dtype=pl.Int64))
 
 
+def shard_coding(scan: pl.LazyFrame, keys: list[pl.Expr], table: pl.DataFrame,
+                 spec: RecordSpec) -> tuple[Coded, pl.DataFrame] | None:
+    """What coded shards carry (:class:`tsdp.io.records.Coded`) and ``table`` with each key value's
+    declared group index (DECLARED, null outside the declared groups). None when the shards must
+    carry the keys for :func:`tsdp.io.records.load_records` to check: a key polars does not derive,
+    a group not declared, a missing key value, a missing column."""
+    schema = scan.collect_schema()
+    names = list(schema.names())
+    all_keys, slot_derived = group_keys(names, spec)
+    if (len(keys) != len(all_keys) or not _declares_all(all_keys, slot_derived, spec)
+            or any(c is not None and c not in schema for c in (spec.cell_col, spec.user_col, spec.value_col))):
+        return None
+    gkeys = [k.meta.output_name() for k in keys]
+    key_frame = table.select(gkeys).rename(dict(zip(gkeys, all_keys)))
+    if any(key_frame[k].null_count() for k in all_keys):
+        return None
+    declared = declared_groups(key_frame.schema, all_keys, slot_derived, spec)
+    if declared is None:
+        return None
+    table = table.with_columns(key_frame.select(declared.index(key_frame)).to_series())
+    return Coded(declared, tuple(names)), table
+
+
 def write_group_shards(scan: pl.LazyFrame, keys: list[pl.Expr], table: pl.DataFrame, directory: Path,
-                       path: str) -> list[Path]:
+                       path: str, coded: Coded | None = None, spec: RecordSpec | None = None) -> list[Path]:
     """Stream ``scan`` into one Parquet partition per range of ``table``; the partitions'
-    directories in range order (an empty range has none)."""
+    directories in range order (an empty range has none). ``coded`` (with the ``spec``): the rows
+    carry their declared group (DECLARED of ``table``) instead of their keys."""
     names = [k.meta.output_name() for k in keys]
     joined = scan.with_columns(keys).join(table.lazy(), on=names, how="left", nulls_equal=True)
-    joined = joined.drop(names).rename({RANGE: SHARD})
+    if coded is not None:
+        kept = [c for c in (ORDER, spec.user_col, spec.value_col, spec.time_col) if c is not None]
+        joined = joined.select(*kept, DECLARED, RANGE)
+    joined = joined.drop(names, strict=False).rename({RANGE: SHARD})
     return write_partitions(joined, pl.col(SHARD).fill_null(0), directory, path)
 
 
 def group_range_chunks(directories: list[Path], spec: RecordSpec, tmp: Path,
-                       note: Callable[[str], None], dropped: dict | None = None) -> Iterator:
+                       note: Callable[[str], None], dropped: dict | None = None,
+                       coded: Coded | None = None) -> Iterator:
     """The runs of each shard (:class:`tsdp.engine.runs.RecordRuns`), shard by shard in group
     order (shards without records in the selection or declared groups yield nothing, unless no
     shard has any: then the last, empty, carries the declared groups). Each shard's per-user run
     counts go to ``tmp`` for :func:`max_groups_per_user`; ``dropped["records"]`` adds up the
-    records outside the declared groups.
+    records outside the declared groups. ``coded``: the shards are coded (:func:`shard_coding`).
 
     Values outside the public bounds are counted over every shard and the earliest input row is
     named, as in memory (shards after the first such one are only checked); other data errors
     name a bad row of the first shard holding one."""
     groups = 0
     last = None
-    for k, records in loaded_shards(directories, spec, note, "checking, sorting and estimating the groups"):
+    for k, records in loaded_shards(directories, spec, note, "checking, sorting and estimating the groups",
+                                    coded=coded):
         last = records
         if dropped is not None:
             dropped["records"] += records.dropped

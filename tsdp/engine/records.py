@@ -185,10 +185,14 @@ def record_chunks(path: str, spec: RecordSpec, memory_limit: int | None = None, 
             yield RecordChunks.of(sharded_runs(directories, spec, tmp, note, memory_limit))
             return
         n_ranges = int(table[gr.RANGE].max()) + 1 if table.height else 1
+        coded = None
+        coding = gr.shard_coding(scan, keys, table, spec) if table.height else None
+        if coding is not None:
+            coded, table = coding
         note(f"sharding input by group range into {n_ranges} shards")
-        directories = gr.write_group_shards(scan, keys, table, tmp / "shards", path)
+        directories = gr.write_group_shards(scan, keys, table, tmp / "shards", path, coded, spec)
         dropped = {"records": 0}
-        yield RecordChunks(gr.group_range_chunks(directories, spec, tmp, note, dropped), single=False,
+        yield RecordChunks(gr.group_range_chunks(directories, spec, tmp, note, dropped, coded), single=False,
                            max_groups=lambda: gr.max_groups_per_user(tmp), dropped=lambda: dropped["records"])
 
 

@@ -44,11 +44,16 @@ class Declared:
     def select(self, frame: pl.DataFrame) -> tuple[pl.DataFrame, np.ndarray]:
         """(the records of ``frame`` inside the declared groups, in their order; each one's declared
         group index)."""
+        inside = frame.with_columns(self.index(frame)).filter(pl.col(DECLARED).is_not_null())
+        return inside.drop(DECLARED), inside[DECLARED].to_numpy()
+
+    def index(self, frame: pl.DataFrame) -> pl.Expr:
+        """Each row's declared group index (Int64, named DECLARED; null outside the declared groups),
+        from ``frame``'s key columns."""
         index = pl.lit(0, dtype=pl.Int64)
         for factor in self.factors:
             index = index * factor.height + _position(factor, frame)
-        inside = frame.with_columns(index.alias(DECLARED)).filter(pl.col(DECLARED).is_not_null())
-        return inside.drop(DECLARED), inside[DECLARED].to_numpy()
+        return index.alias(DECLARED)
 
 
 DECLARED = "__declared"

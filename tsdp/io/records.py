@@ -32,8 +32,8 @@ import polars as pl
 from tsdp.errors import DataError, UsageError
 from tsdp.io.ids import reject_nan_ids
 from tsdp.io.layouts import numeric_values, require_columns
-from tsdp.io.record_groups import (_codes, _Codes, _declares_all, _dense_codes, _selection, _slot_instant, _slots,
-                                   _text, declared_groups, group_keys)
+from tsdp.io.record_groups import (DECLARED, _codes, _Codes, _declares_all, _dense_codes, Declared, _selection,
+                                   _slot_instant, _slots, _text, declared_groups, group_keys)
 from tsdp.io.record_spec import DEFAULT_SLOT_LENGTH, OUT_OF_RANGE, SLOT, OutOfBounds, RecordSpec
 from tsdp.io.timegrid import parse_instant
 from tsdp.io.timeparse import parse_time_column_deferred
@@ -79,12 +79,23 @@ class Records:
         return sums / counts
 
 
+@dataclass(frozen=True)
+class Coded:
+    """A shard of the input whose group keys an engine has already matched to the declared groups,
+    as :func:`load_records` would: its column DECLARED holds each record's index among the
+    ``declared`` groups (null outside them) instead of the key columns. ``columns``: the input's
+    column names. The engine has checked what the index hides: no group key is missing."""
+
+    declared: Declared
+    columns: tuple[str, ...]
+
+
 def _show(value) -> str:
     return repr(value) if isinstance(value, str) else str(value)
 
 
 def load_records(df: pl.DataFrame, spec: RecordSpec, order_col: str | None = None,
-                 shard: bool = False, consume: bool = False) -> Records:
+                 shard: bool = False, consume: bool = False, coded: Coded | None = None) -> Records:
     """Check, select, group and sort ``df`` into :class:`Records` (see the module docstring).
 
     ``order_col``: the input's row number of each row (a shard of a larger input): it breaks ties
@@ -92,14 +103,15 @@ def load_records(df: pl.DataFrame, spec: RecordSpec, order_col: str | None = Non
     holds only some of the users, so an empty selection is no error (an empty :class:`Records`).
     ``consume``: the columns of ``df`` are dropped from it once read, so that memory holding ids
     and keys is freed before the sort (the caller's ``df`` is left without columns).
+    ``coded``: ``df`` is a shard of coded groups (:class:`Coded`).
     """
     if order_col is None:
-        return _load_records(df, spec, None, shard, consume)
+        return _load_records(df, spec, None, shard, consume, coded)
     from tsdp.io.events import input_rows
 
     rows = df[order_col]
     try:
-        return _load_records(df, spec, order_col, shard, consume)
+        return _load_records(df, spec, order_col, shard, consume, coded)
     except OutOfBounds as exc:
         raise OutOfBounds(spec, exc.count, int(rows[exc.row]), exc.value, exc.group) from None
     except DataError as exc:
@@ -107,10 +119,10 @@ def load_records(df: pl.DataFrame, spec: RecordSpec, order_col: str | None = Non
 
 
 def _load_records(df: pl.DataFrame, spec: RecordSpec, order_col: str | None, shard: bool,
-                  consume: bool = False) -> Records:
+                  consume: bool = False, coded: Coded | None = None) -> Records:
     if spec.out_of_range not in OUT_OF_RANGE:
         raise UsageError(f"--value-out-of-range must be error or clip, got {spec.out_of_range!r}")
-    keys, slot_needed = group_keys(df.columns, spec)
+    keys, slot_needed = group_keys(list(coded.columns) if coded else df.columns, spec)
     if spec.slot_length is not None and spec.time_col is None:
         raise UsageError("--slot-length needs --time-col (the column the slots are cut from)")
     if slot_needed and spec.time_col is None:
@@ -118,15 +130,16 @@ def _load_records(df: pl.DataFrame, spec: RecordSpec, order_col: str | None, sha
     if spec.timezone is not None and spec.time_col is None:
         raise UsageError("--timezone needs --time-col (the column whose timestamps it describes)")
     columns = {"--user-col": spec.user_col, "--value-col": spec.value_col, "--time-col": spec.time_col}
-    if spec.cell_col is not None:
+    if spec.cell_col is not None and not coded:
         columns["--cell-col"] = spec.cell_col
     require_columns(df, columns)
-    source_keys = [k for k in keys if not (k == SLOT and slot_needed)]
+    source_keys = [k for k in keys if not (k == SLOT and slot_needed)] if not coded else []
     for k in source_keys:
         if k not in df.columns:
             raise DataError(f"--group-by: column {k!r} not found; the input has columns: {', '.join(df.columns)}")
     needed = list(dict.fromkeys(
-        [spec.user_col, spec.value_col] + ([spec.time_col] if spec.time_col else []) + source_keys))
+        [spec.user_col, spec.value_col] + ([spec.time_col] if spec.time_col else []) + source_keys
+        + ([DECLARED] if coded else [])))
     position = pl.int_range(df.height, dtype=pl.Int64, eager=True)
     frame = df.select(needed).with_columns(
         position.alias(DF_ROW), (df[order_col].cast(pl.Int64) if order_col else position).alias(ORDER_KEY))
@@ -170,22 +183,26 @@ def _load_records(df: pl.DataFrame, spec: RecordSpec, order_col: str | None, sha
         if slot_needed:
             frame = frame.with_columns(_slots(frame[spec.time_col], spec.slot_length or DEFAULT_SLOT_LENGTH))
 
-        # Selection of one cell and/or one slot.
-        if spec.cell is not None:
+        # Selection of one cell and/or one slot (coded: the declared groups are the selection).
+        if spec.cell is not None and not coded:
             col = frame[spec.cell_col]
             as_text = col if col.dtype == pl.String else col.cast(pl.String)
             frame = frame.filter(as_text == str(spec.cell))
-        if spec.slot is not None:
+        if spec.slot is not None and not coded:
             frame = frame.filter(pl.col(SLOT) == _slot_instant(spec, frame.schema[spec.time_col]))
-        declared = declared_groups(frame.schema, keys, slot_needed, spec)
+        declared = coded.declared if coded else declared_groups(frame.schema, keys, slot_needed, spec)
         declared_index = None  # each record's declared group
-        if declared is not None and declared.keys:
+        if coded:
+            frame = frame.filter(pl.col(DECLARED).is_not_null())
+            declared_index = frame[DECLARED].to_numpy()
+            frame = frame.drop(DECLARED)
+        elif declared is not None and declared.keys:
             frame, declared_index = declared.select(frame)
         dropped = n_read - frame.height
         table = None if declared is None else declared.table()
         if frame.height == 0:
             if shard or declared is not None:
-                return _empty_records(spec, keys, frame.select(keys), table, dropped)
+                return _empty_records(spec, keys, table if coded else frame.select(keys), table, dropped)
             raise DataError(f"no records in the selection {_selection(spec)}; check the value(s) against the data")
 
         # Public value bounds: error (default) or per-record clipping (keeps every record).
@@ -196,7 +213,8 @@ def _load_records(df: pl.DataFrame, spec: RecordSpec, order_col: str | None, sha
             else:
                 bad = (v < spec.lower) | (v > spec.upper)
                 first = int(bad.arg_true()[int(frame[ORDER_KEY].filter(bad).arg_min())])  # earliest input row
-                where = ", ".join(f"{k}={_show(frame[k][first])}" for k in keys)
+                row = table.row(int(declared_index[first]), named=True) if coded else {k: frame[k][first] for k in keys}
+                where = ", ".join(f"{k}={_show(v)}" for k, v in row.items())
                 raise OutOfBounds(spec, int(bad.sum()), int(frame[DF_ROW][first]), float(v[first]), where)
     except Exception:
         user_job.result()  # a bad user id is reported first, as the checks come in that order
