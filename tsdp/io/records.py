@@ -193,7 +193,8 @@ def _load_records(df: pl.DataFrame, spec: RecordSpec, order_col: str | None, sha
         declared = coded.declared if coded else declared_groups(frame.schema, keys, slot_needed, spec)
         declared_index = None  # each record's declared group
         if coded:
-            frame = frame.filter(pl.col(DECLARED).is_not_null())
+            if frame[DECLARED].null_count():  # (a filter copies every column: only when needed)
+                frame = frame.filter(pl.col(DECLARED).is_not_null())
             declared_index = frame[DECLARED].to_numpy()
             frame = frame.drop(DECLARED)
         elif declared is not None and declared.keys:
