@@ -271,18 +271,40 @@ def loaded_shards(directories, spec, note, doing: str, **options):
     """``(k, records)`` for each record shard, checked and sorted by
     :func:`tsdp.io.records.load_records` (``options`` go to it). Values outside the public bounds
     are collected over every shard and raised together at the end, naming the earliest input row
-    as in memory; once one shard has such values the later ones are only checked."""
+    as in memory; once one shard has such values the later ones are only checked.
+
+    The next shard is checked and sorted in a second thread while the caller works on the current
+    one (estimates it, writes its rows: mostly numpy on one core, beside polars' sort of the next;
+    both release the GIL). The shards come in order and are loaded exactly as one after the other."""
+    from concurrent.futures import ThreadPoolExecutor
+
     from tsdp.io.records import OutOfBounds, load_records
 
     out_of_bounds: list = []
-    for k, df in enumerate(read_shards(directories, note, doing)):
+    shards = enumerate(read_shards(directories, note, doing))
+    with ThreadPoolExecutor(1) as pool:
+
+        def submit():
+            item = next(shards, None)
+            if item is None:
+                return None
+            return item[0], pool.submit(load_records, item[1], spec, order_col=ORDER, shard=True, **options)
+
+        pending = submit()
         try:
-            records = load_records(df, spec, order_col=ORDER, shard=True, **options)
-        except OutOfBounds as exc:
-            out_of_bounds.append(exc)
-            continue
-        del df
-        if not out_of_bounds:
-            yield k, records
+            while pending is not None:
+                k, loading = pending
+                pending = submit()
+                try:
+                    records = loading.result()
+                except OutOfBounds as exc:
+                    out_of_bounds.append(exc)
+                    continue
+                if not out_of_bounds:
+                    yield k, records
+                del records
+        finally:
+            if pending is not None:
+                pending[1].cancel()
     if out_of_bounds:
         raise OutOfBounds.combined(out_of_bounds)
