@@ -151,31 +151,27 @@ def test_empty_selection_is_one_empty_group(files, tmp_path):
     assert chunks.dropped == 12_000
 
 
-def test_out_of_bounds_counts_every_shard_and_names_the_earliest_row(tmp_path):
-    df = make_records().with_columns(
-        pl.when(pl.int_range(pl.len()).is_in([777, 5000, 11999])).then(99.0).otherwise(pl.col("speed")).alias("speed"))
+def data_errors(df: pl.DataFrame, s: RecordSpec, tmp_path) -> tuple[str, str]:
+    """The DataError of ``df``'s records in memory and over shards of whole groups (whose
+    scratch directory is left empty)."""
     path = str(tmp_path / "bad.parquet")
     df.write_parquet(path)
     with pytest.raises(DataError) as whole:
-        load_records(read_table(path), spec())
+        load_records(read_table(path), s)
     work = tmp_path / "work"
     work.mkdir()
     with pytest.raises(DataError) as chunks:
-        chunked(path, spec(), SETTINGS[1], work)
-    assert "3 value(s) outside the public bounds [0, 65], the first 99 at row 778 " in str(whole.value)
-    assert str(chunks.value) == str(whole.value)
+        chunked(path, s, SETTINGS[1], work)
     assert list(work.iterdir()) == []
+    return str(whole.value), str(chunks.value)
 
 
-def test_null_group_key_names_the_input_row(tmp_path):
+def test_out_of_bounds_counts_every_shard_and_names_the_earliest_row(tmp_path):
     df = make_records().with_columns(
-        pl.when(pl.int_range(pl.len()) == 4321).then(None).otherwise(pl.col("cell")).alias("cell"))
-    path = str(tmp_path / "nullkey.parquet")
-    df.write_parquet(path)
-    work = tmp_path / "work"
-    work.mkdir()
-    with pytest.raises(DataError, match="missing group key at row 4322"):
-        chunked(path, spec(), SETTINGS[1], work)
+        pl.when(pl.int_range(pl.len()).is_in([777, 5000, 11999])).then(99.0).otherwise(pl.col("speed")).alias("speed"))
+    whole, chunks = data_errors(df, spec(), tmp_path)
+    assert "3 value(s) outside the public bounds [0, 65], the first 99 at row 778 " in whole
+    assert chunks == whole
 
 
 # --participation private: declared cells (c5 left out, c99 without records, in the middle of the
@@ -294,9 +290,10 @@ def test_declared_groups_shard_coded_and_equal_in_memory(files, tmp_path, monkey
     assert_same(preps, prepare_groups(whole.values, whole.user_starts, whole.group_starts, settings), settings)
 
 
-def test_a_null_key_with_declared_groups_is_named_as_in_memory(tmp_path, monkeypatch):
-    """A missing cell hides from the declared index: such inputs shard their keys, and the error
-    names the input row as in memory."""
+@pytest.mark.parametrize("declared", [False, True])
+def test_null_group_key_names_the_input_row(tmp_path, monkeypatch, declared):
+    """With declared groups too: a missing cell would hide from the declared index, so such inputs
+    shard their keys, and the error names the input row as in memory."""
     seen = shard_columns(monkeypatch)
     df = make_records().with_columns(
         pl.when(pl.int_range(pl.len()) == 4321).then(None).otherwise(pl.col("cell")).alias("cell"))
@@ -305,7 +302,7 @@ def test_a_null_key_with_declared_groups_is_named_as_in_memory(tmp_path, monkeyp
     work = tmp_path / "work"
     work.mkdir()
     with pytest.raises(DataError, match="missing group key at row 4322"):
-        chunked(path, declared_spec(), SETTINGS[1], work)
+        chunked(path, declared_spec() if declared else spec(), SETTINGS[1], work)
     assert seen and not any(coded for _, coded in seen)
 
 
@@ -317,13 +314,9 @@ def test_a_bad_value_with_declared_groups_is_named_as_in_memory(tmp_path, bad):
     rows = df.with_row_index("i").filter(pl.col("cell") == "c5")["i"].head(1).to_list()  # an undeclared cell
     rows += df.with_row_index("i").filter(pl.col("cell") == "c7")["i"].slice(3, 2).to_list()
     df = df.with_columns(pl.when(pl.int_range(pl.len()).is_in(rows)).then(bad).otherwise(pl.col("speed")).alias("speed"))
-    path = str(tmp_path / "bad.parquet")
-    df.write_parquet(path)
-    with pytest.raises(DataError) as whole:
-        load_records(read_table(path), declared_spec())
-    work = tmp_path / "work"
-    work.mkdir()
-    with pytest.raises(DataError) as chunks:
-        chunked(path, declared_spec(), SETTINGS[1], work)
-    assert str(chunks.value) == str(whole.value)
-    assert f"row {min(rows) + 1}" in str(whole.value) or bad == 99.0
+    whole, chunks = data_errors(df, declared_spec(), tmp_path)
+    assert chunks == whole
+    if bad == 99.0:  # outside the bounds: only the declared records count, and the first names its group
+        assert "2 value(s) outside the public bounds" in whole and "cell='c7'" in whole
+    else:  # not a number: every record read, the undeclared c5's first
+        assert f"row {min(rows) + 1}" in whole
