@@ -36,7 +36,8 @@ spread [min - max] over --repeats:
 
 Targets (issue 12, on this 2-core / 24 GiB machine) get PASS/FAIL where they apply: 10^8 events
 released with peak RSS <= 2 GiB and no slower than DuckDB; mean-estimate on 10^8 records with peak
-RSS <= 2 GiB, within 3x of polars and no slower than DuckDB (issue 30); a 5 GB long Parquet released
+RSS <= 2 GiB and no slower than DuckDB (issue 30, which replaced issue 12's "within 3x of polars'
+group-by mean": its ratio is still printed); a 5 GB long Parquet released
 with peak RSS <= 2 GiB. Every
 reference is measured in the same run. Exit status 1 if a measured target is missed.
 
@@ -62,7 +63,6 @@ from pathlib import Path
 
 GIB = 2**30
 RSS_TARGET = 2 * GIB
-MEAN_RATIO_TARGET = 3.0
 TARGET_ROWS = 10**8
 PER_ROW_GROWTH = 2.0  # "roughly constant": per-row time at the largest size <= 2x the smallest
 GENERATOR = "g1"  # bump when the generators change, so that cached files are regenerated
@@ -878,10 +878,11 @@ class Bench:
         print(ratio_line("ratio runs group-by/polars mean (the runs' floor)", runs, floor)[0])
         for series, _ in plan[:-3]:
             engine = series.engine
-            line, ok = ratio_line(f"ratio mean-estimate/polars ({engine})", series, floor, MEAN_RATIO_TARGET, applies)
-            print(line)
+            # issue 30 replaced issue 12's "within 3x of polars' group-by mean" at 10^8 records by
+            # DuckDB doing the same caps and reductions (the mean skips the per-run reduction every
+            # estimator needs); the ratio is printed for information only
+            print(ratio_line(f"ratio mean-estimate/polars ({engine})", series, floor)[0])
             print(ratio_line(f"ratio mean-estimate/runs group-by ({engine})", series, runs)[0])
-            self.record(f"10^8 records mean-estimate within 3x of polars ({engine}, {fmt}, {shape})", ok)
             line, ok = ratio_line(f"ratio mean-estimate/DuckDB ({engine})", series, duck, 1.0, applies)
             print(line)
             self.record(f"10^8 records mean-estimate no slower than DuckDB ({engine}, {fmt}, {shape})", ok)
@@ -944,12 +945,11 @@ class Bench:
             print(f"  {name:<40}{cells}{growth}")
 
     def summary(self) -> int:
-        print("\ntargets (issue 12):")
+        print("\ntargets (issues 12 and 30):")
         wanted = [
             "10^8 events released with peak RSS <= 2 GiB",
             "10^8 events released no slower than DuckDB",
             "10^8 records mean-estimate peak RSS <= 2 GiB",
-            "10^8 records mean-estimate within 3x of polars",
             "10^8 records mean-estimate no slower than DuckDB",
             "DuckDB mean-estimate runs equal tsdp's",
             "time per row roughly constant 10^6 -> 10^8",
