@@ -299,10 +299,12 @@ def test_batch_sizes_reuse_the_compiled_step():
     model = build("itransformer")
     shapes = []
 
-    def recorder(flat, ctx, tgt, feats, padding, clip):
-        shapes.append(ctx.shape[0])
-        assert int(np.sum(~np.asarray(padding))) == n
-        return [np.zeros((ctx.shape[0], model.n_params))], np.zeros(ctx.shape[0]), np.zeros(ctx.shape[0])
+    def recorder(flat, ctx, tgt, feats):
+        size = ctx.shape[0]
+        shapes.append(size)
+        assert np.asarray(ctx)[n - 1].any() and not np.asarray(ctx)[n:].any()  # n windows, then zero padding
+        dense = {name: np.zeros((size,) + shape, dtype=np.float32) for name, shape in model.layout}
+        return np.zeros(size), {}, dense, np.zeros(size)
 
     model._fns["clip"] = recorder
     ctx, tgt, _ = windows(model, 12, seed=10)

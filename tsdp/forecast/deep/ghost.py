@@ -1,0 +1,180 @@
+"""Per-window clipped gradient sums of the JAX models: each window's gradient in pieces on the device, in the
+model's precision; the clipping factors and the float64 sum on the host.
+
+A window's gradient reaches the clipping as *pieces*, one per parameter tensor:
+
+* dense: the window's gradient of the tensor, ``(B,) + shape`` (any model: ``vmap`` of ``value_and_grad``);
+* outer: for a weight ``W`` used once per window as ``u = a W + b`` on one row ``a`` (``T = 1``: an
+  iTransformer token), the factors ``a`` ``(B, d_in)`` and ``delta = dL/du`` ``(B, d_out)``; the window's
+  gradient of ``W`` is ``a^T delta``, never formed: ``||a^T delta||_F = ||a|| ||delta||`` and
+  ``sum_i c_i a_i^T delta_i = A^T (c * Delta)`` is one matrix product ("ghost clipping", Goodfellow 2015;
+  Li et al., ICLR 2022; tsdp's numpy models clip the same way, :mod:`tsdp.forecast.models`).
+
+:func:`factored_grads` obtains the factors by JAX's autodiff: every affine map ``x W + b`` and elementwise
+scaling ``x * g + b`` of a window's loss goes through a :class:`Taps`, which adds a zero perturbation ``e``
+to its output and records its input; ``jax.vjp`` of the batch's per-window losses with respect to the
+perturbations gives ``dL_i/de_i = dL_i/du_i`` for every window (windows do not interact).
+
+:func:`dense_squares` sums the squares of every window's dense pieces on the device in the model's precision
+(one pass over the ``(B, P)`` pieces; a float64 pass costs ~7x more on XLA:CPU). :func:`clipped_sum` does
+the rest on the host in float64: non-finite entries are zeroed (a window whose device sum is not finite is
+recomputed in float64 from its zeroed pieces, so every contribution is a finite function of its window
+alone); ``||g_i||^2`` = the dense squares + ``||a||^2 ||delta||^2`` per outer piece; ``c_i = C' /
+max(C', ||g_i||)`` with ``C' = C (1 - m)``, ``m`` = :func:`clip_margin`; ``S = sum_i c_i g_i`` tensor by
+tensor (``np.einsum`` with float64 accumulation, ``A^T (c * Delta)`` in float64).
+
+Why every window's exact contribution ``c_i g_i`` has norm at most C, whatever the summation orders of XLA
+and numpy. Let u be the model's unit roundoff (2^-24 in float32), u' = 2^-53, gamma_k = k u / (1 - k u) and
+gamma'_k the same with u'. The device's sum of a window's at most P squared dense entries, in any order, is
+within a factor (1 +- gamma_P) of the exact one (each term one rounding, at most P - 1 additions; Higham,
+Accuracy and Stability of Numerical Algorithms, Lemma 3.1 and eq. 4.4); the host's float64 part (exact
+squares of the model's values, sums, one product per outer piece, the additions across pieces, the square
+root) is within (1 +- gamma'_{P+2}). Underflow adds at most P 2^-150 (float32; P 2^-1075 in float64) to
+the squared norm, below u N^2 whenever N >= C >= :func:`min_clip`, so for a window with N >= C
+the computed norm N^ >= N (1 - gamma_{P+1})(1 - gamma'_{P+2}). Then: if N^ <= C' = C (1 - m), c_i = 1 and
+N <= C (otherwise N^ > C (1 - m), a contradiction as soon as m >= gamma_{P+1} + gamma'_{P+2}); if N^ > C',
+``c_i <= (C' / N^)(1 + u')`` (one rounding) and ``c_i N <= C (1 - m)(1 + u') / ((1 - gamma_{P+1})(1 -
+gamma'_{P+2})) <= C`` when N >= C (c_i <= 1 otherwise), as soon as ``m >= gamma_{P+1} + gamma'_{P+2} + u'``,
+which ``m = 2 gamma_{P+2}`` satisfies in either precision (gamma_{P+2} - gamma_{P+1} >= u >= u'; in float32
+gamma_{P+2} alone exceeds gamma'_{P+2} + u' by far). A float64 square that overflows makes c_i = 0.
+Each term of the host sum is formed with at most two roundings
+(``a_k (c_i delta_j)``) and summed in float64 in some order: the premises of the float64 sum bound of
+:mod:`tsdp.accounting.dpsgd_lattice` (``F = (1 + gamma'_{P+4})(1 + 2 gamma'_{n+2} n)``), unchanged.
+"""
+
+from __future__ import annotations
+
+import math
+
+class Taps:
+    """Where a window's loss uses its weights. ``affine(p, name, x)`` is ``x @ p[name.W] + p[name.b]`` and
+    ``scale(p, name, x)`` is ``x * p[name.g] + p[name.b]``, for ``x`` of shape ``(T, d)``; with
+    ``perturb`` (name -> ``(T, d_out)``) each output gets its perturbation added. Inputs, kinds and output
+    shapes are recorded by name (a tensor pair used twice is refused: its gradient would not be one piece)."""
+
+    def __init__(self, perturb=None):
+        self.perturb = perturb
+        self.inputs: dict = {}
+        self.kinds: dict = {}
+        self.shapes: dict = {}
+
+    def affine(self, p, name, x):
+        return self._tap(name, "affine", x, x @ p[f"{name}.W"] + p[f"{name}.b"])
+
+    def scale(self, p, name, x):
+        return self._tap(name, "scale", x, x * p[f"{name}.g"] + p[f"{name}.b"])
+
+    def _tap(self, name, kind, x, out):
+        if name in self.kinds:
+            raise ValueError(f"the weights {name!r} are used twice in one window's loss")
+        if x.ndim != 2:
+            raise ValueError(f"tap {name!r}: inputs must be (T, d), got shape {x.shape}")
+        self.inputs[name], self.kinds[name], self.shapes[name] = x, kind, out.shape
+        return out if self.perturb is None else out + self.perturb[name]
+
+
+PARAMETERS = {"affine": ("W", "b"), "scale": ("g", "b")}
+
+
+def factored_grads(loss, p, names, batch):
+    """Per-window losses ``(B,)`` and the gradient pieces ``(outer, dense)`` of ``loss(p, taps, *window)``
+    over ``batch`` (a tuple of arrays with a leading window axis). ``names`` lists the parameter tensors;
+    each must be reached through exactly one tap."""
+    import jax
+    import jax.numpy as jnp
+
+    probe = Taps()  # a pass over the first window to learn the taps (XLA drops its unused arithmetic)
+    loss(p, probe, *(a[0] for a in batch))
+    kinds = probe.kinds
+    tapped = {f"{name}.{suffix}" for name, kind in kinds.items() for suffix in PARAMETERS[kind]}
+    if tapped != set(names):
+        raise ValueError(f"every parameter tensor must be reached through one tap; untapped "
+                         f"{sorted(set(names) - tapped)}, unknown {sorted(tapped - set(names))}")
+    size = batch[0].shape[0]
+    zeros = {name: jnp.zeros((size,) + shape, probe.inputs[name].dtype) for name, shape in probe.shapes.items()}
+
+    def one(perturb, *window):
+        taps = Taps(perturb)
+        return loss(p, taps, *window), taps.inputs
+
+    def losses(perturb):
+        return jax.vmap(one)(perturb, *batch)
+
+    values, backward, inputs = jax.vjp(losses, zeros, has_aux=True)
+    (deltas,) = backward(jnp.ones_like(values))
+    outer, dense = {}, {}
+    for name, kind in kinds.items():
+        x, d = inputs[name], deltas[name]  # (B, T, d_in), (B, T, d_out)
+        first_param, bias = (f"{name}.{suffix}" for suffix in PARAMETERS[kind])
+        dense[bias] = jnp.sum(d, axis=1)
+        if kind == "scale":
+            dense[first_param] = jnp.sum(x * d, axis=1)
+        elif x.shape[1] == 1:
+            outer[first_param] = (x[:, 0], d[:, 0])
+        else:
+            dense[first_param] = jnp.einsum("bti,btj->bij", x, d)
+    return values, outer, dense
+
+
+UNIT_ROUNDOFF = {"float32": 2.0 ** -24, "float64": 2.0 ** -53}
+UNDERFLOW = {"float32": 2.0 ** -150, "float64": 2.0 ** -1075}  # half the smallest subnormal
+
+
+def clip_margin(parameters: int, dtype: str) -> float:
+    """m = 2 gamma_{P+2} in the model's precision: windows are clipped to ``C (1 - m)`` so that the device's
+    rounding of their norms cannot take a contribution above C (module docstring)."""
+    ku = (parameters + 2) * UNIT_ROUNDOFF[dtype]
+    if not ku < 0.25:
+        raise ValueError(f"{parameters} parameters are beyond what the {dtype} clipping bounds")
+    return 2 * ku / (1 - ku)
+
+
+def min_clip(parameters: int, dtype: str) -> float:
+    """The least clip norm the bound covers: ``2 sqrt(P eta / u)`` (eta: half the smallest subnormal), above
+    which the squares' underflow stays below ``u N^2`` for every N >= C (module docstring)."""
+    return 2.0 * math.sqrt(parameters * UNDERFLOW[dtype] / UNIT_ROUNDOFF[dtype])
+
+
+def dense_squares(dense, size):
+    """Per window, the sum of the squares of all its dense pieces, in their precision (``(B,)``; zeros
+    without dense pieces)."""
+    import jax.numpy as jnp
+
+    total = jnp.zeros((size,))
+    for g in dense.values():
+        total = total + jnp.sum(jnp.square(g.reshape(size, -1)), axis=1)
+    return total
+
+
+def clipped_sum(outer, dense, squares, n, clip, layout):
+    """``(S, norms)`` in float64 on the host (module docstring) over the first ``n`` windows (the rest is
+    padding): ``S`` the flat ``sum_i c_i g_i`` in ``layout`` order, ``norms`` the windows' ``||g_i||``
+    (non-finite entries counted as 0), ``c_i = clip / max(clip, ||g_i||)``. ``outer``/``dense`` map tensor
+    names to the device's pieces and ``squares`` is :func:`dense_squares` of ``dense``."""
+    import numpy as np
+
+    def zeroed(a):
+        a = np.asarray(a)[:n].astype(np.float64)
+        return a if np.isfinite(a).all() else np.nan_to_num(a, nan=0.0, posinf=0.0, neginf=0.0)
+
+    outer = {name: (zeroed(a), zeroed(d)) for name, (a, d) in outer.items()}
+    dense = {name: np.asarray(g)[:n].reshape(n, -1) for name, g in dense.items()}
+    squares = np.asarray(squares, dtype=np.float64)[:n].copy()
+    redo = np.flatnonzero(~np.isfinite(squares))  # a non-finite entry, or an overflow in the model's precision
+    if redo.size:
+        dense = {name: g.copy() for name, g in dense.items()}
+        for g in dense.values():
+            g[redo] = np.nan_to_num(g[redo], nan=0.0, posinf=0.0, neginf=0.0)
+        squares[redo] = sum(np.square(g[redo].astype(np.float64)).sum(axis=1) for g in dense.values())
+    for a, d in outer.values():
+        squares += np.einsum("ij,ij->i", a, a) * np.einsum("ij,ij->i", d, d)
+    norms = np.sqrt(squares)
+    factors = clip / np.maximum(clip, norms)
+    parts = []
+    for name, _ in layout:
+        if name in outer:
+            a, d = outer[name]
+            parts.append((a.T @ (factors[:, None] * d)).reshape(-1))
+        else:
+            parts.append(np.einsum("i,ij->j", factors, dense[name], dtype=np.float64))
+    return (np.concatenate(parts) if parts else np.zeros(0)), norms
