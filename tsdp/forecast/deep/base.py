@@ -269,7 +269,7 @@ class DeepForecastModel(FlatParameters, ABC):
 
         def pieces(flat, ctx, tgt, feats):
             values, outer, dense = self._clip_pieces(self._tree(flat), ctx, tgt, feats)
-            return values, outer, dense, ghost.dense_squares(dense, ctx.shape[0])
+            return values, outer, dense, ghost.squares(outer, dense, ctx.shape[0])
 
         return jax.jit(pieces)
 

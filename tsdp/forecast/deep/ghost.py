@@ -135,12 +135,14 @@ def min_clip(parameters: int, dtype: str) -> float:
     return 2.0 * math.sqrt(parameters * UNDERFLOW[dtype] / UNIT_ROUNDOFF[dtype])
 
 
-def dense_squares(dense, size):
-    """Per window, the sum of the squares of all its dense pieces, in their precision (``(B,)``; zeros
-    without dense pieces)."""
+def squares(outer, dense, size):
+    """Per window ``(B,)``, ``||g_i||^2`` in the pieces' precision: the sum of the squares of its dense pieces
+    and ``||a||^2 ||delta||^2`` per outer piece (device side, in one pass over the pieces)."""
     import jax.numpy as jnp
 
     total = jnp.zeros((size,))
+    for a, d in outer.values():
+        total = total + jnp.sum(jnp.square(a), axis=1) * jnp.sum(jnp.square(d), axis=1)
     for g in dense.values():
         total = total + jnp.sum(jnp.square(g.reshape(size, -1)), axis=1)
     return total
@@ -150,31 +152,34 @@ def clipped_sum(outer, dense, squares, n, clip, layout):
     """``(S, norms)`` in float64 on the host (module docstring) over the first ``n`` windows (the rest is
     padding): ``S`` the flat ``sum_i c_i g_i`` in ``layout`` order, ``norms`` the windows' ``||g_i||``
     (non-finite entries counted as 0), ``c_i = clip / max(clip, ||g_i||)``. ``outer``/``dense`` map tensor
-    names to the device's pieces and ``squares`` is :func:`dense_squares` of ``dense``."""
+    names to the device's pieces and ``squares`` is :func:`squares` of them."""
     import numpy as np
 
     def zeroed(a):
-        a = np.asarray(a)[:n].astype(np.float64)
         return a if np.isfinite(a).all() else np.nan_to_num(a, nan=0.0, posinf=0.0, neginf=0.0)
 
-    outer = {name: (zeroed(a), zeroed(d)) for name, (a, d) in outer.items()}
+    outer = {name: (zeroed(np.asarray(a)[:n]), zeroed(np.asarray(d)[:n])) for name, (a, d) in outer.items()}
     dense = {name: np.asarray(g)[:n].reshape(n, -1) for name, g in dense.items()}
     squares = np.asarray(squares, dtype=np.float64)[:n].copy()
     redo = np.flatnonzero(~np.isfinite(squares))  # a non-finite entry, or an overflow in the model's precision
-    if redo.size:
+    if redo.size:  # those windows' squares again, in float64 from their zeroed pieces
         dense = {name: g.copy() for name, g in dense.items()}
         for g in dense.values():
             g[redo] = np.nan_to_num(g[redo], nan=0.0, posinf=0.0, neginf=0.0)
-        squares[redo] = sum(np.square(g[redo].astype(np.float64)).sum(axis=1) for g in dense.values())
-    for a, d in outer.values():
-        squares += np.einsum("ij,ij->i", a, a) * np.einsum("ij,ij->i", d, d)
+        again = np.zeros(redo.size)
+        for a, d in outer.values():
+            again += (np.square(a[redo].astype(np.float64)).sum(axis=1)
+                      * np.square(d[redo].astype(np.float64)).sum(axis=1))
+        for g in dense.values():
+            again += np.square(g[redo].astype(np.float64)).sum(axis=1)
+        squares[redo] = again
     norms = np.sqrt(squares)
     factors = clip / np.maximum(clip, norms)
     parts = []
     for name, _ in layout:
         if name in outer:
             a, d = outer[name]
-            parts.append((a.T @ (factors[:, None] * d)).reshape(-1))
+            parts.append((a.astype(np.float64).T @ (factors[:, None] * d)).reshape(-1))
         else:
             parts.append(np.einsum("i,ij->j", factors, dense[name], dtype=np.float64))
     return (np.concatenate(parts) if parts else np.zeros(0)), norms
