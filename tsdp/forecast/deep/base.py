@@ -264,14 +264,24 @@ class DeepForecastModel(FlatParameters, ABC):
         return values, {}, grads
 
     def _clipped_fn(self):
-        """The device's part of the clipping: losses, the pieces and their squares (one compiled function)."""
+        """The device's part of the clipping, compiled: ``(losses, squares, packed, wide)``
+        (:func:`tsdp.forecast.deep.ghost.pack`), and where the packed array holds each piece."""
         import jax
 
-        def pieces(flat, ctx, tgt, feats):
+        def split(flat, ctx, tgt, feats):
             values, outer, dense = self._clip_pieces(self._tree(flat), ctx, tgt, feats)
-            return values, outer, dense, ghost.squares(outer, dense, ctx.shape[0])
+            return values, outer, dense
 
-        return jax.jit(pieces)
+        def pieces(flat, ctx, tgt, feats):
+            values, outer, dense = split(flat, ctx, tgt, feats)
+            size = ctx.shape[0]
+            return (values, ghost.squares(outer, dense, size)) + ghost.pack(outer, dense, size)
+
+        width, n_feat = self.receptive_field, len(self.time_features)
+        one = [jax.ShapeDtypeStruct(shape, self.dtype) for shape in
+               ((self.n_params,), (1, width), (1, self.horizon), (1, width + self.horizon, n_feat))]
+        _, outer, dense = jax.eval_shape(split, *one)
+        return jax.jit(pieces), ghost.packing(outer, dense)
 
     def _per_example_fn(self):
         import jax
@@ -318,9 +328,10 @@ class DeepForecastModel(FlatParameters, ABC):
                              "rounding bound covers for this model; use a larger clip norm")
         with self._scope():
             flat, c, t, f, _, n = self._inputs(theta, ctx, tgt, feats, training=True)
-            values, outer, dense, squares = self._fn("clip", self._clipped_fn)(flat, c, t, f)
+            fn, spec = self._fn("clip", self._clipped_fn)
+            values, squares, packed, wide = fn(flat, c, t, f)
         inner = clip * (1.0 - ghost.clip_margin(self.n_params, self.dtype))
-        total, norms = ghost.clipped_sum(outer, dense, squares, n, inner, self.layout)
+        total, norms = ghost.clipped_sum(packed, wide, spec, squares, n, inner, self.layout)
         return np.asarray(values, dtype=np.float64)[:n], total, norms
 
     def per_example_grads(self, theta, ctx, tgt, feats=None):

@@ -148,38 +148,92 @@ def squares(outer, dense, size):
     return total
 
 
-def clipped_sum(outer, dense, squares, n, clip, layout):
+PACKED_WIDTH = 4096  # pieces at most this wide per window travel to the host in one array
+
+
+def pack(outer, dense, size):
+    """``(packed, wide)``: every outer factor and every dense piece of at most :data:`PACKED_WIDTH` values per
+    window concatenated into one ``(B, K)`` array (a single device-to-host conversion instead of dozens), in
+    the order :func:`packing` describes; the wider dense pieces as they are (copying them would cost more)."""
+    import jax.numpy as jnp
+
+    columns, wide = [], {}
+    for name in sorted(outer):  # sorted, as JAX orders a dict's leaves (packing() sees them that way)
+        columns += list(outer[name])
+    for name, g in sorted(dense.items()):
+        flat = g.reshape(size, -1)
+        if flat.shape[1] <= PACKED_WIDTH:
+            columns.append(flat)
+        else:
+            wide[name] = g
+    packed = jnp.concatenate(columns, axis=1) if columns else jnp.zeros((size, 0))
+    return packed, wide
+
+
+def packing(outer, dense) -> dict:
+    """Where :func:`pack` put each piece: name -> ("outer", a columns, d columns) or ("dense", columns), the
+    columns as slices of the packed array, for pieces with these shapes (arrays or shape structs)."""
+    spec, start = {}, 0
+
+    def take(width):
+        nonlocal start
+        start += width
+        return slice(start - width, start)
+
+    for name, (a, d) in sorted(outer.items()):
+        spec[name] = ("outer", take(a.shape[1]), take(d.shape[1]))
+    for name, g in sorted(dense.items()):
+        width = math.prod(g.shape[1:])
+        if width <= PACKED_WIDTH:
+            spec[name] = ("dense", take(width))
+    return spec
+
+
+def clipped_sum(packed, wide, spec, squares, n, clip, layout):
     """``(S, norms)`` in float64 on the host (module docstring) over the first ``n`` windows (the rest is
     padding): ``S`` the flat ``sum_i c_i g_i`` in ``layout`` order, ``norms`` the windows' ``||g_i||``
-    (non-finite entries counted as 0), ``c_i = clip / max(clip, ||g_i||)``. ``outer``/``dense`` map tensor
-    names to the device's pieces and ``squares`` is :func:`squares` of them."""
+    (non-finite entries counted as 0), ``c_i = clip / max(clip, ||g_i||)``. ``packed``, ``wide`` and
+    ``spec`` are the device's pieces as :func:`pack` and :func:`packing` give them, ``squares`` their
+    :func:`squares`."""
     import numpy as np
 
-    def zeroed(a):
-        return a if np.isfinite(a).all() else np.nan_to_num(a, nan=0.0, posinf=0.0, neginf=0.0)
-
-    outer = {name: (zeroed(np.asarray(a)[:n]), zeroed(np.asarray(d)[:n])) for name, (a, d) in outer.items()}
-    dense = {name: np.asarray(g)[:n].reshape(n, -1) for name, g in dense.items()}
+    packed = np.asarray(packed)[:n]
+    wide = {name: np.asarray(g)[:n].reshape(n, -1) for name, g in wide.items()}
     squares = np.asarray(squares, dtype=np.float64)[:n].copy()
-    redo = np.flatnonzero(~np.isfinite(squares))  # a non-finite entry, or an overflow in the model's precision
-    if redo.size:  # those windows' squares again, in float64 from their zeroed pieces
-        dense = {name: g.copy() for name, g in dense.items()}
-        for g in dense.values():
-            g[redo] = np.nan_to_num(g[redo], nan=0.0, posinf=0.0, neginf=0.0)
+    # a finite sum of squares means finite pieces; the other windows (a non-finite entry, or an overflow in the
+    # model's precision) have their pieces zeroed where not finite and their squares summed again in float64
+    redo = np.flatnonzero(~np.isfinite(squares))
+    if redo.size:
+        def zeroed(a):
+            a = a.copy()
+            a[redo] = np.nan_to_num(a[redo], nan=0.0, posinf=0.0, neginf=0.0)
+            return a
+
+        packed = zeroed(packed)
+        wide = {name: zeroed(g) for name, g in wide.items()}
+        rows = packed[redo].astype(np.float64)
         again = np.zeros(redo.size)
-        for a, d in outer.values():
-            again += (np.square(a[redo].astype(np.float64)).sum(axis=1)
-                      * np.square(d[redo].astype(np.float64)).sum(axis=1))
-        for g in dense.values():
+        for entry in spec.values():
+            if entry[0] == "outer":
+                again += np.square(rows[:, entry[1]]).sum(axis=1) * np.square(rows[:, entry[2]]).sum(axis=1)
+            else:
+                again += np.square(rows[:, entry[1]]).sum(axis=1)
+        for g in wide.values():
             again += np.square(g[redo].astype(np.float64)).sum(axis=1)
         squares[redo] = again
     norms = np.sqrt(squares)
     factors = clip / np.maximum(clip, norms)
+    scaled = None  # c_i times the packed columns, in float64 (formed once when a piece needs it)
     parts = []
     for name, _ in layout:
-        if name in outer:
-            a, d = outer[name]
-            parts.append((a.astype(np.float64).T @ (factors[:, None] * d)).reshape(-1))
+        entry = spec.get(name)
+        if entry is None:
+            parts.append(np.einsum("i,ij->j", factors, wide[name], dtype=np.float64))
+            continue
+        if scaled is None:
+            scaled = factors[:, None] * packed
+        if entry[0] == "outer":
+            parts.append((packed[:, entry[1]].astype(np.float64).T @ scaled[:, entry[2]]).reshape(-1))
         else:
-            parts.append(np.einsum("i,ij->j", factors, dense[name], dtype=np.float64))
+            parts.append(scaled[:, entry[1]].sum(axis=0))
     return (np.concatenate(parts) if parts else np.zeros(0)), norms
