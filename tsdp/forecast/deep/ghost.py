@@ -21,7 +21,7 @@ the rest on the host in float64: non-finite entries are zeroed (a window whose d
 recomputed in float64 from its zeroed pieces, so every contribution is a finite function of its window
 alone); ``||g_i||^2`` = the dense squares + ``||a||^2 ||delta||^2`` per outer piece; ``c_i = C' /
 max(C', ||g_i||)`` with ``C' = C (1 - m)``, ``m`` = :func:`clip_margin`; ``S = sum_i c_i g_i`` tensor by
-tensor (``np.einsum`` with float64 accumulation, ``A^T (c * Delta)`` in float64).
+tensor (:func:`weighted_rows`, ``A^T (c * Delta)`` in float64).
 
 Why every window's exact contribution ``c_i g_i`` has norm at most C, whatever the summation orders of XLA
 and numpy. Let u be the model's unit roundoff (2^-24 in float32), u' = 2^-53, gamma_k = k u / (1 - k u) and
@@ -189,6 +189,21 @@ def packing(outer, dense) -> dict:
     return spec
 
 
+ROW_BLOCK = 32  # rows converted to float64 at a time (3 MB for DeepAR's largest tensor): a third faster than np.einsum
+
+
+def weighted_rows(factors, g):
+    """``sum_i factors_i g_i`` in float64 for float32 rows ``g`` ``(n, width)``: each product one rounding,
+    the sum in float64 (a matrix-vector product per block of :data:`ROW_BLOCK` rows, then the blocks)."""
+    import numpy as np
+
+    total = np.zeros(g.shape[1])
+    for start in range(0, g.shape[0], ROW_BLOCK):
+        stop = start + ROW_BLOCK
+        total += factors[start:stop] @ g[start:stop].astype(np.float64)
+    return total
+
+
 def clipped_sum(packed, wide, spec, squares, n, clip, layout):
     """``(S, norms)`` in float64 on the host (module docstring) over the first ``n`` windows (the rest is
     padding): ``S`` the flat ``sum_i c_i g_i`` in ``layout`` order, ``norms`` the windows' ``||g_i||``
@@ -228,7 +243,7 @@ def clipped_sum(packed, wide, spec, squares, n, clip, layout):
     for name, _ in layout:
         entry = spec.get(name)
         if entry is None:
-            parts.append(np.einsum("i,ij->j", factors, wide[name], dtype=np.float64))
+            parts.append(weighted_rows(factors, wide[name]))
             continue
         if scaled is None:
             scaled = factors[:, None] * packed
