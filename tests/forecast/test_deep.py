@@ -340,7 +340,7 @@ def test_batch_sizes_reuse_the_compiled_step():
         wide = {name: np.zeros((size,) + shape, dtype=np.float32) for name, shape in model.layout}
         return np.zeros(size), np.zeros(size), np.zeros((size, 0), dtype=np.float32), wide
 
-    model._fns["clip"] = (recorder, {})
+    model._fns["clip"] = (recorder, {"outer": {}, "dense": {}, "blocks": (0, 0, 0)})
     ctx, tgt, _ = windows(model, 12, seed=10)
     theta = model.init(np.random.default_rng(0))
     for n in (9, 3, 11, 10, 12, 9, 1):

@@ -70,28 +70,34 @@ def device_pieces(outer, dense):
 
 
 def explicit(outer, dense, layout):
-    """Per-window gradients ``(B, P)`` in layout order, formed in float64 (non-finite entries zeroed)."""
+    """Per-window gradients ``(B, P)`` in layout order, formed in float64 (non-finite entries zeroed): an
+    outer piece of tap X gives X.W (``a^T delta`` but its last row) and X.b (the last row)."""
+    def zeroed(v):
+        return np.nan_to_num(np.asarray(v, dtype=np.float64), nan=0.0, posinf=0.0, neginf=0.0)
+
     rows = []
     for name, _ in layout:
-        if name in outer:
-            a, d = (np.nan_to_num(np.asarray(v, dtype=np.float64), nan=0.0, posinf=0.0, neginf=0.0)
-                    for v in outer[name])
-            rows.append(np.einsum("bi,bj->bij", a, d).reshape(a.shape[0], -1))
+        tap, _, kind = name.rpartition(".")
+        if tap in outer:
+            a, d = (zeroed(v) for v in outer[tap])
+            full = np.einsum("bi,bj->bij", a, d)
+            rows.append((full[:, :-1] if kind == "W" else full[:, -1]).reshape(a.shape[0], -1))
         else:
-            g = np.nan_to_num(np.asarray(dense[name], dtype=np.float64), nan=0.0, posinf=0.0, neginf=0.0)
-            rows.append(g.reshape(g.shape[0], -1))
+            rows.append(zeroed(dense[name]).reshape(zeroed(dense[name]).shape[0], -1))
     return np.concatenate(rows, axis=1)
 
 
 def random_pieces(rng, size):
-    """Pieces of a made-up model: outer weights of several widths, small and wide dense pieces, in a
-    layout order unlike both insertion and alphabetical order."""
-    outer = {"z.W": (3, 5), "a.W": (7, 2), "m.W": (1, 9)}
-    dense = {"z.b": (5,), "b.g": (4, 3), "wide": (ghost.PACKED_WIDTH + 3,), "a.b": (2,)}
+    """Pieces of a made-up model: affine taps of several widths (``a`` ending in its column of ones), small
+    and wide dense pieces, in a layout order unlike both insertion and alphabetical order."""
+    outer = {"z": (3, 5), "a": (7, 2), "m": (1, 9)}
+    dense = {"b.g": (4, 3), "wide": (ghost.PACKED_WIDTH + 3,), "b.b": (2,)}
     layout = [("m.W", (1, 9)), ("wide", dense["wide"]), ("z.b", (5,)), ("a.W", (7, 2)), ("b.g", (4, 3)),
-              ("z.W", (3, 5)), ("a.b", (2,))]
-    o = {k: (rng.normal(size=(size, i)).astype(np.float32), rng.normal(size=(size, j)).astype(np.float32))
-         for k, (i, j) in outer.items()}
+              ("z.W", (3, 5)), ("a.b", (2,)), ("b.b", (2,)), ("m.b", (9,))]
+    o = {}
+    for k, (i, j) in outer.items():
+        a = np.concatenate([rng.normal(size=(size, i)), np.ones((size, 1))], axis=1).astype(np.float32)
+        o[k] = (a, rng.normal(size=(size, j)).astype(np.float32))
     d = {k: rng.normal(size=(size,) + shape).astype(np.float32) for k, shape in dense.items()}
     return o, d, layout
 
@@ -115,10 +121,10 @@ def test_non_finite_and_overflowing_pieces_are_zeroed_and_measured_in_float64():
     rng = np.random.default_rng(4)
     size = 6
     outer, dense, layout = random_pieces(rng, size)
-    outer["a.W"][0][1, 2] = np.inf  # window 1: an infinite factor
+    outer["a"][0][1, 2] = np.inf  # window 1: an infinite factor
     dense["b.g"][2, 0, 0] = np.nan  # window 2: NaN
     dense["wide"][3, :] = 3e19  # window 3: finite, but its float32 squares overflow
-    outer["m.W"][1][4, :] = 1e-30  # window 4: tiny factors
+    outer["m"][1][4, :] = 1e-30  # window 4: tiny factors
     squares, packed, wide, spec = device_pieces(outer, dense)
     assert not np.isfinite(np.asarray(squares)[[1, 2, 3]]).any()
     g = explicit(outer, dense, layout)

@@ -4,10 +4,10 @@ model's precision; the clipping factors and the float64 sum on the host.
 A window's gradient reaches the clipping as *pieces*, one per parameter tensor:
 
 * dense: the window's gradient of the tensor, ``(B,) + shape`` (any model: ``vmap`` of ``value_and_grad``);
-* outer: for a weight ``W`` used once per window as ``u = a W + b`` on one row ``a`` (``T = 1``: an
-  iTransformer token), the factors ``a`` ``(B, d_in)`` and ``delta = dL/du`` ``(B, d_out)``; the window's
-  gradient of ``W`` is ``a^T delta``, never formed: ``||a^T delta||_F = ||a|| ||delta||`` and
-  ``sum_i c_i a_i^T delta_i = A^T (c * Delta)`` is one matrix product ("ghost clipping", Goodfellow 2015;
+* outer: for an affine map ``u = x W + b`` applied once per window on one row ``x`` (``T = 1``: an
+  iTransformer token), the factors ``a = [x, 1]`` ``(B, d_in + 1)`` and ``delta = dL/du`` ``(B, d_out)``;
+  the window's gradient of ``[W; b]`` is ``a^T delta``, never formed: ``||a^T delta||_F = ||a|| ||delta||``
+  and ``sum_i c_i a_i^T delta_i = A^T (c * Delta)`` is one matrix product ("ghost clipping", Goodfellow 2015;
   Li et al., ICLR 2022; tsdp's numpy models clip the same way, :mod:`tsdp.forecast.models`).
 
 :func:`factored_grads` obtains the factors by JAX's autodiff: every affine map ``x W + b`` and elementwise
@@ -106,11 +106,12 @@ def factored_grads(loss, p, names, batch):
     for name, kind in kinds.items():
         x, d = inputs[name], deltas[name]  # (B, T, d_in), (B, T, d_out)
         first_param, bias = (f"{name}.{suffix}" for suffix in PARAMETERS[kind])
+        if kind == "affine" and x.shape[1] == 1:  # [W; b] has the gradient [x, 1]^T delta
+            outer[name] = (jnp.concatenate([x[:, 0], jnp.ones((size, 1), x.dtype)], axis=1), d[:, 0])
+            continue
         dense[bias] = jnp.sum(d, axis=1)
         if kind == "scale":
             dense[first_param] = jnp.sum(x * d, axis=1)
-        elif x.shape[1] == 1:
-            outer[first_param] = (x[:, 0], d[:, 0])
         else:
             dense[first_param] = jnp.einsum("bti,btj->bij", x, d)
     return values, outer, dense
@@ -154,12 +155,13 @@ PACKED_WIDTH = 4096  # pieces at most this wide per window travel to the host in
 def pack(outer, dense, size):
     """``(packed, wide)``: every outer factor and every dense piece of at most :data:`PACKED_WIDTH` values per
     window concatenated into one ``(B, K)`` array (a single device-to-host conversion instead of dozens), in
-    the order :func:`packing` describes; the wider dense pieces as they are (copying them would cost more)."""
+    the order :func:`packing` describes (all ``a``, all ``delta``, the dense pieces); the wider dense pieces
+    as they are (copying them would cost more)."""
     import jax.numpy as jnp
 
-    columns, wide = [], {}
-    for name in sorted(outer):  # sorted, as JAX orders a dict's leaves (packing() sees them that way)
-        columns += list(outer[name])
+    names = sorted(outer)  # sorted, as JAX orders a dict's leaves (packing() sees them that way)
+    columns = [outer[name][0] for name in names] + [outer[name][1] for name in names]
+    wide = {}
     for name, g in sorted(dense.items()):
         flat = g.reshape(size, -1)
         if flat.shape[1] <= PACKED_WIDTH:
@@ -171,21 +173,25 @@ def pack(outer, dense, size):
 
 
 def packing(outer, dense) -> dict:
-    """Where :func:`pack` put each piece: name -> ("outer", a columns, d columns) or ("dense", columns), the
-    columns as slices of the packed array, for pieces with these shapes (arrays or shape structs)."""
-    spec, start = {}, 0
-
-    def take(width):
-        nonlocal start
-        start += width
-        return slice(start - width, start)
-
-    for name, (a, d) in sorted(outer.items()):
-        spec[name] = ("outer", take(a.shape[1]), take(d.shape[1]))
+    """Where :func:`pack` put each piece, for pieces with these shapes (arrays or shape structs): the ends of
+    the three blocks of columns (``a``, ``delta``, dense) and, within its block, the columns of each outer
+    factor (``outer``: tap name -> (a columns, delta columns)) and dense piece (``dense``: name -> columns)."""
+    spec = {"outer": {}, "dense": {}}
+    names = sorted(outer)
+    a_end = sum(outer[name][0].shape[1] for name in names)
+    d_end = a_end + sum(outer[name][1].shape[1] for name in names)
+    a_start = d_start = 0
+    for name in names:
+        a, d = outer[name]
+        spec["outer"][name] = (slice(a_start, a_start + a.shape[1]), slice(d_start, d_start + d.shape[1]))
+        a_start, d_start = a_start + a.shape[1], d_start + d.shape[1]
+    start = 0
     for name, g in sorted(dense.items()):
         width = math.prod(g.shape[1:])
         if width <= PACKED_WIDTH:
-            spec[name] = ("dense", take(width))
+            spec["dense"][name] = slice(start, start + width)
+            start += width
+    spec["blocks"] = (a_end, d_end, d_end + start)
     return spec
 
 
@@ -209,9 +215,11 @@ def clipped_sum(packed, wide, spec, squares, n, clip, layout):
     padding): ``S`` the flat ``sum_i c_i g_i`` in ``layout`` order, ``norms`` the windows' ``||g_i||``
     (non-finite entries counted as 0), ``c_i = clip / max(clip, ||g_i||)``. ``packed``, ``wide`` and
     ``spec`` are the device's pieces as :func:`pack` and :func:`packing` give them, ``squares`` their
-    :func:`squares`."""
+    :func:`squares`; an outer piece of tap ``X`` holds ``X.W`` (all rows of ``a^T delta`` but the last) and
+    ``X.b`` (the last, ``a``'s column of ones)."""
     import numpy as np
 
+    a_end, d_end, dense_end = spec["blocks"]
     packed = np.asarray(packed)[:n]
     wide = {name: np.asarray(g)[:n].reshape(n, -1) for name, g in wide.items()}
     squares = np.asarray(squares, dtype=np.float64)[:n].copy()
@@ -227,28 +235,24 @@ def clipped_sum(packed, wide, spec, squares, n, clip, layout):
         packed = zeroed(packed)
         wide = {name: zeroed(g) for name, g in wide.items()}
         rows = packed[redo].astype(np.float64)
-        again = np.zeros(redo.size)
-        for entry in spec.values():
-            if entry[0] == "outer":
-                again += np.square(rows[:, entry[1]]).sum(axis=1) * np.square(rows[:, entry[2]]).sum(axis=1)
-            else:
-                again += np.square(rows[:, entry[1]]).sum(axis=1)
+        a_rows, d_rows, dense_rows = rows[:, :a_end], rows[:, a_end:d_end], rows[:, d_end:dense_end]
+        again = np.square(dense_rows).sum(axis=1)
+        for a_cols, d_cols in spec["outer"].values():
+            again += np.square(a_rows[:, a_cols]).sum(axis=1) * np.square(d_rows[:, d_cols]).sum(axis=1)
         for g in wide.values():
             again += np.square(g[redo].astype(np.float64)).sum(axis=1)
         squares[redo] = again
     norms = np.sqrt(squares)
     factors = clip / np.maximum(clip, norms)
-    scaled = None  # c_i times the packed columns, in float64 (formed once when a piece needs it)
-    parts = []
-    for name, _ in layout:
-        entry = spec.get(name)
-        if entry is None:
-            parts.append(weighted_rows(factors, wide[name]))
-            continue
-        if scaled is None:
-            scaled = factors[:, None] * packed
-        if entry[0] == "outer":
-            parts.append((packed[:, entry[1]].astype(np.float64).T @ scaled[:, entry[2]]).reshape(-1))
-        else:
-            parts.append(scaled[:, entry[1]].sum(axis=0))
-    return (np.concatenate(parts) if parts else np.zeros(0)), norms
+    sums = {}
+    if spec["outer"]:
+        a64 = packed[:, :a_end].astype(np.float64)
+        scaled = factors[:, None] * packed[:, a_end:d_end]  # c_i delta_i in float64
+        for tap, (a_cols, d_cols) in spec["outer"].items():
+            product = a64[:, a_cols].T @ scaled[:, d_cols]
+            sums[f"{tap}.W"], sums[f"{tap}.b"] = product[:-1].reshape(-1), product[-1]
+    if spec["dense"]:
+        small = weighted_rows(factors, packed[:, d_end:dense_end])
+        sums.update({name: small[cols] for name, cols in spec["dense"].items()})
+    sums.update({name: weighted_rows(factors, g) for name, g in wide.items()})
+    return (np.concatenate([sums[name] for name, _ in layout]) if layout else np.zeros(0)), norms
