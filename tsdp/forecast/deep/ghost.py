@@ -246,10 +246,10 @@ def clipped_sum(packed, wide, spec, squares, n, clip, layout):
     factors = clip / np.maximum(clip, norms)
     sums = {}
     if spec["outer"]:
-        a64 = packed[:, :a_end].astype(np.float64)
+        a64 = packed[:, :a_end].T.astype(np.float64)  # A^T, each tap's rows contiguous for the products
         scaled = factors[:, None] * packed[:, a_end:d_end]  # c_i delta_i in float64
         for tap, (a_cols, d_cols) in spec["outer"].items():
-            product = a64[:, a_cols].T @ scaled[:, d_cols]
+            product = a64[a_cols] @ scaled[:, d_cols]
             sums[f"{tap}.W"], sums[f"{tap}.b"] = product[:-1].reshape(-1), product[-1]
     if spec["dense"]:
         small = weighted_rows(factors, packed[:, d_end:dense_end])
