@@ -212,7 +212,7 @@ def test_a_clip_norm_below_what_the_rounding_bound_covers_is_a_usage_error(model
     theta = model.init(np.random.default_rng(0))
     ctx, tgt, extra = windows(model, 2)
     least = min_clip(model.n_params, "float32")
-    with pytest.raises(UsageError, match="clip norm"):
+    with pytest.raises(UsageError, match="--clip-norm"):
         model.clipped_grad_sum(theta, ctx, tgt, least / 2, **extra)
     model.clipped_grad_sum(theta, ctx, tgt, least, **extra)
 

@@ -324,8 +324,8 @@ class DeepForecastModel(FlatParameters, ABC):
             raise UsageError(f"clip norm must be a positive finite number, got {clip!r}")
         least = ghost.min_clip(self.n_params, self.dtype)
         if clip < least:
-            raise UsageError(f"clip norm {clip:g} is below {least:.3g}, the least the {self.dtype} clipping's "
-                             "rounding bound covers for this model; use a larger clip norm")
+            raise UsageError(f"--clip-norm {clip:g} is below {least:.3g}, the least the {self.dtype} clipping's "
+                             f"rounding bound covers for a model of {self.n_params} parameters; use a larger --clip-norm")
         with self._scope():
             flat, c, t, f, _, n = self._inputs(theta, ctx, tgt, feats, training=True)
             fn, spec = self._fn("clip", self._clipped_fn)
