@@ -15,36 +15,39 @@ scaling ``x * g + b`` of a window's loss goes through a :class:`Taps`, which add
 to its output and records its input; ``jax.vjp`` of the batch's per-window losses with respect to the
 perturbations gives ``dL_i/de_i = dL_i/du_i`` for every window (windows do not interact).
 
-:func:`dense_squares` sums the squares of every window's dense pieces on the device in the model's precision
-(one pass over the ``(B, P)`` pieces; a float64 pass costs ~7x more on XLA:CPU). :func:`clipped_sum` does
-the rest on the host in float64: non-finite entries are zeroed (a window whose device sum is not finite is
-recomputed in float64 from its zeroed pieces, so every contribution is a finite function of its window
-alone); ``||g_i||^2`` = the dense squares + ``||a||^2 ||delta||^2`` per outer piece; ``c_i = C' /
-max(C', ||g_i||)`` with ``C' = C (1 - m)``, ``m`` = :func:`clip_margin`; ``S = sum_i c_i g_i`` tensor by
-tensor (:func:`weighted_rows`, ``A^T (c * Delta)`` in float64).
+:func:`squares` sums the squares of every window's pieces on the device in the model's precision (one pass
+over the ``(B, P)`` pieces; a float64 pass costs ~7x more on XLA:CPU): the dense entries' squares and, per
+outer piece, ``||a||^2 ||delta||^2``. :func:`clipped_sum` does the rest on the host in float64: a window whose
+device sum is not finite (a non-finite entry, or an overflow in the model's precision) has its non-finite
+entries zeroed and its sum recomputed in float64, so every contribution is a finite function of its window
+alone; ``c_i = C' / max(C', ||g_i||)`` with ``C' = C (1 - m)``, ``m`` = :func:`clip_margin`; ``S = sum_i c_i
+g_i`` tensor by tensor (:func:`weighted_rows`, ``A^T (c * Delta)`` in float64).
 
 Why every window's exact contribution ``c_i g_i`` has norm at most C, whatever the summation orders of XLA
-and numpy. Let u be the model's unit roundoff (2^-24 in float32), u' = 2^-53, gamma_k = k u / (1 - k u) and
-gamma'_k the same with u'. The device's sum of a window's at most P squared dense entries, in any order, is
-within a factor (1 +- gamma_P) of the exact one (each term one rounding, at most P - 1 additions; Higham,
-Accuracy and Stability of Numerical Algorithms, Lemma 3.1 and eq. 4.4); the host's float64 part (exact
-squares of the model's values, sums, one product per outer piece, the additions across pieces, the square
-root) is within (1 +- gamma'_{P+2}). Underflow adds at most P 2^-150 (float32; P 2^-1075 in float64) to
-the squared norm, below u N^2 whenever N >= C >= :func:`min_clip`, so for a window with N >= C
-the computed norm N^ >= N (1 - gamma_{P+1})(1 - gamma'_{P+2}). Then: if N^ <= C' = C (1 - m), c_i = 1 and
-N <= C (otherwise N^ > C (1 - m), a contradiction as soon as m >= gamma_{P+1} + gamma'_{P+2}); if N^ > C',
-``c_i <= (C' / N^)(1 + u')`` (one rounding) and ``c_i N <= C (1 - m)(1 + u') / ((1 - gamma_{P+1})(1 -
-gamma'_{P+2})) <= C`` when N >= C (c_i <= 1 otherwise), as soon as ``m >= gamma_{P+1} + gamma'_{P+2} + u'``,
-which ``m = 2 gamma_{P+2}`` satisfies in either precision (gamma_{P+2} - gamma_{P+1} >= u >= u'; in float32
-gamma_{P+2} alone exceeds gamma'_{P+2} + u' by far). A float64 square that overflows makes c_i = 0.
-Each term of the host sum is formed with at most two roundings
-(``a_k (c_i delta_j)``) and summed in float64 in some order: the premises of the float64 sum bound of
-:mod:`tsdp.accounting.dpsgd_lattice` (``F = (1 + gamma'_{P+4})(1 + 2 gamma'_{n+2} n)``), unchanged.
+and numpy. Let u be the model's unit roundoff (2^-24 in float32), u' = 2^-53 and gamma_k = k u / (1 - k u)
+(Higham, Accuracy and Stability of Numerical Algorithms, Lemma 3.1 and eq. 4.4: k roundings, in any order).
+On the device a dense piece's term is a square (one rounding); an outer piece's is the product of two sums of
+squares, ``d_in + 1`` and ``d_out`` terms, at most ``d_in + d_out + 2 <= (d_in + 1) d_out + 2`` roundings; the
+pieces' sums are then added, one addition less than there are pieces. So every term of the computed squared
+norm carries at most P + 2 roundings (a piece's size plus the other pieces, each of size >= 1, is at most P)
+and the computed sum is within (1 +- gamma_{P+2}) of N^2. Underflow adds at most 3 P 2^-150 (float32; 2^-1075
+in float64: at most 3P products round below the normal range, additions of subnormals are exact), below
+u N^2 whenever N >= C >= :func:`min_clip`; so for a window with N >= C the squared norm is within
+(1 +- gamma_{P+3}), and so is a window recomputed on the host (float64 is finer). The host's square root and
+quotient round once each in float64, and ``C' = fl(C (1 - m))``: N^ >= N (1 - gamma_{P+3})(1 - u'). If N^ <=
+C', c_i = 1 and N <= C (otherwise N^ >= C (1 - gamma_{P+3})(1 - u') > C (1 - m)(1 + u') >= C'). If N^ > C',
+``c_i N <= C (1 - m)(1 + u')^2 / ((1 - gamma_{P+3})(1 - u')) <= C`` when N >= C (c_i <= 1 otherwise), as soon
+as ``m >= gamma_{P+3} + 3 u' + u'^2``, which ``m = 2 gamma_{P+4}`` satisfies in either precision
+(gamma_{P+4} >= (P + 4) u). A float64 square that overflows makes c_i = 0. Each term of the host sum is
+formed with at most two roundings (``a_k (c_i delta_j)``) and summed in float64 in some order: the premises
+of the float64 sum bound of :mod:`tsdp.accounting.dpsgd_lattice` (``F = (1 + gamma'_{P+4})(1 + 2
+gamma'_{n+2} n)``), unchanged.
 """
 
 from __future__ import annotations
 
 import math
+
 
 class Taps:
     """Where a window's loss uses its weights. ``affine(p, name, x)`` is ``x @ p[name.W] + p[name.b]`` and
@@ -122,9 +125,9 @@ UNDERFLOW = {"float32": 2.0 ** -150, "float64": 2.0 ** -1075}  # half the smalle
 
 
 def clip_margin(parameters: int, dtype: str) -> float:
-    """m = 2 gamma_{P+2} in the model's precision: windows are clipped to ``C (1 - m)`` so that the device's
+    """m = 2 gamma_{P+4} in the model's precision: windows are clipped to ``C (1 - m)`` so that the device's
     rounding of their norms cannot take a contribution above C (module docstring)."""
-    ku = (parameters + 2) * UNIT_ROUNDOFF[dtype]
+    ku = (parameters + 4) * UNIT_ROUNDOFF[dtype]
     if not ku < 0.25:
         raise ValueError(f"{parameters} parameters are beyond what the {dtype} clipping bounds")
     return 2 * ku / (1 - ku)
@@ -132,7 +135,8 @@ def clip_margin(parameters: int, dtype: str) -> float:
 
 def min_clip(parameters: int, dtype: str) -> float:
     """The least clip norm the bound covers: ``2 sqrt(P eta / u)`` (eta: half the smallest subnormal), above
-    which the squares' underflow stays below ``u N^2`` for every N >= C (module docstring)."""
+    which the squares' underflow (at most ``3 P eta``) stays below ``u N^2`` for every N >= C (module
+    docstring)."""
     return 2.0 * math.sqrt(parameters * UNDERFLOW[dtype] / UNIT_ROUNDOFF[dtype])
 
 
