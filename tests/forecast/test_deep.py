@@ -1,5 +1,5 @@
 """DeepAR and iTransformer in JAX (tsdp.forecast.deep) on tiny shapes: per-window clipped gradients
-(JAX autodiff, clipped by jax-privacy) against finite differences and a manual ``vmap`` version, every
+(JAX autodiff, clipped in float64 from ghost pieces) against finite differences and a manual ``vmap`` version, every
 contribution within C (also for non-finite gradients), padding that contributes nothing and does not
 recompile, host noise of std sigma C (chi-square), the budget stop and the accountant's epsilon, the
 receptive field DeepAR reports, its sample paths against its own likelihood, and reloading a saved
@@ -153,13 +153,17 @@ def test_per_window_clipped_gradients_match_finite_differences(model64):
         assert np.linalg.norm(clipped) <= clip
 
 
-def test_jax_privacy_clipped_sum_equals_manual_vmap_clipping(model):
+def test_clipped_sum_equals_manual_vmap_clipping(model):
+    """The ghost pieces' clipped sum (iTransformer: factored weights) equals clipping vmap's per-window
+    gradients by hand."""
+    from tsdp.forecast.deep.ghost import clip_margin
+
     theta = model.init(np.random.default_rng(5))
     ctx, tgt, extra = windows(model, 6, seed=6)
     losses, grads = model.per_example_grads(theta, ctx, tgt, **extra)  # vmap(grad), unclipped
     norms = np.linalg.norm(grads, axis=1)
     clip = float(np.median(norms))  # half the windows are clipped
-    inner = clip * (1 - 1e-5)  # the float32 clipping margin
+    inner = clip * (1 - clip_margin(model.n_params, "float32"))  # the float32 clipping margin
     manual = (grads / np.maximum(1.0, norms / inner)[:, None]).sum(axis=0)
     got_losses, total, got_norms = model.clipped_grad_sum(theta, ctx, tgt, clip, **extra)
     np.testing.assert_allclose(total, manual, rtol=2e-5, atol=2e-6 * clip)
@@ -181,6 +185,36 @@ def test_every_window_contributes_at_most_c_even_when_its_gradient_is_not_finite
         assert np.linalg.norm(contribution) <= clip  # float32, yet never above C (the clipping margin)
     _, total, _ = model.clipped_grad_sum(theta, ctx, tgt, clip, **extra)
     assert np.all(np.isfinite(total)) and np.linalg.norm(total) <= 5 * clip
+
+
+def test_removing_one_window_moves_the_sum_by_at_most_c(model):
+    """The attacker's neighbour: the batch with and without window i (ordinary, overflowing, NaN, huge); the
+    float64 sums differ by at most C (1 + 1e-12), whatever the other windows."""
+    theta = model.init(np.random.default_rng(17))
+    ctx, tgt, extra = windows(model, 9, seed=18)
+    ctx[1] *= 1e30
+    tgt[2] = np.nan
+    tgt[3] *= 1e6
+    ctx[4] *= 1e-30  # tiny inputs
+    clip = 2e-3
+    _, whole, _ = model.clipped_grad_sum(theta, ctx, tgt, clip, **extra)
+    for i in range(9):
+        keep = np.arange(9) != i
+        _, without, _ = model.clipped_grad_sum(theta, ctx[keep], tgt[keep], clip, **rows(extra, keep))
+        assert np.linalg.norm(whole - without) <= clip * (1 + 1e-12)
+
+
+def test_a_clip_norm_below_what_the_rounding_bound_covers_is_a_usage_error(model):
+    """Below ghost.min_clip the squares' underflow could hide a gradient's norm (float32 squares of entries
+    below 2^-75 are 0): refused rather than clipped wrongly."""
+    from tsdp.forecast.deep.ghost import min_clip
+
+    theta = model.init(np.random.default_rng(0))
+    ctx, tgt, extra = windows(model, 2)
+    least = min_clip(model.n_params, "float32")
+    with pytest.raises(UsageError, match="--clip-norm"):
+        model.clipped_grad_sum(theta, ctx, tgt, least / 2, **extra)
+    model.clipped_grad_sum(theta, ctx, tgt, least, **extra)
 
 
 @pytest.mark.parametrize("dtype, tolerance", [("float64", 1e-10), ("float32", 1e-5)])
@@ -299,12 +333,14 @@ def test_batch_sizes_reuse_the_compiled_step():
     model = build("itransformer")
     shapes = []
 
-    def recorder(flat, ctx, tgt, feats, padding, clip):
-        shapes.append(ctx.shape[0])
-        assert int(np.sum(~np.asarray(padding))) == n
-        return [np.zeros((ctx.shape[0], model.n_params))], np.zeros(ctx.shape[0]), np.zeros(ctx.shape[0])
+    def recorder(flat, ctx, tgt, feats):
+        size = ctx.shape[0]
+        shapes.append(size)
+        assert np.asarray(ctx)[n - 1].any() and not np.asarray(ctx)[n:].any()  # n windows, then zero padding
+        wide = {name: np.zeros((size,) + shape, dtype=np.float32) for name, shape in model.layout}
+        return np.zeros(size), np.zeros(size), np.zeros((size, 0), dtype=np.float32), wide
 
-    model._fns["clip"] = recorder
+    model._fns["clip"] = (recorder, {"outer": {}, "dense": {}, "blocks": (0, 0, 0)})
     ctx, tgt, _ = windows(model, 12, seed=10)
     theta = model.init(np.random.default_rng(0))
     for n in (9, 3, 11, 10, 12, 9, 1):

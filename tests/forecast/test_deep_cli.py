@@ -118,6 +118,7 @@ def test_deep_model_refusals(refuse, small):
         refuse(["forecast-train", small, *args, "--device", "gpu", "-o", "fc.csv"], 2, "--device gpu", "no GPU")
     refuse(["forecast-train", small, *args, "--lags", "1-3", "-o", "fc.csv"], 2, "--lags", "itransformer")
     refuse(["forecast-train", small, *args, "--num-samples", "50", "-o", "fc.csv"], 2, "--num-samples 50")
+    refuse(["forecast-train", small, *args, "--clip-norm", "1e-30", "-o", "fc.csv"], 2, "--clip-norm 1e-30")
     refuse(["forecast-train", small, *SMALL_ARGS, "--dtype", "float64", "-o", "fc.csv"], 2, "--dtype float64",
            "linear")
     refuse(["forecast-train", small, *SMALL_ARGS, "--device", "cpu", "-o", "fc.csv"], 2, "--device cpu")

@@ -16,9 +16,10 @@ with noise multiplier ``sigma' = sigma C / C'``: ``P~(E) <= e^eps' Q~(E) + delta
 rounded runs P~, Q~ on neighbouring datasets.
 
 Floating-point sums. The sum S is computed, not exact: the windows' clipped gradients are summed in
-float64 (the numpy models by their weighted sums, the JAX models' float32 rows on the host), so for n
+float64 (the numpy models by their weighted sums, the JAX models by float64 sums of their float32 pieces
+on the host, each term formed with at most two roundings, :mod:`tsdp.forecast.deep.ghost`), so for n
 terms of norm at most C (1 + gamma_{P+4}) (the norm, the weight and their rounding; the JAX models clip
-to C (1 - 10^-5) in their precision) the computed sum is within ``gamma_{n+2} n C (1 + gamma_{P+4})`` of
+to C (1 - 2 gamma_{P+4}) in their precision, which keeps each exact term within C) the computed sum is within ``gamma_{n+2} n C (1 + gamma_{P+4})`` of
 the exact one in l2 norm (``|fl(sum x) - sum x| <= gamma_{n-1} sum |x|`` per coordinate for any order,
 the products adding one rounding each; gamma_k = k u / (1 - k u), u = 2^-53). Neighbouring batches'
 computed sums therefore differ by at most ``C F`` with ``F = (1 + gamma_{P+4})(1 + 2 gamma_{n+2} n)``,

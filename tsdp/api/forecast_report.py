@@ -101,7 +101,7 @@ def notes(config, plan, result, net, split, seasons, default_batch: bool, traini
     engine = engine_description(net)
     if engine["engine"] == "jax":
         notes.append(f"the model computed in {engine['dtype']} with JAX on {engine['device']}; per-window gradients "
-                     "were computed by JAX and clipped by jax-privacy (clipping.clipped_fun), and the noise "
+                     "were computed by JAX and clipped in float64 on the host (tsdp.forecast.deep.ghost), and the noise "
                      "drawn on the host by tsdp")
     if "receptive_field" in engine:
         notes.append(f"DeepAR reads --context-length {engine['model_context']} values plus its largest lag minus 1 "

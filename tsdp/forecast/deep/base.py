@@ -8,16 +8,17 @@ models (``init``, ``loss``, ``clipped_grad_sum``, ``mean_grad``, ``predict_quant
 subsampling accountant, exactly as for the numpy models. A subclass writes its loss for ONE window as
 a function of a pytree of parameters (a dict of arrays); this class
 
-* computes per-window gradients by JAX's autodiff (``vmap`` of ``value_and_grad``, or a subclass's
-  cheaper autodiff formulation of the same gradient), clips each to L2 norm C and sums them with
-  jax-privacy's ``clipped_fun`` (the clipping step of its ``clipped_grad``; non-finite entries are
-  zeroed before clipping, so every window contributes at most C whatever happens numerically);
-* pads every batch to a fixed size with zero windows flagged by ``is_padding_example`` (their
-  gradients are replaced by zeros), so Poisson batches of varying size reuse the compiled function:
+* computes per-window gradients by JAX's autodiff (``vmap`` of ``value_and_grad``, a subclass's cheaper
+  autodiff formulation of the same gradient, or factored "ghost" pieces for weights applied once per
+  window), clips each to L2 norm C and sums them (:mod:`tsdp.forecast.deep.ghost`: the pieces and their
+  squares on the device, the clipping factors and the sum in float64 on the host; non-finite entries are
+  zeroed before clipping, and the clip is narrowed by a margin that provably covers the device's rounding,
+  so every window contributes at most C whatever happens numerically);
+* pads every batch to a fixed size with zero windows (weight 0 in the non-private mean, left out of the
+  clipped sum), so Poisson batches of varying size reuse the compiled function:
   the padded size only grows, in steps of a quarter octave;
 * computes in float32 by default (``dtype="float64"`` for checks); the host keeps the weights and Adam
-  in float64 and sends float32 copies; the clipped rows come back one array per tensor and the host
-  sums them in float64;
+  in float64 and sends float32 copies;
 * runs XLA:CPU inline with glibc keeping freed temporaries (:mod:`tsdp.forecast.deep.runtime`), so a
   step does not fault its ~100 MB of temporaries in afresh.
 
@@ -37,7 +38,7 @@ from abc import ABC, abstractmethod
 import numpy as np
 
 from tsdp.errors import UsageError
-from tsdp.forecast.deep import runtime
+from tsdp.forecast.deep import ghost, runtime
 from tsdp.forecast.params import FlatParameters, positive_finite, positive_int
 
 DTYPES = ("float32", "float64")
@@ -45,9 +46,6 @@ DEVICES = ("auto", "cpu", "gpu")
 DEFAULT_NUM_SAMPLES = 100
 DEFAULT_FORECAST_SEED = 0  # forecast sample paths without a generator: reproducible
 _COMPILED: dict = {}  # (class, configuration, function) -> jitted function
-# Windows are clipped to C (1 - margin): the norm and the scaling are computed in the model's precision,
-# and the margin keeps every contribution <= C whatever the rounding (float32: 1e-5 >> log2(P) 2^-24).
-CLIP_MARGIN = {"float32": 1e-5, "float64": 1e-12}
 
 
 def resolve_device(choice: str):
@@ -257,30 +255,33 @@ class DeepForecastModel(FlatParameters, ABC):
 
         return jax.value_and_grad(total)(p)
 
+    def _clip_pieces(self, p, ctx, tgt, feats):
+        """Per-window losses ``(B,)`` and the gradient pieces ``(outer, dense)`` that
+        :func:`tsdp.forecast.deep.ghost.clipped_sum` clips and sums: here every tensor's per-window gradient
+        (:meth:`_window_grads`) as a dense piece. A subclass may return factored pieces instead (iTransformer
+        does, :func:`tsdp.forecast.deep.ghost.factored_grads`)."""
+        values, grads = self._window_grads(p, ctx, tgt, feats)
+        return values, {}, grads
+
     def _clipped_fn(self):
+        """The device's part of the clipping, compiled: ``(losses, squares, packed, wide)``
+        (:func:`tsdp.forecast.deep.ghost.pack`), and where the packed array holds each piece."""
         import jax
-        import jax.numpy as jnp
-        import optax
-        from jax_privacy.clipping import clip_pytree
 
-        def step(flat, ctx, tgt, feats, padding, clip):
-            # jax-privacy's per-example clipping (clip_pytree, what its clipped_fun applies to every example,
-            # padding examples zeroed) under vmap; the rows are returned unsummed so that the host sums them
-            # in float64 (a float32 sum on the device could be off by about B^2 2^-24 C, which the accountant
-            # does not charge). The clip norm is an argument, not a constant: one compilation serves every C.
-            values, grads = self._window_grads(self._tree(flat), ctx, tgt, feats)
+        def split(flat, ctx, tgt, feats):
+            values, outer, dense = self._clip_pieces(self._tree(flat), ctx, tgt, feats)
+            return values, outer, dense
 
-            def one(grad, pad):
-                # non-finite entries zeroed first (what nan_safe=True does inside clip_pytree), so that the norm
-                # reported is the very one clip_pytree computes (XLA computes it once) in the model's precision
-                grad = jax.tree.map(lambda g: jnp.nan_to_num(g, nan=0.0, posinf=0.0, neginf=0.0), grad)
-                clipped, _ = clip_pytree(grad, clip_norm=clip, nan_safe=False, return_zero=pad)
-                return [clipped[n].reshape(-1) for n, _ in self.layout], optax.global_norm(grad)
+        def pieces(flat, ctx, tgt, feats):
+            values, outer, dense = split(flat, ctx, tgt, feats)
+            size = ctx.shape[0]
+            return (values, ghost.squares(outer, dense, size)) + ghost.pack(outer, dense, size)
 
-            rows, norms = jax.vmap(one)(grads, padding)  # rows: one (B, size) array per tensor, in layout order
-            return rows, values, norms
-
-        return jax.jit(step)
+        width, n_feat = self.receptive_field, len(self.time_features)
+        one = [jax.ShapeDtypeStruct(shape, self.dtype) for shape in
+               ((self.n_params,), (1, width), (1, self.horizon), (1, width + self.horizon, n_feat))]
+        _, outer, dense = jax.eval_shape(split, *one)
+        return jax.jit(pieces), ghost.packing(outer, dense)
 
     def _per_example_fn(self):
         import jax
@@ -313,18 +314,25 @@ class DeepForecastModel(FlatParameters, ABC):
 
     def clipped_grad_sum(self, theta, ctx, tgt, clip: float, feats=None):
         """Losses ``(B,)``, ``sum_i g_i / max(1, ||g_i|| / C')`` ``(n_params,)`` and the norms ``||g_i||``
-        ``(B,)`` (non-finite entries counted as 0, as the clipping does): each window clipped by jax-privacy's ``clip_pytree`` on a padded batch (padding contributes
-        0), ``C' = clip (1 - CLIP_MARGIN)`` so that rounding cannot take a contribution above ``clip``; the
-        rows summed on the host in float64 (:mod:`tsdp.accounting.dpsgd_lattice` bounds that sum's error)."""
+        ``(B,)`` (non-finite entries counted as 0, as the clipping does), ``C' = clip (1 - m)``: the per-window
+        gradient pieces and their squares computed in the model's precision on a padded batch, the norms,
+        clipping factors and sum in float64 on the host (:mod:`tsdp.forecast.deep.ghost` proves every
+        contribution at most ``clip`` with the margin m = :func:`~tsdp.forecast.deep.ghost.clip_margin`;
+        :mod:`tsdp.accounting.dpsgd_lattice` bounds the sum's error)."""
         clip = float(clip)
         if not (math.isfinite(clip) and clip > 0.0):
             raise UsageError(f"clip norm must be a positive finite number, got {clip!r}")
+        least = ghost.min_clip(self.n_params, self.dtype)
+        if clip < least:
+            raise UsageError(f"--clip-norm {clip:g} is below {least:.3g}, the least the {self.dtype} clipping's "
+                             f"rounding bound covers for a model of {self.n_params} parameters; use a larger --clip-norm")
         with self._scope():
-            flat, c, t, f, padding, n = self._inputs(theta, ctx, tgt, feats, training=True)
-            inner = clip * (1.0 - CLIP_MARGIN[self.dtype])
-            rows, values, norms = self._fn("clip", self._clipped_fn)(flat, c, t, f, padding, self._put(inner))
-            total = np.concatenate([np.asarray(r)[:n].sum(axis=0, dtype=np.float64) for r in rows])  # float64 sum
-            return (np.asarray(values, dtype=np.float64)[:n], total, np.asarray(norms, dtype=np.float64)[:n])
+            flat, c, t, f, _, n = self._inputs(theta, ctx, tgt, feats, training=True)
+            fn, spec = self._fn("clip", self._clipped_fn)
+            values, squares, packed, wide = fn(flat, c, t, f)
+        inner = clip * (1.0 - ghost.clip_margin(self.n_params, self.dtype))
+        total, norms = ghost.clipped_sum(packed, wide, spec, squares, n, inner, self.layout)
+        return np.asarray(values, dtype=np.float64)[:n], total, norms
 
     def per_example_grads(self, theta, ctx, tgt, feats=None):
         """Per-window losses ``(B,)`` and unclipped gradients ``(B, n_params)`` (``vmap`` of the per-window

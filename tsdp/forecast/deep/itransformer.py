@@ -25,6 +25,7 @@ import numpy as np
 
 from tsdp.errors import UsageError
 from tsdp.forecast.deep.base import DeepForecastModel, positive_int
+from tsdp.forecast.deep.ghost import Taps, factored_grads
 from tsdp.forecast import studentt as np_studentt
 
 LAYER_NORM_EPS = 1e-5
@@ -68,49 +69,59 @@ class ITransformerModel(DeepForecastModel):
 
     # -- the network ---------------------------------------------------------------------------
     @staticmethod
-    def _layer_norm(x, g, b):
+    def _layer_norm(taps, p, name, x):
         import jax.numpy as jnp
 
         mean = jnp.mean(x, axis=-1, keepdims=True)
         var = jnp.mean(jnp.square(x - mean), axis=-1, keepdims=True)
-        return (x - mean) / jnp.sqrt(var + LAYER_NORM_EPS) * g + b
+        return taps.scale(p, name, (x - mean) / jnp.sqrt(var + LAYER_NORM_EPS))
 
-    def _attention(self, p, k, x):
+    def _attention(self, taps, p, k, x):
         """Multi-head self-attention over the tokens ``x`` ``(T, d)``."""
         import jax
         import jax.numpy as jnp
 
         t, d, heads = x.shape[0], self.d_model, self.heads
-        q, kk, v = jnp.split(x @ p[f"enc{k}.qkv.W"] + p[f"enc{k}.qkv.b"], 3, axis=-1)
+        q, kk, v = jnp.split(taps.affine(p, f"enc{k}.qkv", x), 3, axis=-1)
         split = lambda a: a.reshape(t, heads, d // heads).transpose(1, 0, 2)  # noqa: E731
         scores = split(q) @ jnp.swapaxes(split(kk), 1, 2) / math.sqrt(d // heads)
         out = jax.nn.softmax(scores, axis=-1) @ split(v)  # (heads, T, d/heads)
-        return out.transpose(1, 0, 2).reshape(t, d) @ p[f"enc{k}.out.W"] + p[f"enc{k}.out.b"]
+        return taps.affine(p, f"enc{k}.out", out.transpose(1, 0, 2).reshape(t, d))
 
-    def _raw(self, p, ctx):
-        """Raw Student-t outputs ``(L_F, 3)`` and the scale of one window."""
+    def _raw(self, p, ctx, taps=None):
+        """Raw Student-t outputs ``(L_F, 3)`` and the scale of one window; every weight is applied through
+        ``taps`` (:class:`tsdp.forecast.deep.ghost.Taps`, a fresh one when None), which the clipping uses to
+        obtain each window's gradient in factored form."""
         import jax
         import jax.numpy as jnp
 
+        taps = Taps() if taps is None else taps
         s = jnp.maximum(jnp.mean(jnp.abs(ctx)), self.min_scale)
         tokens = jnp.concatenate([ctx / s, jnp.log(s)[None]])[None, :]  # one variate: (1, L_C + 1)
-        x = tokens @ p["embed.W"] + p["embed.b"]
+        x = taps.affine(p, "embed", tokens)
         for k in range(1, self.layers + 1):
-            x = self._layer_norm(x + self._attention(p, k, x), p[f"enc{k}.norm1.g"], p[f"enc{k}.norm1.b"])
-            hidden = jax.nn.relu(x @ p[f"enc{k}.ff1.W"] + p[f"enc{k}.ff1.b"])
-            x = self._layer_norm(x + hidden @ p[f"enc{k}.ff2.W"] + p[f"enc{k}.ff2.b"],
-                                 p[f"enc{k}.norm2.g"], p[f"enc{k}.norm2.b"])
-        x = self._layer_norm(x, p["norm.g"], p["norm.b"])
-        steps = (x @ p["proj.W"] + p["proj.b"]).reshape(self.horizon, self.d_model // self.heads)
-        return steps @ p["head.W"] + p["head.b"], s
+            x = self._layer_norm(taps, p, f"enc{k}.norm1", x + self._attention(taps, p, k, x))
+            hidden = jax.nn.relu(taps.affine(p, f"enc{k}.ff1", x))
+            x = self._layer_norm(taps, p, f"enc{k}.norm2", x + taps.affine(p, f"enc{k}.ff2", hidden))
+        x = self._layer_norm(taps, p, "norm", x)
+        steps = taps.affine(p, "proj", x).reshape(self.horizon, self.d_model // self.heads)
+        return taps.affine(p, "head", steps), s
 
-    def _window_loss(self, p, ctx, tgt, feats):
+    def _tapped_loss(self, p, taps, ctx, tgt, feats):
         import jax.numpy as jnp
 
         from tsdp.forecast.deep import studentt
 
-        raw, s = self._raw(p, ctx)
+        raw, s = self._raw(p, ctx, taps)
         return jnp.mean(studentt.nll(tgt / s, raw)) + jnp.log(s)
+
+    def _window_loss(self, p, ctx, tgt, feats):
+        return self._tapped_loss(p, Taps(), ctx, tgt, feats)
+
+    def _clip_pieces(self, p, ctx, tgt, feats):
+        """Every weight is applied once per window, on its single token (the head on its L_F steps): the
+        weight matrices' per-window gradients stay factored (:func:`tsdp.forecast.deep.ghost.factored_grads`)."""
+        return factored_grads(self._tapped_loss, p, [n for n, _ in self.layout], (ctx, tgt, feats))
 
     def _distribution_fn(self):
         import jax
