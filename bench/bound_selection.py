@@ -37,11 +37,13 @@ ROOT = Path(__file__).resolve().parents[1]
 EVENTS = [str(ROOT / "sample_data/events.csv"), "--layout", "events", "--user-col", "user_id", "--time-col",
           "timestamp", "--series-col", "station", "--series-keys", "st1,st2,st3,st4,st5", "--start",
           "2024-03-04", "--end", "2024-03-18", "--freq", "1d", "--epsilon", "1", "--delta", "1e-6",
-          "--unit", "user", "--series-per-user", "1"]
+          "--unit", "user"]
+ONE_SERIES = ["--series-per-user", "1"]  # the README's series cap (a norm bounds every series of a user at once)
 VARIANTS = {
-    "README caps (M 2, I 14)": ["--max-per-step", "2", "--max-steps", "14"],
-    "--max-per-step auto, I 14": ["--max-per-step", "auto", "--max-steps", "14"],
-    "--max-per-step auto --max-steps auto": ["--max-per-step", "auto", "--max-steps", "auto"],
+    "README caps (M 2, I 14)": ["--max-per-step", "2", "--max-steps", "14", *ONE_SERIES],
+    "--max-per-step auto, I 14": ["--max-per-step", "auto", "--max-steps", "14", *ONE_SERIES],
+    "--max-per-step auto --max-steps auto": ["--max-per-step", "auto", "--max-steps", "auto", *ONE_SERIES],
+    "--max-norm auto": ["--max-norm", "auto"],
 }
 KEYS = ["st1", "st2", "st3", "st4", "st5"]
 

@@ -123,6 +123,7 @@ class PrivacyClaim:
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
+        out["unit"] = self.unit.to_dict()
         out["events"] = [{k: v for k, v in asdict(e).items() if not (k in ("mixture", "granularity", "lattice_coords") and v is None)}
                          for e in self.events]
         if self.definition == "pure-dp":

@@ -18,6 +18,14 @@ entries, each of magnitude at most M, so
 Under substitution one entity is replaced by another whose cells may be disjoint from the first:
 the number of cells doubles. (Koga et al. 2022, Section 3.1 and spec pitfalls 11-12.)
 
+A user unit may also carry a norm bound C (``max_norm``, ``--max-norm``): tsdp scales each user's
+non-negative contribution vector x down to ||x||_2 <= C. Then, besides the bounds above,
+||x||_2 <= C under add/remove, and under substitution ||x - y||_2^2 = ||x||^2 + ||y||^2 - 2 x.y <=
+2 C^2 (x, y >= 0), so L2 <= sqrt(2) C; and ||x||_1 <= sqrt(cells) ||x||_2 (Cauchy-Schwarz on the
+cells one unit touches), so L1 <= sqrt(cells) C with the same factor sqrt(2) folded into the doubled
+cells. Each bound is the smaller of the two; a cell moves by at most min(M, C) (``max_per_step``
+then states that smaller figure).
+
 Mechanisms that treat series separately need more than the cell count: how a unit's cells can
 spread over the series. ``series_touched`` is K, the series of one step (w-event) or of the whole
 stream (user); a w-event unit picks its K series afresh at every step (the events layout caps
@@ -36,7 +44,7 @@ from __future__ import annotations
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 from tsdp.errors import UsageError
 from tsdp.limits import MAX_MAGNITUDE
@@ -170,6 +178,14 @@ class PrivacyUnit:
     series_per_unit: int | None = None
     id_column: str | None = None
     enforced: bool = False
+    max_norm: float | None = None  # C: each user's contributions scaled to L2 norm <= C (user level)
+
+    def to_dict(self) -> dict:
+        """The report's unit; ``max_norm`` appears only when the unit has one."""
+        out = asdict(self)
+        if out["max_norm"] is None:
+            del out["max_norm"]
+        return out
 
     def bounds(self) -> "ContributionBounds":
         """The contribution bounds this unit states (a ``tsdp release`` unit: event, w-event or user
@@ -178,7 +194,7 @@ class PrivacyUnit:
         if self.max_per_step is None:
             raise UsageError(f"the {self.level} unit states no per-step bound: it has no contribution bounds")
         return ContributionBounds(self.level, self.max_per_step, self.max_steps, self.w, self.series_per_unit,
-                                  self.relation)
+                                  self.relation, self.max_norm)
 
 
 @dataclass(frozen=True)
@@ -191,6 +207,7 @@ class ContributionBounds:
     w: int | None = None
     series_per_unit: int | None = None
     neighbouring: str = "add-remove"
+    max_norm: float | None = None  # C (module docstring): user level only
 
     def __post_init__(self) -> None:
         unit = unit_level(self.level)
@@ -206,6 +223,13 @@ class ContributionBounds:
             raise UsageError(
                 f"--neighbouring must be one of {', '.join(NEIGHBOURING)}, got {self.neighbouring!r}"
             )
+        if self.max_norm is not None:
+            if isinstance(self.max_norm, bool) or not isinstance(self.max_norm, (int, float)) or not (
+                    0 < self.max_norm <= MAX_MAGNITUDE):
+                raise UsageError(f"--max-norm must be positive and at most 2**53, got {self.max_norm!r}")
+            if not unit.whole_user:
+                raise UsageError(f"--max-norm bounds everything one user contributes: it applies to --unit user, "
+                                 f"not {self.level}")
 
     @property
     def unit(self) -> UnitLevel:
@@ -261,10 +285,17 @@ class ContributionBounds:
         return factor * self.series_touched(n_series) * self.steps_per_series(n_steps)
 
     def l1(self, n_series: int, n_steps: int) -> float:
-        return self.cells(n_series, n_steps) * self.max_per_step
+        cells = self.cells(n_series, n_steps)
+        box = cells * self.max_per_step
+        return box if self.max_norm is None else min(box, math.sqrt(self._norm_factor() * cells) * self.max_norm)
 
     def l2(self, n_series: int, n_steps: int) -> float:
-        return math.sqrt(self.cells(n_series, n_steps)) * self.max_per_step
+        box = math.sqrt(self.cells(n_series, n_steps)) * self.max_per_step
+        return box if self.max_norm is None else min(box, math.sqrt(self._norm_factor()) * self.max_norm)
+
+    def _norm_factor(self) -> int:
+        """2 under substitution (two non-negative vectors of norm <= C: module docstring), else 1."""
+        return 2 if self.neighbouring == "substitute" else 1
 
     def describe(self, id_column: str | None = None) -> str:
         """The neighbouring relation in words, for the report."""
@@ -282,6 +313,7 @@ class ContributionBounds:
             series_per_unit=self.series_touched(n_series),
             id_column=id_column,
             enforced=enforced,
+            max_norm=self.max_norm,
         )
 
 

@@ -16,6 +16,7 @@ from typing import Any, Callable, NamedTuple, Sequence
 from tsdp.accounting.budget import check_delta, check_epsilon
 from tsdp.accounting.sensitivity import ContributionBounds
 from tsdp.api import missing
+from tsdp.api.norm_bound import auto_option, check_norm_options
 from tsdp.api.options import cap_value, check_alpha, choice, names
 from tsdp.errors import UsageError
 from tsdp.io.load import InputSpec
@@ -38,6 +39,7 @@ class ReleaseOptions:
     delta: float | None = None
     max_per_step: float | str | None = None  # None: counts, 1 per unit and cell (series: refused for non-counts)
     max_steps: int | str | None = None  # "auto" (either): chosen privately (tsdp.mechanisms.bounds)
+    max_norm: float | str | None = None  # events, --unit user, Gaussian: each user's cells scaled to L2 <= C
     w: int | None = None
     series_per_user: int | None = None
     neighbouring: str = "add-remove"
@@ -96,13 +98,15 @@ class ReleaseOptions:
         With ``max_per_step`` or ``max_steps`` "auto" the plan releases with ``epsilon x (1 - share)``
         once :meth:`ReleasePlan.resolve` has chosen the caps with the rest (:mod:`tsdp.mechanisms.bounds`)."""
         caps = {"max_per_step": cap_value("max-per-step", self.max_per_step, integer=False),
-                "max_steps": cap_value("max-steps", self.max_steps, integer=True)}
+                "max_steps": cap_value("max-steps", self.max_steps, integer=True),
+                "max_norm": cap_value("max-norm", self.max_norm, integer=False)}
         auto = tuple(cap for cap, value in caps.items() if value == "auto")
         if not auto:
             for option, value in (("bound-selection-share", self.bound_selection_share),
                                   ("bound-quantile", self.bound_quantile)):
                 if value is not None:
-                    raise UsageError(f"--{option} {value!r} applies only with --max-per-step auto or --max-steps auto")
+                    raise UsageError(f"--{option} {value!r} applies only with --max-per-step, --max-steps or "
+                                     "--max-norm auto")
             return replace(self, **caps)._plan()
         return self._auto_plan(caps, auto)
 
@@ -122,7 +126,10 @@ class ReleaseOptions:
         check_epsilon(self.epsilon)
         layout = InputSpec(layout=getattr(self.layout, "value", self.layout), value_col=self.value_col,
                            user_col=self.user_col).resolved_layout
-        first = "--max-per-step" if "max_per_step" in auto else "--max-steps"
+        first = auto_option(auto)
+        if self.bound_quantile is not None and auto == ("max_norm",):
+            raise UsageError(f"--bound-quantile {self.bound_quantile!r} applies to --max-per-step and --max-steps "
+                             "auto; --max-norm auto balances the cap's bias against the noise instead")
         if layout != "events":
             raise UsageError(f"{first} auto needs raw events (--layout events, --user-col): tsdp chooses and "
                              "enforces the cap only where it aggregates the events itself")
@@ -167,6 +174,8 @@ class ReleaseOptions:
         mech = MECHANISMS[mechanism]
         own = self._own_options(mech)
         noise = own.get("noise", "gaussian")
+        if self.max_norm is not None:
+            check_norm_options(self, mech, unit, noise)
         if self.assume_none and (unit != "user" or self.max_steps is not None):
             raise UsageError("--assume-none needs --unit user and no --max-steps (it sets I = T)")
         pure = mech.pure(noise)
@@ -191,10 +200,15 @@ class ReleaseOptions:
             raise UsageError("--max-per-step is required with --allow-negative: values that may be negative are "
                              "not counts, and the default bound (one unit adds at most 1 to a cell) means nothing "
                              f"for them; {UNIT_HINT}")
+        per_step = 1.0 if self.max_per_step is None else self.max_per_step
+        if self.max_norm is not None and self.max_per_step is None:  # the norm alone bounds a cell
+            per_step = self.max_norm / (self.value_bound or 1.0)
         declared = ContributionBounds(
-            level=unit, max_per_step=1.0 if self.max_per_step is None else self.max_per_step,
-            max_steps=ALL_STEPS if self.assume_none else self.max_steps,
+            level=unit, max_per_step=per_step,
+            max_steps=ALL_STEPS if self.assume_none or (self.max_norm is not None and self.max_steps is None)
+            else self.max_steps,
             w=self.w, series_per_unit=self.series_per_user, neighbouring=self.neighbouring_value,
+            max_norm=self.max_norm,
         )
         if self.value_bound is not None and (spec.resolved_layout != "events" or self.value_col is None):
             raise UsageError(f"--value-bound {self.value_bound!r} clips each event's value: it applies only to "
@@ -275,12 +289,27 @@ class ReleasePlan:
 
         options = self.auto.options
         fixed_steps = None if "max_steps" in self.auto.caps else self.declared.max_steps
+        fixed = self.caps if "max_norm" in self.auto.caps and "max_per_step" not in self.auto.caps else None
+        fixed_per_step = None if fixed is None or options.max_per_step is None else fixed.max_per_step
         caps = EventCaps(series_per_unit=self.declared.series_per_unit, max_steps=fixed_steps,
-                         value_bound=options.value_bound, level=self.declared.level)
+                         value_bound=options.value_bound, level=self.declared.level, max_per_step=fixed_per_step)
         job = event_job(self.spec, caps)
-        n_steps = job.grid(_time_type(self.spec))[0].n_steps
-        grids = {cap: bounds.grid_for(cap, n_steps) for cap in self.auto.caps}
+        n_steps = self.n_steps(job)
+        grids = {cap: bounds.grid_for(cap, n_steps, options.value_bound) for cap in self.auto.caps}
         return job.profiling(grids), grids
+
+    def n_steps(self, job=None) -> int:
+        """T: the steps of the declared grid of event input."""
+        from tsdp.engine.events import event_job
+
+        job = job or event_job(self.spec, self.caps)
+        return job.grid(_time_type(self.spec))[0].n_steps
+
+    def balance(self):
+        """The public constants of --max-norm auto's score (:func:`tsdp.api.norm_bound.balance_of`)."""
+        from tsdp.api.norm_bound import balance_of
+
+        return balance_of(self)
 
     def resolve(self, histograms: dict, grids: dict, rng) -> "ReleasePlan":
         """The plan of the release at the caps the exponential mechanism chooses from ``histograms``
@@ -290,7 +319,8 @@ class ReleasePlan:
 
         a = self.auto
         epsilon = a.options.epsilon * a.share
-        choices = bounds.select(histograms, grids, a.quantile, epsilon, rng)
+        choices = bounds.select(histograms, grids, a.quantile, epsilon, rng,
+                                self.balance() if "max_norm" in a.caps else None)
         resolved = replace(a.options, **{cap: picked.chosen for cap, picked in choices.items()},
                            epsilon=a.options.epsilon - epsilon, bound_selection_share=None,
                            bound_quantile=None)._plan()

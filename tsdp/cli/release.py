@@ -8,7 +8,7 @@ from typing import Optional
 
 import typer
 
-from tsdp.api.series import Loaded, ReleaseOptions, ReleasePlan, load_frame, release_loaded, report_for
+from tsdp.api.series import Loaded, ReleaseOptions, ReleasePlan, auto_option, load_frame, release_loaded, report_for
 from tsdp.caveats import Caveat
 from tsdp.cli import accuracy_options as acc_opts
 from tsdp.cli import common
@@ -88,7 +88,8 @@ def release(
     unit: Unit = typer.Option(..., help="What is protected: one event, a user's w-event window, or a whole user."),
     max_per_step: Optional[str] = typer.Option(None, help="M: largest contribution of one unit to one cell, in the values' unit (events kept per user and bucket, for event input), or auto (event input: chosen privately, see --bound-selection-share) [default: 1, for counts; required for series whose values are not whole numbers]."),
     max_steps: Optional[str] = typer.Option(None, help="I: steps of a series in which one user may contribute (--unit user), or auto (event input: chosen privately)."),
-    bound_selection_share: Optional[float] = typer.Option(None, help="With --max-per-step/--max-steps auto: the share of --epsilon spent choosing the caps (exponential mechanism on a quantile of the users' contributions; the release gets the rest) [default: 0.1]."),
+    max_norm: Optional[str] = typer.Option(None, help="C: scale each user's cell totals down to L2 norm at most C, or auto (chosen privately where the bias it removes balances the noise it adds). Event input, --unit user, --mechanism gaussian; the L2 sensitivity is min(M sqrt(cells), C). Without --max-per-step/--max-steps it alone bounds a cell and I = T."),
+    bound_selection_share: Optional[float] = typer.Option(None, help="With --max-per-step/--max-steps/--max-norm auto: the share of --epsilon spent choosing the caps (exponential mechanism on a quantile of the users' contributions; the release gets the rest) [default: 0.1]."),
     bound_quantile: Optional[float] = typer.Option(None, help="With --max-per-step/--max-steps auto: the quantile of the users' contributions the caps aim at [default: 0.9]."),
     w: Optional[int] = typer.Option(None, help="Window length for --unit w-event.", min=1),
     series_per_user: Optional[int] = typer.Option(None, help="Series one user may contribute to [default: all].", min=1),
@@ -162,10 +163,13 @@ def release(
     plan = ReleaseOptions(**given).plan()  # every option checked, the budget too, before the data is read
     requested = plan.auto.options if plan.auto is not None else plan.options
     params.update(max_per_step=requested.max_per_step, max_steps=requested.max_steps)  # parsed: 14, not "14"
+    params.pop("max_norm")  # recorded only when given (reports without it read as before)
+    if requested.max_norm is not None:
+        params["max_norm"] = requested.max_norm
     spec = plan.spec
     engine_options = _engine_options(spec, engine, memory_limit, work_dir, spark_master, spark_conf)
     if plan.auto is not None and (dry_run or input == "-"):
-        raise UsageError(f"{'--max-per-step' if 'max_per_step' in plan.auto.caps else '--max-steps'} auto reads the "
+        raise UsageError(f"{auto_option(plan.auto.caps)} auto reads the "
                          "events twice (to choose the cap, then to release)" + (
                              ": give a file, not - (stdin)" if input == "-" else
                              "; --dry-run reads none of them: give a number to see the accuracy at that cap"))
@@ -442,7 +446,7 @@ def _evaluate(input, plan: ReleasePlan, engine_options, randomness, repeats: int
             panels: dict = {}
 
             def load(resolved):
-                key = (resolved.options.max_per_step, resolved.options.max_steps)
+                key = (resolved.options.max_per_step, resolved.options.max_steps, resolved.options.max_norm)
                 if key not in panels:
                     panels[key] = _read(input, resolved, engine_options, stage, None)
                 return panels[key]

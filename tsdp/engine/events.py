@@ -13,6 +13,13 @@ that unit may touch.
 2. in each kept series a user keeps at most ``max_steps`` time buckets, the earliest ones;
 3. in each bucket a user keeps at most ``max_per_step`` events per series, the earliest ones.
 
+4. with ``max_norm`` C, a user's kept cell totals (their values' sums per (series, bucket)) form a
+   non-negative vector x; when ||x||_2 > C every one of the user's kept values is multiplied by
+   C / ||x||_2 (lowered by a relative (r + 8) 2^-52 for the user's r kept rows, which covers the
+   float64 rounding of the sums, the norm, the quotient and the products), so the user's cells sum to a
+   vector of norm at most C (:mod:`tsdp.accounting.sensitivity`). The factor depends only on the
+   user's own kept rows.
+
 ``level="w-event"`` (a user's events in any w consecutive buckets; scope: one bucket):
 
 1. in each bucket a user keeps at most ``series_per_unit`` series, the ones they appear in first
@@ -56,9 +63,12 @@ class EventCaps:
     series_per_unit: int | None = None
     value_bound: float | None = None
     level: str = "user"
+    max_norm: float | None = None  # user level: each user's cell totals scaled to L2 norm <= max_norm
 
     def __post_init__(self) -> None:
         unit = unit_level(self.level)
+        if self.max_norm is not None and not unit.whole_user:
+            raise UsageError(f"--max-norm applies to --unit user, not {self.level}")
         if not unit.uses_max_steps and self.max_steps is not None:
             raise UsageError(f"--max-steps applies to --unit user only; with --unit {self.level} "
                              f"remove --max-steps {self.max_steps}")
@@ -84,6 +94,9 @@ class EventCaps:
                 parts.append(f"at most {self.max_steps} time buckets per user and series (the earliest)")
             if self.max_per_step is not None:
                 parts.append(f"at most {self.max_per_step} events per user, series and bucket (the earliest)")
+            if self.max_norm is not None:
+                parts.append(f"each user's cell totals scaled down to L2 norm at most {self.max_norm:g} "
+                             "(one factor per user, from that user's kept rows)")
             rule = "; ".join(parts) or "no caps"
         if self.value_bound is not None:
             rule += f"; each event's value clipped to [0, {self.value_bound:g}]"
@@ -93,7 +106,11 @@ class EventCaps:
     def cell_bound(self) -> float:
         """Largest total one user adds to one (series, bucket) cell once the caps are enforced:
         at most ``max_per_step`` events (one if uncapped, as for event-level units), each worth at
-        most ``value_bound`` (1 for counts)."""
+        most ``value_bound`` (1 for counts), and at most ``max_norm`` when the user's cells are scaled
+        to that norm (without ``max_per_step``, ``max_norm`` alone bounds a cell)."""
+        if self.max_norm is not None:
+            box = None if self.max_per_step is None else self.max_per_step * (self.value_bound or 1.0)
+            return self.max_norm if box is None else min(box, self.max_norm)
         return (self.max_per_step or 1) * (self.value_bound or 1.0)
 
 

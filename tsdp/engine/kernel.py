@@ -132,22 +132,60 @@ def cap_and_sum(rows: pl.DataFrame, caps) -> tuple[pl.DataFrame, dict[str, int]]
         keep = keep & step
     kept = work.filter(keep)
     diag["rows_kept"] = kept.height
+    if caps.max_norm is not None:
+        kept, diag["users_norm_scaled"] = scaled_to_norm(kept, caps.max_norm)
     return cell_sums(kept.lazy()).collect(), diag
+
+
+def user_cells(kept: pl.DataFrame) -> pl.DataFrame:
+    """Per user (``__ucode``): the L2 norm ``__norm``, the L1 norm ``__l1`` and the number ``__n``
+    of their kept cell totals (values summed per (series, bucket): the vector one user adds), and
+    the number ``__rows`` of their kept rows."""
+    return (kept.group_by("__ucode", "__cell").agg(pl.col(VALUE).sum().alias("__total"), pl.len().alias("__k"))
+            .group_by("__ucode").agg((pl.col("__total") ** 2).sum().sqrt().alias("__norm"),
+                                     pl.col("__total").abs().sum().alias("__l1"), pl.len().alias("__n"),
+                                     pl.col("__k").sum().alias("__rows")))
+
+
+def scaled_to_norm(kept: pl.DataFrame, max_norm: float) -> tuple[pl.DataFrame, int]:
+    """``kept`` with every user's values scaled so that their cell totals have L2 norm at most
+    ``max_norm`` (rule 4 of :mod:`tsdp.engine.events`), and the number of users scaled down.
+
+    The factor C / ||x|| is lowered by a relative (r + 8) 2^-52 for the user's r kept rows: each cell
+    total of k rows is a float64 sum within (k - 1) u of the exact one (u = 2^-53, Higham's gamma),
+    the sum of the n <= r squares adds n u, the square root, the quotient and each product a few u,
+    and the scaled cell sums again (k - 1) u, so the exact norm of what the user adds stays at most C."""
+    per_user = user_cells(kept).with_columns(
+        pl.when(pl.col("__norm") > max_norm)
+        .then(max_norm / pl.col("__norm") * (1.0 - (pl.col("__rows") + 8).cast(pl.Float64) * 2.0 ** -52))
+        .otherwise(1.0).alias("__factor"))
+    scaled = int((per_user["__factor"] < 1.0).sum())
+    if not scaled:
+        return kept, 0
+    out = kept.join(per_user.select("__ucode", "__factor"), on="__ucode", how="left")
+    return out.with_columns(pl.col(VALUE) * pl.col("__factor")), scaled
 
 
 PROFILE_PREFIX = "__bounds"  # diagnostics keys of contribution_profile's histograms (summed like counts)
 
 
-def contribution_profile(rows: pl.DataFrame, caps, grids: dict[str, tuple[int, ...]]) -> dict[str, int]:
+NORM_WEIGHT_SCALE = 8  # the weight of a user in the max_norm profile: floor(8 r), r = ||x||_1 / ||x||_2
+NORM_WEIGHT_CAP = 4.0  # ... with r at most 4 (tsdp.mechanisms.bounds: the score's sensitivity)
+
+
+def contribution_profile(rows: pl.DataFrame, caps, grids: dict[str, tuple[float, ...]]) -> dict[str, int]:
     """Histograms of each user's contribution over public candidate grids, for the private choice of
     the caps (:mod:`tsdp.mechanisms.bounds`), once the caps that are fixed (``caps``: the series cap,
-    and the bucket cap when it is given) hold.
+    the bucket cap and the per-bucket cap when they are given) hold.
 
     ``grids["max_per_step"]``: the most events the user keeps in one (series, bucket) cell;
-    ``grids["max_steps"]``: the most buckets the user keeps in one series. Each statistic is a
-    function of that user's rows only, so the histograms of disjoint user sets add up; key
-    ``f"{PROFILE_PREFIX}:{name}:{j}"`` counts the users whose statistic lies in ``(c_{j-1}, c_j]``
-    of the ascending grid (``j = len(grid)``: above its last candidate).
+    ``grids["max_steps"]``: the most buckets the user keeps in one series;
+    ``grids["max_norm"]``: the L2 norm of the user's cell totals, and instead of one user per bin
+    the bin sums the users' weights floor(8 r), r = min(||x||_1 / ||x||_2, sqrt(n), 4) for their n cells
+    (r <= sqrt(n) by Cauchy-Schwarz, that minimum only absorbs rounding; the cap 4 bounds the weight).
+    Each statistic is a function of that user's rows only, so the histograms of disjoint user sets
+    add up; key ``f"{PROFILE_PREFIX}:{name}:{j}"`` counts (weighs) the users whose statistic lies in
+    ``(c_{j-1}, c_j]`` of the ascending grid (``j = len(grid)``: above its last candidate).
     """
     work = runs(rows)
     keep = pl.Series(np.ones(work.height, dtype=bool))
@@ -157,13 +195,25 @@ def contribution_profile(rows: pl.DataFrame, caps, grids: dict[str, tuple[int, .
         keep = keep & first_series(work.lazy(), caps.series_per_unit, per_step).collect().to_series().gather(work[run])
     if caps.max_steps is not None:
         keep = keep & (work["__step_rank"] < caps.max_steps)
+    if caps.max_per_step is not None:
+        keep = keep & (work["__in_cell"] < caps.max_per_step)
     kept = work.filter(keep)
-    per_user = kept.group_by("__ucode", "__pair", "__cell").len().group_by("__ucode", "__pair").agg(
-        pl.col("len").max().alias("max_per_step"), pl.len().alias("max_steps")
-    ).group_by("__ucode").agg(pl.col("max_per_step").max(), pl.col("max_steps").max())
     out: dict[str, int] = {}
     for name, grid in grids.items():
-        bins = np.searchsorted(np.asarray(grid), per_user[name].to_numpy(), side="left")
-        counts = np.bincount(bins, minlength=len(grid) + 1)
-        out.update({f"{PROFILE_PREFIX}:{name}:{j}": int(c) for j, c in enumerate(counts)})
+        if name == "max_norm":
+            per_user = user_cells(kept)
+            statistic = per_user["__norm"].to_numpy()
+            positive = statistic > 0  # a user whose kept values are all 0 weighs nothing
+            ratio = np.zeros(statistic.size)
+            ratio[positive] = np.minimum(np.minimum(per_user["__l1"].to_numpy()[positive] / statistic[positive],
+                                                    np.sqrt(per_user["__n"].to_numpy()[positive])), NORM_WEIGHT_CAP)
+            weights = np.floor(NORM_WEIGHT_SCALE * ratio).astype(np.int64)
+        else:
+            per_user = kept.group_by("__ucode", "__pair", "__cell").len().group_by("__ucode", "__pair").agg(
+                pl.col("len").max().alias("max_per_step"), pl.len().alias("max_steps")
+            ).group_by("__ucode").agg(pl.col("max_per_step").max(), pl.col("max_steps").max())
+            statistic, weights = per_user[name].to_numpy(), None
+        bins = np.searchsorted(np.asarray(grid), statistic, side="left")
+        counts = np.bincount(bins, weights=weights, minlength=len(grid) + 1)
+        out.update({f"{PROFILE_PREFIX}:{name}:{j}": int(round(c)) for j, c in enumerate(counts)})
     return out

@@ -30,19 +30,26 @@ TRUSTED_NOTE = ("contribution bounds were declared by the data steward and not e
 
 
 def event_caps(declared: ContributionBounds, value_bound: float | None) -> EventCaps:
-    """The caps tsdp enforces on raw events for the declared unit (see :mod:`tsdp.engine.events`)."""
+    """The caps tsdp enforces on raw events for the declared unit (see :mod:`tsdp.engine.events`).
+
+    With a norm bound C whose cell bound M V is at least C, the per-bucket cap is implied by the
+    norm (a user's cell holds at most C once scaled): no event is dropped for it."""
     if not declared.unit.per_user_caps:
         return EventCaps(value_bound=value_bound, level=declared.level)
-    if declared.max_per_step != int(declared.max_per_step):
+    per_step = declared.max_per_step
+    if declared.max_norm is not None and per_step * (value_bound or 1.0) >= declared.max_norm * (1 - 1e-12):
+        per_step = None
+    elif per_step != int(per_step):
         raise UsageError(
             f"--max-per-step must be a whole number of events for event input, got {declared.max_per_step}"
         )
     return EventCaps(
-        max_per_step=int(declared.max_per_step),
+        max_per_step=None if per_step is None else int(per_step),
         max_steps=declared.max_steps if declared.unit.uses_max_steps else None,
         series_per_unit=declared.series_per_unit,
         value_bound=value_bound,
         level=declared.level,
+        max_norm=declared.max_norm,
     )
 
 

@@ -26,6 +26,30 @@ at most max(a, b - a) <= b: the selection is eps-DP (pure). It is sampled exactl
 proposed from the base measure (fair bits), and accepted with probability
 exp(-eps (s_j - min s) / (2 b)) by an exact Bernoulli (:func:`tsdp.mechanisms.discrete.bernoulli_exp`).
 
+``--max-norm auto`` (the L2 norm C of each user's cell totals, :mod:`tsdp.engine.events` rule 4)
+aims not at a quantile but at the cap where the error it removes balances the noise it adds. Raising
+C by dC adds |N(0, (sigma_1 dC)^2)| noise to each of the K released cells, about sqrt(2/pi) sigma_1 K dC
+in total (sigma_1: the release's noise per unit of L2 sensitivity), and shrinks the vector x_u of each
+user above C less, giving back r_u dC of their total (r_u = ||x_u||_1 / ||x_u||_2) to the cells. The
+first-order optimum is where the users above C weigh sum r_u = m0 = sqrt(2/pi) sigma_1 K. In integer
+units (weights w_u = floor(8 min(r_u, 4)), target t = round(8 m0)), with G_j the weight of the users
+whose norm exceeds c_j (G_{-1} all users'), the score of c_j is
+
+    s_j = max(G_j - t, t - G_{j-1}, 0),
+
+0 where the balance point lies in (c_{j-1}, c_j]. One user added, removed or substituted moves each
+G_j by at most Delta = floor(8 min(sqrt(n), 4)) for the n cells one user may touch (r_u <= sqrt(n_u)
+by Cauchy-Schwarz; the cap 4 keeps Delta small at the price of under-weighing users spread evenly
+over more than 16 cells, which makes the rule choose a smaller C, never a larger one). The
+candidates are c_j = V 2^(j/4), j = 0 .. 64 (V: --value-bound, 1 for counts), with the public base
+measure 2^(-3 j / 4), proportional to c_j^-3: the noise grows with C while the bias it removes
+shrinks, so among candidates the score cannot tell apart (above all, those above every user) the
+smaller is preferred. ``Pr[c_j] proportional to 2^(-3j/4) exp(-eps s_j / (2 Delta))`` is eps-DP (a
+data-independent base measure cancels in the ratio of neighbours' probabilities); it is sampled
+exactly: j proposed uniformly, accepted with probability 2^(-3j/4) exp(-eps (s_j - min s) / (2 Delta))
+by two exact Bernoullis. t and Delta are public: they follow from the release's epsilon, delta and
+relation, the public grid and the fixed caps.
+
 Composition: the release that follows is (eps_release, delta)-DP for every cap it may be given (its
 noise is calibrated to the selected cap, which it then enforces), so by basic composition, which
 holds for adaptively chosen mechanisms (Dwork and Roth 2014, Theorem 3.16), selection and release
@@ -47,7 +71,6 @@ THEOREM = ("contribution bounds chosen privately: exponential mechanism (McSherr
            "on Smith's quantile score over a public grid; basic composition with the release, adaptively "
            "(Dwork and Roth 2014, Theorem 3.16)")
 PER_STEP_GRID = tuple(2 ** k for k in range(13))  # 1 .. 4096 events per cell
-CAPS = ("max_per_step", "max_steps")
 DEFAULT_SHARE = 0.1  # of epsilon, per cap chosen (0.2 when both are)
 DEFAULT_QUANTILE = 0.9
 QUANTILE_DENOMINATOR = 1000  # q is used as the nearest fraction a/b with b <= 1000
@@ -55,7 +78,13 @@ if TYPE_CHECKING:  # numpy loads when a selection runs: account verify checks a 
     import numpy as np
 
 STATISTIC = {"max_per_step": "the most events the user keeps in one (series, bucket) cell",
-             "max_steps": "the most buckets the user keeps in one series"}
+             "max_steps": "the most buckets the user keeps in one series",
+             "max_norm": "the L2 norm of the user's kept cell totals, weighed by floor(8 L1 / L2)"}
+CAPS = ("max_per_step", "max_steps", "max_norm")
+NORM_STEPS = 64  # candidates V 2^(j/4), j = 0 .. 64
+WEIGHT_SCALE = 8  # = tsdp.engine.kernel.NORM_WEIGHT_SCALE (checked by the tests)
+WEIGHT_CAP = 4.0  # = tsdp.engine.kernel.NORM_WEIGHT_CAP
+PRIOR_RATE = 0.75 * math.log(2.0)  # base measure exp(-PRIOR_RATE j) = 2^(-3j/4) = c_j^-3 / V^-3
 
 
 def steps_grid(n_steps: int) -> tuple[int, ...]:
@@ -65,9 +94,80 @@ def steps_grid(n_steps: int) -> tuple[int, ...]:
     return tuple(2 ** k for k in range(max(0, math.ceil(math.log2(n_steps))) + 1) if 2 ** k < n_steps) + (n_steps,)
 
 
-def grid_for(cap: str, n_steps: int) -> tuple[int, ...]:
+def norm_grid(value_bound: float | None = None) -> tuple[float, ...]:
+    """The candidates of --max-norm auto: V 2^(j/4), j = 0 .. 64 (V = ``value_bound``, 1 for counts)."""
+    v = 1.0 if value_bound is None else float(value_bound)
+    return tuple(v * 2.0 ** (j / 4) for j in range(NORM_STEPS + 1))
+
+
+def grid_for(cap: str, n_steps: int, value_bound: float | None = None) -> tuple:
     """The public candidate grid of ``cap``."""
+    if cap == "max_norm":
+        return norm_grid(value_bound)
     return PER_STEP_GRID if cap == "max_per_step" else steps_grid(n_steps)
+
+
+@dataclass(frozen=True)
+class Balance:
+    """The public constants of --max-norm auto's score (module docstring): target t and sensitivity Delta."""
+
+    target: int
+    weight_bound: int
+
+    @classmethod
+    def of(cls, sigma_per_unit: float, released_cells: int, cells_per_user: int) -> "Balance":
+        """t = round(8 sqrt(2/pi) sigma_1 K) for K released cells, Delta = floor(8 min(sqrt(n), 4))."""
+        if not (sigma_per_unit > 0 and math.isfinite(sigma_per_unit)) or released_cells < 1 or cells_per_user < 1:
+            raise ValueError("the balance needs a positive noise scale and at least one cell")
+        target = round(WEIGHT_SCALE * math.sqrt(2.0 / math.pi) * sigma_per_unit * released_cells)
+        return cls(max(1, target), max(1, math.floor(WEIGHT_SCALE * min(math.sqrt(cells_per_user), WEIGHT_CAP))))
+
+    @classmethod
+    def for_release(cls, release_epsilon: float, delta: float, substitute: bool, n_series: int, n_steps: int,
+                    series_per_user: int | None, max_steps: int | None) -> "Balance":
+        """The constants for a Gaussian release of ``release_epsilon``, ``delta`` (sigma_1 the analytic
+        Gaussian's per unit of L2 sensitivity, times sqrt(2) under substitution) on S x T released
+        cells, one user touching at most min(K, S) series x min(I, T) steps (None: all)."""
+        from tsdp.accounting.gaussian import analytic_sigma
+
+        sigma = analytic_sigma(release_epsilon, delta, 1.0) * (math.sqrt(2.0) if substitute else 1.0)
+        series = n_series if series_per_user is None else min(series_per_user, n_series)
+        steps = n_steps if max_steps is None else min(max_steps, n_steps)
+        return cls.of(sigma, n_series * n_steps, series * steps)
+
+    def scores(self, histogram: np.ndarray) -> np.ndarray:
+        """``max(G_j - t, t - G_{j-1}, 0)`` from the (k + 1)-bin weighted histogram."""
+        import numpy as np
+
+        histogram = np.asarray(histogram, dtype=np.int64)
+        above = int(histogram.sum()) - np.cumsum(histogram[:-1])  # G_j
+        before = np.concatenate(([int(histogram.sum())], above[:-1]))  # G_{j-1}
+        return np.maximum(np.maximum(above - self.target, self.target - before), 0)
+
+    def log_probabilities(self, histogram: np.ndarray, epsilon: float) -> np.ndarray:
+        """The exact selection probabilities (log) of every candidate, for tests and audits."""
+        from scipy.special import logsumexp
+
+        import numpy as np
+
+        s = self.scores(histogram)
+        logits = -PRIOR_RATE * np.arange(s.size) - epsilon * s / (2.0 * self.weight_bound)
+        return logits - logsumexp(logits)
+
+    def choose(self, histogram: np.ndarray, epsilon: float, rng: np.random.Generator) -> int:
+        """Index of the candidate selected (module docstring): proposed uniformly, accepted with
+        probability exp(-PRIOR_RATE j) exp(-c (s_j - min s)), c = eps / (2 Delta), by exact Bernoullis."""
+        import numpy as np
+
+        from tsdp.mechanisms.discrete import bernoulli_exp
+
+        s = self.scores(histogram)
+        excess = s - s.min()
+        c = epsilon / (2.0 * self.weight_bound)
+        while True:
+            j = int(rng.integers(0, s.size))
+            if bernoulli_exp(rng, PRIOR_RATE, np.array([j]))[0] and bernoulli_exp(rng, c, excess[j:j + 1])[0]:
+                return j
 
 
 def quantile_fraction(q: float) -> Fraction:
@@ -125,33 +225,53 @@ class Choice:
     """One cap chosen privately: its grid, quantile, budget and the candidate selected."""
 
     cap: str
-    grid: tuple[int, ...]
+    grid: tuple
     quantile: Fraction
     epsilon: float
-    chosen: int
+    chosen: float
+    balance: Balance | None = None  # max_norm: the balance rule instead of the quantile
 
     def event(self) -> MechanismEvent:
         """The selection as a mechanism event: score sensitivity b, weights exp(-s / t), t = 2 b / eps."""
+        if self.balance is not None:
+            return exponential_event(self.epsilon, self.balance.weight_bound)
         return selection_event(self.epsilon, self.quantile)
 
     def to_dict(self) -> dict:
-        return {"chosen": self.chosen, "candidates": list(self.grid), "quantile": float(self.quantile),
-                "quantile_fraction": f"{self.quantile.numerator}/{self.quantile.denominator}",
-                "epsilon": self.epsilon, "statistic": STATISTIC[self.cap]}
+        out = {"chosen": self.chosen, "candidates": list(self.grid), "epsilon": self.epsilon,
+               "statistic": STATISTIC[self.cap]}
+        if self.balance is not None:
+            return {**out, "rule": "balance", "target": self.balance.target,
+                    "weight_bound": self.balance.weight_bound}
+        return {**out, "quantile": float(self.quantile),
+                "quantile_fraction": f"{self.quantile.numerator}/{self.quantile.denominator}"}
+
+
+def exponential_event(epsilon: float, sensitivity: float) -> MechanismEvent:
+    """``exponential`` event of an eps-DP selection with score sensitivity b: noise t = 2 b / eps."""
+    return MechanismEvent("exponential", float(sensitivity), 2.0 * float(sensitivity) / epsilon, 1)
 
 
 def selection_event(epsilon: float, q: Fraction) -> MechanismEvent:
-    """``exponential`` event of an eps-DP selection with score sensitivity b: noise t = 2 b / eps."""
-    b = float(q.denominator)
-    return MechanismEvent("exponential", b, 2.0 * b / epsilon, 1)
+    """The quantile selection's event: score sensitivity b, the quantile's denominator."""
+    return exponential_event(epsilon, q.denominator)
 
 
-def select(histograms: dict[str, np.ndarray], grids: dict[str, tuple[int, ...]], q: Fraction, epsilon: float,
-           rng: np.random.Generator) -> dict[str, Choice]:
-    """One :class:`Choice` per cap in ``histograms``; ``epsilon`` (the selection's share) split evenly."""
+def select(histograms: dict[str, np.ndarray], grids: dict[str, tuple], q: Fraction, epsilon: float,
+           rng: np.random.Generator, balance: Balance | None = None) -> dict[str, Choice]:
+    """One :class:`Choice` per cap in ``histograms``; ``epsilon`` (the selection's share) split evenly;
+    ``balance`` scores the max_norm candidates."""
     each = epsilon / len(histograms)
-    return {cap: Choice(cap, grids[cap], q, each, grids[cap][choose(histograms[cap], q, each, rng)])
-            for cap in CAPS if cap in histograms}
+    out = {}
+    for cap in CAPS:
+        if cap not in histograms:
+            continue
+        if cap == "max_norm":
+            index = balance.choose(histograms[cap], each, rng)
+            out[cap] = Choice(cap, grids[cap], q, each, grids[cap][index], balance)
+        else:
+            out[cap] = Choice(cap, grids[cap], q, each, grids[cap][choose(histograms[cap], q, each, rng)])
+    return out
 
 
 def with_selection(claim: PrivacyClaim, choices: dict[str, Choice], share: float) -> PrivacyClaim:

@@ -77,6 +77,7 @@ class Dft:
     cellwise = False
     summable = True
     linear = True
+    norm_bounded = False  # --max-norm does not apply
     dry_run_caveat = None
     options = {"dft_k": ("dft_k", DEFAULT_K), "noise": ("noise", "gaussian")}  # field -> (keyword, default)
 

@@ -67,6 +67,7 @@ class Gaussian:
     cellwise = True
     summable = True
     linear = True
+    norm_bounded = True  # its noise is calibrated to the L2 sensitivity alone: --max-norm tightens it
     prefetches = True  # its float noise is standard normals, which may be drawn before the data is read
     dry_run_caveat = None
     options = {"calibration": ("calibration", "analytic")}  # ReleaseOptions field -> (keyword, default)

@@ -33,6 +33,7 @@ class Laplace:
     cellwise = True
     summable = True
     linear = True
+    norm_bounded = False  # --max-norm does not apply
     dry_run_caveat = None
     options: dict = {}
 

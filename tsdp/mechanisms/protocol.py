@@ -108,6 +108,7 @@ class Mechanism(Protocol):
     cellwise: bool
     summable: bool
     linear: bool
+    norm_bounded: bool  # noise calibrated to the panel's L2 sensitivity alone, which a user norm bound caps
     dry_run_caveat: str | None
     options: Mapping[str, tuple[str, Any]]  # ReleaseOptions field -> (keyword in Setting.options, default)
 

@@ -270,6 +270,20 @@ def _rule_checks(report: "_Report") -> list[Check]:
     return checks
 
 
+def _norm_balance(r: "_Report", release_epsilon: float, n_steps: int):
+    """The public constants of --max-norm auto's score for the recorded command (the release plan's,
+    :func:`tsdp.api.norm_bound.balance_of`, from the same parameters)."""
+    from tsdp.mechanisms.bounds import Balance
+
+    cmd = r.command
+    keys = cmd.get("series_keys")
+    n_series = len(keys.split(",") if isinstance(keys, str) else keys) if keys else 1
+    steps = cmd.get("max_steps")
+    return Balance.for_release(release_epsilon, float(cmd["delta"]), cmd.get("neighbouring") == "substitute",
+                               n_series, n_steps, cmd.get("series_per_user"),
+                               None if steps in (None, "auto") else int(steps))
+
+
 def _bound_selection(r: "_Report") -> "tuple[_Report, Check] | None":
     """(the release part of a report whose caps were chosen privately, the check of the selection),
     or None for a report without ``--max-per-step auto``/``--max-steps auto``, selection events or
@@ -307,7 +321,7 @@ def _bound_selection(r: "_Report") -> "tuple[_Report, Check] | None":
         epsilon = float(cmd["epsilon"])
         n_steps = int(r.grid["n_steps"])
         choices = {cap: record[cap] for cap in auto}
-        chosen = {cap: int(choice["chosen"]) for cap, choice in choices.items()}
+        chosen = {cap: (float if cap == "max_norm" else int)(choice["chosen"]) for cap, choice in choices.items()}
     except (KeyError, TypeError, ValueError) as exc:
         g.fail(f"the bound_selection record or the command is malformed ({type(exc).__name__}: {exc})")
         return r, g.result("bound_selection")
@@ -318,14 +332,22 @@ def _bound_selection(r: "_Report") -> "tuple[_Report, Check] | None":
     g.same("bound_selection.epsilon (share x --epsilon)", record.get("epsilon"), spent)
     g.same("bound_selection.release_epsilon (--epsilon minus the selection's)", release_epsilon, epsilon - spent)
     g.same("claim epsilon (release + selection, basic composition)", c.epsilon, release_epsilon + spent)
+    want = []
     for cap, choice in choices.items():
-        grid = bounds.grid_for(cap, n_steps)
+        grid = bounds.grid_for(cap, n_steps, cmd.get("value_bound"))
         g.equal(f"bound_selection.{cap}.candidates (the public grid)", choice.get("candidates"), list(grid))
         g.expect(chosen[cap] in grid, f"bound_selection.{cap}.chosen {chosen[cap]} is not a candidate")
-        g.equal(f"bound_selection.{cap}.quantile_fraction", choice.get("quantile_fraction"),
-                f"{q.numerator}/{q.denominator}")
         g.same(f"bound_selection.{cap}.epsilon", choice.get("epsilon"), spent / len(auto))
-    want = [bounds.selection_event(spent / len(auto), q) for _ in auto]
+        if cap == "max_norm":
+            balance = _norm_balance(r, release_epsilon, n_steps)
+            for key in ("target", "weight_bound"):
+                g.equal(f"bound_selection.max_norm.{key} (from the public parameters)", choice.get(key),
+                        getattr(balance, key))
+            want.append(bounds.exponential_event(spent / len(auto), balance.weight_bound))
+        else:
+            g.equal(f"bound_selection.{cap}.quantile_fraction", choice.get("quantile_fraction"),
+                    f"{q.numerator}/{q.denominator}")
+            want.append(bounds.selection_event(spent / len(auto), q))
     got = [e for e in c.events if e.kind == "exponential"]
     g.expect(len(got) == len(want) and all(
         (e.count, e.kind) == (w.count, w.kind) and _close(e.sensitivity, w.sensitivity)

@@ -210,7 +210,8 @@ def _release_unit(r: _Report, out: _Outcome):
     if not unit.expect(u.relation in DP_RELATIONS, f"relation {u.relation!r} is not one of {', '.join(DP_RELATIONS)}"):
         return None
     try:
-        bounds = ContributionBounds(u.level, u.max_per_step, u.max_steps, u.w, u.series_per_unit, u.relation)
+        bounds = ContributionBounds(u.level, u.max_per_step, u.max_steps, u.w, u.series_per_unit, u.relation,
+                                    u.max_norm)
     except (TsdpError, TypeError) as exc:
         unit.fail(f"the unit's bounds are malformed: {exc}")
         return None
@@ -252,8 +253,13 @@ def _release_command(r: _Report, out: _Outcome, bounds, S: int, T: int) -> None:
     g.equal("unit.level (--unit)", u.level, cmd.get("unit"))
     g.equal("unit.relation (--neighbouring)", u.relation, cmd.get("neighbouring"))
     g.equal("unit.w (--w)", u.w, cmd.get("w"))
-    if cmd.get("assume_none"):
-        g.equal("unit.max_steps (--assume-none sets I = T)", u.max_steps, T)
+    norm = cmd.get("max_norm")
+    if norm is None:
+        g.equal("unit.max_norm (--max-norm)", u.max_norm, None)
+    else:
+        g.same("unit.max_norm (--max-norm)", u.max_norm, norm)
+    if cmd.get("assume_none") or (norm is not None and cmd.get("max_steps") is None):
+        g.equal("unit.max_steps (--assume-none, or --max-norm without --max-steps, sets I = T)", u.max_steps, T)
     else:
         g.equal("unit.max_steps (--max-steps)", u.max_steps, cmd.get("max_steps"))
     enforced = cmd.get("layout") == "events"
@@ -261,9 +267,13 @@ def _release_command(r: _Report, out: _Outcome, bounds, S: int, T: int) -> None:
     value_bound = cmd.get("value_bound")
     if enforced:  # the enforced cell bound: at most M events (1 at event level) of value at most V
         per_cell = cmd.get("max_per_step") if bounds.unit.per_user_caps else 1  # (an event unit: one event)
-        if g.expect(_is_real(per_cell) and (value_bound is None or _is_real(value_bound)),
-                    f"--max-per-step {per_cell!r} / --value-bound {value_bound!r} are not numbers"):
-            g.same("unit.max_per_step (enforced cell bound)", u.max_per_step, per_cell * (value_bound or 1.0))
+        if norm is not None and per_cell is None:  # the norm alone bounds a cell
+            per_cell = norm / (value_bound or 1.0)
+        if g.expect(_is_real(per_cell) and (value_bound is None or _is_real(value_bound))
+                    and (norm is None or _is_real(norm)),
+                    f"--max-per-step {per_cell!r} / --value-bound {value_bound!r} / --max-norm {norm!r} are not numbers"):
+            cell = per_cell * (value_bound or 1.0)
+            g.same("unit.max_per_step (enforced cell bound)", u.max_per_step, cell if norm is None else min(cell, norm))
     else:
         g.same("unit.max_per_step (--max-per-step)", u.max_per_step, cmd.get("max_per_step"))
     g.equal("unit.id_column (--user-col)", u.id_column, cmd.get("user_col"))

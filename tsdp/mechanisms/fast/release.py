@@ -44,6 +44,7 @@ class Fast:
     cellwise = False
     summable = False
     linear = False  # the sampling pattern depends on the noisy values: see noiseless()
+    norm_bounded = False  # --max-norm does not apply
     dry_run_caveat = None
     # ReleaseOptions field -> (release_fast keyword, default); the noise defaults to Laplace, the paper's
     options = {"noise": ("noise", "laplace"), "fast_preset": ("preset", None), "fast_max_samples": ("max_samples", None),

@@ -23,6 +23,7 @@ class Subsample:
     cellwise = False
     summable = False
     linear = True
+    norm_bounded = False  # --max-norm does not apply
     filtered = False
     dry_run_caveat = None
     # ReleaseOptions field -> (keyword, default)

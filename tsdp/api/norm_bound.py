@@ -1,0 +1,47 @@
+"""``--max-norm``: each user's cell totals scaled to an L2 norm C, for the Gaussian release of raw
+events (:mod:`tsdp.engine.events` rule 4, :mod:`tsdp.accounting.sensitivity`), and the public constants
+of choosing C privately (``--max-norm auto``, :class:`tsdp.mechanisms.bounds.Balance`)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from tsdp.errors import UsageError
+from tsdp.io.load import InputSpec
+
+if TYPE_CHECKING:
+    from tsdp.api.series import ReleaseOptions, ReleasePlan
+
+
+def auto_option(auto: tuple[str, ...]) -> str:
+    """The first option given as auto, as on the command line (for messages)."""
+    return "--" + auto[0].replace("_", "-")
+
+
+def check_norm_options(options: "ReleaseOptions", mechanism: Any, unit: str, noise: str) -> None:
+    """UsageError unless --max-norm applies: raw events, --unit user, a mechanism whose noise is
+    calibrated to the L2 sensitivity alone (``norm_bounded``: the Gaussian mechanism, Gaussian noise)."""
+    layout = InputSpec(layout=getattr(options.layout, "value", options.layout), value_col=options.value_col,
+                       user_col=options.user_col).resolved_layout
+    if layout != "events":
+        raise UsageError(f"--max-norm {options.max_norm!r} needs raw events (--layout events, --user-col): tsdp "
+                         "enforces the norm only where it aggregates the events itself")
+    if not mechanism.norm_bounded or mechanism.pure(noise):
+        raise UsageError(f"--max-norm bounds the L2 sensitivity: it applies to --mechanism gaussian with Gaussian "
+                         f"noise, not --mechanism {mechanism.name}" + (f" with --noise {noise}" if noise else ""))
+    if unit != "user":
+        raise UsageError(f"--max-norm bounds everything one user contributes: it applies to --unit user, not {unit}")
+
+
+def balance_of(plan: "ReleasePlan"):
+    """The public constants of --max-norm auto's score for ``plan`` (a placeholder plan with auto caps):
+    the release's share of epsilon, its delta and relation, the declared grid and keys, the fixed caps."""
+    from tsdp.engine.panel import ALL_STEPS
+    from tsdp.mechanisms.bounds import Balance
+
+    a, declared = plan.auto, plan.declared
+    n_series = len(plan.spec.series_keys) if plan.spec.series_keys else 1
+    fixed_steps = None if declared.max_steps == ALL_STEPS or "max_steps" in a.caps else declared.max_steps
+    return Balance.for_release(a.options.epsilon * (1.0 - a.share), a.options.delta,
+                               declared.neighbouring == "substitute", n_series, plan.n_steps(),
+                               declared.series_per_unit, fixed_steps)
