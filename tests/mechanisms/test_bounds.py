@@ -116,3 +116,110 @@ def test_select_splits_the_budget_and_composes_into_the_claim():
     assert ok, detail
     stronger, detail = events_privacy(claim.events, claim.definition, 0.95, claim.delta)  # the selection unpaid
     assert not stronger and "spends 0.2" in detail
+
+
+# --max-norm auto: the balance rule (weighted histogram of the users' norms, tsdp.mechanisms.bounds.Balance)
+
+def test_norm_grid_and_balance_constants():
+    grid = bounds.norm_grid()
+    assert grid[0] == 1.0 and grid[4] == 2.0 and grid[-1] == 2.0 ** 16 and len(grid) == 65
+    assert bounds.norm_grid(2.5)[8] == 10.0
+    b = bounds.Balance.of(sigma_per_unit=4.0, released_cells=70, cells_per_user=70)
+    assert b.target == round(8 * math.sqrt(2 / math.pi) * 4.0 * 70) and b.weight_bound == 32  # 8 x min(sqrt 70, 4)
+    assert bounds.Balance.of(4.0, 70, 2).weight_bound == math.floor(8 * math.sqrt(2))
+    from tsdp.accounting.gaussian import analytic_sigma
+
+    rel = bounds.Balance.for_release(0.9, 1e-6, False, 5, 14, None, None)
+    assert rel == bounds.Balance.of(analytic_sigma(0.9, 1e-6, 1.0), 70, 70)
+    sub = bounds.Balance.for_release(0.9, 1e-6, True, 5, 14, 1, 10)
+    assert sub == bounds.Balance.of(analytic_sigma(0.9, 1e-6, 1.0) * math.sqrt(2), 70, 10)
+
+
+def test_balance_scores_are_zero_where_the_weight_above_crosses_the_target():
+    b = bounds.Balance(target=10, weight_bound=4)
+    hist = np.array([20, 8, 6, 3, 0])  # weight above c_0: 17, c_1: 9, c_2: 3, c_3: 0 (nothing above the grid)
+    # G_j = [17, 9, 3, 0], G_{j-1} = [37, 17, 9, 3]
+    np.testing.assert_array_equal(b.scores(hist), [7, 0, 1, 7])
+    p = np.exp(b.log_probabilities(hist, 1.0))
+    assert p.argmax() == 1 and p.sum() == pytest.approx(1.0)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(0, 300), min_size=3, max_size=12), st.integers(0, 11), st.integers(1, 32),
+       st.integers(0, 400))
+def test_one_user_moves_every_balance_score_by_at_most_delta(hist, where, weight, target):
+    """Add/remove one user of weight <= Delta in any bin; substitution: one user moved between bins."""
+    b = bounds.Balance(target=target, weight_bound=32)
+    hist = np.array(hist)
+    where %= hist.size
+    added = hist.copy()
+    added[where] += weight
+    assert np.abs(b.scores(hist) - b.scores(added)).max() <= b.weight_bound
+    moved = added.copy()
+    moved[where] -= weight
+    moved[(where + 3) % hist.size] += weight
+    assert np.abs(b.scores(added) - b.scores(moved)).max() <= b.weight_bound
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.integers(0, 500), min_size=3, max_size=10), st.integers(0, 9), st.integers(0, 32),
+       st.floats(0.02, 2.0))
+def test_balance_probabilities_satisfy_pure_dp_on_neighbours(hist, where, weight, epsilon):
+    b = bounds.Balance(target=300, weight_bound=32)
+    hist = np.array(hist)
+    added = hist.copy()
+    added[where % hist.size] += weight
+    gap = np.abs(b.log_probabilities(hist, epsilon) - b.log_probabilities(added, epsilon))
+    assert gap.max() <= epsilon * (1 + 1e-12)
+
+
+def test_balance_choose_samples_the_exact_distribution():
+    """Uniform proposals, the base measure 2^(-3j/4) and the score, each accepted exactly."""
+    rng = np.random.default_rng(11)
+    b = bounds.Balance(target=60, weight_bound=8)
+    hist = np.array([30, 40, 25, 15, 10, 4, 2, 0, 0, 0, 0])
+    draws = np.array([b.choose(hist, 0.5, rng) for _ in range(4000)])
+    expected = np.exp(b.log_probabilities(hist, 0.5)) * draws.size
+    observed = np.bincount(draws, minlength=expected.size)
+    keep = expected > 5
+    result = stats.chisquare(observed[keep], expected[keep] * observed[keep].sum() / expected[keep].sum())
+    assert result.pvalue > 1e-3, (observed, expected)
+
+
+def test_empirical_audit_of_the_norm_selection_stays_below_its_epsilon():
+    """Many seeded selections on two neighbouring histograms (one user of the largest weight added in the
+    bin that moves the choice most): a Clopper-Pearson lower bound on epsilon from the most telling
+    candidate must stay below the claimed epsilon."""
+    b = bounds.Balance(target=40, weight_bound=8)
+    d = np.array([40, 30, 20, 6, 3, 1, 0, 0])
+    d_prime = d.copy()
+    d_prime[2] += 8  # exact log-ratios 0.51 and -0.49 at the first and third candidates
+    epsilon, runs = 1.0, 4000
+    rng = np.random.default_rng(2024)
+    a = np.bincount([b.choose(d, epsilon, rng) for _ in range(runs)], minlength=d.size - 1)
+    c = np.bincount([b.choose(d_prime, epsilon, rng) for _ in range(runs)], minlength=d.size - 1)
+    lower = 0.0
+    for j in range(a.size):
+        for x, y in ((a[j], c[j]), (c[j], a[j])):
+            if x == 0:
+                continue
+            p_low = stats.beta.ppf(0.0005, x, runs - x + 1)  # Clopper-Pearson, both sides at 99.9%
+            q_high = stats.beta.ppf(0.9995, y + 1, runs - y)
+            lower = max(lower, math.log(p_low / q_high))
+    exact = np.abs(b.log_probabilities(d, epsilon) - b.log_probabilities(d_prime, epsilon)).max()
+    assert lower <= epsilon and exact <= epsilon * (1 + 1e-12)
+    assert lower > 0.2  # the audit can see a real privacy loss on these neighbours (it is not vacuous)
+
+
+def test_select_records_the_balance_and_its_event():
+    rng = np.random.default_rng(0)
+    grid = bounds.norm_grid()
+    hist = np.zeros(len(grid) + 1, dtype=np.int64)
+    hist[[4, 8, 12, 16]] = [5000, 3000, 900, 40]
+    balance = bounds.Balance(target=900, weight_bound=32)
+    choice = bounds.select({"max_norm": hist}, {"max_norm": grid}, Fraction(9, 10), 0.1, rng, balance)["max_norm"]
+    assert choice.chosen in grid and 4.0 <= choice.chosen <= 16.0
+    record = choice.to_dict()
+    assert record["rule"] == "balance" and record["target"] == 900 and record["weight_bound"] == 32
+    assert "quantile" not in record
+    assert choice.event() == MechanismEvent("exponential", 32.0, 640.0, 1)  # 2 Delta / eps

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from tsdp.errors import UsageError
+from tsdp.limits import MAX_MAGNITUDE
 from tsdp.io.load import InputSpec
 
 if TYPE_CHECKING:
@@ -21,6 +22,9 @@ def auto_option(auto: tuple[str, ...]) -> str:
 def check_norm_options(options: "ReleaseOptions", mechanism: Any, unit: str, noise: str) -> None:
     """UsageError unless --max-norm applies: raw events, --unit user, a mechanism whose noise is
     calibrated to the L2 sensitivity alone (``norm_bounded``: the Gaussian mechanism, Gaussian noise)."""
+    norm = options.max_norm
+    if not 0 < norm <= MAX_MAGNITUDE:  # (a number: cap_value parsed it; NaN fails the comparison)
+        raise UsageError(f"--max-norm must be positive and at most 2**53, got {norm!r}")
     layout = InputSpec(layout=getattr(options.layout, "value", options.layout), value_col=options.value_col,
                        user_col=options.user_col).resolved_layout
     if layout != "events":

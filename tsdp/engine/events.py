@@ -168,7 +168,7 @@ class EventJob:
         the public candidate grids of the caps to be chosen privately
         (:func:`tsdp.engine.kernel.contribution_profile`) instead of into cells: the aggregation's
         diagnostics then hold the histograms (:func:`profile_histograms`), its panel is empty."""
-        return replace(self, profile=tuple((name, tuple(int(c) for c in grid)) for name, grid in grids.items()))
+        return replace(self, profile=tuple((name, tuple(float(c) if isinstance(c, float) else int(c) for c in grid)) for name, grid in grids.items()))
 
     @property
     def out_col(self) -> str:

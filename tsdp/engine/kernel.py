@@ -154,10 +154,12 @@ def scaled_to_norm(kept: pl.DataFrame, max_norm: float) -> tuple[pl.DataFrame, i
     The factor C / ||x|| is lowered by a relative (r + 8) 2^-52 for the user's r kept rows: each cell
     total of k rows is a float64 sum within (k - 1) u of the exact one (u = 2^-53, Higham's gamma),
     the sum of the n <= r squares adds n u, the square root, the quotient and each product a few u,
-    and the scaled cell sums again (k - 1) u, so the exact norm of what the user adds stays at most C."""
-    per_user = user_cells(kept).with_columns(
-        pl.when(pl.col("__norm") > max_norm)
-        .then(max_norm / pl.col("__norm") * (1.0 - (pl.col("__rows") + 8).cast(pl.Float64) * 2.0 ** -52))
+    and the scaled cell sums again (k - 1) u, so the exact norm of what the user adds stays at most C.
+    A user whose computed norm lies within that margin below C is scaled too (exactly, it may exceed C)."""
+    margin = 1.0 - (pl.col("__rows") + 8).cast(pl.Float64) * 2.0 ** -52
+    per_user = user_cells(kept).with_columns(  # (a norm within the margin of C may exceed it exactly)
+        pl.when(pl.col("__norm") > max_norm * margin)
+        .then(max_norm / pl.col("__norm") * margin)
         .otherwise(1.0).alias("__factor"))
     scaled = int((per_user["__factor"] < 1.0).sum())
     if not scaled:
