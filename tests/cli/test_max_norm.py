@@ -137,3 +137,13 @@ def test_norm_auto_cuts_the_evaluated_total_error_of_the_readme_caps(tsdp_cli, c
         print(f"\nevaluated total MAE: README caps {fixed['mae']['mean']:.1f}, --max-norm auto "
               f"{norm['mae']['mean']:.1f}: {ratio:.2f}x")
     assert ratio >= 1.6
+
+
+def test_compose_states_the_strictest_norm(tsdp_cli, norm_release, tmp_path):
+    _, report_path = norm_release
+    run = tsdp_cli("release", *EVENTS, "--max-norm", "5", "-o", "five.csv", "-q")
+    assert run.code == 0, run.err
+    composed = tsdp_cli("account", "compose", report_path, tmp_path / "five.report.json", "--json")
+    assert composed.code == 0, composed.err
+    unit = json.loads(composed.out)["unit"]
+    assert unit["max_norm"] == 5.0 and "max_norm" in unit["covers"]

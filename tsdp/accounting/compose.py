@@ -172,7 +172,9 @@ def composed_unit(claims: list[PrivacyClaim]) -> dict[str, Any]:
            "max_per_step": strictest("max_per_step"), "max_steps": strictest("max_steps"),
            "w": strictest("w"), "series_per_unit": strictest("series_per_unit"),
            "enforced": all(u.enforced for u in units)}
-    differs = [k for k in ("max_per_step", "max_steps", "w", "series_per_unit")
+    if any(u.max_norm is not None for u in units):  # (reports without a norm bound read as before)
+        out["max_norm"] = strictest("max_norm")
+    differs = [k for k in ("max_per_step", "max_steps", "w", "series_per_unit", "max_norm")
                if len({getattr(u, k) for u in units}) > 1]
     out["covers"] = ("the bounds are the same in every report" if not differs else
                      f"the reports' bounds differ ({', '.join(differs)}): the composed guarantee holds only "
