@@ -4,14 +4,11 @@ of choosing C privately (``--max-norm auto``, :class:`tsdp.mechanisms.bounds.Bal
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from tsdp.errors import UsageError
-from tsdp.limits import MAX_MAGNITUDE
 from tsdp.io.load import InputSpec
-
-if TYPE_CHECKING:
-    from tsdp.api.series import ReleaseOptions, ReleasePlan
+from tsdp.limits import MAX_MAGNITUDE
 
 
 def auto_option(auto: tuple[str, ...]) -> str:
@@ -19,9 +16,10 @@ def auto_option(auto: tuple[str, ...]) -> str:
     return "--" + auto[0].replace("_", "-")
 
 
-def check_norm_options(options: "ReleaseOptions", mechanism: Any, unit: str, noise: str) -> None:
-    """UsageError unless --max-norm applies: raw events, --unit user, a mechanism whose noise is
-    calibrated to the L2 sensitivity alone (``norm_bounded``: the Gaussian mechanism, Gaussian noise)."""
+def check_norm_options(options: Any, mechanism: Any, unit: str, noise: str) -> None:
+    """UsageError unless the --max-norm of ``options`` (:class:`tsdp.api.series.ReleaseOptions`) applies:
+    raw events, --unit user, a mechanism whose noise is calibrated to the L2 sensitivity alone
+    (``norm_bounded``: the Gaussian mechanism, Gaussian noise)."""
     norm = options.max_norm
     if not 0 < norm <= MAX_MAGNITUDE:  # (a number: cap_value parsed it; NaN fails the comparison)
         raise UsageError(f"--max-norm must be positive and at most 2**53, got {norm!r}")
@@ -37,9 +35,10 @@ def check_norm_options(options: "ReleaseOptions", mechanism: Any, unit: str, noi
         raise UsageError(f"--max-norm bounds everything one user contributes: it applies to --unit user, not {unit}")
 
 
-def balance_of(plan: "ReleasePlan"):
-    """The public constants of --max-norm auto's score for ``plan`` (a placeholder plan with auto caps):
-    the release's share of epsilon, its delta and relation, the declared grid and keys, the fixed caps."""
+def balance_of(plan: Any):
+    """The public constants of --max-norm auto's score for ``plan`` (a placeholder
+    :class:`tsdp.api.series.ReleasePlan` with auto caps): the release's share of epsilon, its delta and
+    relation, the declared grid and keys, the fixed caps."""
     from tsdp.engine.panel import ALL_STEPS
     from tsdp.mechanisms.bounds import Balance
 
