@@ -6,7 +6,10 @@ columns, max groups per user, notes) and give the same piece sums (array means e
 for the baseline, array-averaging (bestfit, wraparound with the median m_UB) and quantile (opt
 m_UB) estimators, from CSV and from Parquet read as many scan partitions, on inputs with ties in
 time, many users, one heavy user and more shuffle partitions than users. Errors are the in-memory
-route's. One SparkSession in ``local[2]`` serves the whole module.
+route's. Large inputs come to the driver as chunks of whole groups cut by the records alone (issue
+30: 10^8 records exceeded the driver's limits when every run was collected at once): the module's
+session allows one action only Spark's smallest result size (1 MiB), which all the runs of one test
+input exceed. One SparkSession in ``local[2]`` serves the whole module.
 """
 
 from __future__ import annotations
@@ -38,19 +41,21 @@ if not (shutil.which("java") or (os.environ.get("JAVA_HOME")
     pytest.skip("Java (17 or newer) is not installed: the Spark engine needs it", allow_module_level=True)
 
 from tsdp.engine.spark import spark_session  # noqa: E402
-from tsdp.engine.spark_records import spark_record_runs  # noqa: E402
+from tsdp.engine.spark_records import spark_record_chunks, spark_record_runs  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
 TINY = 1 << 16  # bytes: forces the local engine into user-hash shards on these inputs
 START = datetime(2024, 5, 6)
 SMALL_SPLITS = "48k"  # several scan partitions (and Parquet row groups) per file
+RESULT_LIMIT = "1m"  # Spark's smallest limit on what one action may bring to the driver
 
 
 @pytest.fixture(scope="module")
 def spark():
     session = spark_session("local[2]", {"spark.sql.shuffle.partitions": "7",
-                                         "spark.sql.files.maxPartitionBytes": SMALL_SPLITS})
+                                         "spark.sql.files.maxPartitionBytes": SMALL_SPLITS,
+                                         "spark.driver.maxResultSize": RESULT_LIMIT})
     yield session
     session.stop()
 
@@ -207,6 +212,44 @@ def test_selections_and_key_types(spark, files, tmp_path, fmt, kw):
             assert_same_estimates(runs, want, SETTINGS[1])
 
 
+def expected_chunks(want, chunk_records: int) -> np.ndarray:
+    """The chunk of every group: the groups starting within each ``chunk_records`` records."""
+    per_group = np.add.reduceat(want.counts, want.group_starts[:-1])
+    return (np.cumsum(per_group) - per_group) // chunk_records
+
+
+@pytest.mark.parametrize("shuffle", ["1", "11"])
+def test_chunks_are_whole_groups_cut_by_the_records_alone(spark, files, shuffle):
+    """Several chunks, each whole groups in the canonical order, cut where the records say (the
+    same whatever Spark's partitioning), together the in-memory runs and estimates."""
+    want = load_records(read_table(files["parquet"]), spec())
+    with spark_conf(spark, shuffle_partitions=shuffle, adaptive_coalescePartitions_enabled="false"):
+        with spark_record_chunks(files["parquet"], spec(), spark=spark, chunk_records=700) as chunks:
+            parts = list(chunks)
+        with spark_record_runs(files["parquet"], spec(), spark=spark, chunk_records=700) as got:
+            assert_same_runs(got, want)
+            for settings in SETTINGS:
+                assert_same_estimates(got, want, settings)
+    cut = expected_chunks(want, 700)
+    assert len(parts) == len(np.unique(cut)) >= 5
+    assert [p.n_groups for p in parts] == np.unique(cut, return_counts=True)[1].tolist()
+    assert pl.concat([p.groups for p in parts]).equals(want.groups)
+    assert chunks.max_groups_per_user == want.max_groups_per_user
+    assert chunks.dropped == want.dropped
+
+
+def test_the_driver_receives_one_chunk_at_a_time(spark, tmp_path):
+    """Runs that would be several MiB on the driver at once pass Spark's 1 MiB limit on what one
+    action may return: the driver fetches a chunk at a time."""
+    df = make_records(n=120_000, n_users=60_000, seed=9)
+    path = write(df, tmp_path / "many_runs.parquet")
+    want = load_records(df, spec())
+    assert want.counts.size > 60_000  # (group, user) runs: some 2.5 MiB as keys, ids and counts
+    with spark_record_runs(path, spec(), spark=spark, chunk_records=8_000) as got:
+        assert_same_runs(got, want)
+        assert_same_estimates(got, want, SETTINGS[1])
+
+
 # ------------------------------------------------------------------------------------------
 # errors
 # ------------------------------------------------------------------------------------------
@@ -298,3 +341,34 @@ def test_cli_mean_estimate_spark_equals_local(files, tmp_path, participation, ro
     assert outs["local"].height == rows  # 3 cells x 6 hourly slots (declared: 3 x 7)
     assert outs["spark"].drop("estimate").equals(outs["local"].drop("estimate"))
     np.testing.assert_allclose(outs["spark"]["estimate"], outs["local"]["estimate"], rtol=1e-9)
+
+
+def test_cli_chunked_spark_runs_are_the_same_on_any_cluster(files, tmp_path, monkeypatch):
+    """Chunks of whole groups cut by the records alone (a seeded run draws its noise chunk by
+    chunk): the same estimates whatever Spark's partitioning, and every column but the noisy
+    estimate as --engine local."""
+    from typer.testing import CliRunner
+
+    import tsdp.engine.spark_records
+    from tsdp.cli.app import app
+
+    monkeypatch.setattr(tsdp.engine.spark_records, "CHUNK_RECORDS", 1500)
+    merged = []
+    merge = tsdp.engine.spark_records.merge_runs
+    monkeypatch.setattr(tsdp.engine.spark_records, "merge_runs", lambda *a: merged.append(1) or merge(*a))
+    common = [files["parquet"], "--user-col", "bus", "--value-col", "speed", "--upper", "65", "--epsilon", "1",
+              "--time-col", "ts", "--cell-col", "cell", "--group-by", "cell,slot", "--epsilon-per-group-ok",
+              "--participation", "public", "--algorithm", "array-averaging", "--seed", "3"]
+    outs = {}
+    for name, extra in {"local": ["--engine", "local"],
+                        "spark3": ["--engine", "spark", "--spark-master", "local[2]",
+                                   "--spark-conf", "spark.sql.shuffle.partitions=3"],
+                        "spark13": ["--engine", "spark", "--spark-master", "local[1]",
+                                    "--spark-conf", "spark.sql.shuffle.partitions=13"]}.items():
+        out = tmp_path / f"{name}.csv"
+        result = CliRunner().invoke(app, ["mean-estimate", *common, *extra, "-o", str(out)])
+        assert result.exit_code == 0, result.output
+        outs[name] = pl.read_csv(out)
+    assert len(merged) >= 2 * 5  # each Spark run estimated five chunks or more
+    assert outs["spark3"].equals(outs["spark13"])
+    assert outs["spark3"].drop("estimate").equals(outs["local"].drop("estimate"))

@@ -78,12 +78,11 @@ class SparkEngine:
 
     @contextlib.contextmanager
     def record_chunks(self, path, spec, stage=None) -> Iterator:
-        from tsdp.engine.records import RecordChunks
-        from tsdp.engine.spark_records import spark_record_runs
+        from tsdp.engine.spark_records import spark_record_chunks
 
-        with spark_record_runs(path, spec, self.options.spark_master, dict(self.options.spark_conf),
-                               stage=stage) as runs:
-            yield RecordChunks.of(runs)
+        with spark_record_chunks(path, spec, self.options.spark_master, dict(self.options.spark_conf),
+                                 stage=stage) as chunks:
+            yield chunks
 
 
 ENGINE_CLASSES: dict[str, type] = {"local": LocalEngine, "spark": SparkEngine}

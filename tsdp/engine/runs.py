@@ -67,3 +67,25 @@ def runs_from_records(records: Records) -> RecordRuns:
     return RecordRuns(records.counts, records.group_starts, records.groups, records.key_columns,
                       records.max_groups_per_user, piece_sums, records.clipped, list(records.notes),
                       records.run_users, records.declared, records.dropped, records.declared_index)
+
+
+def concat_runs(chunks: list[RecordRuns], max_groups_per_user: int, dropped: int | None) -> RecordRuns:
+    """Chunks of whole groups (in the canonical group order, as an engine's
+    :class:`tsdp.engine.records.RecordChunks` yields them) as one :class:`RecordRuns`; its
+    ``piece_sums`` asks each chunk for its runs' sums."""
+    if len(chunks) == 1:
+        one = chunks[0]
+        return RecordRuns(one.counts, one.group_starts, one.groups, one.key_columns, max_groups_per_user,
+                          one.piece_sums, one.clipped, one.notes, one.run_users, one.declared, dropped)
+    first = chunks[0]
+    bounds = np.cumsum([0] + [c.counts.size for c in chunks])
+    group_starts = np.concatenate([[0]] + [c.group_starts[1:] + b for c, b in zip(chunks, bounds)]).astype(np.int64)
+
+    def piece_sums(cut1, cut2):
+        parts = [c.piece_sums(cut1[lo:hi], cut2[lo:hi]) for c, lo, hi in zip(chunks, bounds[:-1], bounds[1:])]
+        return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
+
+    return RecordRuns(np.concatenate([c.counts for c in chunks]).astype(np.int64), group_starts,
+                      pl.concat([c.groups for c in chunks], how="vertical"), first.key_columns, max_groups_per_user,
+                      piece_sums, first.clipped, first.notes, pl.concat([c.run_users for c in chunks]),
+                      first.declared, dropped)

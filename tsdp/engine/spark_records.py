@@ -1,6 +1,8 @@
 """``mean-estimate --engine spark``: the records reduced to runs on a Spark cluster (or
-``local[*]``), DataFrame API only. The result is the :class:`tsdp.engine.runs.RecordRuns` of
-the local engine: the same counts, groups and piece sums.
+``local[*]``), DataFrame API only, delivered to the driver as chunks of whole groups in the
+canonical group order (:class:`tsdp.engine.records.RecordChunks`), like the local engine's group
+ranges: the driver never holds more than one chunk, so the input's size is bounded by the cluster,
+not by the driver (Spark's ``spark.driver.maxResultSize`` applies to one chunk).
 
 Which stage runs where:
 
@@ -11,17 +13,23 @@ Which stage runs where:
    columns get the file's own polars types. Every partition applies these, so it parses and
    groups as the local engine does on the whole file.
 2. **check and sort** (executors): ``repartition`` by the user column (every record of a user in
-   one partition), persisted for the two passes. ``mapInArrow`` runs
-   :func:`tsdp.io.records.load_records` on each partition (ties broken by the input row) and emits
-   its runs (group keys, user id as text, record count) as Arrow IPC, or its data error naming
-   the input row. Values outside the public bounds are counted over all partitions and the
-   earliest input row is named, as in memory.
-3. **merge** (driver): the runs come with ``toArrow()`` and are put in the canonical order by
-   :func:`tsdp.engine.records.merge_runs`, the local engine's merge.
-4. **piece sums** (executors): the plan's two cuts per run are public (they come from the
-   counts); they are broadcast as Arrow IPC (split by a hash bucket of the user, so a partition
-   reads only its users' part), each partition runs ``load_records`` again and returns the two
-   piece sums of its runs by their canonical index.
+   one partition); ``mapInArrow`` runs :func:`tsdp.io.records.load_records` on each partition
+   (ties broken by the input row) and emits one row per run: its group keys (as order-preserving
+   physical values: integers for dates and times, text for categories), the user id as text, its
+   record count and its values in time order; plus the partition's statistics (max groups per
+   user, records outside the declared groups) or its data error naming the input
+   row. Values outside the public bounds are counted over all partitions and the earliest input
+   row is named, as in memory. The result is persisted; the small part that is not runs comes to
+   the driver first, so errors surface before anything is estimated.
+3. **chunks of groups** (the driver, then executors): the driver collects one row per group (its
+   records), puts the groups in the canonical order and cuts them into chunks by where each
+   group starts (every ``chunk_records`` records, a constant: the chunks depend on the records
+   alone, not on the cluster). The runs are joined to their chunk number, each partition packs
+   its runs into Arrow IPC blobs by chunk (persisted), and the driver fetches one chunk's blobs at
+   a time (one action each, so ``spark.driver.maxResultSize`` bounds a chunk, not the input), puts
+   them in the canonical order with the local engine's :func:`tsdp.engine.records.merge_runs` and
+   sums the plan's pieces from the chunk's values with :func:`run_piece_sums`, the in-memory
+   route's function (so the sums are bit for bit the local engine's).
 
 Nothing random happens here: the estimators add their noise on the driver.
 """
@@ -29,75 +37,222 @@ Nothing random happens here: the estimators add their noise on the driver.
 from __future__ import annotations
 
 import io
+import math
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from functools import partial
 
 import numpy as np
 import polars as pl
 
 from tsdp.engine.kernel import ORDER
-from tsdp.engine.records import COUNT, USER, merge_runs, record_columns, run_table
-from tsdp.engine.runs import RecordRuns
+from tsdp.engine.records import COUNT, USER, RecordChunks, merge_runs, record_columns, run_table
+from tsdp.engine.runs import RecordRuns, concat_runs
 from tsdp.engine.spark import (SparkJobError, TimeHint, _align_time, _col, _frame, _parquet_time_type, _quiet,
-                               _spark_errors, check_input, failure, ordered_rows, raise_failure, read_input,
+                               _spark_errors, check_input, failure, raise_failure, ordered_rows, read_input,
                                spark_session, text_hint)
 from tsdp.errors import TsdpError
 from tsdp.io.layouts import require_columns
 from tsdp.io.records import OutOfBounds, Records, RecordSpec, load_records
 from tsdp.mean.algorithms import run_piece_sums
 
-BUCKET, RUN, CUT1, CUT2 = "__bucket", "__run", "__cut1", "__cut2"
-# What a partition returns in the first pass: chunks of its runs (Arrow IPC in ``data``), its
-# out-of-bounds count with the earliest row, or its data error.
-RUNS_SCHEMA = "kind string, name string, row long, count long, value double, text string, data binary"
-RUNS, OUT_OF_BOUNDS, ERROR = "runs", "out_of_bounds", "error"
-PIECES_SCHEMA = "run long, first double, second double"
-CHUNK_ROWS = 1 << 18  # runs per IPC chunk (keeps every binary value far below Spark's row limits)
+# What a partition of stage 2 emits: its statistics, out-of-bounds count or data error (the first
+# six fields), or one row per run (the fields after them: keys, user, count, values).
+META_FIELDS = (("kind", "string"), ("name", "string"), ("row", "long"), ("count", "long"), ("value", "double"),
+               ("text", "string"))
+RUNS, STATS, OUT_OF_BOUNDS, ERROR = "runs", "stats", "out_of_bounds", "error"
+RUN_USER, RUN_COUNT, RUN_VALUES = "__user", "__n", "__values"
+PACKED_SCHEMA = "__range long, data binary"
+# Records per chunk on the driver: a constant, not the driver's memory, so that the chunks (and so a
+# seeded run's noise, drawn chunk by chunk) are the same on every cluster. About BYTES_PER_ROW of
+# tsdp.engine.records each while a chunk is planned: some 0.7 GiB, plus the largest group.
+CHUNK_RECORDS = 1 << 22
+RANGE = "__range"
+# Records per IPC blob (2 MiB of values: small next to an executor's heap).
+BLOB_RECORDS = 1 << 18
+SPARK_TYPES = {pl.Int64: "long", pl.Float64: "double", pl.Boolean: "boolean", pl.String: "string"}
+
+
+@dataclass(frozen=True)
+class KeyCodec:
+    """The group keys as Spark carries them: every key column renamed ``__k<i>`` (any name is
+    safe) and shipped as an order-preserving physical type (integers as Int64, dates and times as
+    their integer count, floats as Float64, anything else as text: polars sorts categories by
+    their text), and restored to the input's polars type on the driver."""
+
+    names: tuple[str, ...]
+    types: tuple  # the polars types of the keys (as load_records gives them)
+
+    @classmethod
+    def of(cls, runs: pl.DataFrame, keys: list[str]) -> "KeyCodec":
+        return cls(tuple(keys), tuple(runs.schema[k] for k in keys))
+
+    @property
+    def shipped(self) -> list[str]:
+        return [f"__k{i}" for i in range(len(self.names))]
+
+    def ship_type(self, dtype) -> pl.DataType:
+        if dtype.is_integer() or dtype.is_temporal():
+            return pl.Int64
+        if dtype.is_float():
+            return pl.Float64
+        return pl.Boolean if dtype == pl.Boolean else pl.String
+
+    def ship(self) -> list[pl.Expr]:
+        return [(pl.col(k).to_physical() if t.is_temporal() else pl.col(k)).cast(self.ship_type(t)).alias(name)
+                for k, t, name in zip(self.names, self.types, self.shipped)]
+
+    def restore(self, df: pl.DataFrame) -> pl.DataFrame:
+        return df.with_columns(pl.col(name).cast(t).alias(k)
+                               for k, t, name in zip(self.names, self.types, self.shipped)).drop(self.shipped)
+
+    def spark_schema(self) -> str:
+        fields = [*META_FIELDS, *((n, SPARK_TYPES[self.ship_type(t)]) for n, t in zip(self.shipped, self.types)),
+                  (RUN_USER, "string"), (RUN_COUNT, "long"), (RUN_VALUES, "array<double>")]
+        return ", ".join(f"{name} {kind}" for name, kind in fields)
 
 
 @contextmanager
-def spark_record_runs(path: str, spec: RecordSpec, master: str = "local[*]", conf: dict | None = None,
-                      spark=None, stage: Callable[[str], None] | None = None) -> Iterator[RecordRuns]:
-    """The runs of ``path`` (CSV or Parquet) reduced on Spark; usable until the block ends (the
-    piece sums run on the persisted partitions). ``spark``: a running SparkSession to use (left
-    running); otherwise one is started for ``master`` with ``conf`` and stopped at the end."""
+def spark_record_chunks(path: str, spec: RecordSpec, master: str = "local[*]", conf: dict | None = None,
+                        spark=None, stage: Callable[[str], None] | None = None,
+                        chunk_records: int | None = None) -> Iterator[RecordChunks]:
+    """The runs of ``path`` (CSV or Parquet) reduced on Spark, as chunks of whole groups in the
+    canonical group order (the groups starting within each ``chunk_records`` records, by default
+    CHUNK_RECORDS; see :func:`_ranged`); usable until the block ends.
+    ``spark``: a running SparkSession to use (left running); otherwise one is started for
+    ``master`` with ``conf`` and stopped at the end."""
     note = stage or (lambda name: None)
     fmt = check_input(path)
     session = spark if spark is not None else spark_session(master, conf)
     try:
         from pyspark import StorageLevel
+        from pyspark.sql import functions as F
 
         note("reading input on Spark")
         with _spark_errors(path, fmt):
             rows, hints, empty = _record_rows(session, path, fmt, spec)
         # Columns and options checked on the driver, against all the input's columns (as in memory).
         shape = load_records(empty, spec, shard=True)
-        data = rows.persist(StorageLevel.MEMORY_AND_DISK)
+        keys = list(shape.key_columns)
+        codec = KeyCodec.of(run_table(shape), keys)
+        note("checking and sorting records on Spark")
+        task = partial(_partition_runs, spec, hints, codec)
+        out = _quiet(lambda: rows.mapInArrow(task, codec.spark_schema())).persist(StorageLevel.DISK_ONLY)
         try:
-            note("checking and sorting records on Spark")
-            task = partial(_partition_runs, spec, hints)
             with _spark_errors(path, fmt):
-                result = pl.from_arrow(_quiet(lambda: data.mapInArrow(task, RUNS_SCHEMA)).toArrow())
-            runs, group_starts, groups = merge_runs(_run_tables(result, spec), shape.key_columns, spec,
-                                                    shape.declared)
-            pieces = partial(_piece_sums, session, data, spec, hints, runs, shape.key_columns, (path, fmt))
-            yield RecordRuns(runs[COUNT].to_numpy().astype(np.int64), group_starts, groups, shape.key_columns,
-                             int(runs[USER].value_counts()["count"].max()) if runs.height else 0, pieces,
-                             shape.clipped, list(shape.notes), runs[USER], shape.declared, None)
+                meta = pl.from_arrow(out.filter(F.col("kind") != RUNS).select(*(n for n, _ in META_FIELDS))
+                                     .toArrow())
+            totals = _statistics(meta, spec)
+            runs = out.filter(F.col("kind") == RUNS).select(*codec.shipped, RUN_USER, RUN_COUNT, RUN_VALUES)
+            with _spark_errors(path, fmt):
+                ranges, ranged = _ranged(session, runs, codec, chunk_records or CHUNK_RECORDS)
+                packed = _quiet(lambda: ranged.mapInArrow(_pack_ranges, PACKED_SCHEMA))
+                packed = packed.persist(StorageLevel.DISK_ONLY)
+                packed.count()  # packed once; the runs are no longer needed
+            out.unpersist()
+            try:
+                chunks = _driver_chunks(packed, ranges, codec, spec, shape, totals, (path, fmt), note)
+                yield RecordChunks(chunks, single=False, max_groups=lambda: totals["max_groups"],
+                                   dropped=lambda: totals["dropped"])
+            finally:
+                packed.unpersist()
         finally:
-            data.unpersist()
+            out.unpersist()
     finally:
         if spark is None:
             session.stop()
 
 
-def _record_rows(spark, path: str, fmt: str, spec: RecordSpec):
-    """(the record columns with ORDER and BUCKET, repartitioned by user; the hints every
-    partition applies; the input's columns with no rows, as a partition would see them)."""
+@contextmanager
+def spark_record_runs(path: str, spec: RecordSpec, master: str = "local[*]", conf: dict | None = None,
+                      spark=None, stage: Callable[[str], None] | None = None,
+                      chunk_records: int | None = None) -> Iterator[RecordRuns]:
+    """:func:`spark_record_chunks` as one :class:`RecordRuns` (all chunks on the driver at once:
+    for inputs whose runs fit in the driver's memory)."""
+    with spark_record_chunks(path, spec, master, conf, spark, stage, chunk_records) as chunks:
+        yield concat_runs(list(chunks), chunks.max_groups_per_user, chunks.dropped)
+
+
+def _statistics(meta: pl.DataFrame, spec: RecordSpec) -> dict:
+    """The partitions' statistics summed, or the error the input has: a data error (the one at the
+    earliest input row), else the out-of-bounds values of all partitions (counted, the earliest named)."""
+    failures = meta.filter(pl.col("kind") == ERROR).sort(["row", "text"], nulls_last=False)
+    if failures.height:
+        raise_failure(failures["name"][0], failures["text"][0])
+    out = meta.filter(pl.col("kind") == OUT_OF_BOUNDS)
+    if out.height:
+        raise OutOfBounds.combined([OutOfBounds(spec, int(c), int(r), float(v), t or "")
+                                    for c, r, v, t in out.select("count", "row", "value", "text").iter_rows()])
+    stats = meta.filter(pl.col("kind") == STATS)
+    return {"max_groups": int(stats["count"].max() or 0), "dropped": int(stats["row"].sum())}
+
+
+def _ranged(session, runs, codec: KeyCodec, chunk_records: int):
+    """(the number of groups of every chunk, ``runs`` with their chunk number RANGE). The groups
+    are put in the canonical order (polars' sort of the keys, on the driver: one row per group)
+    and cut by where each starts, ``start // chunk_records`` with ``start`` the records of the
+    groups before it: a chunk holds whole groups, fewer than ``chunk_records`` records plus its
+    last group, and depends on the records alone, never on how Spark partitions them."""
     from pyspark.sql import functions as F
 
+    if not codec.names:  # one group, if there are runs
+        return np.full(1, min(1, runs.limit(1).count()), dtype=np.int64), runs.withColumn(RANGE, F.lit(0).cast("long"))
+    groups = pl.from_arrow(runs.groupBy(*codec.shipped).agg(F.sum(RUN_COUNT).alias("__rows")).toArrow())
+    if groups.height == 0:
+        return np.zeros(0, dtype=np.int64), runs.withColumn(RANGE, F.lit(0).cast("long"))
+    order = codec.restore(groups).with_row_index("__at").sort(list(codec.names))["__at"].to_numpy()
+    rows = groups["__rows"].to_numpy().astype(np.int64)[order]
+    chunk = np.empty(order.size, dtype=np.int64)
+    chunk[order] = (np.cumsum(rows) - rows) // max(1, int(chunk_records))
+    table = groups.select(codec.shipped).with_columns(pl.Series(RANGE, chunk, dtype=pl.Int64))
+    schema = ", ".join(f"{n} {SPARK_TYPES[codec.ship_type(t)]}" for n, t in zip(codec.shipped, codec.types))
+    ranges = _quiet(lambda: session.createDataFrame(table.to_arrow(), schema=f"{schema}, {RANGE} long"))
+    return np.bincount(chunk), runs.join(ranges, on=list(codec.shipped), how="inner")
+
+
+def _driver_chunks(packed, ranges: np.ndarray, codec: KeyCodec, spec: RecordSpec, shape: Records, totals: dict,
+                   source, note) -> Iterator[RecordRuns]:
+    """Every chunk of ``packed`` in turn (one action each, bringing only its blobs to the driver),
+    in the canonical order; SparkJobError if a chunk does not hold the groups the driver cut. No
+    runs at all: the declared groups as one chunk without runs (DataError when nothing is declared)."""
+    from pyspark.sql import functions as F
+
+    keys = list(codec.names)
+    for k, n_groups in enumerate(ranges.tolist()):
+        if n_groups == 0:
+            continue
+        with _spark_errors(*source):
+            blobs = _quiet(lambda: packed.filter(F.col(RANGE) == k).select("data").toArrow()).column("data")
+        df = pl.concat([pl.read_ipc_stream(io.BytesIO(b.as_py())) for b in blobs], how="vertical")
+        df = codec.restore(df).rename({RUN_USER: USER, RUN_COUNT: COUNT})
+        runs, group_starts, groups = merge_runs([df], keys, spec, shape.declared)
+        if group_starts.size - 1 != n_groups:
+            raise SparkJobError(f"Spark returned {group_starts.size - 1:,} groups for a chunk of {n_groups:,}; "
+                                "nothing was estimated")
+        note(f"estimating {n_groups:,} groups from Spark ({k + 1} of {ranges.size} chunks)")
+        values = runs[RUN_VALUES].list.explode().to_numpy().astype(np.float64, copy=False)
+        yield _runs(runs.drop(RUN_VALUES), group_starts, groups, values, shape, totals)
+    if ranges.sum() == 0:
+        runs, group_starts, groups = merge_runs([], keys, spec, shape.declared)
+        yield _runs(runs, group_starts, groups, np.zeros(0), shape, totals)
+
+
+def _runs(runs: pl.DataFrame, group_starts: np.ndarray, groups: pl.DataFrame, values: np.ndarray, shape: Records,
+          totals: dict) -> RecordRuns:
+    counts = runs[COUNT].to_numpy().astype(np.int64)
+    user_starts = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
+
+    def piece_sums(cut1, cut2):
+        return run_piece_sums(values, user_starts, cut1, cut2)
+
+    return RecordRuns(counts, group_starts, groups, list(shape.key_columns), totals["max_groups"], piece_sums,
+                      shape.clipped, list(shape.notes), runs[USER], shape.declared, None)
+
+
+def _record_rows(spark, path: str, fmt: str, spec: RecordSpec):
+    """(the record columns with ORDER, repartitioned by user; the hints every
+    partition applies; the input's columns with no rows, as a partition would see them)."""
     frame = read_input(spark, path, fmt)
     present = list(dict.fromkeys(frame.columns))
     columns = {"--user-col": spec.user_col, "--value-col": spec.value_col, "--time-col": spec.time_col}
@@ -120,70 +275,8 @@ def _record_rows(spark, path: str, fmt: str, spec: RecordSpec):
             target = None if name in hints else _parquet_time_type(path, name)
             if target is not None:
                 hints[name] = TimeHint(target=target)
-    buckets = _buckets(spark)
-    rows = rows.withColumn(BUCKET, F.pmod(F.hash(_col(spec.user_col)), F.lit(buckets)))
     empty = _aligned(pl.from_arrow(frame.limit(0).toArrow()), hints)
     return rows.repartition(_col(spec.user_col)), hints, empty
-
-
-def _buckets(spark) -> int:
-    """Hash buckets of the users: the shuffle partitions, so a bucket is (a part of) a partition."""
-    try:
-        return max(1, int(spark.conf.get("spark.sql.shuffle.partitions")))
-    except (TypeError, ValueError):
-        return 200
-
-
-def _run_tables(result: pl.DataFrame, spec: RecordSpec) -> list[pl.DataFrame]:
-    """The partitions' runs, or the error the input has: a data error (the one at the earliest
-    input row), else the out-of-bounds values of all partitions (counted, the earliest named)."""
-    failures = result.filter(pl.col("kind") == ERROR).sort(["row", "text"], nulls_last=False)
-    if failures.height:
-        raise_failure(failures["name"][0], failures["text"][0])
-    out = result.filter(pl.col("kind") == OUT_OF_BOUNDS)
-    if out.height:
-        raise OutOfBounds.combined([OutOfBounds(spec, int(c), int(r), float(v), t or "")
-                                    for c, r, v, t in out.select("count", "row", "value", "text").iter_rows()])
-    tables = [pl.read_ipc_stream(io.BytesIO(blob)) for blob in result.filter(pl.col("kind") == RUNS)["data"]]
-    schemas = {tuple(t.schema.items()) for t in tables}
-    if len(schemas) > 1:
-        raise SparkJobError("the partitions' group keys were read as different types: "
-                            + "; ".join(", ".join(f"{k} {v}" for k, v in s) for s in sorted(schemas, key=str)))
-    return tables
-
-
-def _piece_sums(spark, data, spec: RecordSpec, hints: dict, runs: pl.DataFrame, keys: list[str], source,
-                cut1: np.ndarray, cut2: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The two piece sums of every run (canonical order), summed on the partitions holding them."""
-    cut1 = np.asarray(cut1, dtype=np.int64)
-    cut2 = np.asarray(cut2, dtype=np.int64)
-    first, second = np.zeros(runs.height), np.zeros(runs.height)
-    needed = np.flatnonzero((cut1 > 0) | (cut2 > 0))
-    if needed.size == 0:
-        return first, second
-    cuts = runs[needed].select(*keys, USER, BUCKET).with_columns(
-        pl.Series(RUN, needed, dtype=pl.Int64), pl.Series(CUT1, cut1[needed]), pl.Series(CUT2, cut2[needed]))
-    shared = spark.sparkContext.broadcast(
-        {int(bucket): _ipc(part.drop(BUCKET)) for (bucket,), part in cuts.partition_by(BUCKET, as_dict=True).items()})
-    try:
-        task = partial(_partition_pieces, spec, hints, shared)
-        with _spark_errors(*source):
-            out = pl.from_arrow(_quiet(lambda: data.mapInArrow(task, PIECES_SCHEMA)).toArrow())
-    finally:
-        shared.destroy()
-    index = out["run"].to_numpy()
-    if index.size != needed.size or not np.array_equal(np.sort(index), needed):
-        raise SparkJobError(f"the Spark job summed {index.size} pieces of runs for the {needed.size} runs "
-                            "planned; nothing was estimated")
-    first[index] = out["first"].to_numpy()
-    second[index] = out["second"].to_numpy()
-    return first, second
-
-
-def _ipc(df: pl.DataFrame) -> bytes:
-    buffer = io.BytesIO()
-    df.write_ipc_stream(buffer)
-    return buffer.getvalue()
 
 
 # ------------------------------------------------------------------------------------------
@@ -199,53 +292,84 @@ def _aligned(df: pl.DataFrame, hints: dict) -> pl.DataFrame:
 
 def _records(df: pl.DataFrame, spec: RecordSpec, hints: dict) -> Records:
     """load_records on one partition, its rows in input order (so an error names its earliest)."""
-    return load_records(_aligned(df.sort(ORDER), hints).drop(BUCKET), spec, order_col=ORDER, shard=True)
+    return load_records(_aligned(df.sort(ORDER), hints), spec, order_col=ORDER, shard=True)
 
 
-def _partition_runs(spec: RecordSpec, hints: dict, batches):
-    """Pass 1 on one partition: its runs with their user's bucket, or its error."""
+def _partition_runs(spec: RecordSpec, hints: dict, codec: KeyCodec, batches):
+    """Stage 2 on one partition: its statistics and its runs (keys, user, count, values in time
+    order), or its error."""
     import pyarrow as pa
 
     df = _frame(batches)
     if df is None:
         return
+    schema = _arrow_schema(codec)
+    meta = dict.fromkeys(name for name, _ in META_FIELDS)
     try:
         records = _records(df, spec, hints)
     except OutOfBounds as exc:
-        out = [{"kind": OUT_OF_BOUNDS, "row": exc.row, "count": exc.count, "value": exc.value, "text": exc.group}]
+        meta.update(kind=OUT_OF_BOUNDS, row=exc.row, count=exc.count, value=exc.value, text=exc.group)
     except TsdpError as exc:
         name, row, message = failure(exc)
-        out = [{"kind": ERROR, "name": name, "row": row, "text": message}]
+        meta.update(kind=ERROR, name=name, row=row, text=message)
     else:
-        if records.n_groups == 0:
-            return
-        buckets = df.select(pl.col(spec.user_col).cast(pl.String).alias(USER), pl.col(BUCKET)).unique(USER)
-        runs = run_table(records).join(buckets, on=USER, how="left")
-        out = [{"kind": RUNS, "data": _ipc(runs.slice(at, CHUNK_ROWS))} for at in range(0, runs.height, CHUNK_ROWS)]
-    schema = pa.schema([("kind", pa.string()), ("name", pa.string()), ("row", pa.int64()), ("count", pa.int64()),
-                        ("value", pa.float64()), ("text", pa.string()), ("data", pa.binary())])
-    yield pa.RecordBatch.from_pylist(out, schema=schema)
+        meta.update(kind=STATS, count=records.max_groups_per_user, row=records.dropped)
+    yield pa.RecordBatch.from_pylist([meta], schema=schema)
+    if meta["kind"] != STATS or records.counts.size == 0:
+        return
+    runs = run_table(records).select(*codec.ship(), pl.col(USER).alias(RUN_USER),
+                                     pl.col(COUNT).alias(RUN_COUNT))
+    starts = records.user_starts
+    for lo, hi in _slices(starts, BLOB_RECORDS):
+        offsets = pa.array(starts[lo:hi + 1] - starts[lo], pa.int32())
+        values = pa.array(records.values[starts[lo]:starts[hi]], pa.float64())
+        part = runs.slice(lo, hi - lo).to_arrow()
+        n = hi - lo
+        columns = [pa.array([RUNS] * n, pa.string()),
+                   *(pa.nulls(n, field.type) for field in list(schema)[1:len(META_FIELDS)]),
+                   *(column.combine_chunks() for column in part.columns), pa.ListArray.from_arrays(offsets, values)]
+        yield pa.RecordBatch.from_arrays([c.cast(f.type) for c, f in zip(columns, schema)], schema=schema)
 
 
-def _partition_pieces(spec: RecordSpec, hints: dict, shared, batches):
-    """Pass 2 on one partition: the piece sums of its runs that the plan cuts, by canonical index."""
+def _slices(starts: np.ndarray, most: int) -> Iterator[tuple[int, int]]:
+    """Consecutive run ranges [lo, hi) of at most ``most`` records each (a longer run alone)."""
+    n = starts.size - 1
+    lo = 0
+    while lo < n:
+        hi = int(np.searchsorted(starts, starts[lo] + most, side="right")) - 1
+        hi = min(n, max(hi, lo + 1))
+        yield lo, hi
+        lo = hi
+
+
+def _arrow_schema(codec: KeyCodec):
+    import pyarrow as pa
+
+    arrow = {"string": pa.string(), "long": pa.int64(), "double": pa.float64(), "boolean": pa.bool_()}
+    fields = [*META_FIELDS, *((n, SPARK_TYPES[codec.ship_type(t)]) for n, t in zip(codec.shipped, codec.types)),
+              (RUN_USER, "string"), (RUN_COUNT, "long")]
+    return pa.schema([*((n, arrow[k]) for n, k in fields), (RUN_VALUES, pa.list_(pa.float64()))])
+
+
+def _pack_ranges(batches):
+    """Stage 3 on one partition: its runs as Arrow IPC blobs by chunk number (RANGE), each of at
+    most BLOB_RECORDS records (or one run)."""
     import pyarrow as pa
 
     df = _frame(batches)
     if df is None:
         return
-    blobs = shared.value
-    parts = [pl.read_ipc_stream(io.BytesIO(blobs[b])) for b in df[BUCKET].unique().to_list() if b in blobs]
-    if not parts:
-        return
-    records = _records(df, spec, hints)
-    local = run_table(records).drop(COUNT).with_row_index("__local")
-    hit = local.join(pl.concat(parts), on=[*records.key_columns, USER], how="inner")
-    at = hit["__local"].to_numpy().astype(np.int64)
-    cut1 = np.zeros(records.counts.size, dtype=np.int64)
-    cut2 = np.zeros(records.counts.size, dtype=np.int64)
-    cut1[at], cut2[at] = hit[CUT1].to_numpy(), hit[CUT2].to_numpy()
-    first, second = run_piece_sums(records.values, records.user_starts, cut1, cut2)
-    table = pa.table({"run": pa.array(hit[RUN].to_numpy(), pa.int64()), "first": pa.array(first[at], pa.float64()),
-                      "second": pa.array(second[at], pa.float64())})
-    yield from table.to_batches()
+    chunk, blobs = [], []
+    for (k,), part in df.partition_by(RANGE, as_dict=True).items():
+        starts = np.concatenate(([0], np.cumsum(part[RUN_COUNT].to_numpy())))
+        for lo, hi in _slices(starts, BLOB_RECORDS):
+            chunk.append(k)
+            blobs.append(_ipc(part.slice(lo, hi - lo).drop(RANGE)))
+    yield pa.RecordBatch.from_arrays([pa.array(chunk, pa.int64()), pa.array(blobs, pa.binary())],
+                                     names=[RANGE, "data"])
+
+
+def _ipc(df: pl.DataFrame) -> bytes:
+    buffer = io.BytesIO()
+    df.write_ipc_stream(buffer)
+    return buffer.getvalue()
