@@ -58,10 +58,11 @@ from tsdp.io.records import OutOfBounds, Records, RecordSpec, load_records
 from tsdp.mean.algorithms import run_piece_sums
 
 # What a partition of stage 2 emits: its statistics, out-of-bounds count or data error (the first
-# six fields), or one row per run (the fields after them: keys, user, count, values).
+# six fields), the records of each of its groups (its keys, records in ``count``), and its runs as
+# Arrow IPC blobs (``data``: keys, user, count, values).
 META_FIELDS = (("kind", "string"), ("name", "string"), ("row", "long"), ("count", "long"), ("value", "double"),
                ("text", "string"))
-RUNS, STATS, OUT_OF_BOUNDS, ERROR = "runs", "stats", "out_of_bounds", "error"
+RUNS, GROUP, STATS, OUT_OF_BOUNDS, ERROR = "runs", "group", "stats", "out_of_bounds", "error"
 RUN_USER, RUN_COUNT, RUN_VALUES = "__user", "__n", "__values"
 PACKED_SCHEMA = "__range long, data binary"
 # Records per chunk on the driver: a constant, not the driver's memory, so that the chunks (and so a
@@ -107,10 +108,13 @@ class KeyCodec:
         return df.with_columns(pl.col(name).cast(t).alias(k)
                                for k, t, name in zip(self.names, self.types, self.shipped)).drop(self.shipped)
 
+    def fields(self) -> list[tuple[str, str]]:
+        """Stage 2's columns: META_FIELDS, the shipped keys (of a group's row) and a blob of runs."""
+        return [*META_FIELDS, *((n, SPARK_TYPES[self.ship_type(t)]) for n, t in zip(self.shipped, self.types)),
+                ("data", "binary")]
+
     def spark_schema(self) -> str:
-        fields = [*META_FIELDS, *((n, SPARK_TYPES[self.ship_type(t)]) for n, t in zip(self.shipped, self.types)),
-                  (RUN_USER, "string"), (RUN_COUNT, "long"), (RUN_VALUES, "array<double>")]
-        return ", ".join(f"{name} {kind}" for name, kind in fields)
+        return ", ".join(f"{name} {kind}" for name, kind in self.fields())
 
 
 @contextmanager
@@ -119,7 +123,7 @@ def spark_record_chunks(path: str, spec: RecordSpec, master: str = "local[*]", c
                         chunk_records: int | None = None) -> Iterator[RecordChunks]:
     """The runs of ``path`` (CSV or Parquet) reduced on Spark, as chunks of whole groups in the
     canonical group order (the groups starting within each ``chunk_records`` records, by default
-    CHUNK_RECORDS; see :func:`_ranged`); usable until the block ends.
+    CHUNK_RECORDS; see :func:`_cut`); usable until the block ends.
     ``spark``: a running SparkSession to use (left running); otherwise one is started for
     ``master`` with ``conf`` and stopped at the end."""
     note = stage or (lambda name: None)
@@ -141,22 +145,28 @@ def spark_record_chunks(path: str, spec: RecordSpec, master: str = "local[*]", c
         out = _quiet(lambda: rows.mapInArrow(task, codec.spark_schema())).persist(StorageLevel.DISK_ONLY)
         try:
             with _spark_errors(path, fmt):
-                meta = pl.from_arrow(out.filter(F.col("kind") != RUNS).select(*(n for n, _ in META_FIELDS))
+                meta = pl.from_arrow(out.filter(F.col("kind").isin(STATS, ERROR, OUT_OF_BOUNDS))
+                                     .select(*(n for n, _ in META_FIELDS))
                                      .toArrow())
             totals = _statistics(meta, spec)
-            runs = out.filter(F.col("kind") == RUNS).select(*codec.shipped, RUN_USER, RUN_COUNT, RUN_VALUES)
             with _spark_errors(path, fmt):
-                ranges, ranged = _ranged(session, runs, codec, chunk_records or CHUNK_RECORDS)
-                packed = _quiet(lambda: ranged.mapInArrow(_pack_ranges, PACKED_SCHEMA))
-                packed = packed.persist(StorageLevel.DISK_ONLY)
-                packed.count()  # packed once; the runs are no longer needed
-            out.unpersist()
+                ranges, table = _cut(out, codec, chunk_records or CHUNK_RECORDS)
+            shared = session.sparkContext.broadcast(_ipc(table))
+            packed = None
             try:
+                with _spark_errors(path, fmt):
+                    task = partial(_reslice, shared, codec.shipped)
+                    packed = _quiet(lambda: out.filter(F.col("kind") == RUNS).select("data")
+                                    .mapInArrow(task, PACKED_SCHEMA)).persist(StorageLevel.DISK_ONLY)
+                    packed.count()  # the blobs cut by chunk once; the partitions' blobs are no longer needed
+                out.unpersist()
                 chunks = _driver_chunks(packed, ranges, codec, spec, shape, totals, (path, fmt), note)
                 yield RecordChunks(chunks, single=False, max_groups=lambda: totals["max_groups"],
                                    dropped=lambda: totals["dropped"])
             finally:
-                packed.unpersist()
+                if packed is not None:
+                    packed.unpersist()
+                shared.destroy()
         finally:
             out.unpersist()
     finally:
@@ -188,27 +198,26 @@ def _statistics(meta: pl.DataFrame, spec: RecordSpec) -> dict:
     return {"max_groups": int(stats["count"].max() or 0), "dropped": int(stats["row"].sum())}
 
 
-def _ranged(session, runs, codec: KeyCodec, chunk_records: int):
-    """(the number of groups of every chunk, ``runs`` with their chunk number RANGE). The groups
-    are put in the canonical order (polars' sort of the keys, on the driver: one row per group)
-    and cut by where each starts, ``start // chunk_records`` with ``start`` the records of the
-    groups before it: a chunk holds whole groups, fewer than ``chunk_records`` records plus its
-    last group, and depends on the records alone, never on how Spark partitions them."""
+def _cut(out, codec: KeyCodec, chunk_records: int) -> tuple[np.ndarray, pl.DataFrame]:
+    """(the number of groups of every chunk, each group's shipped keys with its chunk number RANGE).
+    The groups' records are summed over the partitions on Spark; on the driver (one row per group)
+    the groups are put in the canonical order (polars' sort of the keys) and cut by where each
+    starts, ``start // chunk_records`` with ``start`` the records of the groups before it: a chunk
+    holds whole groups, fewer than ``chunk_records`` records plus its last group, and depends on
+    the records alone, never on how Spark partitions them."""
     from pyspark.sql import functions as F
 
-    if not codec.names:  # one group, if there are runs
-        return np.full(1, min(1, runs.limit(1).count()), dtype=np.int64), runs.withColumn(RANGE, F.lit(0).cast("long"))
-    groups = pl.from_arrow(runs.groupBy(*codec.shipped).agg(F.sum(RUN_COUNT).alias("__rows")).toArrow())
+    rows = out.filter(F.col("kind") == GROUP).groupBy(*codec.shipped).agg(F.sum("count").alias("__rows"))
+    groups = pl.from_arrow(rows.toArrow())
+    if not codec.names:  # one group, if there are records
+        return np.array([int(bool(groups["__rows"][0]))]), pl.DataFrame({RANGE: [0]})
     if groups.height == 0:
-        return np.zeros(0, dtype=np.int64), runs.withColumn(RANGE, F.lit(0).cast("long"))
+        return np.zeros(0, dtype=np.int64), groups.select(codec.shipped).with_columns(pl.lit(0).alias(RANGE))
     order = codec.restore(groups).with_row_index("__at").sort(list(codec.names))["__at"].to_numpy()
-    rows = groups["__rows"].to_numpy().astype(np.int64)[order]
+    records = groups["__rows"].to_numpy().astype(np.int64)[order]
     chunk = np.empty(order.size, dtype=np.int64)
-    chunk[order] = (np.cumsum(rows) - rows) // max(1, int(chunk_records))
-    table = groups.select(codec.shipped).with_columns(pl.Series(RANGE, chunk, dtype=pl.Int64))
-    schema = ", ".join(f"{n} {SPARK_TYPES[codec.ship_type(t)]}" for n, t in zip(codec.shipped, codec.types))
-    ranges = _quiet(lambda: session.createDataFrame(table.to_arrow(), schema=f"{schema}, {RANGE} long"))
-    return np.bincount(chunk), runs.join(ranges, on=list(codec.shipped), how="inner")
+    chunk[order] = (np.cumsum(records) - records) // max(1, int(chunk_records))
+    return np.bincount(chunk), groups.select(codec.shipped).with_columns(pl.Series(RANGE, chunk, dtype=pl.Int64))
 
 
 def _driver_chunks(packed, ranges: np.ndarray, codec: KeyCodec, spec: RecordSpec, shape: Records, totals: dict,
@@ -296,15 +305,16 @@ def _records(df: pl.DataFrame, spec: RecordSpec, hints: dict) -> Records:
 
 
 def _partition_runs(spec: RecordSpec, hints: dict, codec: KeyCodec, batches):
-    """Stage 2 on one partition: its statistics and its runs (keys, user, count, values in time
-    order), or its error."""
+    """Stage 2 on one partition: its statistics, the records of each of its groups and its runs
+    (keys, user, count, values in time order) as IPC blobs of at most BLOB_RECORDS records; or its
+    error."""
     import pyarrow as pa
 
     df = _frame(batches)
     if df is None:
         return
     schema = _arrow_schema(codec)
-    meta = dict.fromkeys(name for name, _ in META_FIELDS)
+    meta = dict.fromkeys(schema.names)
     try:
         records = _records(df, spec, hints)
     except OutOfBounds as exc:
@@ -317,18 +327,24 @@ def _partition_runs(spec: RecordSpec, hints: dict, codec: KeyCodec, batches):
     yield pa.RecordBatch.from_pylist([meta], schema=schema)
     if meta["kind"] != STATS or records.counts.size == 0:
         return
-    runs = run_table(records).select(*codec.ship(), pl.col(USER).alias(RUN_USER),
-                                     pl.col(COUNT).alias(RUN_COUNT))
+    per_group = np.add.reduceat(records.counts, records.group_starts[:-1])
+    keys = run_table(records).select(*codec.ship())[records.group_starts[:-1]] if codec.names else pl.DataFrame()
+    n = per_group.size
+    columns = {"kind": pa.array([GROUP] * n, pa.string()), "count": pa.array(per_group, pa.int64()),
+               **{name: keys[name].to_arrow() for name in codec.shipped}}
+    yield pa.RecordBatch.from_arrays([columns[f.name].cast(f.type) if f.name in columns else pa.nulls(n, f.type)
+                                      for f in schema], schema=schema)
+    runs = run_table(records).select(*codec.ship(), pl.col(USER).alias(RUN_USER), pl.col(COUNT).alias(RUN_COUNT))
     starts = records.user_starts
+    blobs = []
     for lo, hi in _slices(starts, BLOB_RECORDS):
         offsets = pa.array(starts[lo:hi + 1] - starts[lo], pa.int32())
-        values = pa.array(records.values[starts[lo]:starts[hi]], pa.float64())
-        part = runs.slice(lo, hi - lo).to_arrow()
-        n = hi - lo
-        columns = [pa.array([RUNS] * n, pa.string()),
-                   *(pa.nulls(n, field.type) for field in list(schema)[1:len(META_FIELDS)]),
-                   *(column.combine_chunks() for column in part.columns), pa.ListArray.from_arrays(offsets, values)]
-        yield pa.RecordBatch.from_arrays([c.cast(f.type) for c, f in zip(columns, schema)], schema=schema)
+        values = pa.ListArray.from_arrays(offsets, pa.array(records.values[starts[lo]:starts[hi]], pa.float64()))
+        blobs.append(_ipc(runs.slice(lo, hi - lo).with_columns(pl.from_arrow(values).alias(RUN_VALUES))))
+    n = len(blobs)
+    columns = {"kind": pa.array([RUNS] * n, pa.string()), "data": pa.array(blobs, pa.binary())}
+    yield pa.RecordBatch.from_arrays([columns[f.name] if f.name in columns else pa.nulls(n, f.type) for f in schema],
+                                     schema=schema)
 
 
 def _slices(starts: np.ndarray, most: int) -> Iterator[tuple[int, int]]:
@@ -345,28 +361,29 @@ def _slices(starts: np.ndarray, most: int) -> Iterator[tuple[int, int]]:
 def _arrow_schema(codec: KeyCodec):
     import pyarrow as pa
 
-    arrow = {"string": pa.string(), "long": pa.int64(), "double": pa.float64(), "boolean": pa.bool_()}
-    fields = [*META_FIELDS, *((n, SPARK_TYPES[codec.ship_type(t)]) for n, t in zip(codec.shipped, codec.types)),
-              (RUN_USER, "string"), (RUN_COUNT, "long")]
-    return pa.schema([*((n, arrow[k]) for n, k in fields), (RUN_VALUES, pa.list_(pa.float64()))])
+    arrow = {"string": pa.string(), "long": pa.int64(), "double": pa.float64(), "boolean": pa.bool_(),
+             "binary": pa.binary()}
+    return pa.schema([(name, arrow[kind]) for name, kind in codec.fields()])
 
 
-def _pack_ranges(batches):
-    """Stage 3 on one partition: its runs as Arrow IPC blobs by chunk number (RANGE), each of at
-    most BLOB_RECORDS records (or one run)."""
+def _reslice(shared, shipped: tuple[str, ...], batches):
+    """Stage 3 on one partition: its blobs of runs cut by chunk (RANGE, from the driver's table of
+    groups), re-packed as blobs tagged with their chunk."""
     import pyarrow as pa
 
-    df = _frame(batches)
-    if df is None:
-        return
+    table = pl.read_ipc_stream(io.BytesIO(shared.value))
     chunk, blobs = [], []
-    for (k,), part in df.partition_by(RANGE, as_dict=True).items():
-        starts = np.concatenate(([0], np.cumsum(part[RUN_COUNT].to_numpy())))
-        for lo, hi in _slices(starts, BLOB_RECORDS):
-            chunk.append(k)
-            blobs.append(_ipc(part.slice(lo, hi - lo).drop(RANGE)))
-    yield pa.RecordBatch.from_arrays([pa.array(chunk, pa.int64()), pa.array(blobs, pa.binary())],
-                                     names=[RANGE, "data"])
+    for batch in batches:
+        for blob in batch.column(0).to_pylist():
+            runs = pl.read_ipc_stream(io.BytesIO(blob))
+            runs = runs.join(table, on=list(shipped), how="left") if shipped else runs.with_columns(
+                pl.lit(0, dtype=pl.Int64).alias(RANGE))
+            for (k,), part in runs.partition_by(RANGE, as_dict=True).items():
+                chunk.append(k)
+                blobs.append(_ipc(part.drop(RANGE)))
+    if blobs:
+        yield pa.RecordBatch.from_arrays([pa.array(chunk, pa.int64()), pa.array(blobs, pa.binary())],
+                                         names=[RANGE, "data"])
 
 
 def _ipc(df: pl.DataFrame) -> bytes:
