@@ -195,11 +195,13 @@ def test_partitioning_changes_nothing(spark, tmp_path, shuffle, split):
     ("parquet", dict(cell="c2", slot="2024-05-06 03:00:00", group_by=("zone",))),
     ("csv", dict(group_by=("zone", "slot"))),
     ("csv", dict(time_col=None, slot_length=None, group_by=())),
-], ids=["cell-slot-uint16-key", "int-key", "no-time-no-groups"])
+    ("parquet", dict(timezone="America/New_York", slot_length="30m")),
+], ids=["cell-slot-uint16-key", "int-key", "no-time-no-groups", "zoned-slots"])
 def test_selections_and_key_types(spark, files, tmp_path, fmt, kw):
     """One selected cell (and slot); keys typed as polars types them (an integer CSV column is
-    Int64 and sorts as numbers; a UInt16 Parquet column, which Spark reads as int, stays UInt16);
-    no time column (records in input row order) and no groups. Spark and the sharded local
+    Int64 and sorts as numbers; a UInt16 Parquet column, which Spark reads as int, stays UInt16;
+    slots in a time zone keep it on their way through Spark as integers); no time column (records
+    in input row order) and no groups. Spark and the sharded local
     engine against the in-memory route."""
     s = spec(**kw)
     want = load_records(read_table(files[fmt]), s)
