@@ -14,22 +14,24 @@ Which stage runs where:
    groups as the local engine does on the whole file.
 2. **check and sort** (executors): ``repartition`` by the user column (every record of a user in
    one partition); ``mapInArrow`` runs :func:`tsdp.io.records.load_records` on each partition
-   (ties broken by the input row) and emits one row per run: its group keys (as order-preserving
-   physical values: integers for dates and times, text for categories), the user id as text, its
-   record count and its values in time order; plus the partition's statistics (max groups per
-   user, records outside the declared groups) or its data error naming the input
-   row. Values outside the public bounds are counted over all partitions and the earliest input
-   row is named, as in memory. The result is persisted; the small part that is not runs comes to
-   the driver first, so errors surface before anything is estimated.
-3. **chunks of groups** (the driver, then executors): the driver collects one row per group (its
-   records), puts the groups in the canonical order and cuts them into chunks by where each
-   group starts (every ``chunk_records`` records, a constant: the chunks depend on the records
-   alone, not on the cluster). The runs are joined to their chunk number, each partition packs
-   its runs into Arrow IPC blobs by chunk (persisted), and the driver fetches one chunk's blobs at
+   (ties broken by the input row) and emits its runs as Arrow IPC blobs (group keys as
+   order-preserving physical values: integers for dates and times, text for categories; the user
+   id as text; the record count; the values in time order), one small row per group with its
+   records, and the partition's statistics (max groups per user, records outside the declared
+   groups) or its data error naming the input row. Values outside the public bounds are counted
+   over all partitions and the earliest input row is named, as in memory. The result is persisted
+   on disk; the statistics and errors come to the driver first, so errors surface before anything
+   is estimated.
+3. **chunks of groups** (Spark, the driver, then executors): Spark sums each group's records; the
+   driver (one row per group) puts the groups in the canonical order and cuts them into chunks by
+   where each group starts (every ``chunk_records`` records, a constant: the chunks depend on the
+   records alone, not on the cluster). A second ``mapInArrow`` re-cuts every blob by chunk with the
+   driver's group table (broadcast as IPC; persisted), and the driver fetches one chunk's blobs at
    a time (one action each, so ``spark.driver.maxResultSize`` bounds a chunk, not the input), puts
-   them in the canonical order with the local engine's :func:`tsdp.engine.records.merge_runs` and
-   sums the plan's pieces from the chunk's values with :func:`run_piece_sums`, the in-memory
-   route's function (so the sums are bit for bit the local engine's).
+   them in the canonical order with the local engine's :func:`tsdp.engine.records.merge_runs`,
+   checks it holds the groups it cut, and sums the plan's pieces from the chunk's values with
+   :func:`run_piece_sums`, the in-memory route's function (so the sums are bit for bit the local
+   engine's).
 
 Nothing random happens here: the estimators add their noise on the driver.
 """
@@ -37,7 +39,6 @@ Nothing random happens here: the estimators add their noise on the driver.
 from __future__ import annotations
 
 import io
-import math
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
