@@ -15,6 +15,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
+from tsdp.mechanisms import bounds
 from tsdp.report import load_report
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -42,7 +43,10 @@ def test_the_report_publishes_the_chosen_cap_and_the_selection(auto_release):
     selection = claim["parameters"]["bound_selection"]
     chosen = selection["max_per_step"]["chosen"]
     assert claim["epsilon"] == pytest.approx(1.0) and selection["epsilon"] == pytest.approx(0.1)
-    assert selection["release_epsilon"] == pytest.approx(0.9) and "max_steps" not in selection
+    from tsdp.accounting.bounded_range import release_epsilon
+
+    assert selection["release_epsilon"] == release_epsilon(1.0, 1e-6, (0.1,)) and "max_steps" not in selection
+    assert selection["release_epsilon"] > 0.97 and selection["composition"].startswith("exact")
     assert chosen in selection["max_per_step"]["candidates"] and claim["unit"]["max_per_step"] == chosen
     assert claim["unit"]["max_steps"] == 14 and claim["unit"]["enforced"] is True
     assert [e["kind"] for e in claim["events"]][-1] == "exponential"
@@ -72,6 +76,9 @@ def test_verify_passes_and_refuses_every_edit(tsdp_cli, tmp_path, auto_release):
         "chosen cap": other_candidate,
         "selection epsilon": lambda d: at(d, sel).update(epsilon=0.01),
         "release epsilon": lambda d: at(d, sel).update(release_epsilon=0.99),
+        "composition rule": lambda d: at(d, sel).update(composition=bounds.RULES[bounds.BASIC]),
+        "composition unknown": lambda d: at(d, sel).update(composition="exact"),
+        "composition theorem": lambda d: d["claim"].update(theorem=d["claim"]["theorem"].split("; selections")[0]),
         "claim epsilon": lambda d: d["claim"].update(epsilon=0.9),
         "share": lambda d: d["command"]["parameters"].update(bound_selection_share=0.05),
         "candidates": lambda d: at(d, sel)["max_per_step"].update(candidates=[1, 2, 4, 8]),

@@ -106,16 +106,49 @@ def test_select_splits_the_budget_and_composes_into_the_claim():
     sigma = analytic_sigma(0.8, 1e-6, 8 * math.sqrt(14))
     release = PrivacyClaim("approx-dp", unit, 0.8, 1e-6, "gaussian", "Balle and Wang 2018, Theorem 8",
                            (MechanismEvent("gaussian", 8 * math.sqrt(14), sigma, 1),), {"sigma": sigma})
-    claim = bounds.with_selection(release, choices, 0.2)
+    basic = bounds.Split.of(1.0, 1e-6, 0.2, 2, exact=False)  # a release that does not compose exactly
+    assert (basic.rule, basic.release_epsilon) == (bounds.BASIC, pytest.approx(0.8))
+    claim = bounds.with_selection(release, choices, 0.2, basic, 1.0)
     assert claim.epsilon == pytest.approx(1.0) and claim.delta == 1e-6
     assert [e.kind for e in claim.events] == ["gaussian", "exponential", "exponential"]
     assert claim.events[1] == MechanismEvent("exponential", 10.0, 200.0, 1)  # 2 b / eps = 2 x 10 / 0.1
     record = claim.parameters["bound_selection"]
     assert record["release_epsilon"] == 0.8 and record["max_per_step"]["chosen"] == 8
+    assert record["composition"] == bounds.RULES[bounds.BASIC] and bounds.BASIC_THEOREM in claim.theorem
     ok, detail = events_privacy(claim.events, claim.definition, claim.epsilon, claim.delta)
     assert ok, detail
-    stronger, detail = events_privacy(claim.events, claim.definition, 0.95, claim.delta)  # the selection unpaid
-    assert not stronger and "spends 0.2" in detail
+    unpaid, detail = events_privacy(claim.events, claim.definition, 0.8, claim.delta)  # the selection unpaid
+    assert not unpaid and "spends 0.2" in detail
+
+
+def test_a_gaussian_release_composes_exactly_with_its_selections():
+    """The Gaussian release is calibrated at the epsilon bounded_range gives (more than the basic
+    rest), and the composed claim at --epsilon follows from its events; at the release's epsilon alone
+    (the selections unpaid) it does not."""
+    from tsdp.accounting import bounded_range
+    from tsdp.accounting.gaussian import analytic_sigma
+
+    split = bounds.Split.of(1.0, 1e-6, 0.2, 2, exact=True)
+    assert split.rule == bounds.EXACT and split.selection_epsilon == pytest.approx(0.2)
+    assert split.release_epsilon == bounded_range.release_epsilon(1.0, 1e-6, (0.1, 0.1))
+    assert 0.94 < split.release_epsilon < 0.96  # basic composition would leave 0.8
+    rng = np.random.default_rng(0)
+    grids = {"max_per_step": bounds.PER_STEP_GRID, "max_steps": bounds.steps_grid(14)}
+    hists = {"max_per_step": np.array([0, 0, 0, 500] + [0] * 10), "max_steps": np.array([0, 0, 0, 0, 500, 0])}
+    choices = bounds.select(hists, grids, Fraction(9, 10), split.selection_epsilon, rng)
+    unit = PrivacyUnit("user", "add-remove", "x", 8.0, 14, None, 1, "u", True)
+    l2 = 8 * math.sqrt(14)
+    sigma = analytic_sigma(split.release_epsilon, 1e-6, l2)
+    release = PrivacyClaim("approx-dp", unit, split.release_epsilon, 1e-6, "gaussian", "Balle and Wang 2018, Theorem 8",
+                           (MechanismEvent("gaussian", l2, sigma, 1),), {"sigma": sigma})
+    claim = bounds.with_selection(release, choices, 0.2, split, 1.0)
+    assert claim.epsilon == 1.0 and claim.parameters["bound_selection"]["composition"] == bounds.RULES[bounds.EXACT]
+    assert bounded_range.THEOREM in claim.theorem
+    ok, detail = events_privacy(claim.events, claim.definition, claim.epsilon, claim.delta)
+    assert ok and "composed exactly" in detail, detail
+    for epsilon in (split.release_epsilon, 0.99):  # the selections unpaid, or barely paid
+        ok, detail = events_privacy(claim.events, claim.definition, epsilon, claim.delta)
+        assert not ok, detail
 
 
 # --max-norm auto: the balance rule (weighted histogram of the users' norms, tsdp.mechanisms.bounds.Balance)
@@ -223,3 +256,14 @@ def test_select_records_the_balance_and_its_event():
     assert record["rule"] == "balance" and record["target"] == 900 and record["weight_bound"] == 32
     assert "quantile" not in record
     assert choice.event() == MechanismEvent("exponential", 32.0, 640.0, 1)  # 2 Delta / eps
+
+
+def test_only_a_gaussian_release_composes_exactly():
+    from tsdp.mechanisms.registry import MECHANISMS
+
+    assert bounds.composes_exactly(MECHANISMS["gaussian"], None)
+    assert bounds.composes_exactly(MECHANISMS["gaussian"], "gaussian")
+    assert not any(bounds.composes_exactly(MECHANISMS[name], noise) for name in MECHANISMS if name != "gaussian"
+                   for noise in (None, "gaussian", "laplace"))
+    assert bounds.default_share(("max_norm",), True) == 0.15 and bounds.default_share(("max_norm",), False) == 0.1
+    assert bounds.default_share(("max_per_step", "max_steps"), True) == pytest.approx(0.2)

@@ -247,13 +247,17 @@ def events_privacy(events: tuple[MechanismEvent, ...], definition: str, epsilon:
         return False, f"the claim has no finite epsilon >= 0 (got {epsilon})"
     selection = [e for e in events if e.kind == "exponential"]
     if selection:
-        # the caps chosen privately: pure 2 sensitivity / noise each, composed basically with the release
-        # that follows (tsdp.mechanisms.bounds), whose events are checked at the epsilon left over
+        # the caps chosen privately: pure 2 sensitivity / noise each (tsdp.mechanisms.bounds)
         spent = sum(e.count * 2.0 * e.sensitivity / e.noise for e in selection)
         rest = tuple(e for e in events if e.kind != "exponential")
         if not rest:
             ok = epsilon >= spent * (1 - rel_tol)
             return ok, f"exponential events give pure epsilon {spent:.6g} (claimed {epsilon:g})" + ("" if ok else f": {STRONGER}")
+        if {e.kind for e in rest} <= {"gaussian", "discrete-gaussian"} and definition == "approx-dp" \
+                and delta is not None and 0 < delta < 1:
+            exact = _selections_with_gaussian(selection, rest, epsilon, delta, rel_tol)
+            if exact[0]:
+                return exact
         ok, detail = events_privacy(rest, definition, epsilon - spent, delta, rel_tol)
         return ok, f"the private choice of the caps spends {spent:.6g} (exponential events, basic composition); {detail}"
     kinds = {e.kind for e in events}
@@ -306,6 +310,22 @@ def events_privacy(events: tuple[MechanismEvent, ...], definition: str, epsilon:
                           f"(claimed epsilon {epsilon:g})")
     return False, (f"PLD composition of the events gives epsilon {composed:.6g} at delta {budget:g}{plus and ' (after the rounding slack)'}, "
                    f"more than the claimed {epsilon:g}: {STRONGER}")
+
+
+def _selections_with_gaussian(selection, rest, epsilon: float, delta: float, rel_tol: float) -> tuple[bool, str]:
+    """Exponential (bounded-range) selections followed by a Gaussian release, composed exactly
+    (:func:`tsdp.accounting.bounded_range.delta_bound`, plus the discrete Gaussian's rounding slack at
+    epsilon). The caller falls back to basic composition when this does not give the claim."""
+    from tsdp.accounting.bounded_range import delta_bound
+
+    slack = disc.rounding_slack(epsilon, slack_rate(rest))
+    mu = math.sqrt(sum(e.count * (e.sensitivity / e.noise) ** 2 for e in rest))
+    selections = tuple(2.0 * e.sensitivity / e.noise for e in selection for _ in range(e.count))
+    exact = delta_bound(epsilon, selections, mu) + slack
+    ok = exact <= delta * (1 + rel_tol)
+    return ok, (f"exponential selections (epsilon {', '.join(f'{s:.6g}' for s in selections)}, bounded-range) and "
+                f"Gaussian events (mu {mu:.6g}) composed exactly give delta {exact:.6g} at epsilon {epsilon:g} "
+                f"(claimed delta {delta:g})" + ("" if ok else f": {STRONGER}"))
 
 
 def claim_backed_by_events(claim: PrivacyClaim, rel_tol: float = 1e-9) -> tuple[bool, str]:

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from tsdp.accounting.budget import check_delta, check_epsilon
+from tsdp.api.options import choice
 from tsdp.errors import UsageError
 from tsdp.io.load import InputSpec
 from tsdp.limits import MAX_MAGNITUDE
@@ -45,6 +47,30 @@ def balance_of(plan: Any):
     a, declared = plan.auto, plan.declared
     n_series = len(plan.spec.series_keys) if plan.spec.series_keys else 1
     fixed_steps = None if declared.max_steps == ALL_STEPS or "max_steps" in a.caps else declared.max_steps
-    return Balance.for_release(a.options.epsilon * (1.0 - a.share), a.options.delta,
+    return Balance.for_release(a.split.release_epsilon, a.options.delta,
                                declared.neighbouring == "substitute", n_series, plan.n_steps(),
                                declared.series_per_unit, fixed_steps)
+
+
+def selection_budget(options: Any, auto: tuple[str, ...]):
+    """(share, quantile, :class:`tsdp.mechanisms.bounds.Split`) of a release whose caps ``auto`` are
+    chosen privately: --bound-selection-share and --bound-quantile checked (UsageError naming them),
+    --epsilon and --delta checked, and --epsilon split between the selections and the release (exactly
+    for a Gaussian release)."""
+    from tsdp.mechanisms import bounds
+    from tsdp.mechanisms.registry import MECHANISMS, NAMES
+
+    mechanism = MECHANISMS[choice("mechanism", options.mechanism, NAMES)]
+    exact = bounds.composes_exactly(mechanism, choice("noise", options.noise, ("gaussian", "laplace")))
+    share = bounds.default_share(auto, exact) if options.bound_selection_share is None else options.bound_selection_share
+    if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0.0 < share < 1.0:
+        raise UsageError(f"--bound-selection-share must be in (0, 1), got {share!r}")
+    try:
+        quantile = bounds.quantile_fraction(bounds.DEFAULT_QUANTILE if options.bound_quantile is None
+                                            else options.bound_quantile)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    check_epsilon(options.epsilon)
+    if options.delta is not None:
+        check_delta(options.delta)
+    return share, quantile, bounds.Split.of(options.epsilon, options.delta, share, len(auto), exact)

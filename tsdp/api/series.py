@@ -85,7 +85,7 @@ class ReleaseOptions:
     granularity: float | None = None
     alpha: float = 0.05
     accuracy_for: str = "cell"
-    bound_selection_share: float | None = None  # with an "auto" cap: share of epsilon spent choosing it [0.1]
+    bound_selection_share: float | None = None  # with an "auto" cap: share of epsilon spent choosing it [0.1; 0.15 norm]
     bound_quantile: float | None = None  # with an "auto" cap: the quantile of the users' contributions [0.9]
 
     def parameters(self) -> dict[str, Any]:
@@ -95,7 +95,7 @@ class ReleaseOptions:
     def plan(self) -> "ReleasePlan":
         """Validate every option (UsageError naming it) and build the mechanism: before any data is read.
 
-        With ``max_per_step`` or ``max_steps`` "auto" the plan releases with ``epsilon x (1 - share)``
+        With a cap "auto" the plan releases at the epsilon :class:`tsdp.mechanisms.bounds.Split` leaves
         once :meth:`ReleasePlan.resolve` has chosen the caps with the rest (:mod:`tsdp.mechanisms.bounds`)."""
         caps = {"max_per_step": cap_value("max-per-step", self.max_per_step, integer=False),
                 "max_steps": cap_value("max-steps", self.max_steps, integer=True),
@@ -113,17 +113,9 @@ class ReleaseOptions:
     def _auto_plan(self, caps: dict, auto: tuple[str, ...]) -> "ReleasePlan":
         """The plan of a release whose caps in ``auto`` are chosen privately: every other option is
         validated by planning with placeholders (1) at the release's share of epsilon."""
-        from tsdp.mechanisms import bounds
+        from tsdp.api.norm_bound import selection_budget
 
-        share = bounds.DEFAULT_SHARE * len(auto) if self.bound_selection_share is None else self.bound_selection_share
-        if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0.0 < share < 1.0:
-            raise UsageError(f"--bound-selection-share must be in (0, 1), got {share!r}")
-        try:
-            quantile = bounds.quantile_fraction(bounds.DEFAULT_QUANTILE if self.bound_quantile is None
-                                                else self.bound_quantile)
-        except ValueError as exc:
-            raise UsageError(str(exc)) from None
-        check_epsilon(self.epsilon)
+        share, quantile, split = selection_budget(self, auto)
         layout = InputSpec(layout=getattr(self.layout, "value", self.layout), value_col=self.value_col,
                            user_col=self.user_col).resolved_layout
         first = auto_option(auto)
@@ -139,9 +131,9 @@ class ReleaseOptions:
         if "max_steps" in auto and unit != "user":
             raise UsageError(f"--max-steps auto applies to --unit user only, not {unit}")
         placeholder = replace(self, **{cap: (1 if cap in auto else value) for cap, value in caps.items()},
-                              epsilon=self.epsilon * (1.0 - share), bound_selection_share=None, bound_quantile=None)
+                              epsilon=split.release_epsilon, bound_selection_share=None, bound_quantile=None)
         plan = placeholder._plan()
-        plan.auto = AutoBounds(replace(self, **caps), auto, share, quantile)
+        plan.auto = AutoBounds(replace(self, **caps), auto, share, quantile, split)
         return plan
 
     def _plan(self) -> "ReleasePlan":
@@ -318,17 +310,16 @@ class ReleasePlan:
         from tsdp.mechanisms import bounds
 
         a = self.auto
-        epsilon = a.options.epsilon * a.share
-        choices = bounds.select(histograms, grids, a.quantile, epsilon, rng,
+        choices = bounds.select(histograms, grids, a.quantile, a.split.selection_epsilon, rng,
                                 self.balance() if "max_norm" in a.caps else None)
         resolved = replace(a.options, **{cap: picked.chosen for cap, picked in choices.items()},
-                           epsilon=a.options.epsilon - epsilon, bound_selection_share=None,
+                           epsilon=a.split.release_epsilon, bound_selection_share=None,
                            bound_quantile=None)._plan()
         base = resolved.run
 
         def run(*args, **kwargs):
             result, as_matrix, rebuild = base(*args, **kwargs)
-            claim = bounds.with_selection(result.claim, choices, a.share)
+            claim = bounds.with_selection(result.claim, choices, a.share, a.split, a.options.epsilon)
             return replace(result, claim=claim), as_matrix, rebuild
 
         resolved.run = run
@@ -434,6 +425,7 @@ class AutoBounds:
     caps: tuple[str, ...]
     share: float
     quantile: Any  # fractions.Fraction
+    split: Any  # tsdp.mechanisms.bounds.Split: the selections' epsilon and the release's
 
 
 def _time_type(spec: InputSpec):

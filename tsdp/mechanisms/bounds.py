@@ -51,11 +51,17 @@ by two exact Bernoullis. t and Delta are public: they follow from the release's 
 relation, the public grid and the fixed caps.
 
 Composition: the release that follows is (eps_release, delta)-DP for every cap it may be given (its
-noise is calibrated to the selected cap, which it then enforces), so by basic composition, which
-holds for adaptively chosen mechanisms (Dwork and Roth 2014, Theorem 3.16), selection and release
-together are (eps_release + eps_selection, delta)-DP; two auto caps split eps_selection evenly. The
-claim states exactly that sum (:func:`with_selection`) and records the selection as ``exponential``
-mechanism events; the selected caps are outputs of the mechanism and are published in the report.
+noise is calibrated to the selected cap, which it then enforces). For the Gaussian mechanism the
+selections and the release compose exactly (:mod:`tsdp.accounting.bounded_range`: the exponential
+mechanism is bounded-range, so dominated by generalized randomized response, and the release's
+Gaussian pair is the same for every cap): the release is calibrated at the epsilon
+:func:`tsdp.accounting.bounded_range.release_epsilon` gives, which with eps_selection = 0.1 of
+epsilon 1 at delta 1e-6 is 0.977 (0.9 by basic composition), and the claim states --epsilon. Every
+other release composes basically, which holds for adaptively chosen mechanisms (Dwork and Roth
+2014, Theorem 3.16): (eps_release + eps_selection, delta)-DP with eps_release = epsilon minus the
+selection's. Two auto caps split eps_selection evenly. The claim records the rule
+(:func:`with_selection`) and the selection as ``exponential`` mechanism events; the selected caps are
+outputs of the mechanism and are published in the report.
 """
 
 from __future__ import annotations
@@ -66,12 +72,20 @@ from fractions import Fraction
 from typing import TYPE_CHECKING
 
 from tsdp.accounting.claim import MechanismEvent, PrivacyClaim
+from tsdp.accounting.compose import claim_backed_by_events
+from tsdp.errors import NumericalError
 
 THEOREM = ("contribution bounds chosen privately: exponential mechanism (McSherry and Talwar 2007, Theorem 6) "
-           "on Smith's quantile score over a public grid; basic composition with the release, adaptively "
-           "(Dwork and Roth 2014, Theorem 3.16)")
+           "on Smith's quantile score over a public grid")
+BASIC_THEOREM = "basic composition with the release, adaptively (Dwork and Roth 2014, Theorem 3.16)"
 PER_STEP_GRID = tuple(2 ** k for k in range(13))  # 1 .. 4096 events per cell
-DEFAULT_SHARE = 0.1  # of epsilon, per cap chosen (0.2 when both are)
+DEFAULT_SHARE = 0.1  # of epsilon, per quantile cap chosen (0.2 when both are)
+NORM_SHARE = 0.15  # of epsilon, for --max-norm auto (composed exactly, a sharper choice pays: bench/bound_selection.py)
+EXACT = "exact"
+BASIC = "basic"
+RULES = {EXACT: "exact: the selections are bounded-range and compose with the Gaussian release as dominating pairs "
+                "(tsdp.accounting.bounded_range); epsilon = --epsilon",
+         BASIC: "basic: epsilon = release_epsilon + epsilon (the selection is pure DP)"}
 DEFAULT_QUANTILE = 0.9
 QUANTILE_DENOMINATOR = 1000  # q is used as the nearest fraction a/b with b <= 1000
 if TYPE_CHECKING:  # numpy loads when a selection runs: account verify checks a record without it
@@ -274,15 +288,61 @@ def select(histograms: dict[str, np.ndarray], grids: dict[str, tuple], q: Fracti
     return out
 
 
-def with_selection(claim: PrivacyClaim, choices: dict[str, Choice], share: float) -> PrivacyClaim:
-    """The release's claim composed with the selection of its caps (module docstring): epsilon is the
-    release's plus the selection's, the events gain one ``exponential`` event per cap, the theorem
-    names the selection, and ``parameters.bound_selection`` records what was chosen (public)."""
+def composes_exactly(mechanism, noise: str | None) -> bool:
+    """Whether a release of ``mechanism`` (a registry entry) with ``noise`` composes exactly with the
+    selections (module docstring): one Gaussian mechanism on the panel's L2 sensitivity alone."""
+    return bool(mechanism.norm_bounded and not mechanism.pure(noise))
+
+
+def default_share(caps: tuple[str, ...], exact: bool) -> float:
+    """The share of --epsilon spent choosing ``caps`` when --bound-selection-share is not given: 0.1 per
+    cap, 0.15 for --max-norm before a release that composes ``exact``-ly (a report composed basically,
+    the only rule before exact composition, was made with 0.1)."""
+    return sum(NORM_SHARE if cap == "max_norm" and exact else DEFAULT_SHARE for cap in caps)
+
+
+@dataclass(frozen=True)
+class Split:
+    """How --epsilon is split between the selections of the auto caps and the release."""
+
+    rule: str  # EXACT or BASIC
+    selection_epsilon: float  # the selections' total: share x --epsilon
+    release_epsilon: float  # the epsilon the release is calibrated at
+    caps: int  # the number of selections (the selection epsilon split evenly)
+
+    @classmethod
+    def of(cls, epsilon: float, delta: float | None, share: float, caps: int, exact: bool) -> "Split":
+        """The split for a release at (``epsilon``, ``delta``) after ``caps`` selections of ``share`` x
+        ``epsilon`` in all: exact when the release composes ``exact``-ly (:func:`composes_exactly`)."""
+        spent = epsilon * share
+        if exact and delta:
+            from tsdp.accounting.bounded_range import release_epsilon
+
+            return cls(EXACT, spent, release_epsilon(epsilon, delta, (spent / caps,) * caps), caps)
+        return cls(BASIC, spent, epsilon - spent, caps)
+
+    def claim_epsilon(self, release_claim_epsilon: float, epsilon: float) -> float:
+        """The composed claim's epsilon: --epsilon when exact, the release's plus the selections' else."""
+        return epsilon if self.rule == EXACT else release_claim_epsilon + self.selection_epsilon
+
+
+def with_selection(claim: PrivacyClaim, choices: dict[str, Choice], share: float, split: Split,
+                   epsilon: float) -> PrivacyClaim:
+    """The release's claim composed with the selection of its caps (module docstring): epsilon by the
+    split's rule (``epsilon``: --epsilon), the events gain one ``exponential`` event per cap, the theorem
+    names the selection and the composition, and ``parameters.bound_selection`` records what was chosen
+    (public). NumericalError if the events do not give the composed claim
+    (:func:`tsdp.accounting.compose.claim_backed_by_events`)."""
+    from tsdp.accounting import bounded_range
+
     spent = sum(c.epsilon for c in choices.values())
-    record = {"share": share, "epsilon": spent, "release_epsilon": claim.epsilon,
-              "composition": "basic: epsilon = release_epsilon + epsilon (the selection is pure DP)",
+    record = {"share": share, "epsilon": spent, "release_epsilon": claim.epsilon, "composition": RULES[split.rule],
               **{cap: choice.to_dict() for cap, choice in choices.items()}}
-    return replace(claim, epsilon=claim.epsilon + spent,
-                   events=claim.events + tuple(choices[c].event() for c in CAPS if c in choices),
-                   theorem=f"{claim.theorem}; {THEOREM}",
-                   parameters={**claim.parameters, "bound_selection": record})
+    theorem = f"{claim.theorem}; {THEOREM}; " + (bounded_range.THEOREM if split.rule == EXACT else BASIC_THEOREM)
+    composed = replace(claim, epsilon=split.claim_epsilon(claim.epsilon, epsilon),
+                       events=claim.events + tuple(choices[c].event() for c in CAPS if c in choices),
+                       theorem=theorem, parameters={**claim.parameters, "bound_selection": record})
+    ok, detail = claim_backed_by_events(composed)
+    if not ok:  # (the exact rule's calibration leaves a reserve of delta for a sampler's slack: never expected)
+        raise NumericalError(f"the claim composed with the selection of the caps does not follow from its events: {detail}")
+    return composed

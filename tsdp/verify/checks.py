@@ -298,7 +298,9 @@ def _bound_selection(r: "_Report") -> "tuple[_Report, Check] | None":
     named."""
     from dataclasses import replace
 
+    from tsdp.accounting import bounded_range
     from tsdp.mechanisms import bounds
+    from tsdp.mechanisms.registry import MECHANISMS
 
     c, cmd = r.claim, r.command
     record = r.params.get("bound_selection")
@@ -315,7 +317,10 @@ def _bound_selection(r: "_Report") -> "tuple[_Report, Check] | None":
     try:
         release_epsilon = float(record["release_epsilon"])
         share = cmd.get("bound_selection_share")
-        share = bounds.DEFAULT_SHARE * len(auto) if share is None else float(share)
+        rule = next((k for k, text in bounds.RULES.items() if record.get("composition") == text), None)
+        mechanism = MECHANISMS.get(str(cmd.get("mechanism") or "gaussian"))
+        exact = mechanism is not None and bounds.composes_exactly(mechanism, cmd.get("noise"))
+        share = bounds.default_share(tuple(auto), exact and rule == bounds.EXACT) if share is None else float(share)
         q = bounds.quantile_fraction(bounds.DEFAULT_QUANTILE if cmd.get("bound_quantile") is None
                                      else cmd["bound_quantile"])
         epsilon = float(cmd["epsilon"])
@@ -325,13 +330,18 @@ def _bound_selection(r: "_Report") -> "tuple[_Report, Check] | None":
     except (KeyError, TypeError, ValueError) as exc:
         g.fail(f"the bound_selection record or the command is malformed ({type(exc).__name__}: {exc})")
         return r, g.result("bound_selection")
-    spent = epsilon * share
+    split = bounds.Split.of(epsilon, cmd.get("delta"), share, len(auto), rule == bounds.EXACT)
+    spent = split.selection_epsilon
+    g.expect(rule is not None, f"bound_selection.composition {record.get('composition')!r} is not a rule tsdp uses")
+    g.expect(rule != bounds.EXACT or exact, f"bound_selection.composition: exact composition applies to a Gaussian "
+             f"release only, not --mechanism {cmd.get('mechanism')} --noise {cmd.get('noise')}")
     g.equal("command.layout (auto caps need raw events)", cmd.get("layout"), "events")
     g.equal("caps chosen (bound_selection)", sorted(k for k in record if k in bounds.CAPS), sorted(auto))
     g.same("bound_selection.share", record.get("share"), share)
     g.same("bound_selection.epsilon (share x --epsilon)", record.get("epsilon"), spent)
-    g.same("bound_selection.release_epsilon (--epsilon minus the selection's)", release_epsilon, epsilon - spent)
-    g.same("claim epsilon (release + selection, basic composition)", c.epsilon, release_epsilon + spent)
+    g.same(f"bound_selection.release_epsilon ({rule} composition with the selections)", release_epsilon,
+           split.release_epsilon)
+    g.same(f"claim epsilon ({rule} composition)", c.epsilon, split.claim_epsilon(release_epsilon, epsilon))
     want = []
     for cap, choice in choices.items():
         grid = bounds.grid_for(cap, n_steps, cmd.get("value_bound"))
@@ -355,6 +365,8 @@ def _bound_selection(r: "_Report") -> "tuple[_Report, Check] | None":
         f"the claim's exponential events {[(e.sensitivity, e.noise, e.count) for e in got]} are not the "
         f"selections' {[(w.sensitivity, w.noise, w.count) for w in want]}")
     g.expect(bounds.THEOREM in (c.theorem or ""), "the theorem does not name the private choice of the caps")
+    g.expect(rule != bounds.EXACT or bounded_range.THEOREM in (c.theorem or ""),
+             "the theorem does not name the exact composition of the selections with the release")
     if len(got) < len(c.events):  # the whole claim from all its events (tsdp.accounting.compose.events_privacy)
         from tsdp.accounting.compose import events_privacy
 
@@ -362,7 +374,8 @@ def _bound_selection(r: "_Report") -> "tuple[_Report, Check] | None":
         g.expect(ok, f"the events do not give the claim: {detail}")
     if not g.problems:
         g.ok(f"{', '.join(f'{cap} {chosen[cap]}' for cap in auto)} chosen with epsilon {spent:g} "
-             f"(quantile {q}); total epsilon {c.epsilon:g} = release {release_epsilon:g} + selection {spent:g}")
+             f"(quantile {q}); total epsilon {c.epsilon:g}: release {release_epsilon:g} and selection {spent:g}, "
+             f"{rule} composition")
     release = replace(c, epsilon=release_epsilon, events=tuple(e for e in c.events if e.kind != "exponential"),
                       parameters={k: v for k, v in c.parameters.items() if k != "bound_selection"})
     command = {**cmd, "epsilon": release_epsilon, **chosen, "bound_selection_share": None, "bound_quantile": None}
