@@ -43,9 +43,10 @@ def test_the_report_publishes_the_chosen_cap_and_the_selection(auto_release):
     selection = claim["parameters"]["bound_selection"]
     chosen = selection["max_per_step"]["chosen"]
     assert claim["epsilon"] == pytest.approx(1.0) and selection["epsilon"] == pytest.approx(0.1)
-    from tsdp.accounting.bounded_range import release_epsilon
+    from tsdp.accounting.discrete import SLACK_SHARE
 
-    assert selection["release_epsilon"] == release_epsilon(1.0, 1e-6, (0.1,)) and "max_steps" not in selection
+    split = bounds.Split.of(1.0, 1e-6, 0.1, 1, exact=True, slack_share=SLACK_SHARE)  # the default lattice
+    assert selection["release_epsilon"] == split.release_epsilon and "max_steps" not in selection
     assert selection["release_epsilon"] > 0.97 and selection["composition"].startswith("exact")
     assert chosen in selection["max_per_step"]["candidates"] and claim["unit"]["max_per_step"] == chosen
     assert claim["unit"]["max_steps"] == 14 and claim["unit"]["enforced"] is True
@@ -175,3 +176,20 @@ def test_auto_cap_cuts_the_evaluated_total_error_of_the_readme_caps(tsdp_cli, ca
         print(f"\nevaluated total MAE: README caps {fixed['mae']['mean']:.1f}, --max-per-step auto "
               f"{auto['mae']['mean']:.1f}: {ratio:.2f}x; RMSE {fixed['rmse']['mean']:.1f} vs {auto['rmse']['mean']:.1f}")
     assert ratio >= 1.5
+
+
+@pytest.mark.parametrize("extra, rule", [(["--granularity", "0.0009765625"], "basic"), (["--sampler", "float"], "exact")])
+def test_a_hand_set_lattice_composes_basically_and_verifies(tsdp_cli, tmp_path, extra, rule):
+    """--max-norm auto with a --granularity given by hand: the slack has no bound for every cap, so the
+    selection composes basically (release epsilon 0.9 at the 0.1 default share of that rule); the float
+    sampler has no slack and composes exactly. Both verify (apart from the float sampler's own check)."""
+    run = tsdp_cli("release", *EVENTS[:-2], "--max-norm", "auto", *extra, "-o", "n.csv", "-q")
+    assert run.code == 0, run.err
+    report = json.loads((tmp_path / "n.report.json").read_text())
+    selection = report["claim"]["parameters"]["bound_selection"]
+    assert selection["composition"].startswith(rule)
+    if rule == "basic":
+        assert selection["share"] == pytest.approx(0.15) and selection["release_epsilon"] == pytest.approx(0.85)
+    run = tsdp_cli("account", "verify", tmp_path / "n.report.json", "--json")
+    checks = {c["name"]: c for c in json.loads(run.out)["reports"][0]["checks"]}
+    assert checks["bound_selection"]["passed"] and checks["privacy_loss"]["passed"], checks

@@ -267,3 +267,20 @@ def test_only_a_gaussian_release_composes_exactly():
                    for noise in (None, "gaussian", "laplace"))
     assert bounds.default_share(("max_norm",), True) == 0.15 and bounds.default_share(("max_norm",), False) == 0.1
     assert bounds.default_share(("max_per_step", "max_steps"), True) == pytest.approx(0.2)
+
+
+def test_the_rounding_slack_must_be_bounded_for_every_cap_to_compose_exactly():
+    """Exact composition needs the release's slack bounded whatever cap is chosen: the float sampler
+    (none), the hardened default lattice (SLACK_SHARE of delta per cap), never a hand-set --granularity
+    (the slack grows as the chosen cap's noise shrinks) nor a budget whose finest lattice may not reach
+    that share."""
+    from tsdp.accounting import discrete as disc
+
+    assert bounds.lattice_slack_share(False, None, 1.0, 1e-6, 70) == 0.0
+    assert bounds.lattice_slack_share(True, None, 1.0, 1e-6, 70) == disc.SLACK_SHARE
+    assert bounds.lattice_slack_share(True, 2.0 ** -10, 1.0, 1e-6, 70) is None
+    assert bounds.lattice_slack_share(True, None, 40.0, 1e-6, 10 ** 6) is None
+    assert bounds.Split.of(1.0, 1e-6, 0.1, 1, exact=True, slack_share=None).rule == bounds.BASIC
+    tight = bounds.Split.of(1.0, 1e-6, 0.1, 1, exact=True, slack_share=0.0)
+    reserved = bounds.Split.of(1.0, 1e-6, 0.1, 1, exact=True, slack_share=disc.SLACK_SHARE)
+    assert tight.rule == reserved.rule == bounds.EXACT and 0.9 < reserved.release_epsilon < tight.release_epsilon

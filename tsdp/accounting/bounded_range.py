@@ -102,11 +102,15 @@ def largest_mu(epsilon: float, delta: float, selections: tuple[float, ...]) -> f
     return float(certify(mu, lambda m: excess(m) > 0, lambda m: math.nextafter(m, 0.0)))
 
 
-def release_epsilon(epsilon: float, delta: float, selections: tuple[float, ...]) -> float:
+def release_epsilon(epsilon: float, delta: float, selections: tuple[float, ...], reserve: float = RESERVE) -> float:
     """The epsilon at which a Gaussian release, calibrated at (that epsilon, ``delta``) as if alone,
-    composes with the selections to (``epsilon``, ``delta``) with :data:`RESERVE` of delta to spare:
-    the epsilon of the Gaussian profile of :func:`largest_mu` at ``delta (1 - RESERVE)`` (Balle and Wang
-    2018, Theorem 8), rounded down to 12 significant digits so the release's mu stays below it."""
-    mu = largest_mu(epsilon, delta * (1.0 - RESERVE), selections)
+    composes with the selections to (``epsilon``, ``delta``) with ``reserve`` of delta to spare (for a
+    discrete sampler's rounding slack, :class:`tsdp.mechanisms.bounds.Split`): the epsilon of the
+    Gaussian profile of :func:`largest_mu` at ``delta (1 - reserve)`` (Balle and Wang 2018, Theorem 8),
+    rounded down to 12 significant digits so the release's mu stays below it. Whatever cap is chosen,
+    the release's mu is at most that (its calibration meets (epsilon, delta) at this epsilon)."""
+    if not 0 < reserve < 1:
+        raise ValueError(f"the reserve must be a share of delta in (0, 1), got {reserve}")
+    mu = largest_mu(epsilon, delta * (1.0 - reserve), selections)
     eps = epsilon_for_delta(delta, mu)
     return float(math.floor(eps * 1e12) / 1e12) if eps > 0 else 0.0

@@ -53,10 +53,10 @@ def balance_of(plan: Any):
 
 
 def selection_budget(options: Any, auto: tuple[str, ...]):
-    """(share, quantile, :class:`tsdp.mechanisms.bounds.Split`) of a release whose caps ``auto`` are
-    chosen privately: --bound-selection-share and --bound-quantile checked (UsageError naming them),
-    --epsilon and --delta checked, and --epsilon split between the selections and the release (exactly
-    for a Gaussian release)."""
+    """(share, quantile, exact) of a release whose caps ``auto`` are chosen privately:
+    --bound-selection-share and --bound-quantile checked (UsageError naming them), --epsilon and --delta
+    checked, and whether the release may compose exactly with the selections (a Gaussian release,
+    :func:`tsdp.mechanisms.bounds.composes_exactly`)."""
     from tsdp.mechanisms import bounds
     from tsdp.mechanisms.registry import MECHANISMS, NAMES
 
@@ -73,4 +73,16 @@ def selection_budget(options: Any, auto: tuple[str, ...]):
     check_epsilon(options.epsilon)
     if options.delta is not None:
         check_delta(options.delta)
-    return share, quantile, bounds.Split.of(options.epsilon, options.delta, share, len(auto), exact)
+    return share, quantile, exact
+
+
+def selection_split(options: Any, share: float, caps: int, exact: bool, plan: Any):
+    """The :class:`tsdp.mechanisms.bounds.Split` of --epsilon between ``caps`` selections and the release
+    of ``plan`` (a placeholder :class:`tsdp.api.series.ReleasePlan`: its sampler and public grid bound the
+    rounding slack for every cap, :func:`tsdp.mechanisms.bounds.lattice_slack_share`)."""
+    from tsdp.mechanisms import bounds
+
+    n_series = len(plan.spec.series_keys) if plan.spec.series_keys else 1
+    slack = bounds.lattice_slack_share(plan.sampler.hardened, options.granularity, options.epsilon,
+                                       options.delta or 1.0, n_series * plan.n_steps())
+    return bounds.Split.of(options.epsilon, options.delta, share, caps, exact, slack)

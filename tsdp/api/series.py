@@ -113,9 +113,10 @@ class ReleaseOptions:
     def _auto_plan(self, caps: dict, auto: tuple[str, ...]) -> "ReleasePlan":
         """The plan of a release whose caps in ``auto`` are chosen privately: every other option is
         validated by planning with placeholders (1) at the release's share of epsilon."""
-        from tsdp.api.norm_bound import selection_budget
+        from tsdp.api.norm_bound import selection_budget, selection_split
+        from tsdp.mechanisms.bounds import EXACT
 
-        share, quantile, split = selection_budget(self, auto)
+        share, quantile, exact = selection_budget(self, auto)
         layout = InputSpec(layout=getattr(self.layout, "value", self.layout), value_col=self.value_col,
                            user_col=self.user_col).resolved_layout
         first = auto_option(auto)
@@ -131,8 +132,11 @@ class ReleaseOptions:
         if "max_steps" in auto and unit != "user":
             raise UsageError(f"--max-steps auto applies to --unit user only, not {unit}")
         placeholder = replace(self, **{cap: (1 if cap in auto else value) for cap, value in caps.items()},
-                              epsilon=split.release_epsilon, bound_selection_share=None, bound_quantile=None)
+                              epsilon=self.epsilon * (1.0 - share), bound_selection_share=None, bound_quantile=None)
         plan = placeholder._plan()
+        split = selection_split(self, share, len(auto), exact, plan)
+        if split.rule == EXACT:
+            plan = replace(placeholder, epsilon=split.release_epsilon)._plan()
         plan.auto = AutoBounds(replace(self, **caps), auto, share, quantile, split)
         return plan
 

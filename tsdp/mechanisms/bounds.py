@@ -71,6 +71,7 @@ from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import TYPE_CHECKING
 
+from tsdp.accounting import discrete as disc
 from tsdp.accounting.claim import MechanismEvent, PrivacyClaim
 from tsdp.accounting.compose import claim_backed_by_events
 from tsdp.errors import NumericalError
@@ -294,10 +295,28 @@ def composes_exactly(mechanism, noise: str | None) -> bool:
     return bool(mechanism.norm_bounded and not mechanism.pure(noise))
 
 
+def lattice_slack_share(hardened: bool, granularity: float | None, epsilon: float, delta: float,
+                        cells: int) -> float | None:
+    """The share of delta that bounds the release's rounding slack at its own epsilon for EVERY cap the
+    selection may choose, or None when no such public bound holds (then the release composes basically).
+
+    The float sampler has none (0). The hardened sampler's default lattice keeps the slack at most
+    :data:`tsdp.accounting.discrete.SLACK_SHARE` of delta for each cap's own noise scale, unless even
+    its finest lattice (sigma / g < 2^38) cannot, which no release of ``cells`` (the panel's, at least
+    the values any cap lets a unit change) at ``epsilon`` meets when
+    (1 + e^eps) cells 0.025 2^-76 <= SLACK_SHARE delta. A --granularity given by hand fixes g for every
+    cap, so the slack grows as the chosen cap's noise shrinks: no bound."""
+    if not hardened:
+        return 0.0
+    if granularity is not None:
+        return None
+    worst = disc.rounding_slack(epsilon, cells * disc.LATTICE_TV * 2.0 ** -76)
+    return disc.SLACK_SHARE if worst <= disc.SLACK_SHARE * delta else None
+
+
 def default_share(caps: tuple[str, ...], exact: bool) -> float:
     """The share of --epsilon spent choosing ``caps`` when --bound-selection-share is not given: 0.1 per
-    cap, 0.15 for --max-norm before a release that composes ``exact``-ly (a report composed basically,
-    the only rule before exact composition, was made with 0.1)."""
+    cap, 0.15 for --max-norm before a release that may compose ``exact``-ly (:func:`composes_exactly`)."""
     return sum(NORM_SHARE if cap == "max_norm" and exact else DEFAULT_SHARE for cap in caps)
 
 
@@ -311,14 +330,21 @@ class Split:
     caps: int  # the number of selections (the selection epsilon split evenly)
 
     @classmethod
-    def of(cls, epsilon: float, delta: float | None, share: float, caps: int, exact: bool) -> "Split":
+    def of(cls, epsilon: float, delta: float | None, share: float, caps: int, exact: bool,
+           slack_share: float | None = 0.0) -> "Split":
         """The split for a release at (``epsilon``, ``delta``) after ``caps`` selections of ``share`` x
-        ``epsilon`` in all: exact when the release composes ``exact``-ly (:func:`composes_exactly`)."""
+        ``epsilon`` in all: exact when the release composes ``exact``-ly (:func:`composes_exactly`) and its
+        rounding slack has a bound for every cap (``slack_share`` of delta at the release's epsilon,
+        :func:`lattice_slack_share`; None: no bound). The exact calibration reserves
+        RESERVE + slack_share e^eps_selection of delta: the slack at --epsilon is at most
+        (1 + e^eps) / (1 + e^eps_release) <= e^eps_selection times the slack at the release's epsilon."""
         spent = epsilon * share
-        if exact and delta:
-            from tsdp.accounting.bounded_range import release_epsilon
+        if exact and delta and slack_share is not None:
+            from tsdp.accounting.bounded_range import RESERVE, release_epsilon
 
-            return cls(EXACT, spent, release_epsilon(epsilon, delta, (spent / caps,) * caps), caps)
+            reserve = RESERVE + slack_share * math.exp(spent)
+            if reserve < 0.5:
+                return cls(EXACT, spent, release_epsilon(epsilon, delta, (spent / caps,) * caps, reserve), caps)
         return cls(BASIC, spent, epsilon - spent, caps)
 
     def claim_epsilon(self, release_claim_epsilon: float, epsilon: float) -> float:

@@ -320,7 +320,7 @@ def _bound_selection(r: "_Report") -> "tuple[_Report, Check] | None":
 
         mechanism = MECHANISMS.get(str(cmd.get("mechanism") or "gaussian"))
         exact = mechanism is not None and bounds.composes_exactly(mechanism, cmd.get("noise"))
-        share = bounds.default_share(tuple(auto), exact and rule == bounds.EXACT) if share is None else float(share)
+        share = bounds.default_share(tuple(auto), exact) if share is None else float(share)
         q = bounds.quantile_fraction(bounds.DEFAULT_QUANTILE if cmd.get("bound_quantile") is None
                                      else cmd["bound_quantile"])
         epsilon = float(cmd["epsilon"])
@@ -330,11 +330,17 @@ def _bound_selection(r: "_Report") -> "tuple[_Report, Check] | None":
     except (KeyError, TypeError, ValueError) as exc:
         g.fail(f"the bound_selection record or the command is malformed ({type(exc).__name__}: {exc})")
         return r, g.result("bound_selection")
-    split = bounds.Split.of(epsilon, cmd.get("delta"), share, len(auto), rule == bounds.EXACT)
+    keys = cmd.get("series_keys")
+    n_series = len(keys.split(",") if isinstance(keys, str) else keys) if keys else 1
+    slack = bounds.lattice_slack_share(cmd.get("sampler") != "float", cmd.get("granularity"), epsilon,
+                                       float(cmd.get("delta") or 1.0), n_series * n_steps)
+    split = bounds.Split.of(epsilon, cmd.get("delta"), share, len(auto), rule == bounds.EXACT, slack)
     spent = split.selection_epsilon
     g.expect(rule is not None, f"bound_selection.composition {record.get('composition')!r} is not a rule tsdp uses")
     g.expect(rule != bounds.EXACT or exact, f"bound_selection.composition: exact composition applies to a Gaussian "
              f"release only, not --mechanism {cmd.get('mechanism')} --noise {cmd.get('noise')}")
+    g.expect(rule != bounds.EXACT or split.rule == bounds.EXACT, "bound_selection.composition: exact composition "
+             "needs a bound on the rounding slack for every cap (the float sampler, or the default lattice)")
     g.equal("command.layout (auto caps need raw events)", cmd.get("layout"), "events")
     g.equal("caps chosen (bound_selection)", sorted(k for k in record if k in bounds.CAPS), sorted(auto))
     g.same("bound_selection.share", record.get("share"), share)
