@@ -284,7 +284,8 @@ def sampled_sigma_max(h: np.ndarray, J: np.ndarray, stats: KernelStats | None = 
     """Upper bound on ``s_J = sigma_max(A_J)``, the largest singular value of the rows J of A.
 
     ``s_J^2 = lambda_max(G)`` with the |J| x |J| Gram matrix ``G_ab = r_{(j_a - j_b) mod T}``
-    (``r`` = circular autocorrelation of h). Small |J| (<= 400): dense symmetric eigensolver.
+    (``r`` = circular autocorrelation of h). Small |J| (<= 400): dense symmetric eigensolver (LAPACK's
+    MRRR for the top eigenvalue, all eigenvalues by divide and conquer where MRRR reports a failure).
     Larger |J|: Lanczos (:func:`lanczos_top`) started from the all-ones vector, which
     for the entry-wise non-negative G of a non-negative kernel overlaps the Perron eigenvector,
     so the iteration converges to the largest eigenvalue. The operator is the banded sparse G when
@@ -313,7 +314,10 @@ def sampled_sigma_max(h: np.ndarray, J: np.ndarray, stats: KernelStats | None = 
 
         r = autocorrelation(h)
         gram = r[(J[:, None] - J[None, :]) % T]
-        lam = float(linalg.eigh(gram, eigvals_only=True, subset_by_index=[m - 1, m - 1])[0])
+        try:
+            lam = float(linalg.eigh(gram, eigvals_only=True, subset_by_index=[m - 1, m - 1])[0])
+        except linalg.LinAlgError:  # LAPACK's MRRR (syevr) fails on rare inputs: divide and conquer instead
+            lam = float(np.linalg.eigvalsh(gram)[-1])
         bound = lam + 4 * m * np.finfo(float).eps * abs(lam)
     else:
         compact = _compact_autocorrelation(h)
