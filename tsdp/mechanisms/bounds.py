@@ -56,12 +56,12 @@ selections and the release compose exactly (:mod:`tsdp.accounting.bounded_range`
 mechanism is bounded-range, so dominated by generalized randomized response, and the release's
 Gaussian pair is the same for every cap): the release is calibrated at the epsilon
 :func:`tsdp.accounting.bounded_range.release_epsilon` gives, which with eps_selection = 0.1 of
-epsilon 1 at delta 1e-6 is 0.977 (0.9 by basic composition), and the claim states --epsilon. For
-every cap the selection may choose, the release's mu is at most the one calibrated at that epsilon,
-and a hardened sampler's rounding slack must be bounded too (:func:`lattice_slack_share`: the
-composed pair lies within that total variation of the continuous one), which the calibration reserves
-out of delta (:meth:`Split.of`). Every
-other release composes basically, which holds for adaptively chosen mechanisms (Dwork and Roth
+epsilon 1 at delta 1e-6 is 0.976 with the default lattice (0.9 by basic composition), and the
+claim states --epsilon. For every cap the selection may choose, the release's mu is at most the
+one calibrated at that epsilon, and a hardened sampler's rounding slack must be bounded too
+(:func:`lattice_slack_share`: the composed pair lies within that total variation of the continuous
+one), which the calibration reserves out of delta (:meth:`Split.of`). Every other release composes
+basically, which holds for adaptively chosen mechanisms (Dwork and Roth
 2014, Theorem 3.16): (eps_release + eps_selection, delta)-DP with eps_release = epsilon minus the
 selection's. Two auto caps split eps_selection evenly. The claim records the rule
 (:func:`with_selection`) and the selection as ``exponential`` mechanism events; the selected caps are
