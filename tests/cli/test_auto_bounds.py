@@ -79,6 +79,7 @@ def test_verify_passes_and_refuses_every_edit(tsdp_cli, tmp_path, auto_release):
         "release epsilon": lambda d: at(d, sel).update(release_epsilon=0.99),
         "composition rule": lambda d: at(d, sel).update(composition=bounds.RULES[bounds.BASIC]),
         "composition unknown": lambda d: at(d, sel).update(composition="exact"),
+        "lattice set by hand": lambda d: d["command"]["parameters"].update(granularity=2.0 ** -10),
         "composition theorem": lambda d: d["claim"].update(theorem=d["claim"]["theorem"].split("; selections")[0]),
         "claim epsilon": lambda d: d["claim"].update(epsilon=0.9),
         "share": lambda d: d["command"]["parameters"].update(bound_selection_share=0.05),

@@ -83,6 +83,5 @@ def selection_split(options: Any, share: float, caps: int, exact: bool, plan: An
     from tsdp.mechanisms import bounds
 
     n_series = len(plan.spec.series_keys) if plan.spec.series_keys else 1
-    slack = bounds.lattice_slack_share(plan.sampler.hardened, options.granularity, options.epsilon,
-                                       options.delta or 1.0, n_series * plan.n_steps())
-    return bounds.Split.of(options.epsilon, options.delta, share, caps, exact, slack)
+    return bounds.Split.for_release(options.epsilon, options.delta, share, caps, exact, plan.sampler.hardened,
+                                    options.granularity, n_series * plan.n_steps())

@@ -351,6 +351,15 @@ class Split:
                 return cls(EXACT, spent, release_epsilon(epsilon, delta, (spent / caps,) * caps, reserve), caps)
         return cls(BASIC, spent, epsilon - spent, caps)
 
+    @classmethod
+    def for_release(cls, epsilon: float, delta: float | None, share: float, caps: int, exact: bool,
+                    hardened: bool, granularity: float | None, cells: int) -> "Split":
+        """:meth:`of` with the rounding slack's bound of the release's sampler (``hardened``, a
+        --granularity given or None) on a panel of ``cells`` cells (:func:`lattice_slack_share`): the
+        split the release runs with and the one ``account verify`` recomputes."""
+        slack = lattice_slack_share(hardened, granularity, epsilon, delta or 1.0, cells)
+        return cls.of(epsilon, delta, share, caps, exact, slack)
+
     def claim_epsilon(self, release_claim_epsilon: float, epsilon: float) -> float:
         """The composed claim's epsilon: --epsilon when exact, the release's plus the selections' else."""
         return epsilon if self.rule == EXACT else release_claim_epsilon + self.selection_epsilon

@@ -332,9 +332,8 @@ def _bound_selection(r: "_Report") -> "tuple[_Report, Check] | None":
         return r, g.result("bound_selection")
     keys = cmd.get("series_keys")
     n_series = len(keys.split(",") if isinstance(keys, str) else keys) if keys else 1
-    slack = bounds.lattice_slack_share(cmd.get("sampler") != "float", cmd.get("granularity"), epsilon,
-                                       float(cmd.get("delta") or 1.0), n_series * n_steps)
-    split = bounds.Split.of(epsilon, cmd.get("delta"), share, len(auto), rule == bounds.EXACT, slack)
+    split = bounds.Split.for_release(epsilon, cmd.get("delta"), share, len(auto), rule == bounds.EXACT,
+                                     cmd.get("sampler") != "float", cmd.get("granularity"), n_series * n_steps)
     spent = split.selection_epsilon
     g.expect(rule is not None, f"bound_selection.composition {record.get('composition')!r} is not a rule tsdp uses")
     g.expect(rule != bounds.EXACT or exact, f"bound_selection.composition: exact composition applies to a Gaussian "
